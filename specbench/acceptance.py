@@ -1,0 +1,138 @@
+"""Acceptance math: profiles, the minimum-variance schedule, closed forms, the throughput model.
+
+Notation (DOMAIN.md §1): ``K`` drafts per step; ``A`` drafts accepted, ``0..K``; the step emits
+``A + 1`` tokens; ``p_i = P(A >= i)`` are the unconditional per-position rates (non-increasing);
+``c_i = p_i / p_{i-1}`` the conditional ones (``p_0 = 1``); ``L = 1 + E[A]`` the mean acceptance
+length. Plain Python floats in, plain lists out: nothing here needs a tensor.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from specbench.errors import SpecbenchError
+
+
+def _fmt(values: Sequence[float]) -> str:
+    return "[" + ", ".join(f"{v:g}" for v in values) + "]"
+
+
+def check_num_spec_tokens(num_spec_tokens: int) -> int:
+    """Reject K < 1 (and anything that is not a whole number); return K."""
+    if isinstance(num_spec_tokens, bool) or not isinstance(num_spec_tokens, int):
+        raise SpecbenchError(f"number of speculative tokens must be a whole number, got {num_spec_tokens!r}")
+    if num_spec_tokens < 1:
+        raise SpecbenchError(f"number of speculative tokens must be at least 1, got {num_spec_tokens}")
+    return num_spec_tokens
+
+
+def validate_rates(rates: Sequence[float], num_spec_tokens: int) -> list[float]:
+    """Check ``K`` unconditional rates: each in [0, 1], non-increasing, no NaN; return them as floats."""
+    check_num_spec_tokens(num_spec_tokens)
+    values = [float(r) for r in rates]
+    if len(values) != num_spec_tokens:
+        raise SpecbenchError(
+            f"acceptance rates must have one entry per draft position ({num_spec_tokens}), "
+            f"got {len(values)}: {_fmt(values)}"
+        )
+    for value in values:
+        if math.isnan(value) or not 0.0 <= value <= 1.0:
+            raise SpecbenchError(f"acceptance rates must lie in [0, 1], got {value:g} in {_fmt(values)}")
+    for before, after in zip(values, values[1:]):
+        if after > before:
+            raise SpecbenchError(f"acceptance rates must be non-increasing, got {_fmt(values)}")
+    return values
+
+
+def length_to_rates(mean_acceptance_length: float, num_spec_tokens: int) -> list[float]:
+    """The minimum-variance schedule: ``floor(L-1)`` ones, the fraction, then zeros, cut to ``K``.
+
+    ``L = 2.5, K = 3`` gives ``[1.0, 0.5, 0.0]``. ``L`` must lie in ``[1, K + 1]``.
+    """
+    check_num_spec_tokens(num_spec_tokens)
+    length = float(mean_acceptance_length)
+    if math.isnan(length) or not 1.0 <= length <= num_spec_tokens + 1:
+        raise SpecbenchError(
+            f"mean acceptance length must lie in [1, {num_spec_tokens + 1}] for K={num_spec_tokens}, "
+            f"got {length:g}"
+        )
+    expected_accepted = length - 1.0
+    num_full = int(math.floor(expected_accepted))
+    rates = [1.0] * num_full + [expected_accepted - num_full] + [0.0] * num_spec_tokens
+    return rates[:num_spec_tokens]
+
+
+def resolve_rates(
+    num_spec_tokens: int,
+    rates: Sequence[float] | None = None,
+    mean_acceptance_length: float | None = None,
+) -> list[float]:
+    """Unconditional rates from exactly one of ``rates`` or ``mean_acceptance_length``."""
+    if (rates is None) == (mean_acceptance_length is None):
+        given = "both" if rates is not None else "neither"
+        raise SpecbenchError(
+            f"give exactly one of acceptance rates or mean acceptance length, got {given}"
+        )
+    if rates is not None:
+        return validate_rates(rates, num_spec_tokens)
+    return length_to_rates(mean_acceptance_length, num_spec_tokens)
+
+
+def conditional_rates(rates: Sequence[float]) -> list[float]:
+    """``c_i = p_i / p_{i-1}`` with ``p_0 = 1``; once some ``p_j = 0`` every later ``c_i`` is 0."""
+    result: list[float] = []
+    previous = 1.0
+    for rate in rates:
+        result.append(0.0 if previous == 0.0 else min(1.0, rate / previous))
+        previous = rate
+    return result
+
+
+def accepted_distribution(rates: Sequence[float]) -> list[float]:
+    """``P(A = j)`` for ``j = 0..K``: ``p_j - p_{j+1}`` with ``p_0 = 1`` and ``p_{K+1} = 0``."""
+    padded = [1.0, *[float(r) for r in rates], 0.0]
+    return [padded[j] - padded[j + 1] for j in range(len(padded) - 1)]
+
+
+def mean_acceptance_length(rates: Sequence[float]) -> float:
+    """``L = 1 + E[A] = 1 + sum_i p_i``."""
+    return 1.0 + float(sum(rates))
+
+
+def accepted_variance(rates: Sequence[float]) -> float:
+    """``Var(A) = sum_i (2i - 1) p_i - (sum_i p_i)^2`` (from ``E[A^2] = sum_i (2i - 1) P(A >= i)``)."""
+    mean = sum(rates)
+    second_moment = sum((2 * i - 1) * rate for i, rate in enumerate(rates, start=1))
+    return float(second_moment - mean * mean)
+
+
+def expected_speedup(mean_length: float, num_spec_tokens: int, cost_ratio: float) -> float:
+    """Expected speed-up over plain decoding: ``S = L / (1 + K c)``.
+
+    ``c`` is the cost of one draft step over one target step; with i.i.d. per-token acceptance
+    ``a`` this is Leviathan et al.'s ``(1 - a^(K+1)) / ((1 - a)(1 + K c))``.
+    """
+    if math.isnan(cost_ratio) or cost_ratio < 0:
+        raise SpecbenchError(f"cost ratio must be a non-negative number, got {cost_ratio:g}")
+    return mean_length / (1.0 + num_spec_tokens * cost_ratio)
+
+
+def iid_rates(token_acceptance_rate: float, num_spec_tokens: int) -> list[float]:
+    """Unconditional rates when every draft is accepted independently with rate ``a``: ``a^i``."""
+    a = float(token_acceptance_rate)
+    if math.isnan(a) or not 0.0 <= a <= 1.0:
+        raise SpecbenchError(f"per-token acceptance rate must lie in [0, 1], got {a:g}")
+    return [a**i for i in range(1, check_num_spec_tokens(num_spec_tokens) + 1)]
+
+
+def best_num_spec_tokens(
+    token_acceptance_rate: float, cost_ratio: float, max_num_spec_tokens: int = 16
+) -> tuple[int, float]:
+    """The ``K`` in ``1..max`` with the highest expected speed-up for i.i.d. rate ``a``, and that speed-up."""
+    best = (1, -1.0)
+    for k in range(1, check_num_spec_tokens(max_num_spec_tokens) + 1):
+        speedup = expected_speedup(mean_acceptance_length(iid_rates(token_acceptance_rate, k)), k, cost_ratio)
+        if speedup > best[1] + 1e-12:
+            best = (k, speedup)
+    return best

@@ -1,0 +1,37 @@
+"""The command line: parse, call the library, print. ``SpecbenchError`` becomes one red line."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from specbench.errors import SpecbenchError
+
+app = typer.Typer(
+    help="Benchmarks and acceptance simulation for the verification step of speculative decoding.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+error_console = Console(stderr=True)
+
+
+def fail(message: str) -> None:
+    """Print one red sentence on stderr and exit with status 2."""
+    error_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(2)
+
+
+# The commands live in their own modules and register themselves on `app`.
+from specbench import cli_sweep, cli_bench  # noqa: E402,F401
+
+
+def main() -> None:
+    try:
+        app()
+    except SpecbenchError as exc:
+        error_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        sys.exit(2)

@@ -1,0 +1,1 @@
+"""`specbench kernels`, `specbench plot`, `specbench env` (see issue 4)."""

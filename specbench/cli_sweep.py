@@ -1,0 +1,1 @@
+"""`specbench sweep`: synthetic-acceptance sweeps (see issue 2)."""

@@ -1,0 +1,32 @@
+"""Triton twins of ``specbench/rng.py``: the same 32-bit words, bit for bit."""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def fmix32(h):
+    # murmur3's 32-bit finaliser; h is uint32, products wrap mod 2**32
+    h = h ^ (h >> 16)
+    h = h * 0x85EBCA6B
+    h = h ^ (h >> 13)
+    h = h * 0xC2B2AE35
+    return h ^ (h >> 16)
+
+
+@triton.jit
+def row_key(seed, position, PURPOSE: tl.constexpr):
+    # seed: int64 scalar, position: int32/int64 scalar; returns the uint32 key of the stream
+    seed_lo = (seed & 0xFFFFFFFF).to(tl.uint32)
+    seed_hi = ((seed >> 32) & 0xFFFFFFFF).to(tl.uint32)
+    key = fmix32(seed_lo ^ 0x2545F491)
+    key = fmix32(key ^ seed_hi)
+    key = fmix32(key ^ (position.to(tl.int64) & 0xFFFFFFFF).to(tl.uint32))
+    return fmix32(key ^ PURPOSE)
+
+
+@triton.jit
+def uniform_at(key, index):
+    # uniform in (0, 1) from the top 24 bits of word `index` of stream `key`
+    word = fmix32(key + index.to(tl.uint32) * 0x9E3779B9)
+    return ((word >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)

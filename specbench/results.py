@@ -1,0 +1,155 @@
+"""Results on disk: ``results.json`` (``metadata`` + ``records``) and a long-form CSV beside it.
+
+Records are written after every finished case (the JSON through a temporary file and a rename),
+so a run stopped by Ctrl-C leaves everything it finished readable. Charts and comparisons read
+these files and never re-run anything.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from specbench.errors import SpecbenchError
+
+RESULTS_JSON = "results.json"
+RESULTS_CSV = "results.csv"
+
+
+def git_commit() -> str:
+    """The commit of the specbench checkout (with ``-dirty`` when it has changes), or ``unknown``."""
+    here = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=5, check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return os.environ.get("SPECBENCH_COMMIT", "unknown")
+    return commit + ("-dirty" if dirty else "")
+
+
+def device_description(device: str = "cpu") -> dict[str, Any]:
+    """Name, SM count and driver of a CUDA device, or the CPU's description."""
+    import torch
+
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(torch.device(device))
+        return {
+            "device": props.name,
+            "sm_count": props.multi_processor_count,
+            "memory_gib": round(props.total_memory / 2**30, 1),
+            "cuda": torch.version.cuda,
+            "driver": _nvidia_driver(),
+        }
+    return {"device": f"cpu ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"}
+
+
+def _nvidia_driver() -> str:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()
+        return out.splitlines()[0] if out else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def collect_metadata(device: str = "cpu", **extra: Any) -> dict[str, Any]:
+    """Versions, machine, commit, command line and time of a run, plus ``extra`` fields."""
+    import torch
+
+    from specbench import __version__
+
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    return {
+        "specbench": __version__,
+        "torch": torch.__version__,
+        "triton": triton_version,
+        "python": platform.python_version(),
+        "host": platform.node(),
+        "commit": git_commit(),
+        "command": " ".join(shlex.quote(a) for a in ["specbench", *sys.argv[1:]]),
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        **device_description(device),
+        **extra,
+    }
+
+
+def default_output_dir(kind: str) -> Path:
+    """``results/<kind>-<UTC timestamp>/``."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return Path("results") / f"{kind}-{stamp}"
+
+
+class ResultsWriter:
+    """Keeps ``results.json`` and ``results.csv`` of one run up to date, one record at a time."""
+
+    def __init__(self, directory: str | Path, metadata: dict[str, Any], records: list[dict] | None = None):
+        self.directory = Path(directory)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SpecbenchError(f"cannot create output folder {self.directory}: {exc.strerror}") from exc
+        self.metadata = metadata
+        self.records: list[dict] = list(records or [])
+        self.flush()
+
+    def add(self, record: dict) -> None:
+        self.records.append(record)
+        self.flush()
+
+    def flush(self) -> None:
+        payload = {"metadata": self.metadata, "records": self.records}
+        tmp = self.directory / (RESULTS_JSON + ".tmp")
+        tmp.write_text(json.dumps(payload, indent=2, default=_json_default) + "\n")
+        tmp.replace(self.directory / RESULTS_JSON)
+        records_frame(self.records).to_csv(self.directory / RESULTS_CSV, index=False)
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"cannot write {type(value).__name__} to JSON")
+
+
+def records_frame(records: list[dict]) -> pd.DataFrame:
+    """Records as a long-form table; list-valued fields become ``;``-joined strings."""
+    flat = [
+        {k: (";".join(f"{x:.6g}" if isinstance(x, float) else str(x) for x in v) if isinstance(v, list) else v)
+         for k, v in record.items()}
+        for record in records
+    ]
+    return pd.DataFrame(flat)
+
+
+def read_results(directory: str | Path) -> tuple[dict[str, Any], list[dict]]:
+    """``(metadata, records)`` of a results folder; a missing or broken file is a usage error."""
+    path = Path(directory) / RESULTS_JSON
+    if not path.is_file():
+        raise SpecbenchError(f"no {RESULTS_JSON} in {directory}: not a specbench results folder")
+    try:
+        payload = json.loads(path.read_text())
+        return payload["metadata"], list(payload["records"])
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise SpecbenchError(f"{path} is not a readable specbench results file ({exc})") from exc

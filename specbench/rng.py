@@ -1,0 +1,79 @@
+"""Counter-based randomness shared bit for bit by every backend.
+
+Every random number specbench draws is a pure function of
+``(request seed, sequence position, purpose, index)``: no state, no offsets, nothing that
+depends on the batch size, a request's place in the batch or a kernel's launch shape. The torch
+functions here and the Triton helpers in ``specbench/kernels/rng.py`` compute the same 32-bit
+words, so both backends emit the same tokens for the same seeds.
+
+The generator: a 32-bit row key is built by feeding the seed's low word, its high word, the
+position and the purpose through murmur3's 32-bit finaliser (``fmix32``) in turn; the word for
+vocabulary index ``x`` is ``fmix32(key + x * 0x9E3779B9)`` (a Weyl sequence through a bijective
+mixer, as in SplitMix). A uniform in the open interval (0, 1) takes the top 24 bits:
+``((word >> 8) + 0.5) / 2**24``; it is exact in float32 and never 0 or 1.
+
+Purposes (each random decision has its own stream):
+- ``ACCEPT``: the uniform ``u`` of the acceptance test at a position (index 0);
+- ``RESIDUAL``: the race that samples the residual distribution after a rejection;
+- ``SAMPLE``: the race that samples the target distribution itself (the bonus token, and the
+  target's own token in the synthetic mode).
+"""
+
+from __future__ import annotations
+
+import torch
+
+ACCEPT = 1
+RESIDUAL = 2
+SAMPLE = 3
+
+GOLDEN = 0x9E3779B9
+MIX_1 = 0x85EBCA6B
+MIX_2 = 0xC2B2AE35
+MASK_32 = 0xFFFFFFFF
+
+
+def _mul32(h: torch.Tensor, constant: int) -> torch.Tensor:
+    # (h * constant) mod 2**32 computed in int64 without overflow: split h into 16-bit halves;
+    # only the low 16 bits of the high half's product survive the shift by 16.
+    low = (h & 0xFFFF) * constant
+    high = (((h >> 16) * constant) & 0xFFFF) << 16
+    return (low + high) & MASK_32
+
+
+def fmix32(h: torch.Tensor) -> torch.Tensor:
+    """murmur3's 32-bit finaliser on int64 tensors holding values in [0, 2**32)."""
+    h = h ^ (h >> 16)
+    h = _mul32(h, MIX_1)
+    h = h ^ (h >> 13)
+    h = _mul32(h, MIX_2)
+    return h ^ (h >> 16)
+
+
+def row_key(seeds: torch.Tensor, positions: torch.Tensor, purpose: int) -> torch.Tensor:
+    """32-bit key of a (seed, position, purpose) stream; broadcasts; returns int64 in [0, 2**32)."""
+    seeds = seeds.to(torch.int64)
+    key = fmix32((seeds & MASK_32) ^ 0x2545F491)
+    key = fmix32(key ^ ((seeds >> 32) & MASK_32))
+    key = fmix32(key ^ (positions.to(torch.int64) & MASK_32))
+    return fmix32(key ^ purpose)
+
+
+def words(key: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """The 32-bit word at ``index`` of the stream ``key``; broadcasts; int64 in [0, 2**32)."""
+    return fmix32((key + _mul32(index.to(torch.int64), GOLDEN)) & MASK_32)
+
+
+def to_uniform(word: torch.Tensor) -> torch.Tensor:
+    """Top 24 bits of a word as a float32 uniform in the open interval (0, 1)."""
+    return ((word >> 8).to(torch.float32) + 0.5) * (1.0 / 16777216.0)
+
+
+def uniform(
+    seeds: torch.Tensor, positions: torch.Tensor, purpose: int, index: torch.Tensor | int = 0
+) -> torch.Tensor:
+    """Uniforms in (0, 1) for (seed, position, purpose, index); all arguments broadcast."""
+    key = row_key(seeds, positions, purpose)
+    if isinstance(index, int):
+        index = torch.tensor(index, dtype=torch.int64, device=key.device)
+    return to_uniform(words(key, index))

@@ -1,0 +1,242 @@
+"""The one entry point for the verification step: ``verify(...)``, for all three modes.
+
+Layout (padded, one row per draft slot plus the bonus row; DOMAIN.md §1 names ``B``, ``K``, ``V``):
+
+- ``target_logits`` ``[B, K + 1, V]`` float32, bfloat16 or float16: row ``i < n_b`` is the target
+  at draft slot ``i`` of request ``b``; row ``n_b`` (``n_b = num_draft_tokens[b]``) is its bonus
+  row. Rows past ``n_b`` are never read. The last dimension must be contiguous.
+- ``draft_token_ids`` ``[B, K]`` int32 or int64; ``-1`` (or any id outside ``[0, V)``) is a
+  draft that is rejected without a test and without an out-of-bounds read.
+- ``draft_logits`` or ``draft_probs`` ``[B, K, V]`` (at most one; neither means one-hot drafts).
+
+What each mode computes, exactly (every backend follows this to the bit, up to float rounding
+of the probabilities):
+
+- Rows are cleaned first: logits are scaled by ``1 / temperature``, NaN becomes ``-inf`` and
+  ``+inf`` the largest float32 (so several ``+inf`` tokens share the mass equally). A target row
+  with no finite value left is *invalid*: when a request reaches it, the request stops there
+  and emits nothing for that row (``num_emitted`` counts only the tokens before it). An invalid
+  draft-logit row makes that position's draft one-hot. NaN draft probabilities count as 0.
+- Greedy row (``mode="greedy"``, or ``temperatures[b] == 0`` in the other modes): accept while
+  the draft equals ``argmax p`` (ties to the lowest id); at the first mismatch emit the argmax.
+- Probabilistic row: ``u = U(seed, pos + i, ACCEPT)``; accept iff ``u * q(x) < p(x)`` with
+  ``q(x) = 1`` for one-hot drafts. On rejection emit the residual sample
+  ``argmax_y w(y) / E_y`` over ``w(y) > 0``, ``w = max(p - q, 0)`` (``p`` without ``x`` for
+  one-hot drafts, ``p`` itself when ``x`` is not a valid id or ``w`` is all zero),
+  ``E_y = -log U(seed, pos + i, RESIDUAL, y)``.
+- Synthetic row: accept iff ``u < c_i`` (``c`` the conditional rates of the profile) and ``x``
+  is a valid id; on rejection emit the target's own token at that row (argmax for a greedy row,
+  otherwise the sample below).
+- Bonus (all ``n_b`` drafts accepted): argmax for a greedy row, otherwise
+  ``argmax_y p(y) / E_y`` with ``E_y = -log U(seed, pos + n_b, SAMPLE, y)``.
+
+``U`` is ``specbench.rng.uniform``; ``pos`` is ``positions[b]``. Results depend on nothing else:
+not the batch size, nor a request's place in it, nor the backend's launch shape.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+from typing import Literal, NamedTuple
+
+import torch
+
+from specbench import acceptance
+from specbench.errors import SpecbenchError
+
+Mode = Literal["greedy", "probabilistic", "synthetic"]
+Backend = Literal["auto", "triton", "torch"]
+MODES: tuple[str, ...] = ("greedy", "probabilistic", "synthetic")
+BACKENDS: tuple[str, ...] = ("auto", "triton", "torch")
+
+
+class VerifyResult(NamedTuple):
+    """What one verification step emits.
+
+    - ``output_token_ids`` ``[B, K + 1]`` int64: the emitted tokens, ``-1`` in every slot past
+      the last one emitted.
+    - ``num_emitted`` ``[B]`` int32: tokens emitted (``num_accepted + 1`` unless an invalid row
+      stopped the request).
+    - ``num_accepted`` ``[B]`` int32: drafts accepted, ``0..num_draft_tokens[b]``.
+    """
+
+    output_token_ids: torch.Tensor
+    num_emitted: torch.Tensor
+    num_accepted: torch.Tensor
+
+
+_FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _check_tensor(name: str, tensor: torch.Tensor, shape: tuple[int, ...], dtypes: tuple, device) -> None:
+    if not isinstance(tensor, torch.Tensor):
+        raise SpecbenchError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+    if tuple(tensor.shape) != shape:
+        raise SpecbenchError(f"{name} must have shape {list(shape)}, got {list(tensor.shape)}")
+    if tensor.dtype not in dtypes:
+        allowed = ", ".join(str(d).removeprefix("torch.") for d in dtypes)
+        raise SpecbenchError(f"{name} must have dtype {allowed}, got {str(tensor.dtype).removeprefix('torch.')}")
+    if tensor.device != device:
+        raise SpecbenchError(f"{name} is on {tensor.device} but target_logits is on {device}")
+
+
+def resolve_backend(backend: str, device: torch.device) -> str:
+    """``auto`` is Triton on a GPU and torch on the CPU; ``triton`` on the CPU needs the interpreter."""
+    if backend not in BACKENDS:
+        raise SpecbenchError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if backend == "auto":
+        return "triton" if device.type == "cuda" else "torch"
+    if backend == "triton" and device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+        raise SpecbenchError(
+            f"the triton backend on {device.type} needs TRITON_INTERPRET=1 set before specbench is imported"
+        )
+    return backend
+
+
+def backend_module(backend: str):
+    """The module that implements a concrete backend: ``verify`` and ``simulate`` functions."""
+    name = {"triton": "specbench.kernels.launch", "torch": "specbench.reference"}[backend]
+    return importlib.import_module(name)
+
+
+def verify(
+    target_logits: torch.Tensor,
+    draft_token_ids: torch.Tensor,
+    *,
+    mode: Mode = "probabilistic",
+    num_draft_tokens: torch.Tensor | None = None,
+    draft_logits: torch.Tensor | None = None,
+    draft_probs: torch.Tensor | None = None,
+    temperatures: torch.Tensor | None = None,
+    seeds: torch.Tensor | None = None,
+    positions: torch.Tensor | None = None,
+    acceptance_rates: list[float] | None = None,
+    backend: Backend = "auto",
+) -> VerifyResult:
+    """Run one verification step of speculative decoding (see the module docstring for the rules).
+
+    Args:
+        target_logits: ``[B, K + 1, V]`` float32/bfloat16/float16, last dim contiguous.
+        draft_token_ids: ``[B, K]`` int32/int64; ``-1`` or out of range is a rejected draft.
+        mode: ``"greedy"``, ``"probabilistic"`` (default) or ``"synthetic"``.
+        num_draft_tokens: ``[B]`` integer in ``0..K``; default ``K`` for every request.
+        draft_logits: ``[B, K, V]`` float, the draft model's logits (probabilistic mode).
+        draft_probs: ``[B, K, V]`` float, the draft distribution itself (probabilistic mode).
+        temperatures: ``[B]`` float, ``>= 0``; 0 makes a greedy row; default 1.
+        seeds: ``[B]`` int64 request seeds; required unless ``mode="greedy"``.
+        positions: ``[B]`` integer, sequence position of each request's first draft slot; default 0.
+        acceptance_rates: ``K`` unconditional rates, required for ``mode="synthetic"``.
+        backend: ``"auto"`` (Triton on a GPU, torch on the CPU), ``"triton"`` or ``"torch"``.
+
+    Returns:
+        ``VerifyResult(output_token_ids [B, K+1] int64 (-1 padded), num_emitted [B] int32,
+        num_accepted [B] int32)`` on the device of ``target_logits``.
+    """
+    if mode not in MODES:
+        raise SpecbenchError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if not isinstance(target_logits, torch.Tensor) or target_logits.dim() != 3:
+        shape = list(target_logits.shape) if isinstance(target_logits, torch.Tensor) else type(target_logits).__name__
+        raise SpecbenchError(f"target_logits must be a [B, K + 1, V] tensor, got {shape}")
+    batch, num_rows, vocab = target_logits.shape
+    num_spec = num_rows - 1
+    device = target_logits.device
+    if num_rows < 1 or vocab < 1:
+        raise SpecbenchError(f"target_logits needs at least one row and one token, got {list(target_logits.shape)}")
+    _check_tensor("target_logits", target_logits, (batch, num_rows, vocab), _FLOAT_DTYPES, device)
+    if target_logits.stride(2) != 1:
+        raise SpecbenchError("target_logits must be contiguous in its last (vocabulary) dimension")
+    _check_tensor("draft_token_ids", draft_token_ids, (batch, num_spec), (torch.int32, torch.int64), device)
+
+    int_types = (torch.int32, torch.int64)
+    if num_draft_tokens is None:
+        num_draft_tokens = torch.full((batch,), num_spec, dtype=torch.int32, device=device)
+    _check_tensor("num_draft_tokens", num_draft_tokens, (batch,), int_types, device)
+    if batch and (int(num_draft_tokens.min()) < 0 or int(num_draft_tokens.max()) > num_spec):
+        bad = num_draft_tokens[(num_draft_tokens < 0) | (num_draft_tokens > num_spec)][0].item()
+        raise SpecbenchError(f"num_draft_tokens must lie in [0, {num_spec}], got {bad}")
+
+    if draft_logits is not None and draft_probs is not None:
+        raise SpecbenchError("give draft_logits or draft_probs, not both")
+    for name, tensor in (("draft_logits", draft_logits), ("draft_probs", draft_probs)):
+        if tensor is not None:
+            if mode != "probabilistic":
+                raise SpecbenchError(f"{name} is only used by the probabilistic mode, got mode {mode!r}")
+            _check_tensor(name, tensor, (batch, num_spec, vocab), _FLOAT_DTYPES, device)
+            if tensor.stride(2) != 1:
+                raise SpecbenchError(f"{name} must be contiguous in its last (vocabulary) dimension")
+
+    if temperatures is None:
+        temperatures = torch.full((batch,), 0.0 if mode == "greedy" else 1.0, dtype=torch.float32, device=device)
+    _check_tensor("temperatures", temperatures, (batch,), (torch.float32, torch.float64), device)
+    if batch and not bool(torch.all(temperatures >= 0)):
+        bad = temperatures[~(temperatures >= 0)][0].item()
+        raise SpecbenchError(f"temperatures must be non-negative numbers, got {bad}")
+    temperatures = temperatures.to(torch.float32)
+    if mode == "greedy":
+        temperatures = torch.zeros_like(temperatures)
+
+    if seeds is None:
+        if mode != "greedy":
+            raise SpecbenchError(f"seeds are required for the {mode} mode (one int64 per request)")
+        seeds = torch.zeros(batch, dtype=torch.int64, device=device)
+    _check_tensor("seeds", seeds, (batch,), int_types, device)
+    if positions is None:
+        positions = torch.zeros(batch, dtype=torch.int64, device=device)
+    _check_tensor("positions", positions, (batch,), int_types, device)
+
+    conditional = torch.zeros(max(num_spec, 1), dtype=torch.float32, device=device)
+    if mode == "synthetic":
+        if acceptance_rates is None:
+            raise SpecbenchError("the synthetic mode needs acceptance_rates (K unconditional rates)")
+        rates = acceptance.validate_rates(list(acceptance_rates), max(num_spec, 1)) if num_spec else []
+        if rates:
+            conditional = torch.tensor(acceptance.conditional_rates(rates), dtype=torch.float32, device=device)
+    elif acceptance_rates is not None:
+        raise SpecbenchError(f"acceptance_rates is only used by the synthetic mode, got mode {mode!r}")
+
+    impl = backend_module(resolve_backend(backend, device))
+    return impl.verify(
+        mode=mode,
+        target_logits=target_logits,
+        draft_token_ids=draft_token_ids.to(torch.int64),
+        num_draft_tokens=num_draft_tokens.to(torch.int32),
+        draft_logits=draft_logits,
+        draft_probs=draft_probs,
+        temperatures=temperatures,
+        seeds=seeds.to(torch.int64),
+        positions=positions.to(torch.int64),
+        conditional_rates=conditional,
+    )
+
+
+def simulate_acceptance(
+    acceptance_rates: list[float],
+    num_requests: int,
+    *,
+    seed: int = 0,
+    first_request: int = 0,
+    backend: Backend = "auto",
+    device: str | torch.device = "cpu",
+) -> torch.Tensor:
+    """Drafts accepted by ``num_requests`` synthetic steps, without logits (the sweep's engine).
+
+    Request ``r`` uses seed ``seed + first_request + r`` at position 0, so its count equals the
+    ``num_accepted`` that ``verify(mode="synthetic")`` gives for that seed, and a sweep split
+    into chunks gives the same counts as one call.
+
+    Returns ``[num_requests]`` int32 in ``0..K`` on ``device``.
+    """
+    num_spec = len(acceptance_rates)
+    rates = acceptance.validate_rates(acceptance_rates, num_spec)
+    if num_requests < 1:
+        raise SpecbenchError(f"number of requests must be at least 1, got {num_requests}")
+    device = torch.device(device)
+    if not math.isfinite(seed):
+        raise SpecbenchError(f"seed must be a whole number, got {seed}")
+    conditional = torch.tensor(acceptance.conditional_rates(rates), dtype=torch.float32, device=device)
+    impl = backend_module(resolve_backend(backend, device))
+    return impl.simulate(
+        conditional_rates=conditional, num_requests=num_requests, first_seed=int(seed) + int(first_request)
+    )

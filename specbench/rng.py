@@ -34,11 +34,9 @@ MASK_32 = 0xFFFFFFFF
 
 
 def _mul32(h: torch.Tensor, constant: int) -> torch.Tensor:
-    # (h * constant) mod 2**32 computed in int64 without overflow: split h into 16-bit halves;
-    # only the low 16 bits of the high half's product survive the shift by 16.
-    low = (h & 0xFFFF) * constant
-    high = (((h >> 16) * constant) & 0xFFFF) << 16
-    return (low + high) & MASK_32
+    # (h * constant) mod 2**32: torch's int64 product wraps mod 2**64 (two's complement), and the
+    # low 32 bits of a wrapped product are exact; tests/test_rng.py checks this against Triton.
+    return (h * constant) & MASK_32
 
 
 def fmix32(h: torch.Tensor) -> torch.Tensor:
@@ -50,13 +48,22 @@ def fmix32(h: torch.Tensor) -> torch.Tensor:
     return h ^ (h >> 16)
 
 
-def row_key(seeds: torch.Tensor, positions: torch.Tensor, purpose: int) -> torch.Tensor:
-    """32-bit key of a (seed, position, purpose) stream; broadcasts; returns int64 in [0, 2**32)."""
+def seed_key(seeds: torch.Tensor) -> torch.Tensor:
+    """The part of a stream key that depends on the seed alone (compute once per request)."""
     seeds = seeds.to(torch.int64)
     key = fmix32((seeds & MASK_32) ^ 0x2545F491)
-    key = fmix32(key ^ ((seeds >> 32) & MASK_32))
-    key = fmix32(key ^ (positions.to(torch.int64) & MASK_32))
+    return fmix32(key ^ ((seeds >> 32) & MASK_32))
+
+
+def stream_key(seed_keys: torch.Tensor, positions: torch.Tensor, purpose: int) -> torch.Tensor:
+    """32-bit key of the (seed, position, purpose) stream; broadcasts; int64 in [0, 2**32)."""
+    key = fmix32(seed_keys ^ (positions.to(torch.int64) & MASK_32))
     return fmix32(key ^ purpose)
+
+
+def row_key(seeds: torch.Tensor, positions: torch.Tensor, purpose: int) -> torch.Tensor:
+    """``stream_key(seed_key(seeds), positions, purpose)``."""
+    return stream_key(seed_key(seeds), positions, purpose)
 
 
 def words(key: torch.Tensor, index: torch.Tensor) -> torch.Tensor:

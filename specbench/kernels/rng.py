@@ -15,14 +15,24 @@ def fmix32(h):
 
 
 @triton.jit
-def row_key(seed, position, PURPOSE: tl.constexpr):
-    # seed: int64 scalar, position: int32/int64 scalar; returns the uint32 key of the stream
+def seed_key(seed):
+    # seed: int64; the seed-only half of a stream key (uint32)
     seed_lo = (seed & 0xFFFFFFFF).to(tl.uint32)
     seed_hi = ((seed >> 32) & 0xFFFFFFFF).to(tl.uint32)
     key = fmix32(seed_lo ^ 0x2545F491)
-    key = fmix32(key ^ seed_hi)
-    key = fmix32(key ^ (position.to(tl.int64) & 0xFFFFFFFF).to(tl.uint32))
+    return fmix32(key ^ seed_hi)
+
+
+@triton.jit
+def stream_key(seed_key_value, position, PURPOSE: tl.constexpr):
+    # the uint32 key of the (seed, position, purpose) stream
+    key = fmix32(seed_key_value ^ (position.to(tl.int64) & 0xFFFFFFFF).to(tl.uint32))
     return fmix32(key ^ PURPOSE)
+
+
+@triton.jit
+def row_key(seed, position, PURPOSE: tl.constexpr):
+    return stream_key(seed_key(seed), position, PURPOSE)
 
 
 @triton.jit

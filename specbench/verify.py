@@ -14,9 +14,11 @@ of the probabilities):
 
 - Rows are cleaned first: logits are scaled by ``1 / temperature``, NaN becomes ``-inf`` and
   ``+inf`` the largest float32 (so several ``+inf`` tokens share the mass equally). A target row
-  with no finite value left is *invalid*: when a request reaches it, the request stops there
-  and emits nothing for that row (``num_emitted`` counts only the tokens before it). An invalid
-  draft-logit row makes that position's draft one-hot. NaN draft probabilities count as 0.
+  with no finite value left is *invalid*: when a request needs its values, the request stops
+  there and emits nothing for that row (``num_emitted`` counts only the tokens before it). Rows
+  whose values are not needed are never read: in the synthetic mode an accepted row is not
+  looked at. An invalid draft-logit row makes that position's draft one-hot. NaN draft
+  probabilities count as 0.
 - Greedy row (``mode="greedy"``, or ``temperatures[b] == 0`` in the other modes): accept while
   the draft equals ``argmax p`` (ties to the lowest id); at the first mismatch emit the argmax.
 - Probabilistic row: ``u = U(seed, pos + i, ACCEPT)``; accept iff ``u * q(x) < p(x)`` with

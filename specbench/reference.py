@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from specbench import rng
+from specbench.verify import VerifyResult
 
 _SIMULATE_CHUNK = 1 << 16
 
@@ -31,3 +32,187 @@ def simulate(*, conditional_rates: torch.Tensor, num_requests: int, first_seed: 
         accepted = (u < conditional_rates[None, :]).to(torch.int32)
         counts[start:stop] = accepted.cumprod(dim=1).sum(dim=1, dtype=torch.int32)
     return counts
+
+
+# Layout and rules: the module docstring of specbench/verify.py. Here B, K, V are the batch, the
+# draft slots per request and the vocabulary; p is the target distribution of a row, q the draft's.
+_F32_MAX = torch.finfo(torch.float32).max
+_NEG_INF = float("-inf")
+
+
+def _clean(logits: torch.Tensor, inv_temperature: torch.Tensor) -> torch.Tensor:
+    # [..., V] logits (any float dtype) times [...] 1/T, in float32; NaN -> -inf, +inf -> f32 max
+    scaled = logits.to(torch.float32) * inv_temperature[..., None]
+    return torch.nan_to_num(scaled, nan=_NEG_INF, posinf=_F32_MAX, neginf=_NEG_INF)
+
+
+def _softmax(cleaned: torch.Tensor, row_max: torch.Tensor) -> torch.Tensor:
+    # exp(z - max) / sum; an invalid row (max = -inf) gives zeros, never NaN
+    shifted = torch.exp(cleaned - torch.where(row_max > _NEG_INF, row_max, 0.0)[..., None])
+    return shifted / shifted.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float32).tiny)
+
+
+def _race(weights: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    # sample y with probability w(y) / sum(w): argmax_y w(y) / E_y over w(y) > 0, E_y = -log U(key, y)
+    # (exponential race; ties go to the lowest id because argmax returns the first maximum)
+    vocab = torch.arange(weights.shape[-1], dtype=torch.int64, device=weights.device)
+    exponentials = -torch.log(rng.to_uniform(rng.words(keys[:, None], vocab[None, :])))  # [B, V]
+    scores = torch.where(weights > 0, weights / exponentials, _NEG_INF)
+    return scores.argmax(dim=-1)
+
+
+def verify(
+    *,
+    mode: str,
+    target_logits: torch.Tensor,
+    draft_token_ids: torch.Tensor,
+    num_draft_tokens: torch.Tensor,
+    draft_logits: torch.Tensor | None,
+    draft_probs: torch.Tensor | None,
+    temperatures: torch.Tensor,
+    seeds: torch.Tensor,
+    positions: torch.Tensor,
+    conditional_rates: torch.Tensor,
+) -> VerifyResult:
+    """One verification step, vectorized over the batch (inputs already checked by ``specbench.verify``).
+
+    Args:
+        mode: ``"greedy"``, ``"probabilistic"`` or ``"synthetic"``.
+        target_logits: ``[B, K + 1, V]`` float32/bfloat16/float16 (upcast to float32).
+        draft_token_ids: ``[B, K]`` int64; ids outside ``[0, V)`` are rejected without a test.
+        num_draft_tokens: ``[B]`` int32 in ``0..K``.
+        draft_logits: ``[B, K, V]`` float or None (probabilistic mode only).
+        draft_probs: ``[B, K, V]`` float or None (probabilistic mode only); NaN counts as 0.
+        temperatures: ``[B]`` float32, 0 for a greedy row.
+        seeds: ``[B]`` int64.
+        positions: ``[B]`` int64, the sequence position of draft slot 0.
+        conditional_rates: ``[max(K, 1)]`` float32, the synthetic profile ``c_i``.
+
+    Returns:
+        ``VerifyResult``: ``output_token_ids [B, K + 1]`` int64 (``-1`` past the last emitted
+        token), ``num_emitted [B]`` int32, ``num_accepted [B]`` int32.
+    """
+    batch, num_rows, vocab = target_logits.shape
+    num_spec = num_rows - 1
+    device = target_logits.device
+    greedy_row = temperatures == 0  # [B]
+    inv_temperature = torch.where(greedy_row, 1.0, 1.0 / torch.where(greedy_row, 1.0, temperatures))  # [B]
+
+    # Per-row stats for every row at once: max (validity), argmax (greedy), and p(x) where needed.
+    target = _clean(target_logits, inv_temperature[:, None])  # [B, K + 1, V]
+    row_max, row_argmax = target.max(dim=-1)  # [B, K + 1]; argmax ties go to the lowest id
+    row_valid = row_max > _NEG_INF  # a row with no finite value stops its request
+
+    slots = torch.arange(num_spec, dtype=torch.int64, device=device)  # [K]
+    drafts = draft_token_ids  # [B, K]
+    draft_valid = (drafts >= 0) & (drafts < vocab)
+    drafts_in_range = drafts.clamp(0, vocab - 1)
+    seed_keys = rng.seed_key(seeds)  # [B]
+
+    if mode == "greedy":
+        accept = drafts == row_argmax[:, :num_spec]
+    else:
+        accept_keys = rng.stream_key(seed_keys[:, None], positions[:, None] + slots, rng.ACCEPT)  # [B, K]
+        u = rng.to_uniform(rng.words(accept_keys, torch.zeros_like(accept_keys)))  # U(seed, pos + i, ACCEPT, 0)
+        if mode == "synthetic":
+            # forced profile: accept iff u < c_i (and the draft is a real token), whatever p and T
+            accept = draft_valid & (u < conditional_rates[None, :num_spec])
+        else:
+            target_max = torch.where(row_valid, row_max, 0.0)[:, :num_spec, None]
+            target_sum = torch.exp(target[:, :num_spec] - target_max).sum(dim=-1)  # [B, K]
+            p_draft = torch.exp(target[:, :num_spec].gather(2, drafts_in_range[..., None]) - target_max)
+            p_draft = p_draft[..., 0] / target_sum  # [B, K]: p(x)
+            q_draft, draft_one_hot = _draft_prob_at_draft(draft_logits, draft_probs, inv_temperature, drafts_in_range)
+            # accept iff u * q(x) < p(x)  (Leviathan et al. 2022, alg. 1); q(x) = 1 for one-hot drafts
+            q_draft = torch.where(draft_one_hot, 1.0, q_draft)
+            accept = draft_valid & (u * q_draft < p_draft)
+            accept = torch.where(greedy_row[:, None], drafts == row_argmax[:, :num_spec], accept)
+
+    # A = length of the accepted prefix among the request's own drafts on valid rows
+    alive = accept & row_valid[:, :num_spec] & (slots[None, :] < num_draft_tokens[:, None])
+    num_accepted = alive.to(torch.int32).cumprod(dim=1).sum(dim=1, dtype=torch.int32)  # [B]
+    terminal = num_accepted.to(torch.int64)  # [B]: the row that emits (rejected slot or bonus)
+    terminal_valid = row_valid.gather(1, terminal[:, None])[:, 0]
+
+    token = row_argmax.gather(1, terminal[:, None])[:, 0]  # greedy rows (and greedy mode) emit the argmax
+    if mode != "greedy":
+        batch_index = torch.arange(batch, device=device)
+        terminal_row = target[batch_index, terminal]  # [B, V]
+        weights = _softmax(terminal_row, row_max[batch_index, terminal])  # p
+        rejected = terminal < num_draft_tokens.to(torch.int64)
+        residual = rejected if mode == "probabilistic" else torch.zeros_like(rejected)
+        if mode == "probabilistic" and num_spec > 0:
+            weights = torch.where(
+                residual[:, None],
+                _residual(weights, draft_logits, draft_probs, inv_temperature, drafts, terminal, vocab),
+                weights,
+            )
+        # residual race at pos + t after a probabilistic rejection; the SAMPLE race otherwise
+        terminal_positions = positions + terminal
+        keys = torch.where(
+            residual,
+            rng.stream_key(seed_keys, terminal_positions, rng.RESIDUAL),
+            rng.stream_key(seed_keys, terminal_positions, rng.SAMPLE),
+        )
+        token = torch.where(greedy_row, token, _race(weights, keys))
+
+    output = torch.where(slots[None, :] < terminal[:, None], drafts, -1)  # [B, K]
+    output = torch.cat([output, torch.full((batch, 1), -1, dtype=torch.int64, device=device)], dim=1)
+    output.scatter_(1, terminal[:, None], torch.where(terminal_valid, token, -1)[:, None])
+    num_emitted = num_accepted + terminal_valid.to(torch.int32)
+    return VerifyResult(output_token_ids=output, num_emitted=num_emitted, num_accepted=num_accepted)
+
+
+def _draft_prob_at_draft(
+    draft_logits: torch.Tensor | None,
+    draft_probs: torch.Tensor | None,
+    inv_temperature: torch.Tensor,
+    drafts_in_range: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    # q(x) [B, K] float32 and whether each slot's draft is one-hot [B, K] bool
+    batch, num_spec = drafts_in_range.shape
+    if draft_probs is not None:
+        q_draft = draft_probs.gather(2, drafts_in_range[..., None])[..., 0].to(torch.float32)
+        return torch.nan_to_num(q_draft, nan=0.0), torch.zeros_like(drafts_in_range, dtype=torch.bool)
+    if draft_logits is None:
+        ones = torch.ones(batch, num_spec, dtype=torch.float32, device=drafts_in_range.device)
+        return ones, torch.ones_like(drafts_in_range, dtype=torch.bool)
+    draft = _clean(draft_logits, inv_temperature[:, None])  # [B, K, V]
+    draft_max = draft.amax(dim=-1)  # [B, K]
+    draft_invalid = ~(draft_max > _NEG_INF)  # no finite draft logit: the draft counts as one-hot
+    shift = torch.where(draft_invalid, 0.0, draft_max)[..., None]
+    draft_sum = torch.exp(draft - shift).sum(dim=-1)
+    q_draft = torch.exp(draft.gather(2, drafts_in_range[..., None]) - shift)[..., 0] / draft_sum.clamp_min(
+        torch.finfo(torch.float32).tiny
+    )
+    return q_draft, draft_invalid
+
+
+def _residual(
+    p: torch.Tensor,
+    draft_logits: torch.Tensor | None,
+    draft_probs: torch.Tensor | None,
+    inv_temperature: torch.Tensor,
+    drafts: torch.Tensor,
+    terminal: torch.Tensor,
+    vocab: int,
+) -> torch.Tensor:
+    # w = max(p - q, 0) at each request's terminal slot [B, V]; q one-hot at x for one-hot drafts,
+    # q = 0 (so w = p) for an id outside [0, V), and w = p when nothing is left
+    batch = p.shape[0]
+    batch_index = torch.arange(batch, device=p.device)
+    slot = terminal.clamp(max=drafts.shape[1] - 1)  # rows past the drafts are never residual rows
+    draft = drafts[batch_index, slot]  # [B]
+    draft_valid = (draft >= 0) & (draft < vocab)
+    one_hot = torch.nn.functional.one_hot(draft.clamp(0, vocab - 1), vocab).to(torch.float32)
+    if draft_probs is not None:
+        q = torch.nan_to_num(draft_probs[batch_index, slot].to(torch.float32), nan=0.0)
+    elif draft_logits is not None:
+        cleaned = _clean(draft_logits[batch_index, slot], inv_temperature)  # [B, V]
+        row_max = cleaned.amax(dim=-1)
+        q = torch.where((row_max > _NEG_INF)[:, None], _softmax(cleaned, row_max), one_hot)
+    else:
+        q = one_hot
+    q = torch.where(draft_valid[:, None], q, 0.0)
+    w = (p - q).clamp_min(0.0)
+    return torch.where((w > 0).any(dim=-1, keepdim=True), w, p)

@@ -26,7 +26,7 @@ def seed_key(seed):
 @triton.jit
 def stream_key(seed_key_value, position, PURPOSE: tl.constexpr):
     # the uint32 key of the (seed, position, purpose) stream
-    key = fmix32(seed_key_value ^ (position.to(tl.int64) & 0xFFFFFFFF).to(tl.uint32))
+    key = fmix32(seed_key_value ^ (tl.cast(position, tl.int64) & 0xFFFFFFFF).to(tl.uint32))
     return fmix32(key ^ PURPOSE)
 
 
@@ -38,5 +38,5 @@ def row_key(seed, position, PURPOSE: tl.constexpr):
 @triton.jit
 def uniform_at(key, index):
     # uniform in (0, 1) from the top 24 bits of word `index` of stream `key`
-    word = fmix32(key + index.to(tl.uint32) * 0x9E3779B9)
+    word = fmix32(key + tl.cast(index, tl.uint32) * 0x9E3779B9)
     return ((word >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)

@@ -1,0 +1,35 @@
+"""Synthetic acceptance without logits: the sweep's simulation kernel.
+
+Each program simulates ``BLOCK`` requests; request ``r`` has seed ``first_seed + r`` and reads
+nothing from memory: its ``u_i`` come from the counter-based generator, its conditional rates
+from a ``[K]`` vector. It writes one int32 (drafts accepted) per request.
+"""
+
+import triton
+import triton.language as tl
+
+from specbench import rng
+from specbench.kernels.rng import fmix32, seed_key, stream_key
+
+ACCEPT = tl.constexpr(rng.ACCEPT)
+
+
+@triton.jit
+def _simulate_kernel(
+    num_accepted_ptr,  # [N] int32
+    conditional_rates_ptr,  # [K] float32
+    first_seed, N, K,
+    BLOCK: tl.constexpr,
+):
+    r = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    key_of_seed = seed_key(first_seed + r)
+    alive = r < N
+    count = tl.zeros([BLOCK], tl.int32)
+    for i in range(0, K):
+        rate = tl.load(conditional_rates_ptr + i)
+        # u_i is word 0 of the (seed, i, ACCEPT) stream; accept iff u_i < c_i
+        word = fmix32(stream_key(key_of_seed, i, ACCEPT))
+        u = ((word >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
+        alive = alive & (u < rate)
+        count += alive.to(tl.int32)
+    tl.store(num_accepted_ptr + r, count, mask=r < N)

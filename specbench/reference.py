@@ -61,6 +61,12 @@ def _race(weights: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
     return scores.argmax(dim=-1)
 
 
+def _accept_uniforms(seed_keys: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+    # u [B, K] = U(seed, pos + i, ACCEPT, 0)
+    keys = rng.stream_key(seed_keys[:, None], positions[:, None] + slots[None, :], rng.ACCEPT)
+    return rng.to_uniform(rng.words(keys, torch.zeros_like(keys)))
+
+
 def verify(
     *,
     mode: str,
@@ -98,47 +104,45 @@ def verify(
     greedy_row = temperatures == 0  # [B]
     inv_temperature = torch.where(greedy_row, 1.0, 1.0 / torch.where(greedy_row, 1.0, temperatures))  # [B]
 
-    # Per-row stats for every row at once: max (validity), argmax (greedy), and p(x) where needed.
-    target = _clean(target_logits, inv_temperature[:, None])  # [B, K + 1, V]
-    row_max, row_argmax = target.max(dim=-1)  # [B, K + 1]; argmax ties go to the lowest id
-    row_valid = row_max > _NEG_INF  # a row with no finite value stops its request
-
     slots = torch.arange(num_spec, dtype=torch.int64, device=device)  # [K]
     drafts = draft_token_ids  # [B, K]
     draft_valid = (drafts >= 0) & (drafts < vocab)
     drafts_in_range = drafts.clamp(0, vocab - 1)
     seed_keys = rng.seed_key(seeds)  # [B]
+    in_request = slots[None, :] < num_draft_tokens[:, None]  # [B, K]
 
-    if mode == "greedy":
-        accept = drafts == row_argmax[:, :num_spec]
+    if mode == "synthetic":
+        # forced profile: accept iff u < c_i and the draft is a real token; accepted rows are never read
+        accept = draft_valid & (_accept_uniforms(seed_keys, positions, slots) < conditional_rates[None, :num_spec])
+        alive = accept & in_request
     else:
-        accept_keys = rng.stream_key(seed_keys[:, None], positions[:, None] + slots, rng.ACCEPT)  # [B, K]
-        u = rng.to_uniform(rng.words(accept_keys, torch.zeros_like(accept_keys)))  # U(seed, pos + i, ACCEPT, 0)
-        if mode == "synthetic":
-            # forced profile: accept iff u < c_i (and the draft is a real token), whatever p and T
-            accept = draft_valid & (u < conditional_rates[None, :num_spec])
-        else:
-            target_max = torch.where(row_valid, row_max, 0.0)[:, :num_spec, None]
-            target_sum = torch.exp(target[:, :num_spec] - target_max).sum(dim=-1)  # [B, K]
-            p_draft = torch.exp(target[:, :num_spec].gather(2, drafts_in_range[..., None]) - target_max)
+        # per-row stats for every row at once: max (validity), argmax (greedy rows), p(x) (the others)
+        target = _clean(target_logits[:, :num_spec], inv_temperature[:, None])  # [B, K, V]
+        row_max, row_argmax = target.max(dim=-1)  # [B, K]; argmax ties go to the lowest id
+        row_valid = row_max > _NEG_INF  # a row with no finite value stops its request
+        accept = drafts == row_argmax
+        if mode == "probabilistic":
+            target_max = torch.where(row_valid, row_max, 0.0)[..., None]
+            target_sum = torch.exp(target - target_max).sum(dim=-1)  # [B, K]
+            p_draft = torch.exp(target.gather(2, drafts_in_range[..., None]) - target_max)
             p_draft = p_draft[..., 0] / target_sum  # [B, K]: p(x)
             q_draft, draft_one_hot = _draft_prob_at_draft(draft_logits, draft_probs, inv_temperature, drafts_in_range)
-            # accept iff u * q(x) < p(x)  (Leviathan et al. 2022, alg. 1); q(x) = 1 for one-hot drafts
-            q_draft = torch.where(draft_one_hot, 1.0, q_draft)
-            accept = draft_valid & (u * q_draft < p_draft)
-            accept = torch.where(greedy_row[:, None], drafts == row_argmax[:, :num_spec], accept)
+            q_draft = torch.where(draft_one_hot, 1.0, q_draft)  # q(x) = 1 for one-hot drafts
+            # accept iff u * q(x) < p(x)  (Leviathan et al. 2022, alg. 1)
+            sampled_accept = draft_valid & (_accept_uniforms(seed_keys, positions, slots) * q_draft < p_draft)
+            accept = torch.where(greedy_row[:, None], accept, sampled_accept)
+        alive = accept & row_valid & in_request
 
-    # A = length of the accepted prefix among the request's own drafts on valid rows
-    alive = accept & row_valid[:, :num_spec] & (slots[None, :] < num_draft_tokens[:, None])
+    # A = length of the accepted prefix; the terminal row A emits (the rejected slot, or the bonus row)
     num_accepted = alive.to(torch.int32).cumprod(dim=1).sum(dim=1, dtype=torch.int32)  # [B]
-    terminal = num_accepted.to(torch.int64)  # [B]: the row that emits (rejected slot or bonus)
-    terminal_valid = row_valid.gather(1, terminal[:, None])[:, 0]
+    terminal = num_accepted.to(torch.int64)  # [B]
+    batch_index = torch.arange(batch, device=device)
+    terminal_row = _clean(target_logits[batch_index, terminal], inv_temperature)  # [B, V]
+    terminal_max, token = terminal_row.max(dim=-1)  # greedy rows emit the argmax (ties to the lowest id)
+    terminal_valid = terminal_max > _NEG_INF
 
-    token = row_argmax.gather(1, terminal[:, None])[:, 0]  # greedy rows (and greedy mode) emit the argmax
     if mode != "greedy":
-        batch_index = torch.arange(batch, device=device)
-        terminal_row = target[batch_index, terminal]  # [B, V]
-        weights = _softmax(terminal_row, row_max[batch_index, terminal])  # p
+        weights = _softmax(terminal_row, terminal_max)  # p
         rejected = terminal < num_draft_tokens.to(torch.int64)
         residual = rejected if mode == "probabilistic" else torch.zeros_like(rejected)
         if mode == "probabilistic" and num_spec > 0:

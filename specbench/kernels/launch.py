@@ -2,20 +2,68 @@
 
 Inputs arrive checked and normalised by ``specbench.verify.verify``. The launcher picks the
 kernel shape: one program per request that stops at the first rejection when the batch fills
-the GPU, and the vocabulary split across programs when it does not (``specbench/kernels/split.py``).
+the GPU (``specbench/kernels/sequential.py``), and the vocabulary split across programs when it
+does not (``specbench/kernels/split.py``). Both give the same tokens for the same seeds.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+from collections.abc import Iterator
+
 import torch
 import triton
 
+from specbench.errors import SpecbenchError
 from specbench.kernels.sequential import _verify_sequential_kernel
+from specbench.kernels.split import _split_finalize_kernel, _split_residual_kernel, _split_stats_kernel
 from specbench.kernels.synthetic import _simulate_kernel
 from specbench.verify import VerifyResult
 
 _MODE_IDS = {"greedy": 0, "probabilistic": 1, "synthetic": 2}
 _SIMULATE_BLOCK = 1024
+STRATEGIES = ("auto", "sequential", "split")
+_strategy = "auto"
+
+
+@contextlib.contextmanager
+def strategy(name: str) -> Iterator[None]:
+    """Force the kernel shape (``sequential`` or ``split``) inside a ``with`` block; for tests and timing."""
+    global _strategy
+    if name not in STRATEGIES:
+        raise SpecbenchError(f"strategy must be one of {', '.join(STRATEGIES)}, got {name!r}")
+    previous, _strategy = _strategy, name
+    try:
+        yield
+    finally:
+        _strategy = previous
+
+
+@functools.lru_cache(maxsize=None)
+def _num_sms(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def _splits_per_row(batch: int, num_slots: int, vocab: int, block: int, device: torch.device) -> int:
+    """Vocabulary slices per row so that the split grid gives every multiprocessor a few programs."""
+    if device.type != "cuda":
+        return min(3, triton.cdiv(vocab, block))  # the interpreter: a few slices exercise the merge
+    wanted = triton.cdiv(4 * _num_sms(device.index or 0), batch * num_slots)
+    return max(1, min(wanted, triton.cdiv(vocab, block), 256))
+
+
+def _use_split(batch: int, device: torch.device) -> bool:
+    if _strategy != "auto":
+        return _strategy == "split"
+    if device.type != "cuda":
+        return False
+    return batch * 4 <= _num_sms(device.index or 0)
+
+
+def _alloc_scratch(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    # the kernels read only scratch slots an earlier kernel of the same step wrote (tests poison this)
+    return torch.empty(shape, dtype=dtype, device=device)
 
 
 def _draft_kind(draft_logits: torch.Tensor | None, draft_probs: torch.Tensor | None) -> int:
@@ -60,6 +108,36 @@ def verify(
                                                                            device=device)
     block = _block_size(vocab, device)
     num_warps = 8 if block >= 2048 else 4
+    common = dict(MODE=_MODE_IDS[mode], DRAFT=draft_kind)
+    inputs = (
+        target_logits, target_logits.stride(0), target_logits.stride(1),
+        draft, draft.stride(0), draft.stride(1),
+        draft_ids, draft_ids.stride(0),
+        num_draft_tokens, temperatures, seeds, positions,
+    )
+    if _use_split(batch, device):
+        splits = _splits_per_row(batch, num_slots, vocab, block, device)
+        chunk = triton.cdiv(triton.cdiv(vocab, splits), block) * block
+        splits = triton.cdiv(vocab, chunk)
+        sizes = dict(S_BLOCK=triton.next_power_of_2(splits), OUT_BLOCK=triton.next_power_of_2(num_slots))
+        stats_f = _alloc_scratch((batch, num_slots, splits, 5), torch.float32, device)
+        stats_i = _alloc_scratch((batch, num_slots, splits, 2), torch.int32, device)
+        _split_stats_kernel[(batch, num_slots, splits)](
+            stats_f, stats_i, *inputs, vocab, num_slots, splits, chunk, BLOCK=block, num_warps=num_warps, **common
+        )
+        walk_inputs = (stats_f, stats_i, *inputs, conditional_rates, vocab, num_slots, splits)
+        residual_f = residual_i = stats_f  # not read unless a draft distribution makes a residual pending
+        if draft_kind != 0 and mode == "probabilistic":
+            residual_f = _alloc_scratch((batch, splits, 2), torch.float32, device)
+            residual_i = _alloc_scratch((batch, splits, 2), torch.int32, device)
+            _split_residual_kernel[(batch, splits)](
+                residual_f, residual_i, *walk_inputs, chunk, BLOCK=block, num_warps=num_warps, **sizes, **common
+            )
+        _split_finalize_kernel[(batch,)](
+            out, out.stride(0), num_emitted, num_accepted, residual_f, residual_i, *walk_inputs,
+            num_warps=1, **sizes, **common,
+        )
+        return VerifyResult(out, num_emitted, num_accepted)
     _verify_sequential_kernel[(batch,)](
         out, out.stride(0),
         num_emitted,

@@ -1,0 +1,165 @@
+"""Shared test setup: the Triton interpreter, the backend parametrization, checked verify calls.
+
+``TRITON_INTERPRET=1`` is set here, before any test module imports triton, on machines without
+a GPU (set it yourself to force the interpreter on a GPU machine). Tests that take the
+``backend`` fixture run once per backend: ``torch`` (the reference), ``triton`` (the launcher's
+own choice of kernel shape) and ``triton-split`` (the vocabulary-split kernels forced). The
+Triton ones skip, with the reason, when ``specbench.kernels.launch`` does not exist yet.
+
+Every call through the ``run_verify`` fixture poisons what it can first (the CUDA caching
+allocator's blocks, the Triton launcher's scratch buffers) and checks the output invariants
+every caller relies on, so each test also checks those.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+
+import pytest
+import scipy.stats
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from specbench.verify import VerifyResult, verify  # after TRITON_INTERPRET is set
+
+BACKENDS = ("torch", "triton", "triton-split")
+POISON_INT = 0x5A5A5A5A  # not a token id, not -1, not a count: an unwritten slot shows up
+POISON_FLOAT = float("nan")
+
+
+def triton_launch():
+    """``specbench.kernels.launch``, or a skip naming why it cannot run here."""
+    try:
+        return importlib.import_module("specbench.kernels.launch")
+    except ModuleNotFoundError as error:
+        if error.name in ("specbench.kernels.launch", "triton"):
+            pytest.skip(f"the triton backend cannot be imported yet ({error})")
+        raise
+
+
+def device_for(backend: str) -> torch.device:
+    """Triton runs on the GPU when there is one (else the interpreter); torch runs on the CPU."""
+    if backend.startswith("triton") and torch.cuda.is_available():
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request) -> str:
+    if request.param.startswith("triton"):
+        triton_launch()
+    return request.param
+
+
+def check_invariants(result: VerifyResult, num_draft_tokens: torch.Tensor, vocab: int, drafts: torch.Tensor) -> None:
+    """What every result must satisfy, whatever the inputs (all tensors on the CPU).
+
+    Tokens before ``num_emitted`` lie in ``[0, V)``, every slot after is ``-1``; accepted slots
+    hold the drafts; ``num_accepted <= num_draft_tokens`` and ``num_emitted`` is ``A`` or ``A + 1``.
+    """
+    tokens, emitted, accepted = result
+    batch, num_slots = tokens.shape
+    assert tokens.dtype == torch.int64 and emitted.dtype == torch.int32 and accepted.dtype == torch.int32
+    assert emitted.shape == (batch,) and accepted.shape == (batch,)
+    assert bool(((accepted >= 0) & (accepted <= num_draft_tokens.cpu())).all()), f"num_accepted {accepted}"
+    assert bool(((emitted == accepted) | (emitted == accepted + 1)).all()), f"num_emitted {emitted} vs {accepted}"
+    slots = torch.arange(num_slots)[None, :]
+    before = slots < emitted[:, None].long()
+    assert bool(((tokens >= 0) & (tokens < vocab))[before].all()), f"tokens outside [0, {vocab}): {tokens}"
+    assert bool((tokens[~before] == -1).all()), f"slots past num_emitted must be -1: {tokens}"
+    in_prefix = slots < accepted[:, None].long()
+    assert bool((tokens[:, :-1][in_prefix[:, :-1]] == drafts.cpu().long()[in_prefix[:, :-1]]).all())
+
+
+def _poison_cuda_allocator(batch: int, num_slots: int, device: torch.device) -> None:
+    # freed blocks of the output sizes, filled with garbage: the caching allocator hands them out next
+    blocks = [
+        torch.full((batch, num_slots), POISON_INT, dtype=torch.int64, device=device),
+        torch.full((batch,), POISON_INT, dtype=torch.int32, device=device),
+        torch.full((batch,), POISON_INT, dtype=torch.int32, device=device),
+    ]
+    del blocks
+
+
+@contextlib.contextmanager
+def _backend_context(backend: str, monkeypatch):
+    if not backend.startswith("triton"):
+        yield
+        return
+    launch = triton_launch()
+    if hasattr(launch, "_alloc_scratch"):
+
+        def poisoned_scratch(shape, dtype, device):
+            value = POISON_FLOAT if dtype.is_floating_point else POISON_INT
+            return torch.full(shape, value, dtype=dtype, device=device)
+
+        monkeypatch.setattr(launch, "_alloc_scratch", poisoned_scratch)
+    with launch.strategy("split" if backend == "triton-split" else "auto"):
+        yield
+
+
+@pytest.fixture
+def run_verify(backend, monkeypatch):
+    """``verify`` on the backend under test: inputs moved to its device, outputs checked and on the CPU.
+
+    Called as ``run_verify(target_logits, draft_token_ids, **keywords)`` like ``verify`` itself;
+    ``backend="torch"`` among the keywords overrides the fixture's backend for that call.
+    """
+
+    def call(target_logits: torch.Tensor, draft_token_ids: torch.Tensor, **keywords) -> VerifyResult:
+        which = keywords.pop("backend", backend)
+        device = device_for(which)
+        moved = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in keywords.items()}
+        batch, num_rows, vocab = target_logits.shape
+        if device.type == "cuda":
+            _poison_cuda_allocator(batch, num_rows, device)
+        with _backend_context(which, monkeypatch):
+            result = verify(
+                target_logits.to(device),
+                draft_token_ids.to(device),
+                backend="torch" if which == "torch" else "triton",
+                **moved,
+            )
+        assert all(t.device.type == device.type for t in result)
+        result = VerifyResult(*(t.cpu() for t in result))
+        num_draft = keywords.get("num_draft_tokens")
+        if num_draft is None:
+            num_draft = torch.full((batch,), num_rows - 1, dtype=torch.int32)
+        check_invariants(result, num_draft, vocab, draft_token_ids)
+        return result
+
+    return call
+
+
+def chi_square_pvalue(observed: torch.Tensor, probabilities: torch.Tensor) -> float:
+    """Pearson's chi-square p-value of counts against a law (bins with expected count < 5 pooled).
+
+    ``observed`` ``[V]`` counts; ``probabilities`` ``[V]`` float64 summing to 1. A count in a bin of
+    probability 0 is an impossible outcome: the p-value is then 0.
+    """
+    observed = observed.to(torch.float64).cpu()
+    probabilities = probabilities.to(torch.float64).cpu()
+    total = float(observed.sum())
+    if bool((observed[probabilities <= 0] > 0).any()):
+        return 0.0
+    expected = probabilities * total
+    large = expected >= 5
+    obs_bins = observed[large].tolist()
+    exp_bins = expected[large].tolist()
+    pooled_obs, pooled_exp = float(observed[~large].sum()), float(expected[~large].sum())
+    if pooled_exp > 0:
+        obs_bins.append(pooled_obs)
+        exp_bins.append(pooled_exp)
+    if len(obs_bins) < 2:
+        return 1.0  # one outcome only: nothing to test beyond the impossible ones above
+    return float(scipy.stats.chisquare(obs_bins, exp_bins).pvalue)
+
+
+@pytest.fixture
+def chi_square():
+    """``chi_square_pvalue`` for the statistical tests."""
+    return chi_square_pvalue

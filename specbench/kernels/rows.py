@@ -119,7 +119,7 @@ def race_slice(t_row, d_row, start, stop, inv_temperature, key, exclude, m, s, m
                 q = tl.where(q != q, 0.0, q)
             w = p - q
             # residual w = max(p - q, 0); race only over w > 0
-            score = tl.where(w > 0, tl.log(tl.maximum(w, 1e-38)) + gumbel, float("-inf"))
+            score = tl.where(w > 0, tl.log(tl.where(w > 0, w, 1.0)) + gumbel, float("-inf"))
             chunk_fb = tl.max(race_p, axis=0)
             chunk_fb_idx = tl.argmax(race_p, axis=0, tie_break_left=True) + chunk
             better_fb = chunk_fb > fallback

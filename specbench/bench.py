@@ -1,0 +1,530 @@
+"""Kernel benchmarks: cases, inputs with controlled acceptance, implementations, runs, records.
+
+A *case* is one shape and setting: mode, ``B``, ``K``, ``V``, dtype, draft kind, the acceptance
+the inputs are built to have, and whether calls are timed inside a CUDA graph. Every
+implementation runs on the same inputs; its output is checked against the torch reference
+before it is timed, and a wrong one is recorded as ``FAIL`` and not timed.
+
+Controlled acceptance. Each request ``b`` gets a planned accepted count ``A_b``, assigned so the
+batch follows ``P(A = j)`` of the profile as closely as ``B`` allows (largest remainders, then a
+fixed shuffle; an acceptance length ``L`` becomes rates by the minimum-variance schedule). The
+inputs make every position ``i < A_b`` accepted and position ``A_b`` rejected, for sure:
+
+- ``i < A_b``: the draft is the argmax of the target row. Greedy accepts it. With draft logits
+  the draft row is the target row with the draft's logit lowered by 1, so ``q(x) < p(x)`` and
+  ``u * q(x) < p(x)`` for every ``u < 1``; draft probabilities are that row's softmax; without
+  a draft distribution the target logit of the draft is raised by 40, so ``p(x) = 1``.
+- ``i = A_b``: the draft is another token whose target logit is set to ``-1e4``: it is not the
+  argmax and ``p(x) = 0``, so it is rejected.
+- Everything else is random normal logits (never zeros) and random draft tokens.
+
+The synthetic mode ignores the distributions and accepts at the profile's rates, so its measured
+acceptance varies around the requested one; every record reports the measured mean length.
+
+Bytes a case must move (``bytes_needed``), counted from the accepted counts the reference
+emits, with early exit (nothing after a request's first rejection is needed):
+
+- target rows ``0..A_b`` (``A_b + 1`` rows of ``V`` elements; the last is the rejected or
+  bonus row), except the synthetic mode, which never looks at accepted rows: one row;
+- draft logits: rows ``0..min(A_b, K - 1)`` (a draft row must be normalised to give ``q(x)``);
+  draft probabilities: one value per accepted position plus the whole rejected row (its
+  residual), nothing more when all ``K`` are accepted;
+- re-reading the rejected row for the residual is not counted (a re-read is not a needed byte);
+- small tensors: draft ids and outputs (int64), per-request counts, seeds, positions and
+  temperatures.
+
+``bytes_all_rows`` counts every target row and every draft row once, plus the same small tensors.
+GB/s in a record is ``bytes_needed`` over the median time.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import math
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
+
+import torch
+
+from specbench import acceptance, timing
+from specbench.errors import SpecbenchError
+from specbench.scenarios import Profile
+from specbench.verify import MODES, VerifyResult, backend_module, verify
+
+DRAFTS: tuple[str, ...] = ("logits", "probs", "none")
+DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+BASELINE = "torch"
+MIN_TOKEN_AGREEMENT = 0.999
+INTERPRET_MAX_ELEMENTS = 1 << 18  # target logits elements the Triton interpreter is asked to run
+_REJECTED_LOGIT = -1.0e4
+_PEAK_LOGIT = 40.0
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark case. ``draft`` is ``"none"`` outside the probabilistic mode.
+
+    ``acceptance`` is the label the case was asked for (``"3"``, ``"full"``, a scenario
+    profile's name); ``rates`` the ``K`` unconditional rates the inputs are built to follow.
+    """
+
+    mode: str
+    batch_size: int
+    num_spec_tokens: int
+    vocab_size: int
+    dtype: str = "float32"
+    draft: str = "none"
+    rates: tuple[float, ...] = ()
+    acceptance: str = ""
+    cuda_graph: bool = False
+    model: str | None = None
+
+    @property
+    def acceptance_length(self) -> float:
+        return acceptance.mean_acceptance_length(self.rates)
+
+    def key(self, impl: str) -> tuple:
+        """What identifies one implementation's row of this case (``--resume`` skips known keys)."""
+        return (self.mode, impl, self.batch_size, self.num_spec_tokens, self.vocab_size, self.dtype, self.draft,
+                round(self.acceptance_length, 6), self.cuda_graph)
+
+    def describe(self) -> str:
+        """``probabilistic/logits B=8 K=3 V=128256 float32 L=3 graph``: the case in one line."""
+        return describe_record(_record(self, "", "planned"))
+
+
+def describe_record(record: dict) -> str:
+    """The case of a record in one line (as ``Case.describe``)."""
+    draft = f"/{record['draft']}" if record["mode"] == "probabilistic" else ""
+    graph = " graph" if record["cuda_graph"] else ""
+    return (f"{record['mode']}{draft} B={record['batch_size']} K={record['num_spec_tokens']} "
+            f"V={record['vocab_size']} {record['dtype']} L={record['acceptance_length']:g}{graph}")
+
+
+def record_key(record: dict) -> tuple:
+    """``Case.key`` of a written record."""
+    return (record["mode"], record["impl"], record["batch_size"], record["num_spec_tokens"], record["vocab_size"],
+            record["dtype"], record["draft"], round(float(record["acceptance_length"]), 6), bool(record["cuda_graph"]))
+
+
+def plan_cases(
+    *,
+    modes: Sequence[str],
+    batch_sizes: Sequence[int],
+    vocabularies: Sequence[tuple[str | None, int]],
+    profiles: Sequence[Profile],
+    dtypes: Sequence[str] = ("float32",),
+    drafts: Sequence[str] = ("logits",),
+    cuda_graph: Sequence[bool] = (False,),
+) -> list[Case]:
+    """Every combination, validated: ``vocabularies`` are ``(model name or None, V)``; each
+    acceptance profile brings its ``K`` and rates. Greedy and synthetic cases take no draft
+    distribution, so they appear once whatever ``drafts`` holds.
+    """
+    for mode in modes:
+        if mode not in MODES:
+            raise SpecbenchError(f"unknown mode {mode!r}; choose from {', '.join(MODES)} or all")
+    for draft in drafts:
+        if draft not in DRAFTS:
+            raise SpecbenchError(f"unknown draft kind {draft!r}; choose from {', '.join(DRAFTS)}")
+    for dtype in dtypes:
+        if dtype not in DTYPES:
+            raise SpecbenchError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
+    for batch in batch_sizes:
+        if batch < 1:
+            raise SpecbenchError(f"batch size must be at least 1, got {batch}")
+    for _, vocab in vocabularies:
+        if vocab < 2:
+            raise SpecbenchError(f"vocabulary size must be at least 2 (a rejected draft needs another token), got {vocab}")
+    cases = []
+    for model, vocab in vocabularies:
+        for profile in profiles:
+            for mode in modes:
+                for draft in (drafts if mode == "probabilistic" else ("none",)):
+                    for dtype in dtypes:
+                        for batch in batch_sizes:
+                            for graph in cuda_graph:
+                                cases.append(Case(mode, batch, profile.num_spec_tokens, vocab, dtype, draft,
+                                                  profile.rates, profile.name, graph, model))
+    return list(dict.fromkeys(cases))
+
+
+def assign_accepted_counts(rates: Sequence[float], batch_size: int, seed: int = 0) -> list[int]:
+    """Accepted drafts per request, ``0..K``, whose batch follows ``P(A = j)`` of ``rates``.
+
+    Each count ``j`` appears ``B * P(A = j)`` times rounded by largest remainders (so the mean
+    is exact whenever those products are whole), in an order shuffled by ``seed``.
+    """
+    quotas = [batch_size * max(p, 0.0) for p in acceptance.accepted_distribution(rates)]
+    counts = [math.floor(q + 1e-9) for q in quotas]
+    by_remainder = sorted(range(len(quotas)), key=lambda j: counts[j] - quotas[j])
+    for j in by_remainder[: batch_size - sum(counts)]:
+        counts[j] += 1
+    planned = torch.tensor([j for j, n in enumerate(counts) for _ in range(n)], dtype=torch.int64)
+    order = torch.randperm(batch_size, generator=torch.Generator().manual_seed(seed))
+    return planned[order].tolist()
+
+
+@dataclass
+class CaseInputs:
+    """The tensors of one case, already in the dtypes ``verify`` normalises to (shapes in ``verify``)."""
+
+    case: Case
+    target_logits: torch.Tensor  # [B, K + 1, V]
+    draft_token_ids: torch.Tensor  # [B, K] int64
+    planned_accepted: torch.Tensor  # [B] int64, the A_b the inputs are built for
+    draft_logits: torch.Tensor | None = None  # [B, K, V]
+    draft_probs: torch.Tensor | None = None  # [B, K, V]
+    extra: dict[str, torch.Tensor] = field(default_factory=dict)  # num_draft_tokens, temperatures, seeds, positions
+
+    def verify_kwargs(self) -> dict[str, Any]:
+        """Arguments of the public ``specbench.verify.verify`` (without ``backend``)."""
+        synthetic = self.case.mode == "synthetic"
+        return dict(target_logits=self.target_logits, draft_token_ids=self.draft_token_ids, mode=self.case.mode,
+                    draft_logits=self.draft_logits, draft_probs=self.draft_probs,
+                    acceptance_rates=list(self.case.rates) if synthetic else None, **self.extra)
+
+    def backend_kwargs(self) -> dict[str, Any]:
+        """Arguments of a backend module's ``verify``, as ``specbench.verify.verify`` passes them.
+
+        Timed calls go straight to the backend: the public entry point's checks read values back
+        to the host, which would stall the GPU queue and cannot be captured in a CUDA graph.
+        """
+        conditional = [0.0] * max(self.case.num_spec_tokens, 1)
+        if self.case.mode == "synthetic":
+            conditional = acceptance.conditional_rates(self.case.rates)
+        device = self.target_logits.device
+        return dict(mode=self.case.mode, target_logits=self.target_logits, draft_token_ids=self.draft_token_ids,
+                    draft_logits=self.draft_logits, draft_probs=self.draft_probs,
+                    conditional_rates=torch.tensor(conditional, dtype=torch.float32, device=device), **self.extra)
+
+
+def make_inputs(case: Case, device: str | torch.device = "cpu", seed: int = 0) -> CaseInputs:
+    """Random inputs for ``case`` whose accepted counts are planned (see the module docstring)."""
+    device = torch.device(device)
+    batch, num_spec, vocab = case.batch_size, case.num_spec_tokens, case.vocab_size
+    dtype = DTYPES[case.dtype]
+    gen = torch.Generator(device=device).manual_seed(seed)
+    planned = torch.tensor(assign_accepted_counts(case.rates, batch, seed), dtype=torch.int64, device=device)
+
+    target = torch.randn(batch, num_spec + 1, vocab, generator=gen, dtype=dtype, device=device)  # [B, K + 1, V]
+    slots = torch.arange(num_spec, device=device)
+    accepted = slots[None, :] < planned[:, None]  # [B, K]
+    rejected = slots[None, :] == planned[:, None]  # [B, K]
+    top = target[:, :num_spec].argmax(dim=-1)  # [B, K]; ties to the lowest id, as greedy verification
+    other = (top + torch.randint(1, vocab, (batch, num_spec), generator=gen, device=device)) % vocab
+    anything = torch.randint(0, vocab, (batch, num_spec), generator=gen, device=device)
+    drafts = torch.where(accepted, top, torch.where(rejected, other, anything))  # [B, K]
+
+    rej_b, rej_i = rejected.nonzero(as_tuple=True)
+    target[rej_b, rej_i, drafts[rej_b, rej_i]] = _REJECTED_LOGIT  # p(x) = 0 and x is not the argmax
+    acc_b, acc_i = accepted.nonzero(as_tuple=True)
+    inputs = CaseInputs(case, target, drafts, planned)
+    if case.mode == "probabilistic" and case.draft == "none":
+        target[acc_b, acc_i, drafts[acc_b, acc_i]] += _PEAK_LOGIT  # one-hot drafts: accept iff u < p(x) = 1
+    elif case.mode == "probabilistic":
+        draft_logits = torch.randn(batch, num_spec, vocab, generator=gen, dtype=dtype, device=device)  # [B, K, V]
+        draft_logits[acc_b, acc_i] = target[acc_b, acc_i]
+        draft_logits[acc_b, acc_i, drafts[acc_b, acc_i]] -= 1.0  # q(x) < p(x): u * q(x) < p(x) for every u < 1
+        if case.draft == "logits":
+            inputs.draft_logits = draft_logits
+        else:
+            inputs.draft_probs = torch.softmax(draft_logits.float(), dim=-1).to(dtype)
+            del draft_logits
+    inputs.extra = {
+        "num_draft_tokens": torch.full((batch,), num_spec, dtype=torch.int32, device=device),
+        "temperatures": torch.full((batch,), 0.0 if case.mode == "greedy" else 1.0, dtype=torch.float32, device=device),
+        "seeds": torch.arange(batch, dtype=torch.int64, device=device) + 1000 * seed,
+        "positions": torch.zeros(batch, dtype=torch.int64, device=device),
+    }
+    return inputs
+
+
+def bytes_moved(case: Case, num_accepted: torch.Tensor) -> tuple[int, int]:
+    """``(bytes_needed, bytes_all_rows)`` of a case given the accepted counts (module docstring)."""
+    batch, num_spec, vocab = case.batch_size, case.num_spec_tokens, case.vocab_size
+    elem = DTYPES[case.dtype].itemsize
+    row = vocab * elem
+    accepted = num_accepted.to(torch.int64).cpu()
+    small = batch * (num_spec * 8 + (num_spec + 1) * 8 + 4 + 4) + batch * (4 + 8 + 8 + 4)
+    target_rows = batch if case.mode == "synthetic" else int((accepted + 1).sum())
+    needed = target_rows * row
+    has_draft = case.mode == "probabilistic" and case.draft != "none"
+    if has_draft and case.draft == "logits":
+        needed += int(torch.clamp(accepted + 1, max=num_spec).sum()) * row
+    elif has_draft:
+        needed += int((accepted < num_spec).sum()) * row + int(accepted.sum()) * elem
+    all_rows = batch * (num_spec + 1 + (num_spec if has_draft else 0)) * row
+    return needed + small, all_rows + small
+
+
+class Check(NamedTuple):
+    """Whether an output matches the reference; ``reason`` says how not; ``token_agreement`` in [0, 1]."""
+
+    ok: bool
+    reason: str | None
+    token_agreement: float
+
+
+def check_output(mode: str, result: VerifyResult, expected: VerifyResult, vocab_size: int,
+                 same_rng: bool = True) -> Check:
+    """Compare an implementation's output with the reference's.
+
+    Greedy and synthetic: equal tensors. Probabilistic (inputs with planned acceptance): equal
+    counts and accepted tokens, every emitted id in ``[0, V)``, ``-1`` after, and (for
+    implementations that share specbench's RNG) at least 99.9 % of emitted tokens equal; tokens
+    drawn from a residual or the bonus row may differ only at float near-ties.
+    """
+    out, ref = result.output_token_ids.cpu(), expected.output_token_ids.cpu()
+    if tuple(out.shape) != tuple(ref.shape):
+        return Check(False, f"output shape {list(out.shape)} differs from the reference's {list(ref.shape)}", 0.0)
+    batch = ref.shape[0]
+    emitted = expected.num_emitted.cpu().to(torch.int64)
+    slot_used = torch.arange(ref.shape[1])[None, :] < emitted[:, None]  # [B, K + 1]
+    agreement = float((out == ref)[slot_used].float().mean()) if bool(slot_used.any()) else 1.0
+    for name, got, want in (("num_accepted", result.num_accepted, expected.num_accepted),
+                            ("num_emitted", result.num_emitted, expected.num_emitted)):
+        wrong = int((got.cpu().to(torch.int64) != want.cpu().to(torch.int64)).sum())
+        if wrong:
+            return Check(False, f"{name} differs from the torch reference in {wrong} of {batch} requests", agreement)
+    if bool(((out < 0) | (out >= vocab_size))[slot_used].any()):
+        return Check(False, f"emits token ids outside [0, {vocab_size})", agreement)
+    if bool((out[~slot_used] != -1).any()):
+        return Check(False, "writes tokens past the last emitted slot (expected -1)", agreement)
+    if mode != "probabilistic":
+        wrong = int((out != ref).any(dim=1).sum())
+        if wrong:
+            return Check(False, f"tokens differ from the torch reference in {wrong} of {batch} requests", agreement)
+        return Check(True, None, agreement)
+    accepted_slot = torch.arange(ref.shape[1])[None, :] < expected.num_accepted.cpu().to(torch.int64)[:, None]
+    if bool((out != ref)[accepted_slot].any()):
+        return Check(False, "accepted tokens differ from the torch reference", agreement)
+    if same_rng and agreement < MIN_TOKEN_AGREEMENT:
+        return Check(False, f"only {agreement:.2%} of emitted tokens agree with the torch reference (needs "
+                            f"{MIN_TOKEN_AGREEMENT:.1%})", agreement)
+    return Check(True, None, agreement)
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """A verification implementation the benchmark can time.
+
+    - ``prepare(inputs)`` returns a zero-argument call doing one verification step on those
+      inputs (conversions happen here, outside the timed call) and returning a ``VerifyResult``.
+    - ``unavailable(device)``: why it cannot run on this machine at all, or None.
+    - ``unsupported(case, device)``: why it cannot run this case, or None.
+    - ``same_rng``: whether it draws its random numbers from ``specbench.rng`` (token agreement
+      with the reference is then required in the probabilistic mode).
+    - ``needs_gpu``: runs Triton kernels, so on a CPU only under the Triton interpreter.
+    """
+
+    name: str
+    description: str
+    prepare: Callable[[CaseInputs], Callable[[], VerifyResult]]
+    unavailable: Callable[[torch.device], str | None] = lambda device: None
+    unsupported: Callable[[Case, torch.device], str | None] = lambda case, device: None
+    same_rng: bool = True
+    needs_gpu: bool = False
+
+
+def _backend_prepare(backend: str) -> Callable[[CaseInputs], Callable[[], VerifyResult]]:
+    def prepare(inputs: CaseInputs) -> Callable[[], VerifyResult]:
+        module, kwargs = backend_module(backend), inputs.backend_kwargs()
+        return lambda: module.verify(**kwargs)
+
+    return prepare
+
+
+def _torch_unavailable(device: torch.device) -> str | None:
+    if not hasattr(backend_module("torch"), "verify"):
+        return "the torch backend (specbench.reference.verify) is not available in this checkout"
+    return None
+
+
+def _triton_unavailable(device: torch.device) -> str | None:
+    if importlib.util.find_spec("triton") is None:
+        return "Triton is not installed"
+    if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+        return "Triton needs a GPU (pass --interpret to run it under the Triton interpreter, small shapes only)"
+    if importlib.util.find_spec("specbench.kernels.launch") is None:
+        return "the Triton backend (specbench.kernels.launch) is not available in this checkout"
+    return None
+
+
+def _triton_unsupported(case: Case, device: torch.device) -> str | None:
+    elements = case.batch_size * (case.num_spec_tokens + 1) * case.vocab_size
+    if device.type != "cuda" and elements > INTERPRET_MAX_ELEMENTS:
+        return (f"too large for the Triton interpreter ({elements} logits > {INTERPRET_MAX_ELEMENTS}); "
+                f"use a smaller --vocab-size or --batch-size")
+    return None
+
+
+IMPLEMENTATIONS: dict[str, Implementation] = {
+    "torch": Implementation("torch", "specbench.reference: vectorized torch, the baseline", _backend_prepare("torch"),
+                            _torch_unavailable),
+    "triton": Implementation("triton", "specbench.kernels: Triton kernels", _backend_prepare("triton"),
+                             _triton_unavailable, _triton_unsupported, needs_gpu=True),
+}
+
+
+def resolve_implementations(names: Iterable[str]) -> list[Implementation]:
+    """The registered implementations called ``names``; an unknown name is a usage error."""
+    chosen = []
+    for name in names:
+        if name not in IMPLEMENTATIONS:
+            raise SpecbenchError(f"unknown implementation {name!r}; choose from {', '.join(IMPLEMENTATIONS)}")
+        chosen.append(IMPLEMENTATIONS[name])
+    return chosen
+
+
+def torch_reference(inputs: CaseInputs) -> VerifyResult:
+    """The expected output: the public ``verify`` on the torch backend."""
+    return verify(**inputs.verify_kwargs(), backend="torch")
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` says the device (or the host) ran out of memory."""
+    text = str(exc).lower()
+    return isinstance(exc, torch.cuda.OutOfMemoryError) or (
+        isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+    )
+
+
+def _record(case: Case, impl: str, status: str, reason: str | None = None, **values: Any) -> dict[str, Any]:
+    record = {
+        "kind": "kernels", "mode": case.mode, "impl": impl, "batch_size": case.batch_size,
+        "num_spec_tokens": case.num_spec_tokens, "vocab_size": case.vocab_size, "model": case.model,
+        "dtype": case.dtype, "draft": case.draft, "acceptance": case.acceptance,
+        "acceptance_length": case.acceptance_length, "measured_acceptance_length": None,
+        "median_us": None, "p20_us": None, "p80_us": None, "samples": 0, "cuda_graph": case.cuda_graph,
+        "l2_flush": None, "bytes_needed": None, "bytes_all_rows": None, "gbps": None, "pct_peak": None,
+        "speedup_vs_torch": None, "tokens_per_s": None, "token_agreement": None, "status": status, "reason": reason,
+    }
+    record.update(values)
+    return record
+
+
+def run_case(
+    case: Case,
+    implementations: Sequence[Implementation],
+    *,
+    device: str | torch.device = "cpu",
+    config: timing.TimingConfig | None = None,
+    peak_gbps: float | None = None,
+    baselines: dict[tuple, float] | None = None,
+    reference: Callable[[CaseInputs], VerifyResult] = torch_reference,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """Check, then time, every implementation on one case; one record per implementation.
+
+    ``baselines`` maps ``case.key("torch")`` to a torch median already measured (``--resume``).
+    Out of memory anywhere marks the implementations not yet done as skipped; the run goes on.
+    """
+    device = torch.device(device)
+    config = replace(config or timing.TimingConfig(), cuda_graph=case.cuda_graph)
+    records: dict[str, dict] = {}
+    try:
+        records = _check_and_time(case, implementations, device, config, peak_gbps, baselines or {}, reference, seed)
+    except Exception as exc:  # an out-of-memory anywhere skips the case
+        if not is_out_of_memory(exc):
+            raise
+        reason = f"out of memory: {str(exc).splitlines()[0][:200]}"
+        records = {impl.name: _record(case, impl.name, "skipped", reason) for impl in implementations}
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return [records[impl.name] for impl in implementations]
+
+
+def _check_and_time(case, implementations, device, config, peak_gbps, baselines, reference, seed) -> dict[str, dict]:
+    records: dict[str, dict] = {}
+    inputs = make_inputs(case, device, seed)
+    try:
+        expected = reference(inputs)
+    except Exception as exc:  # nothing can be checked without the reference: skip the case
+        if is_out_of_memory(exc):
+            raise
+        reason = f"the torch reference failed, nothing to check against: {type(exc).__name__}: {exc}"
+        return {impl.name: _record(case, impl.name, "skipped", reason) for impl in implementations}
+    calls, outputs, agreements = {}, {}, {}
+    for impl in implementations:
+        reason = impl.unsupported(case, device)
+        if reason:
+            records[impl.name] = _record(case, impl.name, "skipped", reason)
+            continue
+        try:
+            call = impl.prepare(inputs)
+            result = call()
+        except SpecbenchError as exc:
+            records[impl.name] = _record(case, impl.name, "skipped", str(exc))
+            continue
+        except Exception as exc:  # a crashing implementation is a FAIL row, not a crashed run
+            if is_out_of_memory(exc):
+                raise
+            records[impl.name] = _record(case, impl.name, "FAIL", f"raised {type(exc).__name__}: {exc}")
+            continue
+        check = check_output(case.mode, result, expected, case.vocab_size, impl.same_rng)
+        measured = 1.0 + float(result.num_accepted.double().mean())
+        if not check.ok:
+            records[impl.name] = _record(case, impl.name, "FAIL", check.reason, measured_acceptance_length=measured,
+                                         token_agreement=check.token_agreement)
+            continue
+        calls[impl.name], outputs[impl.name], agreements[impl.name] = call, result, check.token_agreement
+
+    measurement = timing.time_implementations(calls, device, config)
+    for name, reason in measurement.errors.items():
+        records[name] = _record(case, name, "skipped", reason)
+    needed, all_rows = bytes_moved(case, expected.num_accepted)
+    baseline = measurement.timings.get(BASELINE)
+    baseline_us = baseline.median_us if baseline else baselines.get(case.key(BASELINE))
+    for name, t in measurement.timings.items():
+        seconds = t.median_us * 1e-6
+        gbps = needed / seconds / 1e9
+        records[name] = _record(
+            case, name, "ok",
+            measured_acceptance_length=1.0 + float(outputs[name].num_accepted.double().mean()),
+            median_us=t.median_us, p20_us=t.p20_us, p80_us=t.p80_us, samples=t.samples,
+            l2_flush=config.l2_flush, bytes_needed=needed, bytes_all_rows=all_rows, gbps=gbps,
+            pct_peak=100.0 * gbps / peak_gbps if peak_gbps else None,
+            speedup_vs_torch=baseline_us / t.median_us if baseline_us else None,
+            tokens_per_s=int(outputs[name].num_emitted.sum()) / seconds,
+            token_agreement=agreements[name],
+        )
+    return records
+
+
+def run_benchmark(
+    cases: Sequence[Case],
+    implementations: Sequence[Implementation],
+    *,
+    device: str | torch.device = "cpu",
+    config: timing.TimingConfig | None = None,
+    peak_gbps: float | None = None,
+    previous: Sequence[dict] = (),
+    on_record: Callable[[dict], None] = lambda record: None,
+    on_case: Callable[[int, Case], None] = lambda index, case: None,
+    reference: Callable[[CaseInputs], VerifyResult] = torch_reference,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """Run ``cases`` in order; implementations with a row in ``previous`` are not run again.
+
+    ``on_record`` receives each record as soon as its case is done (write it to disk there, so
+    an interrupted run keeps what it finished); ``on_case(index, case)`` is called before each case.
+    Returns the new records.
+    """
+    done = {record_key(r) for r in previous}
+    baselines = {record_key(r): r["median_us"] for r in previous if r.get("status") == "ok" and r["impl"] == BASELINE}
+    new_records = []
+    for index, case in enumerate(cases):
+        on_case(index, case)
+        todo = [impl for impl in implementations if case.key(impl.name) not in done]
+        if not todo:
+            continue
+        for record in run_case(case, todo, device=device, config=config, peak_gbps=peak_gbps, baselines=baselines,
+                               reference=reference, seed=seed):
+            new_records.append(record)
+            on_record(record)
+    return new_records

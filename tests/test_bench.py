@@ -1,0 +1,310 @@
+"""Benchmark cases, inputs with planned acceptance, byte counts, output checks and runs (CPU)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+import torch
+
+from specbench import bench, timing
+from specbench.errors import SpecbenchError
+from specbench.scenarios import make_profile
+from specbench.verify import VerifyResult
+
+FAST = timing.TimingConfig(warmup=0, min_samples=2, max_samples=2, l2_flush=False)
+
+
+def _case(mode="greedy", batch=6, k=3, vocab=50, draft="none", length=2.5, dtype="float32"):
+    profile = make_profile(k, acceptance_length=length)
+    return bench.Case(mode, batch, k, vocab, dtype, draft, profile.rates, profile.name)
+
+
+# --- planned acceptance -----------------------------------------------------------------------------------------
+
+
+def test_accepted_counts_follow_the_min_variance_schedule_exactly():
+    counts = bench.assign_accepted_counts([1.0, 0.5, 0.0], 8)  # L = 2.5
+    assert sorted(counts) == [1, 1, 1, 1, 2, 2, 2, 2]
+    assert bench.assign_accepted_counts([1.0, 0.5, 0.0], 8) == counts  # same seed, same order
+
+
+def test_accepted_counts_follow_a_scenario_distribution():
+    counts = bench.assign_accepted_counts([0.73, 0.52, 0.35], 100)
+    # P(A = j) = 0.27, 0.21, 0.17, 0.35
+    assert [counts.count(j) for j in range(4)] == [27, 21, 17, 35]
+    assert sum(counts) / 100 == pytest.approx(0.73 + 0.52 + 0.35)
+
+
+def test_accepted_counts_round_by_largest_remainder():
+    assert bench.assign_accepted_counts([1.0, 0.5, 0.0], 1) in ([1], [2])
+    assert sorted(bench.assign_accepted_counts([0.9, 0.0], 3)) == [1, 1, 1]  # quotas 0.3, 2.7, 0
+
+
+def _softmax(x: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(x.double(), dim=-1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize(("mode", "draft"), [("greedy", "none"), ("probabilistic", "logits"),
+                                             ("probabilistic", "probs"), ("probabilistic", "none"),
+                                             ("synthetic", "none")])
+def test_inputs_make_accepted_positions_certain_and_the_next_one_impossible(mode, draft, dtype):
+    case = _case(mode, batch=8, k=3, vocab=97, draft=draft, length=2.5, dtype=dtype)
+    inputs = bench.make_inputs(case, seed=3)
+    target = inputs.target_logits.double()  # [B, K + 1, V]
+    p = _softmax(target)
+    for b, planned in enumerate(inputs.planned_accepted.tolist()):
+        for i in range(case.num_spec_tokens):
+            x = int(inputs.draft_token_ids[b, i])
+            assert 0 <= x < case.vocab_size
+            if i < planned:
+                assert x == int(target[b, i].argmax())  # greedy accepts
+                if draft == "none" and mode == "probabilistic":
+                    assert float(p[b, i, x]) > 1 - 1e-9  # u < p(x) for every u < 1
+                elif draft == "logits":
+                    assert float(_softmax(inputs.draft_logits[b, i])[x]) < 0.9 * float(p[b, i, x])
+                elif draft == "probs":
+                    assert float(inputs.draft_probs[b, i, x]) < 0.9 * float(p[b, i, x])
+            elif i == planned:
+                assert x != int(target[b, i].argmax())
+                assert float(p[b, i, x]) == 0.0  # u * q(x) < 0 never holds
+    assert inputs.target_logits.dtype == bench.DTYPES[dtype]
+    assert (inputs.draft_logits is not None) == (draft == "logits")
+    assert (inputs.draft_probs is not None) == (draft == "probs")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize(("mode", "draft"), [("greedy", "none"), ("probabilistic", "logits"),
+                                             ("probabilistic", "probs"), ("probabilistic", "none")])
+def test_the_torch_reference_accepts_exactly_the_planned_counts(mode, draft, dtype):
+    case = _case(mode, batch=16, k=4, vocab=301, draft=draft, length=2.75, dtype=dtype)
+    inputs = bench.make_inputs(case)
+    result = bench.torch_reference(inputs)
+    assert result.num_accepted.tolist() == inputs.planned_accepted.tolist()
+    assert float(result.num_accepted.double().mean()) + 1 == pytest.approx(2.75)
+
+
+def test_synthetic_inputs_take_their_acceptance_from_the_rates():
+    case = _case("synthetic", batch=64, k=3, length=3.0)  # rates [1, 1, 0]: exactly two accepted
+    result = bench.torch_reference(bench.make_inputs(case))
+    assert result.num_accepted.tolist() == [2] * 64
+
+
+# --- bytes -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "draft", "needed", "all_rows"),
+    [
+        # B=2, K=3, V=10 float32 (a row is 40 bytes), A = [0, 3]; small tensors 2*(24+32+8) + 2*24 = 176 bytes
+        ("greedy", "none", 5 * 40 + 176, 8 * 40 + 176),  # target rows 0..0 and 0..3
+        ("probabilistic", "logits", (5 + 4) * 40 + 176, 14 * 40 + 176),  # + draft rows 0..0 and 0..2
+        ("probabilistic", "probs", (5 + 1) * 40 + 3 * 4 + 176, 14 * 40 + 176),  # + one rejected row, 3 values
+        ("probabilistic", "none", 5 * 40 + 176, 8 * 40 + 176),
+        ("synthetic", "none", 2 * 40 + 176, 8 * 40 + 176),  # only the row each request emits from
+    ],
+)
+def test_bytes_count_only_the_rows_a_request_needs(mode, draft, needed, all_rows):
+    case = bench.Case(mode, 2, 3, 10, "float32", draft, (0.5, 0.5, 0.5), "x")
+    assert bench.bytes_moved(case, torch.tensor([0, 3])) == (needed, all_rows)
+
+
+def test_bytes_scale_with_the_element_size():
+    wide = bench.Case("greedy", 1, 1, 1000, "float32", "none", (1.0,), "x")
+    narrow = bench.Case("greedy", 1, 1, 1000, "bfloat16", "none", (1.0,), "x")
+    small = 1 * (8 + 16 + 8) + 24
+    assert bench.bytes_moved(wide, torch.tensor([1]))[0] - small == 2 * (bench.bytes_moved(narrow, torch.tensor([1]))[0]
+                                                                        - small)
+
+
+# --- output checks ---------------------------------------------------------------------------------------------
+
+
+def _result(tokens, accepted):
+    tokens = torch.tensor(tokens, dtype=torch.int64)
+    emitted = (tokens >= 0).sum(dim=1).to(torch.int32)
+    return VerifyResult(tokens, emitted, torch.tensor(accepted, dtype=torch.int32))
+
+
+REFERENCE = _result([[5, 7, -1], [3, -1, -1]], [1, 0])
+
+
+def test_identical_outputs_pass():
+    assert bench.check_output("greedy", REFERENCE, REFERENCE, 10) == bench.Check(True, None, 1.0)
+
+
+def test_a_different_greedy_token_fails_and_says_where():
+    check = bench.check_output("greedy", _result([[5, 8, -1], [3, -1, -1]], [1, 0]), REFERENCE, 10)
+    assert not check.ok and check.reason == "tokens differ from the torch reference in 1 of 2 requests"
+    assert check.token_agreement == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize(
+    ("tokens", "accepted", "reason"),
+    [
+        ([[5, 7, -1], [3, 4, -1]], [1, 1], "num_accepted differs from the torch reference in 1 of 2 requests"),
+        ([[5, 7, -1], [12, -1, -1]], [1, 0], "emits token ids outside [0, 10)"),
+        ([[6, 7, -1], [3, -1, -1]], [1, 0], "accepted tokens differ from the torch reference"),
+        ([[5, 7, -1], [3, -1, -1], [0, -1, -1]], [1, 0, 0], "output shape [3, 3] differs from the reference's [2, 3]"),
+    ],
+)
+def test_probabilistic_outputs_that_break_the_contract_fail(tokens, accepted, reason):
+    check = bench.check_output("probabilistic", _result(tokens, accepted), REFERENCE, 10)
+    assert not check.ok and check.reason == reason
+
+
+def test_tokens_past_the_last_emitted_slot_must_be_minus_one():
+    bad = VerifyResult(torch.tensor([[5, 7, 2], [3, -1, -1]]), REFERENCE.num_emitted, REFERENCE.num_accepted)
+    check = bench.check_output("greedy", bad, REFERENCE, 10)
+    assert check.reason == "writes tokens past the last emitted slot (expected -1)"
+
+
+def test_probabilistic_residual_tokens_may_differ_only_rarely():
+    batch = 1000
+    tokens = torch.full((batch, 2), -1, dtype=torch.int64)
+    tokens[:, 0] = torch.arange(batch) % 10
+    reference = VerifyResult(tokens, torch.ones(batch, dtype=torch.int32), torch.zeros(batch, dtype=torch.int32))
+    one_off = tokens.clone()
+    one_off[0, 0] = 9 - one_off[0, 0]
+    rare = bench.check_output("probabilistic", reference._replace(output_token_ids=one_off), reference, 10)
+    assert rare.ok and rare.token_agreement == pytest.approx(0.999)
+    many_off = tokens.clone()
+    many_off[:2, 0] = 9 - many_off[:2, 0]
+    many = bench.check_output("probabilistic", reference._replace(output_token_ids=many_off), reference, 10)
+    assert not many.ok and "99.80% of emitted tokens agree" in many.reason
+    other_rng = bench.check_output("probabilistic", reference._replace(output_token_ids=many_off), reference, 10,
+                                   same_rng=False)
+    assert other_rng.ok
+
+
+# --- cases and the registry ------------------------------------------------------------------------------------
+
+
+def test_plan_covers_the_grid_and_draft_kinds_only_for_probabilistic():
+    cases = bench.plan_cases(modes=["greedy", "probabilistic", "synthetic"], batch_sizes=[1, 8],
+                             vocabularies=[("llama3", 128256)], profiles=[make_profile(3, acceptance_length=3)],
+                             drafts=["logits", "probs"], cuda_graph=[False, True])
+    assert len(cases) == (1 + 2 + 1) * 2 * 2
+    assert {c.draft for c in cases if c.mode != "probabilistic"} == {"none"}
+    assert {c.model for c in cases} == {"llama3"}
+    assert len({c.key("torch") for c in cases}) == len(cases)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"modes": ["warp"]}, "unknown mode 'warp'"),
+        ({"drafts": ["hidden"]}, "unknown draft kind 'hidden'"),
+        ({"dtypes": ["float8"]}, "unknown dtype 'float8'"),
+        ({"batch_sizes": [0]}, "batch size must be at least 1, got 0"),
+        ({"vocabularies": [(None, 1)]}, "vocabulary size must be at least 2"),
+    ],
+)
+def test_a_bad_plan_names_the_value(fields, message):
+    arguments = {"modes": ["greedy"], "batch_sizes": [1], "vocabularies": [(None, 10)],
+                 "profiles": [make_profile(3, acceptance_length=2)], **fields}
+    with pytest.raises(SpecbenchError, match=message):
+        bench.plan_cases(**arguments)
+
+
+def test_unknown_implementation_is_a_usage_error():
+    with pytest.raises(SpecbenchError, match="unknown implementation 'vllm'; choose from torch, triton"):
+        bench.resolve_implementations(["torch", "vllm"])
+
+
+# --- running cases with stand-in implementations ---------------------------------------------------------------
+
+
+def _stand_in(name, transform=lambda result: result, calls=None, **fields):
+    def prepare(inputs):
+        def call():
+            if calls is not None:
+                calls.append(name)
+            return transform(bench.torch_reference(inputs))
+
+        return call
+
+    return bench.Implementation(name, "stand-in", prepare, **fields)
+
+
+def _wrong(result):
+    tokens = result.output_token_ids.clone()
+    tokens[0, 0] = (tokens[0, 0] + 1) % 50
+    return result._replace(output_token_ids=tokens)
+
+
+def _crash(result):
+    raise RuntimeError("illegal memory access")
+
+
+def test_a_run_times_the_correct_and_records_why_the_others_were_not():
+    impls = [_stand_in("torch"), _stand_in("wrong", _wrong), _stand_in("crash", _crash),
+             _stand_in("picky", unsupported=lambda case, device: "not for this shape")]
+    records = bench.run_case(_case(), impls, config=FAST, peak_gbps=100.0)
+    by_name = {r["impl"]: r for r in records}
+    assert [r["impl"] for r in records] == ["torch", "wrong", "crash", "picky"]
+    ok = by_name["torch"]
+    assert ok["status"] == "ok" and ok["samples"] == 2 and ok["speedup_vs_torch"] == 1.0
+    assert ok["gbps"] == pytest.approx(ok["bytes_needed"] / (ok["median_us"] * 1e-6) / 1e9)
+    assert ok["pct_peak"] == pytest.approx(ok["gbps"])  # peak 100 GB/s
+    assert ok["measured_acceptance_length"] == pytest.approx(2.5)
+    assert ok["tokens_per_s"] == pytest.approx(6 * 2.5 / (ok["median_us"] * 1e-6))
+    assert by_name["wrong"]["status"] == "FAIL" and by_name["wrong"]["median_us"] is None
+    assert by_name["wrong"]["reason"] == "tokens differ from the torch reference in 1 of 6 requests"
+    assert by_name["crash"]["status"] == "FAIL" and "raised RuntimeError: illegal memory access" in \
+        by_name["crash"]["reason"]
+    assert by_name["picky"]["status"] == "skipped" and by_name["picky"]["reason"] == "not for this shape"
+    json.dumps(records)  # records are plain JSON
+
+
+def test_speedup_is_the_ratio_of_medians_to_the_torch_baseline():
+    records = bench.run_case(_case("synthetic"), [_stand_in("torch"), _stand_in("other")], config=FAST)
+    torch_row, other = records
+    assert other["speedup_vs_torch"] == pytest.approx(torch_row["median_us"] / other["median_us"])
+    assert other["pct_peak"] is None  # no peak bandwidth measured
+
+
+def test_out_of_memory_skips_the_case_and_the_run_goes_on():
+    def reference(inputs):
+        if inputs.case.batch_size == 2:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 40.00 GiB")
+        return bench.torch_reference(inputs)
+
+    cases = [_case(batch=2), _case(batch=3)]
+    records = bench.run_benchmark(cases, [_stand_in("torch")], config=FAST, reference=reference)
+    assert [(r["batch_size"], r["status"]) for r in records] == [(2, "skipped"), (3, "ok")]
+    assert records[0]["reason"].startswith("out of memory: CUDA out of memory")
+
+
+def test_a_reference_that_fails_skips_the_case_with_the_reason():
+    def reference(inputs):
+        raise NotImplementedError("probabilistic mode is not written yet")
+
+    (record,) = bench.run_case(_case(), [_stand_in("torch")], config=FAST, reference=reference)
+    assert record["status"] == "skipped"
+    assert "NotImplementedError: probabilistic mode is not written yet" in record["reason"]
+
+
+def test_rows_already_written_are_not_run_again_and_their_baseline_is_used():
+    case = _case()
+    first = bench.run_case(case, [_stand_in("torch")], config=FAST)
+    calls: list[str] = []
+    seen: list[dict] = []
+    new = bench.run_benchmark([case], [_stand_in("torch", calls=calls), _stand_in("other", calls=calls)],
+                              config=FAST, previous=first, on_record=seen.append)
+    assert [r["impl"] for r in new] == ["other"] and seen == new
+    assert "torch" not in calls
+    assert new[0]["speedup_vs_torch"] == pytest.approx(first[0]["median_us"] / new[0]["median_us"])
+    assert bench.record_key(first[0]) == case.key("torch")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("specbench.kernels.launch") is None, reason="no Triton backend yet")
+def test_the_triton_backend_matches_the_reference_under_the_interpreter(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    impls = bench.resolve_implementations(["torch", "triton"])
+    for mode, draft in (("greedy", "none"), ("probabilistic", "logits"), ("synthetic", "none")):
+        records = bench.run_case(_case(mode, batch=3, k=2, vocab=40, draft=draft, length=2.0), impls, config=FAST)
+        assert [r["status"] for r in records] == ["ok", "ok"], records
+        assert records[1]["token_agreement"] == 1.0

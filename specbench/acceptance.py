@@ -8,6 +8,7 @@ length. Plain Python floats in, plain lists out: nothing here needs a tensor.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -16,6 +17,13 @@ from specbench.errors import SpecbenchError
 
 def _fmt(values: Sequence[float]) -> str:
     return "[" + ", ".join(f"{v:g}" for v in values) + "]"
+
+
+def _number(value: object) -> float:
+    # bool is an int to Python but never a rate or a length someone meant to type
+    if isinstance(value, bool):
+        raise TypeError(f"{value!r} is not a number")
+    return float(value)
 
 
 def check_num_spec_tokens(num_spec_tokens: int) -> int:
@@ -30,7 +38,12 @@ def check_num_spec_tokens(num_spec_tokens: int) -> int:
 def validate_rates(rates: Sequence[float], num_spec_tokens: int) -> list[float]:
     """Check ``K`` unconditional rates: each in [0, 1], non-increasing, no NaN; return them as floats."""
     check_num_spec_tokens(num_spec_tokens)
-    values = [float(r) for r in rates]
+    if isinstance(rates, (str, bytes)) or not isinstance(rates, Sequence):
+        raise SpecbenchError(f"acceptance rates must be a list of numbers, got {rates!r}")
+    try:
+        values = [_number(r) for r in rates]
+    except (TypeError, ValueError) as exc:
+        raise SpecbenchError(f"acceptance rates must be numbers, got {list(rates)!r}") from exc
     if len(values) != num_spec_tokens:
         raise SpecbenchError(
             f"acceptance rates must have one entry per draft position ({num_spec_tokens}), "
@@ -39,7 +52,7 @@ def validate_rates(rates: Sequence[float], num_spec_tokens: int) -> list[float]:
     for value in values:
         if math.isnan(value) or not 0.0 <= value <= 1.0:
             raise SpecbenchError(f"acceptance rates must lie in [0, 1], got {value:g} in {_fmt(values)}")
-    for before, after in zip(values, values[1:]):
+    for before, after in itertools.pairwise(values):
         if after > before:
             raise SpecbenchError(f"acceptance rates must be non-increasing, got {_fmt(values)}")
     return values
@@ -51,14 +64,17 @@ def length_to_rates(mean_acceptance_length: float, num_spec_tokens: int) -> list
     ``L = 2.5, K = 3`` gives ``[1.0, 0.5, 0.0]``. ``L`` must lie in ``[1, K + 1]``.
     """
     check_num_spec_tokens(num_spec_tokens)
-    length = float(mean_acceptance_length)
+    try:
+        length = _number(mean_acceptance_length)
+    except (TypeError, ValueError) as exc:
+        raise SpecbenchError(f"mean acceptance length must be a number, got {mean_acceptance_length!r}") from exc
     if math.isnan(length) or not 1.0 <= length <= num_spec_tokens + 1:
         raise SpecbenchError(
             f"mean acceptance length must lie in [1, {num_spec_tokens + 1}] for K={num_spec_tokens}, "
             f"got {length:g}"
         )
     expected_accepted = length - 1.0
-    num_full = int(math.floor(expected_accepted))
+    num_full = math.floor(expected_accepted)
     rates = [1.0] * num_full + [expected_accepted - num_full] + [0.0] * num_spec_tokens
     return rates[:num_spec_tokens]
 

@@ -15,7 +15,6 @@ import pytest
 from specbench import acceptance
 from specbench.errors import SpecbenchError
 
-
 # ---- validation (DOMAIN.md §2) ---------------------------------------------------------------
 
 def test_validate_rates_returns_floats():

@@ -1,0 +1,253 @@
+"""Acceptance profiles, and scenario files that name and cite them.
+
+A *profile* is what the synthetic mode simulates: ``K`` and the unconditional per-position rates
+``p_i = P(A >= i)`` (DOMAIN.md §2), given either as the rates themselves or as a mean acceptance
+length ``L`` turned into rates by the minimum-variance schedule.
+
+A *scenario* is a TOML file holding one or more profiles, each citing where its numbers come
+from. The schema (every field optional unless marked)::
+
+    name = "eagle3-llama3.1-8b"        # default: the file's stem
+    description = "one line on what this is"
+    source = "where the numbers come from (paper, table, test file, issue)"
+    cost_ratio = 0.05                  # draft step / target step, for the speed-up model
+    num_spec_tokens = 3                # K: a whole number or a list; default len(rates)
+    rates = [0.73, 0.52, 0.35]         # exactly one of rates or acceptance_length
+    acceptance_length = 2.5            # a number or a list of numbers (needs num_spec_tokens)
+
+    [[profiles]]                       # several profiles in one file: each table takes
+    name = "..."                       # name, description, source, cost_ratio,
+    rates = [0.85]                     # num_spec_tokens and rates | acceptance_length;
+                                       # name, source and cost_ratio default to the top level's
+
+A file has either a top-level ``rates``/``acceptance_length`` (one profile) or ``[[profiles]]``,
+not both. A list of ``num_spec_tokens`` or of ``acceptance_length`` expands into one profile per
+combination. Anything wrong is a ``SpecbenchError`` naming the file, the field and the value.
+
+``load_scenario(path)`` is the public entry point (``specbench sweep --scenario`` and any other
+command that takes a scenario use it). ``path`` may also be a bare name: ``NAME`` is looked up as
+``scenarios/NAME.toml`` under the current folder, then among the scenarios shipped inside the
+package (``specbench/scenarios/NAME.toml``, where the default scenario lives).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specbench import acceptance
+from specbench.errors import SpecbenchError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+EMBEDDED_DIR = Path(__file__).resolve().parent / "scenarios"
+DEFAULT_SCENARIO = "default"
+
+_PROFILE_FIELDS = ("name", "description", "source", "cost_ratio", "num_spec_tokens", "rates", "acceptance_length")
+_TOP_FIELDS = (*_PROFILE_FIELDS, "profiles")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One acceptance profile: ``K`` and its ``K`` unconditional rates (validated).
+
+    - ``name``: a label for tables and charts.
+    - ``rates``: ``p_1..p_K``, each in [0, 1], non-increasing.
+    - ``acceptance_length``: the configured ``L`` when the profile was given as a length, else None.
+    - ``source``: where the numbers come from (empty when typed on the command line).
+    - ``cost_ratio``: draft/target step cost from the scenario, or None (the caller's default).
+    """
+
+    name: str
+    num_spec_tokens: int
+    rates: tuple[float, ...]
+    acceptance_length: float | None = None
+    source: str = ""
+    cost_ratio: float | None = None
+
+
+def make_profile(
+    num_spec_tokens: int,
+    *,
+    rates: list[float] | tuple[float, ...] | None = None,
+    acceptance_length: float | None = None,
+    name: str | None = None,
+    source: str = "",
+    cost_ratio: float | None = None,
+) -> Profile:
+    """A validated ``Profile`` from exactly one of ``rates`` or ``acceptance_length`` (DOMAIN.md §2)."""
+    resolved = acceptance.resolve_rates(num_spec_tokens, rates, acceptance_length)
+    if cost_ratio is not None:
+        cost_ratio = check_cost_ratio(cost_ratio)
+    if name is None:
+        name = f"L={acceptance_length:g}" if acceptance_length is not None else format_rates(resolved)
+    length = None if acceptance_length is None else float(acceptance_length)
+    return Profile(name, num_spec_tokens, tuple(resolved), length, source, cost_ratio)
+
+
+def format_rates(rates: list[float] | tuple[float, ...]) -> str:
+    """``[0.9, 0.7, 0.5]``: rates as a short label."""
+    return "[" + ", ".join(f"{r:g}" for r in rates) + "]"
+
+
+def check_cost_ratio(cost_ratio: float) -> float:
+    """A draft/target step-cost ratio must be a finite number >= 0; return it as a float."""
+    if isinstance(cost_ratio, bool) or not isinstance(cost_ratio, (int, float)):
+        raise SpecbenchError(f"cost ratio must be a number, got {cost_ratio!r}")
+    if not math.isfinite(cost_ratio) or cost_ratio < 0:
+        raise SpecbenchError(f"cost ratio must be a finite number >= 0, got {cost_ratio:g}")
+    return float(cost_ratio)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A loaded scenario file: its name, description, citation and expanded profiles."""
+
+    name: str
+    description: str
+    source: str
+    path: Path
+    profiles: tuple[Profile, ...]
+
+
+def find_scenario(name_or_path: str | Path) -> Path:
+    """The file a ``--scenario`` value points to: a path, or a bare name (see the module docstring)."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    if path.suffix != ".toml" and path.parent == Path("."):
+        for candidate in (Path("scenarios") / f"{path.name}.toml", EMBEDDED_DIR / f"{path.name}.toml"):
+            if candidate.is_file():
+                return candidate
+    known = sorted({p.stem for folder in (Path("scenarios"), EMBEDDED_DIR) for p in folder.glob("*.toml")})
+    raise SpecbenchError(f"scenario file {str(name_or_path)!r} does not exist (known scenarios: {', '.join(known)})")
+
+
+def load_scenario(name_or_path: str | Path) -> Scenario:
+    """Read, validate and expand a scenario file into profiles.
+
+    Args:
+        name_or_path: a path to a ``.toml`` file, or a bare scenario name (see the module docstring).
+
+    Returns:
+        ``Scenario(name, description, source, path, profiles)``; ``profiles`` holds one validated
+        ``Profile`` per (entry, K, length) combination, in file order.
+
+    Raises:
+        SpecbenchError: one sentence naming the file, the field and the bad value.
+    """
+    path = find_scenario(name_or_path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecbenchError(f"scenario {path} is not valid TOML: {exc}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecbenchError(f"cannot read scenario {path}: {exc}") from exc
+    return _parse(data, path)
+
+
+def _parse(data: dict[str, Any], path: Path) -> Scenario:
+    _check_fields(data, _TOP_FIELDS, "", path)
+    name = _text(data, "name", path.stem, "", path)
+    description = _text(data, "description", "", "", path)
+    source = _text(data, "source", "", "", path)
+    cost_ratio = _cost_ratio(data, None, "", path)
+    if "profiles" in data:
+        entries = data["profiles"]
+        if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
+            raise _error(path, "profiles", entries, "must be a non-empty array of tables ([[profiles]])")
+        clash = [key for key in ("rates", "acceptance_length", "num_spec_tokens") if key in data]
+        if clash:
+            raise _error(path, clash[0], data[clash[0]], "belongs inside each [[profiles]] table when the file has them")
+        profiles: list[Profile] = []
+        for index, entry in enumerate(entries):
+            prefix = f"profiles[{index}]."
+            _check_fields(entry, _PROFILE_FIELDS, prefix, path)
+            entry_name = _text(entry, "name", f"{name}-{index + 1}", prefix, path)
+            entry_source = _text(entry, "source", source, prefix, path)
+            _text(entry, "description", "", prefix, path)
+            entry_cost = _cost_ratio(entry, cost_ratio, prefix, path)
+            profiles += _expand(entry, entry_name, entry_source, entry_cost, prefix, path)
+    else:
+        profiles = _expand(data, name, source, cost_ratio, "", path)
+    return Scenario(name, description, source, path, tuple(profiles))
+
+
+def _expand(entry: dict, name: str, source: str, cost_ratio: float | None, prefix: str, path: Path) -> list[Profile]:
+    has_rates, has_length = "rates" in entry, "acceptance_length" in entry
+    if has_rates == has_length:
+        given = "both" if has_rates else "neither"
+        raise SpecbenchError(
+            f"scenario {path}: give exactly one of the fields {prefix}rates or {prefix}acceptance_length, got {given}"
+        )
+    if has_rates:
+        rates = entry["rates"]
+        if not isinstance(rates, list) or not rates:
+            raise _error(path, prefix + "rates", rates, "must be a non-empty list of numbers")
+        ks = _whole_numbers(entry, prefix, path, default=len(rates))
+        lengths: list[float | None] = [None]
+    else:
+        if "num_spec_tokens" not in entry:
+            raise SpecbenchError(f"scenario {path}: field {prefix}num_spec_tokens is required with acceptance_length")
+        ks = _whole_numbers(entry, prefix, path, default=None)
+        raw = entry["acceptance_length"]
+        lengths = raw if isinstance(raw, list) else [raw]
+        if not lengths:
+            raise _error(path, prefix + "acceptance_length", raw, "must be a number or a non-empty list of numbers")
+    profiles = []
+    for k in ks:
+        for length in lengths:
+            field = prefix + ("rates" if has_rates else "acceptance_length")
+            label = name if len(ks) * len(lengths) == 1 else f"{name} (K={k}" + (
+                f", L={length:g})" if isinstance(length, (int, float)) and not isinstance(length, bool) else ")"
+            )
+            try:
+                profiles.append(make_profile(
+                    k, rates=entry.get("rates"), acceptance_length=length, name=label, source=source,
+                    cost_ratio=cost_ratio,
+                ))
+            except SpecbenchError as exc:
+                raise SpecbenchError(f"scenario {path}, field {field}: {exc}") from exc
+    return profiles
+
+
+def _whole_numbers(entry: dict, prefix: str, path: Path, default: int | None) -> list[int]:
+    raw = entry.get("num_spec_tokens", default)
+    values = raw if isinstance(raw, list) else [raw]
+    if not values or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in values):
+        raise _error(path, prefix + "num_spec_tokens", raw, "must be a whole number >= 1 or a list of them")
+    return values
+
+
+def _check_fields(table: dict, allowed: tuple[str, ...], prefix: str, path: Path) -> None:
+    for key in table:
+        if key not in allowed:
+            raise SpecbenchError(
+                f"scenario {path}: unknown field {prefix}{key} (allowed: {', '.join(allowed)})"
+            )
+
+
+def _text(table: dict, key: str, default: str, prefix: str, path: Path) -> str:
+    value = table.get(key, default)
+    if not isinstance(value, str):
+        raise _error(path, prefix + key, value, "must be a string")
+    return value
+
+
+def _cost_ratio(table: dict, default: float | None, prefix: str, path: Path) -> float | None:
+    if "cost_ratio" not in table:
+        return default
+    try:
+        return check_cost_ratio(table["cost_ratio"])
+    except SpecbenchError as exc:
+        raise SpecbenchError(f"scenario {path}, field {prefix}cost_ratio: {exc}") from exc
+
+
+def _error(path: Path, field: str, value: Any, rule: str) -> SpecbenchError:
+    return SpecbenchError(f"scenario {path}: field {field} {rule}, got {value!r}")

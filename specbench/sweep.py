@@ -1,0 +1,385 @@
+"""Synthetic-acceptance sweeps: simulate each (profile, K) case, measure it, set it beside the theory.
+
+For every case the synthetic kernel (``verify.simulate_acceptance``) runs ``N`` steps; their
+drafts-accepted counts ``A`` are binned into a histogram ``h[0..K]``, which holds everything
+measured (DOMAIN.md §1 notation):
+
+- unconditional rate ``p_i``: ``#(A >= i)`` successes in ``N`` Bernoulli trials;
+- conditional rate ``c_i``: ``#(A >= i)`` successes in ``#(A >= i-1)`` trials (decisions at
+  different positions are independent, so given the trials this is binomial too);
+- ``P(A = j)``: ``h[j]`` successes in ``N`` trials;
+- mean acceptance length ``L = 1 + mean(A)``, with a CLT interval ``+- z s / sqrt(N)``.
+
+Each binomial quantity gets a 95% Wilson interval and an exact binomial test of its closed form;
+the mean gets a z test with the closed-form ``Var(A)``. Verdicts:
+
+- ``ok``: the closed form lies inside the measured 95% interval;
+- ``outside 95%``: it does not, but no more than chance explains (about 1 check in 20 lands here
+  when everything is right, so this is reported, not alarmed);
+- ``BUG``: its p-value is below ``0.001 / m``, ``m`` the number of distinct checks in the whole
+  sweep (``3K`` per case, see ``num_checks``; Bonferroni): if the simulation is right, the chance
+  that *any* check of a sweep says ``BUG`` is at most 0.1%, so a ``BUG`` means the simulation is
+  wrong, not unlucky. Degenerate closed forms (0 or 1, and a ``Var(A)`` of 0) must match exactly.
+
+Records are plain dicts (``kind = "sweep"``) ready for ``results.ResultsWriter``; charts and the
+long-form table read only them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from scipy import stats
+
+from specbench import acceptance
+from specbench.errors import SpecbenchError
+from specbench.scenarios import Profile, check_cost_ratio
+from specbench.verify import backend_module, resolve_backend, simulate_acceptance
+
+DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
+CONFIDENCE = 0.95
+FAMILY_BUG_ALPHA = 1e-3
+# c = draft step / target step. 0.05 is the memory-bound cost of an EAGLE-3 head on Llama-3.1-8B:
+# one decoder layer (~0.22B weights) plus a 32k-token draft LM head (~0.13B) against 32 layers and
+# a 128k-token head (~7.5B): 0.35 / 7.5 ~ 0.05. Scenarios may set their own.
+DEFAULT_COST_RATIO = 0.05
+# N: the 95% half-width of the mean length is z sigma / sqrt(N), and Var(A) <= K^2 / 4 for any A
+# in [0, K] (Popoviciu), so N >= (z K / (2 * 0.01))^2 = 9604 K^2 guarantees +-0.01 for every
+# profile. 2,000,000 covers K <= 14 (larger K get the formula), gives per-position rate intervals
+# of +-0.0007 at worst, and costs ~0.1 s per K=3 case through torch on a 2-core CPU.
+TARGET_HALF_WIDTH = 0.01
+MIN_DEFAULT_REQUESTS = 2_000_000
+_CHUNK_POSITIONS = 1 << 24
+_WARMUP_REQUESTS = 4096
+_MAX_SEED = 2**62
+
+Progress = Callable[[int], None]
+
+
+def default_num_requests(num_spec_tokens: int) -> int:
+    """Steps that give a 95% half-width of at most 0.01 on the mean length for any profile with ``K``."""
+    z = stats.norm.ppf(0.5 + CONFIDENCE / 2)
+    worst = math.ceil((z * num_spec_tokens / (2 * TARGET_HALF_WIDTH)) ** 2)
+    return max(MIN_DEFAULT_REQUESTS, worst)
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` is ``cuda`` when torch sees a GPU, else ``cpu``; ``cuda`` without a GPU is an error."""
+    if device not in DEVICES:
+        raise SpecbenchError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SpecbenchError("device 'cuda' was asked for, but torch sees no CUDA GPU on this machine")
+    return device
+
+
+def resolve_sweep_backend(backend: str, device: str) -> str:
+    """The concrete backend (``triton`` or ``torch``) for ``backend`` on ``device``, checked importable."""
+    name = resolve_backend(backend, torch.device(device))
+    try:
+        backend_module(name)
+    except ImportError as exc:
+        raise SpecbenchError(f"the {name} backend cannot be loaded ({exc}); try --backend torch") from exc
+    return name
+
+
+def check_seed(seed: int) -> int:
+    """A seed is a whole number in ``[0, 2**62)``."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < _MAX_SEED:
+        raise SpecbenchError(f"seed must be a whole number in [0, 2**62), got {seed!r}")
+    return seed
+
+
+def num_checks(profile: Profile) -> int:
+    """Distinct checks of one case: ``p_1..p_K``, ``c_2..c_K``, ``P(A=0..K-1)`` and the mean: ``3K``.
+
+    ``c_1`` is ``p_1`` and ``P(A=K)`` is ``p_K`` (the same counts): shown, but counted once.
+    """
+    return 3 * profile.num_spec_tokens
+
+
+def simulate_histogram(
+    profile: Profile,
+    num_requests: int,
+    *,
+    seed: int,
+    backend: str,
+    device: str,
+    on_progress: Progress | None = None,
+) -> tuple[list[int], float]:
+    """Histogram ``h[0..K]`` of drafts accepted over ``num_requests`` steps, and the simulation seconds.
+
+    Simulates in chunks of ~16M draft positions (``first_request`` keeps the counts identical to
+    one call); the seconds cover only the synchronized simulation, after one untimed warm-up call
+    (Triton compiles there). ``on_progress(positions)`` is called after every chunk.
+    """
+    k = profile.num_spec_tokens
+    rates = list(profile.rates)
+    simulate_acceptance(rates, min(num_requests, _WARMUP_REQUESTS), seed=seed, backend=backend, device=device)
+    chunk = max(1, _CHUNK_POSITIONS // k)
+    histogram = torch.zeros(k + 1, dtype=torch.int64, device=device)
+    seconds = 0.0
+    for start in range(0, num_requests, chunk):
+        size = min(chunk, num_requests - start)
+        began = time.perf_counter()
+        counts = simulate_acceptance(rates, size, seed=seed, first_request=start, backend=backend, device=device)
+        if counts.is_cuda:
+            torch.cuda.synchronize(counts.device)
+        seconds += time.perf_counter() - began
+        histogram += torch.bincount(counts.to(torch.int64), minlength=k + 1)
+        if on_progress is not None:
+            on_progress(size * k)
+    return histogram.tolist(), seconds
+
+
+def _binomial_check(successes: int, trials: int, expected: float, bug_p: float) -> tuple:
+    """(measured, ci_low, ci_high, p_value, verdict) of ``successes`` out of ``trials`` against ``expected``."""
+    if trials == 0:
+        return None, None, None, None, "n/a"
+    measured = successes / trials
+    test = stats.binomtest(successes, trials, min(max(expected, 0.0), 1.0))
+    interval = test.proportion_ci(CONFIDENCE, method="wilson")
+    low = 0.0 if successes == 0 else float(interval.low)
+    high = 1.0 if successes == trials else float(interval.high)
+    p_value = float(test.pvalue)
+    if expected in (0.0, 1.0):  # degenerate: the kernel must match exactly
+        verdict = "ok" if successes == expected * trials else "BUG"
+    else:
+        verdict = "BUG" if p_value < bug_p else ("ok" if low <= expected <= high else "outside 95%")
+    return measured, low, high, p_value, verdict
+
+
+def measure(histogram: Sequence[int], rates: Sequence[float], *, bug_p: float) -> dict[str, Any]:
+    """Measured statistics of a histogram ``h[0..K]``, each beside its closed form, with verdicts.
+
+    Returns the record fields listed in the module docstring (lists are indexed by position
+    ``i = 1..K`` for rates and by ``j = 0..K`` for the distribution).
+    """
+    k = len(rates)
+    if len(histogram) != k + 1:
+        raise SpecbenchError(f"histogram must have K + 1 = {k + 1} bins, got {len(histogram)}")
+    total = int(sum(histogram))
+    at_least = [int(sum(histogram[i:])) for i in range(k + 1)]  # at_least[i] = #(A >= i)
+    conditional = acceptance.conditional_rates(rates)
+    distribution = acceptance.accepted_distribution(rates)
+    record: dict[str, Any] = {}
+
+    def family(name: str, checks: list[tuple]) -> None:
+        keys = (f"measured_{name}", f"measured_{name}_ci_low", f"measured_{name}_ci_high",
+                f"{name}_p_values", f"{name}_verdicts")
+        for column, key in enumerate(keys):
+            record[key] = [check[column] for check in checks]
+
+    family("rates", [_binomial_check(at_least[i], total, rates[i - 1], bug_p) for i in range(1, k + 1)])
+    family("conditional_rates", [
+        _binomial_check(at_least[i], at_least[i - 1], conditional[i - 1], bug_p) for i in range(1, k + 1)
+    ])
+    family("accepted_distribution", [
+        _binomial_check(int(histogram[j]), total, distribution[j], bug_p) for j in range(k + 1)
+    ])
+
+    mean_accepted = sum(j * int(h) for j, h in enumerate(histogram)) / total
+    second_moment = sum(j * j * int(h) for j, h in enumerate(histogram)) / total
+    variance = max(second_moment - mean_accepted**2, 0.0)
+    sample_sd = math.sqrt(variance * total / (total - 1)) if total > 1 else 0.0
+    z = stats.norm.ppf(0.5 + CONFIDENCE / 2)
+    length = 1.0 + mean_accepted
+    expected_length = acceptance.mean_acceptance_length(rates)
+    expected_variance = max(acceptance.accepted_variance(rates), 0.0)
+    half_width = z * sample_sd / math.sqrt(total)
+    if expected_variance == 0.0:
+        p_value = 1.0 if math.isclose(length, expected_length, abs_tol=1e-12) else 0.0
+        verdict = "ok" if p_value == 1.0 else "BUG"
+    else:
+        p_value = float(2 * stats.norm.sf(abs(length - expected_length) / math.sqrt(expected_variance / total)))
+        inside = length - half_width - 1e-12 <= expected_length <= length + half_width + 1e-12
+        verdict = "BUG" if p_value < bug_p else ("ok" if inside else "outside 95%")
+
+    # c_1 repeats p_1 and P(A=K) repeats p_K: count each measurement once
+    verdicts = [*record["rates_verdicts"], *record["conditional_rates_verdicts"][1:],
+                *record["accepted_distribution_verdicts"][:-1], verdict]
+    p_values = [*record["rates_p_values"], *record["conditional_rates_p_values"][1:],
+                *record["accepted_distribution_p_values"][:-1], p_value]
+    record.update(
+        configured_conditional_rates=conditional,
+        expected_accepted_distribution=distribution,
+        accepted_histogram=[int(h) for h in histogram],
+        expected_acceptance_length=expected_length,
+        mean_acceptance_length=length,
+        mean_acceptance_length_ci_low=length - half_width,
+        mean_acceptance_length_ci_high=length + half_width,
+        mean_acceptance_length_p_value=p_value,
+        mean_acceptance_length_verdict=verdict,
+        expected_accepted_variance=expected_variance,
+        measured_accepted_variance=variance,
+        num_checks=len(verdicts),
+        num_outside_95=sum(v == "outside 95%" for v in verdicts),
+        num_bugs=sum(v == "BUG" for v in verdicts),
+        min_p_value=min(p for p in p_values if p is not None),
+        bug_p_threshold=bug_p,
+        verdict="BUG" if "BUG" in verdicts else "ok",
+    )
+    return record
+
+
+def run_case(
+    profile: Profile,
+    *,
+    num_requests: int,
+    seed: int,
+    backend: str,
+    device: str,
+    cost_ratio: float,
+    bug_p: float,
+    scenario: str | None = None,
+    on_progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Simulate one profile and return its sweep record (see the module docstring)."""
+    histogram, seconds = simulate_histogram(
+        profile, num_requests, seed=seed, backend=backend, device=device, on_progress=on_progress
+    )
+    k = profile.num_spec_tokens
+    positions = num_requests * k
+    record: dict[str, Any] = {
+        "kind": "sweep",
+        "scenario": scenario,
+        "profile": profile.name,
+        "source": profile.source,
+        "num_spec_tokens": k,
+        "configured_acceptance_length": profile.acceptance_length,
+        "configured_rates": list(profile.rates),
+        "num_requests": num_requests,
+        "seed": seed,
+        "backend": backend,
+        "device": device,
+    }
+    record.update(measure(histogram, profile.rates, bug_p=bug_p))
+    record.update(
+        cost_ratio=cost_ratio,
+        expected_speedup=acceptance.expected_speedup(record["expected_acceptance_length"], k, cost_ratio),
+        measured_speedup=acceptance.expected_speedup(record["mean_acceptance_length"], k, cost_ratio),
+        simulated_positions=positions,
+        simulation_seconds=seconds,
+        positions_per_second=positions / seconds if seconds > 0 else None,
+    )
+    return record
+
+
+def run_sweep(
+    profiles: Sequence[Profile],
+    *,
+    num_requests: int | None = None,
+    seed: int = 0,
+    backend: str = "auto",
+    device: str = "auto",
+    cost_ratio: float | None = None,
+    scenario: str | None = None,
+    on_record: Callable[[dict], None] | None = None,
+    on_progress: Progress | None = None,
+    on_case: Callable[[int, Profile], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Run every profile through the synthetic kernel and return one record per profile.
+
+    Args:
+        profiles: the cases, in order.
+        num_requests: steps per case; default ``default_num_requests(K)`` (+-0.01 on the mean length).
+        seed: request ``r`` of every case uses seed ``seed + r``, so a case's result does not depend
+            on which other cases run with it.
+        backend: ``auto``, ``triton`` or ``torch``; device: ``auto``, ``cpu`` or ``cuda``.
+        cost_ratio: draft/target cost for the speed-up; default the profile's, else ``DEFAULT_COST_RATIO``.
+        scenario: a name stored in each record.
+        on_record: called with each finished record (write it to disk there: a Ctrl-C keeps it).
+        on_progress: called with the number of draft positions just simulated.
+        on_case: called with (index, profile) before each case starts.
+    """
+    if not profiles:
+        raise SpecbenchError("a sweep needs at least one profile, got none")
+    if num_requests is not None and (isinstance(num_requests, bool) or not isinstance(num_requests, int)
+                                     or num_requests < 2):
+        raise SpecbenchError(f"number of requests must be a whole number >= 2, got {num_requests!r}")
+    seed = check_seed(seed)
+    if cost_ratio is not None:
+        cost_ratio = check_cost_ratio(cost_ratio)
+    device = resolve_device(device)
+    backend = resolve_sweep_backend(backend, device)
+    bug_p = FAMILY_BUG_ALPHA / sum(num_checks(p) for p in profiles)
+    records = []
+    for index, profile in enumerate(profiles):
+        if on_case is not None:
+            on_case(index, profile)
+        record = run_case(
+            profile,
+            num_requests=num_requests or default_num_requests(profile.num_spec_tokens),
+            seed=seed,
+            backend=backend,
+            device=device,
+            cost_ratio=_pick_cost_ratio(cost_ratio, profile),
+            bug_p=bug_p,
+            scenario=scenario,
+            on_progress=on_progress,
+        )
+        record["case"] = index
+        records.append(record)
+        if on_record is not None:
+            on_record(record)
+    return records
+
+
+def _pick_cost_ratio(override: float | None, profile: Profile) -> float:
+    if override is not None:
+        return override
+    return profile.cost_ratio if profile.cost_ratio is not None else DEFAULT_COST_RATIO
+
+
+_FAMILIES = (
+    ("p", "rates", "configured_rates", 1),
+    ("c", "conditional_rates", "configured_conditional_rates", 1),
+    ("P(A=j)", "accepted_distribution", "expected_accepted_distribution", 0),
+)
+
+
+def long_form(records: Sequence[dict]) -> pd.DataFrame:
+    """One row per (case, checked quantity): expected, measured, interval, p-value, verdict."""
+    rows = []
+    for record in records:
+        if record.get("kind") != "sweep":
+            continue
+        base = {"case": record.get("case"), "profile": record["profile"], "num_spec_tokens": record["num_spec_tokens"]}
+        for quantity, name, expected_key, first in _FAMILIES:
+            for offset, expected in enumerate(record[expected_key]):
+                rows.append({**base, "quantity": quantity, "index": first + offset, "expected": expected,
+                             "measured": record[f"measured_{name}"][offset],
+                             "ci_low": record[f"measured_{name}_ci_low"][offset],
+                             "ci_high": record[f"measured_{name}_ci_high"][offset],
+                             "p_value": record[f"{name}_p_values"][offset],
+                             "verdict": record[f"{name}_verdicts"][offset]})
+        rows.append({**base, "quantity": "L", "index": None, "expected": record["expected_acceptance_length"],
+                     "measured": record["mean_acceptance_length"],
+                     "ci_low": record["mean_acceptance_length_ci_low"],
+                     "ci_high": record["mean_acceptance_length_ci_high"],
+                     "p_value": record["mean_acceptance_length_p_value"],
+                     "verdict": record["mean_acceptance_length_verdict"]})
+    frame = pd.DataFrame(rows)
+    if not frame.empty:
+        frame["index"] = frame["index"].astype("Int64")  # blank for L, whole numbers otherwise
+    return frame
+
+
+LONG_CSV = "results_long.csv"
+
+
+def write_long_csv(records: Sequence[dict], directory: str | Path) -> Path:
+    """Write ``long_form(records)`` to ``directory/results_long.csv`` (through a temporary file)."""
+    path = Path(directory) / LONG_CSV
+    tmp = path.with_name(path.name + ".tmp")
+    long_form(records).to_csv(tmp, index=False)
+    os.replace(tmp, path)
+    return path

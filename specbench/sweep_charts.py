@@ -1,0 +1,137 @@
+"""PNG charts of sweep records (``kind == "sweep"``); they read records only and never re-run anything.
+
+- ``acceptance_per_position.png``: configured vs measured unconditional (``p_i``) and
+  conditional (``c_i``) rates per position, with 95% interval bars; one panel per case.
+- ``accepted_distribution.png``: ``P(A = j)``, closed form (bars) vs measured (points with
+  95% interval bars); one panel per case.
+- ``expected_speedup.png``: ``S = L / (1 + K c)`` against the mean acceptance length for
+  several ``K``, with each case's measured point on it.
+
+Figures with more than ``PANELS_PER_FIGURE`` cases continue in ``NAME-2.png``, ``NAME-3.png``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from matplotlib.figure import Figure  # no pyplot: the Agg canvas, no global state, no display
+
+from specbench import acceptance
+
+PANELS_PER_FIGURE = 12
+_SPEEDUP_KS = (1, 2, 3, 5, 7)
+_CONFIGURED = "#4c72b0"
+_MEASURED = "#dd8452"
+_CONDITIONAL = "#55a868"
+
+
+def render_sweep_charts(records: Sequence[dict], out_dir: str | Path) -> list[Path]:
+    """Draw the sweep charts of ``records`` (other kinds are ignored) into ``out_dir``.
+
+    Returns the paths written, in order (empty when no record is a sweep record).
+    """
+    sweeps = [r for r in records if r.get("kind") == "sweep"]
+    if not sweeps:
+        return []
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for page, start in enumerate(range(0, len(sweeps), PANELS_PER_FIGURE)):
+        cases = sweeps[start:start + PANELS_PER_FIGURE]
+        suffix = "" if page == 0 else f"-{page + 1}"
+        paths.append(_paneled(cases, _draw_rates, out_dir / f"acceptance_per_position{suffix}.png",
+                              "Per-position acceptance, configured vs measured (95% intervals)"))
+        paths.append(_paneled(cases, _draw_distribution, out_dir / f"accepted_distribution{suffix}.png",
+                              "Drafts accepted per step P(A = j), closed form vs measured (95% intervals)"))
+    paths.append(_speedup_chart(sweeps, out_dir / "expected_speedup.png"))
+    return paths
+
+
+def _title(record: dict) -> str:
+    return f"{record['profile']}  (K={record['num_spec_tokens']})"
+
+
+def _error_bars(values: list, lows: list, highs: list) -> tuple[list, list, list]:
+    # intervals as (below, above) distances; missing measurements (no trials) are dropped
+    kept = [(i, v, lo, hi) for i, (v, lo, hi) in enumerate(zip(values, lows, highs)) if v is not None]
+    return ([i for i, *_ in kept], [v for _, v, *_ in kept],
+            [[v - lo for _, v, lo, _ in kept], [hi - v for _, v, _, hi in kept]])
+
+
+def _paneled(cases: list[dict], draw, path: Path, title: str) -> Path:
+    cols = min(3, len(cases))
+    rows = math.ceil(len(cases) / cols)
+    fig = Figure(figsize=(max(6.4, 4.6 * cols), 3.4 * rows + 0.6), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False)
+    for ax, record in zip(axes.flat, cases):
+        draw(ax, record)
+    for ax in list(axes.flat)[len(cases):]:
+        ax.set_visible(False)
+    axes.flat[0].legend(fontsize=7, loc="best")
+    fig.suptitle(title)
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def _draw_rates(ax, record: dict) -> None:
+    k = record["num_spec_tokens"]
+    positions = list(range(1, k + 1))
+    ax.plot(positions, record["configured_rates"], "s-", color=_CONFIGURED, label="configured p_i", mfc="none")
+    ax.plot(positions, record["configured_conditional_rates"], "^--", color=_CONDITIONAL,
+            label="configured c_i", mfc="none")
+    for name, color, label, shift in (("rates", _MEASURED, "measured p_i", 0.0),
+                                      ("conditional_rates", "#8172b2", "measured c_i", 0.08)):
+        index, values, bars = _error_bars(record[f"measured_{name}"], record[f"measured_{name}_ci_low"],
+                                          record[f"measured_{name}_ci_high"])
+        ax.errorbar([positions[i] + shift for i in index], values, yerr=bars, fmt="o", ms=3.5, capsize=3,
+                    color=color, label=label)
+    ax.set_xticks(positions)
+    ax.set_ylim(-0.03, 1.05)
+    ax.set_xlabel("draft position i")
+    ax.set_ylabel("acceptance rate")
+    ax.set_title(_title(record), fontsize=9)
+    ax.grid(alpha=0.3)
+
+
+def _draw_distribution(ax, record: dict) -> None:
+    k = record["num_spec_tokens"]
+    counts = list(range(k + 1))
+    ax.bar(counts, record["expected_accepted_distribution"], color=_CONFIGURED, alpha=0.45, label="closed form")
+    index, values, bars = _error_bars(record["measured_accepted_distribution"],
+                                      record["measured_accepted_distribution_ci_low"],
+                                      record["measured_accepted_distribution_ci_high"])
+    ax.errorbar([counts[i] for i in index], values, yerr=bars, fmt="o", ms=3.5, capsize=3, color=_MEASURED,
+                label="measured")
+    ax.set_xticks(counts)
+    ax.set_xlabel("drafts accepted A")
+    ax.set_ylabel("P(A = j)")
+    ax.set_title(f"{_title(record)}  L={record['mean_acceptance_length']:.3f}", fontsize=9)
+    ax.grid(alpha=0.3, axis="y")
+
+
+def _speedup_chart(records: list[dict], path: Path) -> Path:
+    cost_ratio = records[0]["cost_ratio"]
+    ks = sorted(set(_SPEEDUP_KS) | {r["num_spec_tokens"] for r in records})
+    fig = Figure(figsize=(7.5, 5), layout="constrained")
+    ax = fig.subplots()
+    colors = {k: f"C{i % 10}" for i, k in enumerate(ks)}
+    for k in ks:
+        lengths = [1 + (k * step) / 100 for step in range(101)]
+        ax.plot(lengths, [acceptance.expected_speedup(length, k, cost_ratio) for length in lengths],
+                color=colors[k], label=f"K={k}")
+    measured = [r for r in records if r["cost_ratio"] == cost_ratio]
+    for record in measured:
+        ax.plot(record["mean_acceptance_length"], record["measured_speedup"], "o", color=colors[record["num_spec_tokens"]],
+                mec="black", ms=6)
+    if measured:
+        ax.plot([], [], "o", color="white", mec="black", label="measured cases")
+    ax.axhline(1.0, color="grey", lw=0.8, ls=":")
+    ax.set_xlabel("mean acceptance length L (tokens per target step)")
+    ax.set_ylabel("expected speed-up S = L / (1 + K c)")
+    ax.set_title(f"Expected speed-up over plain decoding, draft/target cost ratio c = {cost_ratio:g}")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.savefig(path, dpi=110)
+    return path

@@ -1,1 +1,365 @@
-"""`specbench kernels`, `specbench plot`, `specbench env` (see issue 4)."""
+"""`specbench kernels`, `specbench plot`, `specbench env`.
+
+``kernels`` parses its options into cases, then calls ``specbench.bench.run_benchmark``; each
+record goes to disk as soon as its case is done (a Ctrl-C keeps them, ``--resume`` continues),
+then a table and the charts. Options arrive as text and are parsed here, so a bad value gets one
+sentence naming it. An option left out takes the default of the machine: a GPU gets the full
+grid, a CPU a small torch-only one.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+from typing import Annotated
+
+import torch
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from specbench import bench, models, results, scenarios, timing
+from specbench.cli import app, console, error_console, fail
+from specbench.errors import SpecbenchError
+from specbench.sweep import resolve_device
+from specbench.verify import MODES
+
+
+class Grid:
+    """The default grid of a machine (every option left out takes its value from here)."""
+
+    def __init__(self, gpu: bool, interpret: bool):
+        self.modes = list(MODES)
+        self.drafts = ["logits", "probs", "none"] if gpu else ["logits"]
+        self.batch_sizes = [1, 8, 64, 256, 512] if gpu else [1, 8]
+        self.num_spec_tokens = [3, 7] if gpu else [3]
+        self.vocabularies = ([(m, models.resolve_model(m).vocab_size) for m in ("llama3", "qwen3")] if gpu
+                             else [(None, 4096 if interpret else 32000)])
+        self.acceptance = ["3", "full"] if gpu else ["3"]
+        self.dtypes = ["float32"]
+        self.cuda_graph = [False, True] if gpu else [False]
+
+
+def _items(option: str, text: str | None) -> list[str]:
+    if text is None:
+        return []
+    values = [item.strip() for item in text.split(",")]
+    if not all(values):
+        raise SpecbenchError(f"{option} takes comma-separated values, got {text!r}")
+    return values
+
+
+def _whole(option: str, text: str | None, minimum: int) -> list[int]:
+    values = []
+    for item in _items(option, text):
+        try:
+            value = int(item.replace("_", ""))
+        except ValueError:
+            raise SpecbenchError(f"{option} takes comma-separated whole numbers, got {item!r}") from None
+        if value < minimum:
+            raise SpecbenchError(f"{option} values must be at least {minimum}, got {value}")
+        values.append(value)
+    return values
+
+
+def _number(option: str, text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise SpecbenchError(f"{option} takes a number, got {text!r}") from None
+
+
+def _profiles(lengths: list[str], ks: list[int], scenario: str | None, grid: Grid) -> list[scenarios.Profile]:
+    if scenario is not None:
+        if lengths or ks:
+            raise SpecbenchError("give --scenario or --acceptance-length/--num-spec-tokens, not both "
+                                 "(a scenario sets K and the rates)")
+        return list(scenarios.load_scenario(scenario).profiles)
+    profiles = []
+    for k in ks or grid.num_spec_tokens:
+        for label in lengths or grid.acceptance:
+            if label == "full":
+                profiles.append(scenarios.make_profile(k, acceptance_length=k + 1, name="full"))
+            else:
+                length = _number("--acceptance-length", label)
+                profiles.append(scenarios.make_profile(k, acceptance_length=length, name=f"{length:g}"))
+    return profiles
+
+
+def _vocabularies(vocab_sizes: list[int], model_names: list[str], grid: Grid) -> list[tuple[str | None, int]]:
+    if vocab_sizes and model_names:
+        raise SpecbenchError("give --vocab-size or --model, not both")
+    if model_names:
+        return [(preset.name, preset.vocab_size) for preset in map(models.resolve_model, model_names)]
+    return [(None, v) for v in vocab_sizes] or grid.vocabularies
+
+
+def _implementations(names: list[str], device: str, interpret: bool) -> list[bench.Implementation]:
+    chosen = bench.resolve_implementations(names or list(bench.IMPLEMENTATIONS))
+    usable, skipped = [], []
+    for impl in chosen:
+        if impl.needs_gpu and device == "cpu" and not interpret:
+            reason = "no GPU here (pass --interpret to run it under the Triton interpreter, small shapes only)"
+        else:
+            reason = impl.unavailable(torch.device(device))
+        if reason:
+            skipped.append(f"{impl.name}: {reason}")
+        else:
+            usable.append(impl)
+    for line in skipped:
+        console.print(f"[yellow]skipped[/] {escape(line)}", highlight=False)
+    if not usable:
+        raise SpecbenchError(f"no implementation can run here ({'; '.join(skipped)})")
+    return usable
+
+
+def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}{suffix}"
+
+
+def _si(value: float | None) -> str:
+    if value is None:
+        return "-"
+    for scale, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:.2f}{unit}"
+    return f"{value:.0f}"
+
+
+_STATUS_STYLE = {"ok": "green", "FAIL": "bold red", "skipped": "yellow"}
+
+
+def results_table(records: list[dict]) -> Table:
+    """One row per implementation x case: times, bandwidth, speed-up, tokens/s, acceptance, status."""
+    table = Table(title="specbench kernels", title_justify="left", show_edge=False, pad_edge=False)
+    for column in ("impl", "case", "median µs", "p20-p80 µs", "GB/s", "% peak", "vs torch", "tokens/s",
+                   "measured L", "status"):
+        table.add_column(column, justify="left" if column in ("impl", "case", "status") else "right")
+    for r in records:
+        spread = "-" if r["p20_us"] is None else f"{r['p20_us']:.1f}-{r['p80_us']:.1f}"
+        status = f"[{_STATUS_STYLE.get(r['status'], '')}]{escape(r['status'])}[/]"
+        if r.get("reason"):
+            status += escape(f" ({r['reason']})")
+        table.add_row(escape(r["impl"]), escape(bench.describe_record(r)), _fmt(r["median_us"], ".1f"), spread,
+                      _fmt(r["gbps"], ".1f"), _fmt(r["pct_peak"], ".1f"), _fmt(r["speedup_vs_torch"], ".2f", "x"),
+                      _si(r["tokens_per_s"]), _fmt(r["measured_acceptance_length"], ".2f"), status)
+    return table
+
+
+def _print_table(records: list[dict]) -> None:
+    # a terminal wraps to its width; a log file (no terminal) gets rows wide enough to read
+    out = console if console.is_terminal else Console(file=console.file, width=200)
+    out.print(results_table(records))
+
+
+def _charts(records: list[dict], out_dir: Path) -> list[Path]:
+    from specbench.bench_charts import render_kernel_charts
+
+    return render_kernel_charts(records, out_dir)
+
+
+@app.command("kernels")
+def kernels_command(
+    mode: Annotated[str | None, typer.Option(
+        "--mode", metavar="MODES", help="greedy, probabilistic, synthetic or all; several with commas (default all).",
+        show_default=False)] = None,
+    batch_size: Annotated[str | None, typer.Option(
+        "--batch-size", "-b", metavar="B", help="Requests per step, e.g. 1,8,64,256 (GPU default 1,8,64,256,512; "
+        "CPU 1,8).", show_default=False)] = None,
+    num_spec_tokens: Annotated[str | None, typer.Option(
+        "--num-spec-tokens", "-k", metavar="K", help="Draft tokens per request (GPU default 3,7; CPU 3).",
+        show_default=False)] = None,
+    vocab_size: Annotated[str | None, typer.Option(
+        "--vocab-size", "-V", metavar="V", help="Vocabulary sizes (CPU default 32000, 4096 with --interpret).",
+        show_default=False)] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", metavar="NAMES", help="Model presets instead of --vocab-size: "
+        + ", ".join(f"{p.name} ({p.vocab_size})" for p in models.PRESETS) + " (GPU default llama3,qwen3).",
+        show_default=False)] = None,
+    dtype: Annotated[str | None, typer.Option(
+        "--dtype", metavar="DTYPES", help="float32, bfloat16 or float16 for logits and draft tensors (default "
+        "float32).", show_default=False)] = None,
+    draft: Annotated[str | None, typer.Option(
+        "--draft", metavar="KINDS", help="Draft distribution of the probabilistic mode: logits, probs or none "
+        "(GPU default all three; CPU logits).", show_default=False)] = None,
+    acceptance_length: Annotated[str | None, typer.Option(
+        "--acceptance-length", "-l", metavar="L", help="Mean acceptance length the inputs are built for; numbers "
+        "or 'full' (K+1), e.g. 3,full (GPU default 3,full; CPU 3).", show_default=False)] = None,
+    scenario: Annotated[str | None, typer.Option(
+        "--scenario", "-s", metavar="FILE|NAME", help="Acceptance profiles (K and rates) from a scenario file "
+        "instead of --acceptance-length and --num-spec-tokens.", show_default=False)] = None,
+    impl: Annotated[str | None, typer.Option(
+        "--impl", metavar="NAMES", help=f"Implementations to time: {', '.join(bench.IMPLEMENTATIONS)} (default all "
+        "that can run here).", show_default=False)] = None,
+    cuda_graph: Annotated[bool | None, typer.Option(
+        "--cuda-graph/--no-cuda-graph", help="Also time every case captured in a CUDA graph (extra rows; GPU "
+        "default on).", show_default=False)] = None,
+    l2_flush: Annotated[bool, typer.Option(
+        "--l2-flush/--no-l2-flush", help="Overwrite a 256 MiB buffer before every sample so L2 starts cold.")] = True,
+    interpret: Annotated[bool, typer.Option(
+        "--interpret", help="On a CPU, run the Triton implementations under the Triton interpreter (small shapes "
+        "only).")] = False,
+    device: Annotated[str, typer.Option("--device", metavar="NAME", help="auto, cpu or cuda.")] = "auto",
+    warmup: Annotated[str, typer.Option("--warmup", metavar="N", help="Untimed calls per implementation.")] = "3",
+    min_samples: Annotated[str, typer.Option("--min-samples", metavar="N", help="Samples per implementation, at "
+                                             "least.")] = "10",
+    max_samples: Annotated[str, typer.Option("--max-samples", metavar="N", help="Samples per implementation, at "
+                                             "most.")] = "100",
+    max_ms: Annotated[str, typer.Option("--max-ms", metavar="MS", help="Wall-time budget per case for sampling, "
+                                        "all implementations together.")] = "250",
+    seed: Annotated[str, typer.Option("--seed", metavar="SEED", help="Seed of the generated inputs.")] = "0",
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", metavar="DIR", help="Results folder (default results/kernels-<timestamp>/).",
+        show_default=False)] = None,
+    resume: Annotated[bool, typer.Option(
+        "--resume", help="Continue the run in --output: cases already there are not run again.")] = False,
+    no_charts: Annotated[bool, typer.Option("--no-charts", help="Skip the PNG charts.")] = False,
+) -> None:
+    """Time the verification implementations on a grid of cases, checked against the torch reference first."""
+    try:
+        if interpret:
+            if device == "cuda":
+                raise SpecbenchError("--interpret runs Triton on the CPU; it cannot be combined with --device cuda")
+            os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton
+            device = "cpu"
+        device_name = resolve_device(device)
+        on_gpu = device_name == "cuda"
+        grid = Grid(on_gpu, interpret)
+        graph_choice = grid.cuda_graph if cuda_graph is None else ([False, True] if cuda_graph else [False])
+        if cuda_graph and not on_gpu:
+            raise SpecbenchError("--cuda-graph needs a CUDA GPU, and this run is on the CPU")
+        modes = _items("--mode", mode) or ["all"]
+        modes = list(MODES) if modes == ["all"] else modes
+        config = timing.TimingConfig(
+            warmup=_whole("--warmup", warmup, 0)[0], min_samples=_whole("--min-samples", min_samples, 1)[0],
+            max_samples=_whole("--max-samples", max_samples, 1)[0], max_ms=_number("--max-ms", max_ms),
+            l2_flush=l2_flush,
+        )
+        cases = bench.plan_cases(
+            modes=modes,
+            batch_sizes=_whole("--batch-size", batch_size, 1) or grid.batch_sizes,
+            vocabularies=_vocabularies(_whole("--vocab-size", vocab_size, 2), _items("--model", model), grid),
+            profiles=_profiles(_items("--acceptance-length", acceptance_length),
+                               _whole("--num-spec-tokens", num_spec_tokens, 1), scenario, grid),
+            dtypes=_items("--dtype", dtype) or grid.dtypes,
+            drafts=_items("--draft", draft) or grid.drafts,
+            cuda_graph=graph_choice,
+        )
+        seed_value = _whole("--seed", seed, 0)[0]
+        out_dir, previous = _output(output, resume)
+        implementations = _implementations(_items("--impl", impl), device_name, interpret)
+        peak = timing.peak_bandwidth_gbps(device_name)
+        metadata = results.collect_metadata(
+            device_name, kind="kernels", peak_bandwidth_gbps=peak, seed=seed_value, num_cases=len(cases),
+            implementations=[i.name for i in implementations], interpreted=interpret,
+            timing={"warmup": config.warmup, "min_samples": config.min_samples, "max_samples": config.max_samples,
+                    "max_ms": config.max_ms, "l2_flush": config.l2_flush, "graph_calls": config.graph_calls,
+                    "clock": "CUDA events" if on_gpu else "time.perf_counter_ns", "statistic": "median, p20, p80"},
+        )
+        writer = results.ResultsWriter(out_dir, metadata, previous)
+    except SpecbenchError as exc:
+        fail(escape(str(exc)))
+
+    where = metadata["device"]
+    console.print(f"{len(cases)} cases x {len(implementations)} implementations on {escape(where)}; copy bandwidth "
+                  f"{_fmt(peak, ',.0f', ' GB/s')}; writing to {escape(str(out_dir))}/", highlight=False)
+    new_records: list[dict] = []
+
+    def on_record(record: dict) -> None:
+        new_records.append(record)
+        writer.add(record)
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    try:
+        with Progress(*columns, console=console, transient=True) as progress:
+            task = progress.add_task("kernels", total=len(cases))
+            bench.run_benchmark(
+                cases, implementations, device=device_name, config=config, peak_gbps=peak, previous=previous,
+                on_record=on_record, seed=seed_value,
+                on_case=lambda index, case: progress.update(task, completed=index, description=escape(case.describe())),
+            )
+    except KeyboardInterrupt:
+        _print_table(new_records)
+        console.print(f"[yellow]interrupted:[/] {len(new_records)} finished rows are in {escape(str(out_dir))}/; "
+                      f"continue with --output {escape(str(out_dir))} --resume", highlight=False)
+        raise typer.Exit(130) from None
+    except SpecbenchError as exc:
+        fail(escape(str(exc)))
+
+    _print_table(new_records)
+    charts = [] if no_charts else _charts(writer.records, out_dir)
+    console.print(f"results: {escape(str(out_dir / results.RESULTS_JSON))}, "
+                  f"{escape(str(out_dir / results.RESULTS_CSV))}; {len(charts)} charts", highlight=False)
+    failed = [r for r in new_records if r["status"] == "FAIL"]
+    if failed:
+        error_console.print(f"[bold red]FAIL:[/] {len(failed)} implementation(s) disagree with the torch reference "
+                            f"(see the FAIL rows above); they were not timed", highlight=False)
+        raise typer.Exit(1)
+
+
+def _output(output: Path | None, resume: bool) -> tuple[Path, list[dict]]:
+    if output is None:
+        if resume:
+            raise SpecbenchError("--resume needs --output DIR, the folder of the run to continue")
+        return results.default_output_dir("kernels"), []
+    if not (output / results.RESULTS_JSON).is_file():
+        return output, []
+    if not resume:
+        raise SpecbenchError(f"{output} already holds {results.RESULTS_JSON}; pass --resume to continue that run or "
+                             f"choose another --output")
+    return output, results.read_results(output)[1]
+
+
+@app.command("plot")
+def plot_command(
+    directory: Annotated[Path, typer.Argument(metavar="DIR", help="A results folder (with results.json).")],
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", metavar="DIR", help="Where to write the charts (default: DIR itself).",
+        show_default=False)] = None,
+) -> None:
+    """Re-render every chart of a results folder from its results.json alone."""
+    try:
+        _, records = results.read_results(directory)
+    except SpecbenchError as exc:
+        fail(escape(str(exc)))
+    out_dir = output or directory
+    charts = _charts(records, out_dir)
+    if any(r.get("kind") == "sweep" for r in records):
+        try:
+            from specbench.sweep_charts import render_sweep_charts
+        except ImportError as exc:
+            console.print(f"[yellow]sweep charts skipped:[/] {escape(str(exc))}", highlight=False)
+        else:
+            charts += render_sweep_charts(records, out_dir)
+    if not charts:
+        fail(escape(f"{directory} has no records to chart (kinds: "
+                    f"{', '.join(sorted({str(r.get('kind')) for r in records})) or 'none'})"))
+    for path in charts:
+        console.print(f"chart: {escape(str(path))}", highlight=False)
+
+
+@app.command("env")
+def env_command() -> None:
+    """Print the machine, its devices, the versions and the measured copy bandwidth."""
+    table = Table(title="specbench env", title_justify="left", show_header=False, show_edge=False, pad_edge=False)
+    table.add_column("what")
+    table.add_column("value")
+    metadata = results.collect_metadata("cpu")
+    for key in ("specbench", "torch", "triton", "python", "host", "commit"):
+        table.add_row(key, escape(str(metadata[key])))
+    table.add_row("platform", escape(platform.platform()))
+    table.add_row("cpu", escape(metadata["device"]))
+    table.add_row("cpu copy bandwidth", _fmt(timing.peak_bandwidth_gbps("cpu"), ",.1f", " GB/s"))
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if not count:
+        table.add_row("gpu", "none (torch sees no CUDA device)")
+    for index in range(count):
+        info = results.device_description(f"cuda:{index}")
+        table.add_row(f"cuda:{index}", escape(f"{info['device']}, {info['sm_count']} SMs, {info['memory_gib']} GiB, "
+                                              f"CUDA {info['cuda']}, driver {info['driver']}"))
+        table.add_row(f"cuda:{index} copy bandwidth",
+                      _fmt(timing.peak_bandwidth_gbps(f"cuda:{index}"), ",.0f", " GB/s (device-to-device, read + write)"))
+    console.print(table)

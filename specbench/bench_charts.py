@@ -1,0 +1,165 @@
+"""Charts of ``specbench kernels`` results, drawn from the records alone (never re-running anything).
+
+For each (acceptance, dtype) group of successful records:
+
+- ``time_vs_batch_<group>.png``: median µs against batch size (log-log) per implementation,
+  one panel per mode/draft (rows) and (K, V) (columns); dashed lines are CUDA-graph timings,
+  the shaded band p20-p80.
+- ``throughput_vs_batch_<group>.png``: tokens per second through the sampler, same layout.
+- ``speedup_<impl>_<group>[_graph].png``: the speed-up over the torch baseline as a heatmap over
+  (batch size, K), one panel per mode/draft (rows) and V (columns), for every other implementation.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.colors import LogNorm
+from matplotlib.ticker import FuncFormatter, NullLocator
+
+_MODE_ORDER = {"greedy": 0, "probabilistic": 1, "synthetic": 2}
+_DRAFT_ORDER = {"logits": 0, "probs": 1, "none": 2}
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-") or "all"
+
+
+def _variant(row: pd.Series) -> str:
+    return f"{row['mode']}/{row['draft']}" if row["mode"] == "probabilistic" else row["mode"]
+
+
+def _variants(frame: pd.DataFrame) -> list[str]:
+    pairs = frame[["mode", "draft"]].drop_duplicates().itertuples(index=False)
+    ordered = sorted(pairs, key=lambda p: (_MODE_ORDER.get(p.mode, 9), _DRAFT_ORDER.get(p.draft, 9), p.mode))
+    return list(dict.fromkeys(f"{p.mode}/{p.draft}" if p.mode == "probabilistic" else p.mode for p in ordered))
+
+
+def _ok_frame(records: list[dict]) -> pd.DataFrame:
+    frame = pd.DataFrame([r for r in records if r.get("kind") == "kernels" and r.get("status") == "ok"])
+    if frame.empty:
+        return frame
+    frame["variant"] = frame.apply(_variant, axis=1)
+    frame["acceptance"] = frame["acceptance"].fillna("").astype(str)
+    empty = frame["acceptance"] == ""
+    frame.loc[empty, "acceptance"] = frame.loc[empty, "acceptance_length"].map(lambda v: f"{v:g}")
+    return frame
+
+
+def _panels(n_rows: int, n_cols: int, title: str, extra_width: float = 0.0):
+    size = (max(4.5 * n_cols + extra_width, 6.5), 3.4 * n_rows + 0.6)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=size, squeeze=False, layout="constrained")
+    fig.suptitle(title)
+    return fig, axes
+
+
+def _save(fig, path: Path) -> Path:
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _line_chart(group: pd.DataFrame, column: str, ylabel: str, title: str, path: Path, band: bool) -> Path:
+    variants = _variants(group)
+    shapes = sorted(group[["num_spec_tokens", "vocab_size"]].drop_duplicates().itertuples(index=False, name=None))
+    impls = sorted(group["impl"].unique(), key=lambda name: (name != "torch", name))
+    colors = {name: f"C{i}" for i, name in enumerate(impls)}
+    fig, axes = _panels(len(variants), len(shapes), title)
+    for r, variant in enumerate(variants):
+        for c, (k, vocab) in enumerate(shapes):
+            ax = axes[r][c]
+            panel = group[(group["variant"] == variant) & (group["num_spec_tokens"] == k)
+                          & (group["vocab_size"] == vocab)]
+            if panel.empty:
+                ax.set_axis_off()
+                continue
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            low, high = panel[column].min(), panel[column].max()
+            if low == high:  # one point, or a flat line: give the log axis some room
+                ax.set_ylim(low / 2, high * 2)
+            for (impl, graph), rows in panel.groupby(["impl", "cuda_graph"]):
+                rows = rows.sort_values("batch_size")
+                style = "--" if graph else "-"
+                label = f"{impl} (CUDA graph)" if graph else impl
+                ax.plot(rows["batch_size"], rows[column], style, marker="o", color=colors[impl], label=label)
+                if band:
+                    ax.fill_between(rows["batch_size"], rows["p20_us"], rows["p80_us"], color=colors[impl], alpha=0.15)
+            batches = sorted(panel["batch_size"].unique())
+            ax.set_xticks(batches, [str(b) for b in batches])
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_title(f"{variant}, K={k}, V={vocab}", fontsize=9)
+            ax.set_xlabel("batch size")
+            ax.set_ylabel(ylabel)
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def _heatmap(group: pd.DataFrame, title: str, path: Path) -> Path:
+    variants = _variants(group)
+    vocabs = sorted(group["vocab_size"].unique())
+    batches = sorted(group["batch_size"].unique())
+    ks = sorted(group["num_spec_tokens"].unique())
+    # a log scale centred on 1x: slower is red, faster green, as far as the largest factor either way
+    values = group["speedup_vs_torch"].astype(float)
+    reach = max(abs(np.log(values.min())), abs(np.log(values.max())), np.log(1.1))
+    norm = LogNorm(vmin=float(np.exp(-reach)), vmax=float(np.exp(reach)))
+    fig, axes = _panels(len(variants), len(vocabs), title, extra_width=1.5)
+    image = None
+    for r, variant in enumerate(variants):
+        for c, vocab in enumerate(vocabs):
+            ax = axes[r][c]
+            grid = np.full((len(ks), len(batches)), np.nan)
+            panel = group[(group["variant"] == variant) & (group["vocab_size"] == vocab)]
+            for row in panel.itertuples():
+                grid[ks.index(row.num_spec_tokens), batches.index(row.batch_size)] = row.speedup_vs_torch
+            image = ax.imshow(grid, cmap="RdYlGn", norm=norm, origin="lower", aspect="auto")
+            for (i, j), value in np.ndenumerate(grid):
+                if not np.isnan(value):
+                    strong = abs(np.log(value)) > 0.6 * reach  # dark cells get white text
+                    ax.text(j, i, f"{value:.1f}x", ha="center", va="center", fontsize=8,
+                            color="white" if strong else "black")
+            ax.set_xticks(range(len(batches)), [str(b) for b in batches])
+            ax.set_yticks(range(len(ks)), [str(k) for k in ks])
+            ax.set_xlabel("batch size")
+            ax.set_ylabel("K")
+            ax.set_title(f"{variant}, V={vocab}", fontsize=9)
+    bar = fig.colorbar(image, ax=axes, shrink=0.8, label="speed-up over torch")
+    for axis_format in (bar.ax.yaxis.set_major_formatter, bar.ax.yaxis.set_minor_formatter):
+        axis_format(FuncFormatter(lambda v, _: f"{v:g}x"))
+    return _save(fig, path)
+
+
+def render_kernel_charts(records: list[dict], out_dir: str | Path) -> list[Path]:
+    """Write every kernels chart for ``records`` into ``out_dir``; return the paths written.
+
+    Records other than successful ``"kind": "kernels"`` ones are ignored; no records, no charts.
+    """
+    out_dir = Path(out_dir)
+    frame = _ok_frame(records)
+    if frame.empty:
+        return []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for (label, dtype), group in frame.groupby(["acceptance", "dtype"]):
+        tag = _slug(f"L{label}_{dtype}")
+        about = f"acceptance {label}, {dtype}"
+        written.append(_line_chart(group, "median_us", "median µs per step", f"Time per verification step ({about})",
+                                   out_dir / f"time_vs_batch_{tag}.png", band=True))
+        written.append(_line_chart(group, "tokens_per_s", "tokens / s", f"Tokens per second through the sampler "
+                                   f"({about})", out_dir / f"throughput_vs_batch_{tag}.png", band=False))
+        speedups = group[(group["impl"] != "torch") & group["speedup_vs_torch"].notna()]
+        for (impl, graph), part in speedups.groupby(["impl", "cuda_graph"]):
+            suffix = "_graph" if graph else ""
+            kind = "CUDA graphs" if graph else "no CUDA graph"
+            written.append(_heatmap(part, f"{impl}: speed-up over torch ({about}, {kind})",
+                                    out_dir / f"speedup_{_slug(impl)}_{tag}{suffix}.png"))
+    return written

@@ -1,0 +1,222 @@
+"""`specbench kernels` and `specbench env` on the CPU: files, tables, every error path, Ctrl-C, --resume."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from specbench import bench
+from specbench.cli import app
+
+TINY = ["--vocab-size", "64", "--max-ms", "0", "--min-samples", "2", "--warmup", "0", "--no-l2-flush"]
+needs_no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a GPU")
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def _records(path):
+    return json.loads((path / "results.json").read_text())["records"]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+@needs_no_gpu
+def test_default_run_on_a_cpu_times_torch_writes_files_and_skips_triton_once(tmp_path):
+    result = run("kernels", "--output", str(tmp_path), "--max-ms", "0", "--min-samples", "1", "--warmup", "0")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("skipped triton") == 1
+    payload = json.loads((tmp_path / "results.json").read_text())
+    records = payload["records"]
+    # the CPU default grid: three modes (probabilistic from logits), B 1 and 8, K 3, V 32000, L 3
+    assert {(r["mode"], r["draft"], r["batch_size"]) for r in records} == {
+        (m, d, b) for m, d in (("greedy", "none"), ("probabilistic", "logits"), ("synthetic", "none")) for b in (1, 8)
+    }
+    assert {(r["impl"], r["num_spec_tokens"], r["vocab_size"], r["status"]) for r in records} == {
+        ("torch", 3, 32000, "ok")
+    }
+    metadata = payload["metadata"]
+    assert metadata["kind"] == "kernels" and metadata["peak_bandwidth_gbps"] > 0
+    assert {"torch", "triton", "commit", "command", "device"} <= set(metadata)
+    csv_lines = (tmp_path / "results.csv").read_text().splitlines()
+    assert len(csv_lines) == 1 + len(records) and "median_us" in csv_lines[0]
+    assert (tmp_path / "time_vs_batch_L3-float32.png").stat().st_size > 0
+    assert (tmp_path / "throughput_vs_batch_L3-float32.png").stat().st_size > 0
+    assert "median µs" in result.stdout and "greedy B=8 K=3 V=32000 float32 L=3" in result.stdout
+
+
+def test_options_shape_the_grid_and_the_table_shows_each_row(tmp_path):
+    result = run("kernels", *TINY, "--mode", "probabilistic", "--draft", "logits,probs,none", "--batch-size", "1,3",
+                 "--num-spec-tokens", "2", "--acceptance-length", "2,full", "--dtype", "bfloat16", "--impl", "torch",
+                 "--output", str(tmp_path), "--no-charts")
+    assert result.exit_code == 0, result.output
+    records = _records(tmp_path)
+    assert len(records) == 3 * 2 * 2
+    assert {r["acceptance"] for r in records} == {"2", "full"}
+    assert {r["acceptance_length"] for r in records} == {2.0, 3.0}
+    for r in records:
+        assert r["status"] == "ok" and r["dtype"] == "bfloat16" and r["samples"] == 2
+        assert r["measured_acceptance_length"] == pytest.approx(r["acceptance_length"], abs=0.5)
+    assert result.stdout.count("probabilistic/probs B=3 K=2 V=64 bfloat16 L=3") == 1
+    assert not list(tmp_path.glob("*.png"))
+
+
+def test_model_presets_set_the_vocabulary(tmp_path):
+    result = run("kernels", "--model", "Gemma-3", "--mode", "synthetic", "--batch-size", "1", "--max-ms", "0",
+                 "--min-samples", "1", "--warmup", "0", "--no-l2-flush", "--output", str(tmp_path), "--no-charts")
+    assert result.exit_code == 0, result.output
+    assert {(r["model"], r["vocab_size"]) for r in _records(tmp_path)} == {("gemma3", 262144)}
+
+
+def test_a_scenario_sets_k_and_the_rates(tmp_path):
+    scenario = tmp_path / "eagle.toml"
+    scenario.write_text('name = "eagle"\nrates = [0.75, 0.5]\n')
+    out = tmp_path / "out"
+    result = run("kernels", *TINY, "--scenario", str(scenario), "--mode", "greedy", "--batch-size", "4",
+                 "--output", str(out), "--no-charts")
+    assert result.exit_code == 0, result.output
+    (record,) = _records(out)
+    assert record["num_spec_tokens"] == 2 and record["acceptance"] == "eagle"
+    assert record["acceptance_length"] == pytest.approx(2.25)
+    assert record["measured_acceptance_length"] == pytest.approx(2.25)  # 4 requests: A = 0, 1, 2, 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--mode", "warp"], "unknown mode 'warp'"),
+        (["--model", "gpt-5"], "unknown model 'gpt-5'"),
+        (["--impl", "torch,vllm"], "unknown implementation 'vllm'"),
+        (["--vocab-size", "100", "--model", "llama3"], "give --vocab-size or --model, not both"),
+        (["--batch-size", "1,x"], "--batch-size takes comma-separated whole numbers, got 'x'"),
+        (["--batch-size", "0"], "--batch-size values must be at least 1, got 0"),
+        (["--batch-size", "1,,8"], "--batch-size takes comma-separated values, got '1,,8'"),
+        (["--num-spec-tokens", "3", "--acceptance-length", "5"], "mean acceptance length must lie in [1, 4] for K=3"),
+        (["--acceptance-length", "lots"], "--acceptance-length takes a number, got 'lots'"),
+        (["--dtype", "float8"], "unknown dtype 'float8'"),
+        (["--draft", "hidden"], "unknown draft kind 'hidden'"),
+        (["--vocab-size", "1"], "--vocab-size values must be at least 2, got 1"),
+        (["--scenario", "no-such-scenario"], "scenario file 'no-such-scenario' does not exist"),
+        (["--scenario", "default", "--acceptance-length", "2"], "give --scenario or --acceptance-length"),
+        (["--resume"], "--resume needs --output DIR"),
+        (["--device", "gpu"], "device must be one of auto, cpu, cuda, got 'gpu'"),
+        (["--interpret", "--device", "cuda"], "--interpret runs Triton on the CPU"),
+        (["--max-samples", "1", "--min-samples", "5"], "maximum samples must be at least the minimum (5), got 1"),
+        (["--max-ms", "soon"], "--max-ms takes a number, got 'soon'"),
+    ],
+)
+def test_bad_options_get_one_sentence_and_exit_2(args, message):
+    result = run("kernels", *args)
+    assert result.exit_code == 2
+    assert message in _one_line(result.stderr)
+    assert result.stderr.startswith("error:") and "Traceback" not in result.output
+
+
+@needs_no_gpu
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cuda-graph"], "--cuda-graph needs a CUDA GPU, and this run is on the CPU"),
+        (["--device", "cuda"], "device 'cuda' was asked for, but torch sees no CUDA GPU"),
+        (["--impl", "triton"], "no implementation can run here (triton: no GPU here"),
+    ],
+)
+def test_asking_for_a_gpu_on_a_cpu_machine_is_refused_cleanly(args, message):
+    result = run("kernels", *args)
+    assert result.exit_code == 2 and message in _one_line(result.stderr)
+
+
+def test_an_existing_results_folder_needs_resume(tmp_path):
+    (tmp_path / "results.json").write_text('{"metadata": {}, "records": []}')
+    result = run("kernels", "--output", str(tmp_path))
+    assert result.exit_code == 2 and "already holds results.json; pass --resume" in _one_line(result.stderr)
+
+
+def test_a_wrong_implementation_is_shown_as_fail_and_not_timed(tmp_path, monkeypatch):
+    def prepare(inputs):
+        def call():
+            result = bench.torch_reference(inputs)
+            return result._replace(num_accepted=result.num_accepted + 1)
+
+        return call
+
+    monkeypatch.setitem(bench.IMPLEMENTATIONS, "wrong", bench.Implementation("wrong", "off by one", prepare))
+    result = run("kernels", *TINY, "--mode", "greedy", "--batch-size", "2", "--impl", "torch,wrong",
+                 "--output", str(tmp_path), "--no-charts")
+    assert result.exit_code == 1
+    assert "FAIL" in result.stdout and "disagree with the torch reference" in _one_line(result.stderr)
+    wrong = [r for r in _records(tmp_path) if r["impl"] == "wrong"]
+    assert [(r["status"], r["median_us"]) for r in wrong] == [("FAIL", None)]
+    assert wrong[0]["reason"] == "num_accepted differs from the torch reference in 2 of 2 requests"
+
+
+def test_out_of_memory_is_recorded_as_skipped_and_the_run_goes_on(tmp_path, monkeypatch):
+    make_inputs = bench.make_inputs
+
+    def tight_memory(case, device="cpu", seed=0):
+        if case.batch_size == 3:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
+        return make_inputs(case, device, seed)
+
+    monkeypatch.setattr(bench, "make_inputs", tight_memory)
+    result = run("kernels", *TINY, "--mode", "greedy", "--batch-size", "1,3,2", "--impl", "torch",
+                 "--output", str(tmp_path), "--no-charts")
+    assert result.exit_code == 0, result.output
+    rows = [(r["batch_size"], r["status"]) for r in _records(tmp_path)]
+    assert rows == [(1, "ok"), (3, "skipped"), (2, "ok")]
+    assert "out of memory" in _records(tmp_path)[1]["reason"]
+
+
+def test_ctrl_c_keeps_finished_rows_and_resume_finishes_the_rest(tmp_path, monkeypatch):
+    run_case = bench.run_case
+    ran: list[int] = []
+    stop_at = [2]
+
+    def interrupted(case, implementations, **keywords):
+        if case.batch_size in stop_at:
+            raise KeyboardInterrupt
+        ran.append(case.batch_size)
+        return run_case(case, implementations, **keywords)
+
+    monkeypatch.setattr(bench, "run_case", interrupted)
+    args = ["kernels", *TINY, "--mode", "greedy", "--batch-size", "1,2,3", "--impl", "torch", "--no-charts"]
+    first = run(*args, "--output", str(tmp_path))
+    assert first.exit_code == 130 and "continue with --output" in _one_line(first.stdout)
+    assert [r["batch_size"] for r in _records(tmp_path)] == [1]
+
+    stop_at.clear()
+    second = run(*args, "--output", str(tmp_path), "--resume")
+    assert second.exit_code == 0, second.output
+    assert [r["batch_size"] for r in _records(tmp_path)] == [1, 2, 3]
+    assert ran == [1, 2, 3]  # the finished case was not run again
+
+
+@pytest.mark.skipif(importlib.util.find_spec("specbench.kernels.launch") is None, reason="no Triton backend yet")
+def test_interpret_runs_triton_on_the_cpu_and_skips_shapes_too_large(tmp_path):
+    result = run("kernels", "--interpret", "--mode", "greedy,synthetic", "--batch-size", "2", "--vocab-size",
+                 "48,300000", "--num-spec-tokens", "2", "--acceptance-length", "2", "--max-ms", "0", "--min-samples",
+                 "1", "--warmup", "0", "--no-l2-flush", "--output", str(tmp_path), "--no-charts")
+    assert result.exit_code == 0, result.output
+    rows = {(r["impl"], r["mode"], r["vocab_size"]): r for r in _records(tmp_path)}
+    for mode in ("greedy", "synthetic"):
+        assert rows[("triton", mode, 48)]["status"] == "ok"
+        assert rows[("triton", mode, 48)]["speedup_vs_torch"] > 0
+        assert rows[("triton", mode, 300000)]["status"] == "skipped"
+        assert "too large for the Triton interpreter" in rows[("triton", mode, 300000)]["reason"]
+        assert rows[("torch", mode, 300000)]["status"] == "ok"
+
+
+def test_env_prints_versions_devices_and_bandwidth():
+    result = run("env")
+    assert result.exit_code == 0, result.output
+    assert torch.__version__ in result.stdout
+    assert "cpu copy bandwidth" in result.stdout and "GB/s" in result.stdout
+    if not torch.cuda.is_available():
+        assert "none (torch sees no CUDA device)" in result.stdout

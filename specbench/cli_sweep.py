@@ -1,1 +1,257 @@
-"""`specbench sweep`: synthetic-acceptance sweeps (see issue 2)."""
+"""`specbench sweep`: simulate synthetic-acceptance profiles and check them against the closed forms.
+
+Parses the options into profiles, then calls ``specbench.sweep.run_sweep``; records go to disk as
+they finish (a Ctrl-C keeps them), then a summary and the charts. Every option arrives as text
+and is parsed here, so a bad value gets one sentence naming it instead of a usage panel.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from specbench import results, scenarios, sweep
+from specbench.cli import app, console, error_console, fail
+from specbench.errors import SpecbenchError
+from specbench.sweep_charts import render_sweep_charts
+
+DEFAULT_NUM_SPEC_TOKENS = 3
+_MAX_VALUES = 1000
+_VERDICT_STYLE = {"ok": "green", "outside 95%": "yellow", "BUG": "bold red", "n/a": "dim"}
+
+
+def _numbers(option: str, text: str, cast=float) -> list:
+    """``1.5,2,3`` or ``1.5:4.0:0.5`` (start:stop:step, stop included) into numbers."""
+    values: list = []
+    for item in text.split(","):
+        item = item.strip()
+        try:
+            if ":" in item:
+                parts = [cast(p) for p in item.split(":")]
+                if len(parts) not in (2, 3):
+                    raise ValueError(item)
+                start, stop = parts[0], parts[1]
+                step = parts[2] if len(parts) == 3 else cast(1)
+                if not (math.isfinite(start) and math.isfinite(stop) and math.isfinite(step)) or step <= 0 \
+                        or stop < start:
+                    raise SpecbenchError(
+                        f"{option} range must read start:stop:step with start <= stop and step > 0, got {item!r}"
+                    )
+                count = math.floor((stop - start) / step + 1e-9) + 1
+                if count > _MAX_VALUES:
+                    raise SpecbenchError(f"{option} range {item!r} has {count} values, more than {_MAX_VALUES}")
+                values += [cast(round(start + n * step, 10)) for n in range(count)]
+            else:
+                values.append(cast(item))
+        except SpecbenchError:
+            raise
+        except ValueError:
+            kind = "whole numbers" if cast is int else "numbers"
+            raise SpecbenchError(f"{option} takes comma-separated {kind} or a start:stop:step range, got {text!r}") \
+                from None
+    return values
+
+
+def _profiles(
+    lengths: list[str], rates: list[str], scenario: str | None, ks: list[str]
+) -> tuple[list[scenarios.Profile], str | None]:
+    given = [f"{name} {' '.join(values)}" for name, values in
+             (("--acceptance-length", lengths), ("--rates", rates), ("--scenario", [scenario] if scenario else []))
+             if values]
+    if len(given) > 1:
+        raise SpecbenchError(f"give only one of --acceptance-length, --rates or --scenario, got {' and '.join(given)}")
+    num_spec_tokens = [k for text in ks for k in _numbers("--num-spec-tokens", text, int)]
+    if num_spec_tokens and not (lengths or rates):
+        raise SpecbenchError(
+            f"--num-spec-tokens {' '.join(ks)} needs --acceptance-length or --rates (a scenario sets its own K)"
+        )
+    if lengths:
+        values = [v for text in lengths for v in _numbers("--acceptance-length", text)]
+        return [scenarios.make_profile(k, acceptance_length=length)
+                for k in (num_spec_tokens or [DEFAULT_NUM_SPEC_TOKENS]) for length in values], None
+    if rates:
+        profiles = []
+        for text in rates:
+            values = _numbers("--rates", text)
+            for k in num_spec_tokens or [len(values)]:
+                profiles.append(scenarios.make_profile(k, rates=values))
+        return profiles, None
+    loaded = scenarios.load_scenario(scenario or scenarios.DEFAULT_SCENARIO)
+    return list(loaded.profiles), loaded.name
+
+
+def _single(option: str, text: str, cast):
+    try:
+        return cast(text.strip())
+    except ValueError:
+        kind = "a whole number" if cast is int else "a number"
+        raise SpecbenchError(f"{option} takes {kind}, got {text!r}") from None
+
+
+def _fmt(value, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _interval(low, high, digits: int = 4) -> str:
+    return "-" if low is None else f"[{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def _verdict(text: str) -> str:
+    return f"[{_VERDICT_STYLE.get(text, '')}]{escape(text)}[/]"
+
+
+def case_table(record: dict) -> Table:
+    """The per-case table: configured vs measured, 95% interval, verdict."""
+    rate = record.get("positions_per_second")
+    title = (f"{escape(record['profile'])}  K={record['num_spec_tokens']}  ·  {record['num_requests']:,} steps  ·  "
+             f"{record['backend']} on {record['device']}" + (f"  ·  {rate / 1e6:,.1f}M positions/s" if rate else ""))
+    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    for column, justify in (("quantity", "left"), ("configured", "right"), ("measured", "right"),
+                            ("95% interval", "right"), ("verdict", "left")):
+        table.add_column(column, justify=justify)
+    families = (("p_{}", "rates", "configured_rates", 1),
+                ("c_{}", "conditional_rates", "configured_conditional_rates", 1),
+                ("P(A={})", "accepted_distribution", "expected_accepted_distribution", 0))
+    for label, name, expected_key, first in families:
+        for offset, expected in enumerate(record[expected_key]):
+            table.add_row(label.format(first + offset), _fmt(expected), _fmt(record[f"measured_{name}"][offset]),
+                          _interval(record[f"measured_{name}_ci_low"][offset],
+                                    record[f"measured_{name}_ci_high"][offset]),
+                          _verdict(record[f"{name}_verdicts"][offset]))
+    table.add_row("L (mean length)", _fmt(record["expected_acceptance_length"]),
+                  _fmt(record["mean_acceptance_length"]),
+                  _interval(record["mean_acceptance_length_ci_low"], record["mean_acceptance_length_ci_high"]),
+                  _verdict(record["mean_acceptance_length_verdict"]), style="bold")
+    table.add_row("Var(A)", _fmt(record["expected_accepted_variance"]), _fmt(record["measured_accepted_variance"]),
+                  "", "")
+    table.add_row(f"speed-up (c={record['cost_ratio']:g})", _fmt(record["expected_speedup"], 3),
+                  _fmt(record["measured_speedup"], 3), "", "")
+    return table
+
+
+def summary_table(records: list[dict]) -> Table:
+    """One row per case: the mean length against its closed form, the speed-up and the verdict.
+
+    The verdict shows the smallest p-value of the case's checks: anything above the BUG threshold
+    (``bug_p_threshold``) is what chance gives.
+    """
+    table = Table(title="Sweep summary", title_justify="left", show_edge=False, pad_edge=False)
+    for column in ("profile", "K", "L", "measured L", "95% interval", "speed-up", "verdict"):
+        table.add_column(column, justify="left" if column in ("profile", "verdict") else "right")
+    for r in records:
+        chance = f" (min p {r['min_p_value']:.2g})" if r["verdict"] != "BUG" else f" ({r['num_bugs']} checks)"
+        table.add_row(escape(r["profile"]), str(r["num_spec_tokens"]), _fmt(r["expected_acceptance_length"]),
+                      _fmt(r["mean_acceptance_length"]),
+                      _interval(r["mean_acceptance_length_ci_low"], r["mean_acceptance_length_ci_high"]),
+                      _fmt(r["measured_speedup"], 3),
+                      _verdict(r["verdict"]) + escape(chance))
+    return table
+
+
+@app.command("sweep")
+def sweep_command(
+    acceptance_length: Annotated[list[str] | None, typer.Option(
+        "--acceptance-length", "-l", metavar="LENGTHS", show_default=False,
+        help="Mean acceptance length L: one value, several (2,2.5 or repeated) or a range 1.5:4.0:0.5.")] = None,
+    rates: Annotated[list[str] | None, typer.Option(
+        "--rates", "-r", metavar="RATES", show_default=False,
+        help="Unconditional per-position rates, e.g. 0.9,0.7,0.5 (repeat for several profiles).")] = None,
+    scenario: Annotated[str | None, typer.Option(
+        "--scenario", "-s", metavar="FILE|NAME", show_default=False,
+        help="A scenario TOML file, or the name of a shipped one. No profile option at all runs 'default'.")] = None,
+    num_spec_tokens: Annotated[list[str] | None, typer.Option(
+        "--num-spec-tokens", "-k", metavar="K", show_default=False,
+        help=f"Draft tokens per step: one value, several or a range (default {DEFAULT_NUM_SPEC_TOKENS} with "
+             "--acceptance-length, the number of rates with --rates).")] = None,
+    num_requests: Annotated[str | None, typer.Option(
+        "--num-requests", "-n", metavar="N", show_default=False,
+        help="Simulated steps per case (default: 2,000,000, more for K > 14: enough for +-0.01 on the mean "
+             "length).")] = None,
+    seed: Annotated[str, typer.Option("--seed", metavar="SEED", help="Step r of every case uses seed SEED + r.")] = "0",
+    backend: Annotated[str, typer.Option("--backend", metavar="NAME", help="auto, triton or torch.")] = "auto",
+    device: Annotated[str, typer.Option("--device", metavar="NAME", help="auto, cpu or cuda.")] = "auto",
+    cost_ratio: Annotated[str | None, typer.Option(
+        "--cost-ratio", "-c", metavar="C", show_default=False,
+        help=f"Draft/target step cost ratio c in S = L / (1 + K c) (default: the scenario's, else "
+             f"{sweep.DEFAULT_COST_RATIO:g}).")] = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", metavar="DIR", show_default=False,
+        help="Results folder (default results/sweep-<timestamp>/).")] = None,
+    no_charts: Annotated[bool, typer.Option("--no-charts", help="Skip the PNG charts.")] = False,
+) -> None:
+    """Simulate acceptance profiles through the synthetic kernel and check them against the closed forms."""
+    try:
+        profiles, scenario_name = _profiles(acceptance_length or [], rates or [], scenario, num_spec_tokens or [])
+        requests = None if num_requests is None else _single("--num-requests", num_requests.replace("_", ""), float)
+        if requests is not None and (not requests.is_integer() or requests < 2):
+            raise SpecbenchError(f"--num-requests must be a whole number >= 2, got {num_requests!r}")
+        requests = None if requests is None else int(requests)
+        seed_value = sweep.check_seed(_single("--seed", seed, int))
+        cost = None if cost_ratio is None else scenarios.check_cost_ratio(_single("--cost-ratio", cost_ratio, float))
+        device_name = sweep.resolve_device(device)
+        backend_name = sweep.resolve_sweep_backend(backend, device_name)
+        out_dir = Path(output) if output is not None else results.default_output_dir("sweep")
+        metadata = results.collect_metadata(
+            device_name, kind="sweep", seed=seed_value, backend=backend_name, num_requests=requests,
+            cost_ratio=cost, scenario=scenario_name, num_cases=len(profiles),
+            confidence=sweep.CONFIDENCE, family_bug_alpha=sweep.FAMILY_BUG_ALPHA,
+        )
+        writer = results.ResultsWriter(out_dir, metadata)
+    except SpecbenchError as exc:
+        fail(escape(str(exc)))
+
+    def on_record(record: dict) -> None:
+        writer.add(record)
+        sweep.write_long_csv(writer.records, out_dir)
+        console.print(case_table(record))
+        console.print()
+
+    total = sum((requests or sweep.default_num_requests(p.num_spec_tokens)) * p.num_spec_tokens for p in profiles)
+    columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeRemainingColumn())
+    try:
+        with Progress(*columns, console=console, transient=True) as progress:
+            task = progress.add_task("sweep", total=total)
+            records = sweep.run_sweep(
+                profiles, num_requests=requests, seed=seed_value, backend=backend_name, device=device_name,
+                cost_ratio=cost, scenario=scenario_name, on_record=on_record,
+                on_progress=lambda positions: progress.advance(task, positions),
+                on_case=lambda i, p: progress.update(
+                    task, description=f"case {i + 1}/{len(profiles)}: {escape(p.name)}"),
+            )
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted:[/] {len(writer.records)} of {len(profiles)} cases finished; "
+                      f"their results are in {escape(str(out_dir))}/", highlight=False)
+        raise typer.Exit(130) from None
+    except SpecbenchError as exc:
+        fail(escape(str(exc)))
+
+    seconds = sum(r["simulation_seconds"] for r in records)
+    positions = sum(r["simulated_positions"] for r in records)
+    writer.metadata.update(simulated_positions=positions, simulation_seconds=seconds,
+                           positions_per_second=positions / seconds if seconds > 0 else None)
+    writer.flush()
+    console.print(summary_table(records))
+    console.print(f"[dim]ok: every closed form lies in its 95% interval or misses it by no more than chance; BUG: "
+                  f"p < {records[0]['bug_p_threshold']:.1e} (0.1% over the sweep's checks, Bonferroni)[/]",
+                  highlight=False)
+    if seconds > 0:
+        console.print(f"simulated {positions:,} draft positions in {seconds:.2f} s: "
+                      f"{positions / seconds / 1e6:,.1f}M positions/s ({backend_name} on {device_name})")
+    charts = [] if no_charts else render_sweep_charts(records, out_dir)
+    files = ", ".join(str(out_dir / name) for name in (results.RESULTS_JSON, results.RESULTS_CSV, sweep.LONG_CSV))
+    console.print(f"results: {escape(files)}", highlight=False)
+    for path in charts:
+        console.print(f"chart: {escape(str(path))}", highlight=False)
+    bugs = sum(r["num_bugs"] for r in records)
+    if bugs:
+        threshold = records[0]["bug_p_threshold"]
+        error_console.print(f"[bold red]BUG:[/] {bugs} measured value(s) disagree with the closed forms far beyond "
+                            f"chance (p < {threshold:.1e}): the simulation is wrong, see the BUG rows above",
+                            highlight=False)
+        raise typer.Exit(1)

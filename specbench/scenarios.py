@@ -164,7 +164,7 @@ def _parse(data: dict[str, Any], path: Path) -> Scenario:
             raise _error(path, "profiles", entries, "must be a non-empty array of tables ([[profiles]])")
         clash = [key for key in ("rates", "acceptance_length", "num_spec_tokens") if key in data]
         if clash:
-            raise _error(path, clash[0], data[clash[0]], "belongs inside each [[profiles]] table when the file has them")
+            raise _error(path, clash[0], data[clash[0]], "belongs inside each [[profiles]] table in a file with them")
         profiles: list[Profile] = []
         for index, entry in enumerate(entries):
             prefix = f"profiles[{index}]."

@@ -123,8 +123,8 @@ def _speedup_chart(records: list[dict], path: Path) -> Path:
                 color=colors[k], label=f"K={k}")
     measured = [r for r in records if r["cost_ratio"] == cost_ratio]
     for record in measured:
-        ax.plot(record["mean_acceptance_length"], record["measured_speedup"], "o", color=colors[record["num_spec_tokens"]],
-                mec="black", ms=6)
+        ax.plot(record["mean_acceptance_length"], record["measured_speedup"], "o",
+                color=colors[record["num_spec_tokens"]], mec="black", ms=6)
     if measured:
         ax.plot([], [], "o", color="white", mec="black", label="measured cases")
     ax.axhline(1.0, color="grey", lw=0.8, ls=":")

@@ -89,10 +89,10 @@ def test_measure_hand_made_histogram():
     assert record["rates_verdicts"] == ["ok", "ok", "ok"]
     # Wilson at 100 of 100: [n / (n + z^2), 1]; at 0 of 100: [0, z^2 / (n + z^2)]
     z2 = 1.959963984540054**2
-    assert record["measured_rates_ci_low"][0] == pytest.approx(100 / (100 + z2)) and record["measured_rates_ci_high"][0] == 1.0
-    assert record["measured_rates_ci_low"][2] == 0.0 and record["measured_rates_ci_high"][2] == pytest.approx(z2 / (100 + z2))
-    low, high = record["measured_rates_ci_low"][1], record["measured_rates_ci_high"][1]
-    assert 0.39 < low < 0.5 < high < 0.61  # Wilson, n = 100: 0.5 +- ~0.097
+    low, high = record["measured_rates_ci_low"], record["measured_rates_ci_high"]
+    assert low[0] == pytest.approx(100 / (100 + z2)) and high[0] == 1.0
+    assert low[2] == 0.0 and high[2] == pytest.approx(z2 / (100 + z2))
+    assert 0.39 < low[1] < 0.5 < high[1] < 0.61  # Wilson, n = 100: 0.5 +- ~0.097
     # no trials reach position 3 once p_2 is 0: its conditional rate is not measured
     none_past_zero = sweep.measure([30, 70, 0, 0], [0.7, 0.0, 0.0], bug_p=1e-5)
     assert none_past_zero["measured_conditional_rates"][2] is None

@@ -1,0 +1,205 @@
+"""`specbench sweep` through the command line: files, tables, every bad input, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from specbench import sweep
+from specbench.cli import app
+from specbench.results import read_results
+
+REPO = Path(__file__).resolve().parent.parent
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, ["sweep", *args])
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_sweep_writes_results_charts_and_tables(tmp_path):
+    out = tmp_path / "run"
+    result = invoke("--rates", "0.9,0.7,0.5", "-n", "20000", "--seed", "4", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    metadata, records = read_results(out)
+    for key in ("specbench", "torch", "triton", "device", "commit", "command", "seed", "positions_per_second"):
+        assert key in metadata, key
+    assert metadata["seed"] == 4 and metadata["kind"] == "sweep"
+    (record,) = records
+    assert record["kind"] == "sweep" and record["num_spec_tokens"] == 3 and record["num_requests"] == 20000
+    assert record["configured_rates"] == [0.9, 0.7, 0.5] and record["verdict"] == "ok"
+    assert (out / "results.csv").is_file() and (out / sweep.LONG_CSV).is_file()
+    for name in ("acceptance_per_position.png", "accepted_distribution.png", "expected_speedup.png"):
+        assert (out / name).read_bytes()[:4] == b"\x89PNG"
+    text = one_line(result.stdout)
+    assert "p_1" in text and "c_3" in text and "P(A=3)" in text and "95% interval" in text
+    assert str(out / "results.json") in "".join(result.stdout.split())  # rich may wrap the path
+
+
+def test_length_range_and_several_k(tmp_path):
+    result = invoke("--acceptance-length", "1.5:4.0:0.5", "-k", "3", "-n", "2000", "--no-charts", "-o", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    _, records = read_results(tmp_path)
+    assert [r["configured_acceptance_length"] for r in records] == [1.5, 2.0, 2.5, 3.0, 3.5, 4.0]
+    assert records[2]["configured_rates"] == [1.0, 0.5, 0.0]
+    assert not list(tmp_path.glob("*.png"))
+    result = invoke("-l", "2,3", "-k", "3", "-k", "5", "-n", "2000", "--no-charts", "-o", str(tmp_path / "b"))
+    assert result.exit_code == 0, result.output
+    _, records = read_results(tmp_path / "b")
+    assert [(r["num_spec_tokens"], r["configured_acceptance_length"]) for r in records] == [
+        (3, 2.0), (3, 3.0), (5, 2.0), (5, 3.0)]
+
+
+def test_scenario_file_and_cost_ratio(tmp_path):
+    result = invoke("--scenario", str(REPO / "scenarios" / "deepseek-v3-mtp.toml"), "-n", "3000", "--no-charts",
+                    "-o", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    metadata, records = read_results(tmp_path)
+    assert metadata["scenario"] == "deepseek-v3-mtp"
+    assert [r["configured_rates"] for r in records] == [[0.85], [0.9]]
+    assert all(r["cost_ratio"] == 0.04 and "2412.19437" in r["source"] for r in records)
+    invoke("-r", "0.5", "-n", "100", "-c", "0.5", "--no-charts", "-o", str(tmp_path / "c"))
+    assert read_results(tmp_path / "c")[1][0]["expected_speedup"] == pytest.approx(1.5 / 1.5)
+
+
+def test_no_options_runs_the_default_scenario(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = invoke()
+    assert result.exit_code == 0, result.output
+    (folder,) = (tmp_path / "results").glob("sweep-*")
+    metadata, records = read_results(folder)
+    assert metadata["scenario"] == "default" and len(records) >= 4
+    assert all(r["num_requests"] >= 2_000_000 and r["verdict"] == "ok" for r in records)
+    # the default number of steps gives +-0.01 or better on every mean length
+    assert all(r["mean_acceptance_length_ci_high"] - r["mean_acceptance_length_ci_low"] <= 0.02 for r in records)
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["--rates", "0.9,0.7", "--acceptance-length", "2.5"], ["only one of", "--rates 0.9,0.7", "2.5"]),
+        (["--rates", "0.5,0.7"], ["non-increasing", "[0.5, 0.7]"]),
+        (["--rates", "1.2,0.5"], ["[0, 1]", "1.2"]),
+        (["--rates", "nan,0.5"], ["nan"]),
+        (["--acceptance-length", "nan"], ["mean acceptance length", "nan"]),
+        (["--acceptance-length", "5", "-k", "3"], ["[1, 4] for K=3", "got 5"]),
+        (["--acceptance-length", "2", "-k", "0"], ["at least 1", "got 0"]),
+        (["--rates", "0.9,0.7,0.5", "-k", "5"], ["(5), got 3"]),
+        (["--rates", "0.9,abc"], ["--rates", "'0.9,abc'"]),
+        (["-l", "4:1.5:0.5"], ["start <= stop", "'4:1.5:0.5'"]),
+        (["-k", "3"], ["--num-spec-tokens 3 needs"]),
+        (["-r", "0.5", "--backend", "jax"], ["backend must be one of", "'jax'"]),
+        (["-r", "0.5", "--device", "tpu"], ["device must be one of", "'tpu'"]),
+        (["-r", "0.5", "-n", "1"], ["--num-requests", "'1'"]),
+        (["-r", "0.5", "-n", "many"], ["--num-requests", "'many'"]),
+        (["-r", "0.5", "--seed", "-3"], ["seed", "-3"]),
+        (["-r", "0.5", "--cost-ratio", "-1"], ["cost ratio", "-1"]),
+        (["--scenario", "no-such-scenario"], ["'no-such-scenario' does not exist"]),
+    ],
+)
+def test_bad_input_is_one_sentence_naming_the_value(tmp_path, args, needles):
+    result = invoke(*args, "-o", str(tmp_path / "never"))
+    assert result.exit_code == 2, result.output
+    message = one_line(result.stderr)
+    assert message.startswith("error:") and message.count("error:") == 1, message
+    assert "Traceback" not in result.output and result.stdout == ""
+    for needle in needles:
+        assert needle in message, message
+    assert not (tmp_path / "never").exists()
+
+
+def test_bad_scenario_file_names_file_field_and_value(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text("rates = [0.4, 0.6]\n")
+    result = invoke("--scenario", str(path))
+    assert result.exit_code == 2
+    message = one_line(result.stderr)
+    assert str(path) in message and "field rates" in message and "[0.4, 0.6]" in message
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_cuda_without_a_gpu(tmp_path):
+    result = invoke("-r", "0.5", "--device", "cuda", "-o", str(tmp_path))
+    assert result.exit_code == 2
+    assert "'cuda'" in result.stderr and "no CUDA GPU" in one_line(result.stderr)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_triton_on_cpu_needs_the_interpreter(tmp_path, monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    result = invoke("-r", "0.5", "--backend", "triton", "--device", "cpu", "-o", str(tmp_path))
+    assert result.exit_code == 2
+    assert "TRITON_INTERPRET=1" in one_line(result.stderr)
+
+
+def test_a_wrong_simulation_is_flagged_loudly(tmp_path, monkeypatch):
+    # feed the unconditional rates where the conditional ones belong: the classic bug
+    def wrong(rates, num_requests, **kwargs):
+        counts = torch.zeros(num_requests, dtype=torch.int32)
+        alive = torch.ones(num_requests, dtype=torch.bool)
+        generator = torch.Generator().manual_seed(kwargs.get("first_request", 0))
+        for rate in rates:
+            alive &= torch.rand(num_requests, generator=generator) < rate
+            counts += alive.to(torch.int32)
+        return counts
+
+    monkeypatch.setattr(sweep, "simulate_acceptance", wrong)
+    result = invoke("-r", "0.8,0.6,0.4", "-n", "100000", "--no-charts", "-o", str(tmp_path))
+    assert result.exit_code == 1
+    assert "BUG" in result.stdout and "BUG" in result.stderr
+    assert read_results(tmp_path)[1][0]["verdict"] == "BUG"
+
+
+def test_interrupted_sweep_keeps_finished_cases(tmp_path, monkeypatch):
+    real = sweep.simulate_acceptance
+    calls = []
+
+    def interrupt_in_third_case(rates, num_requests, **kwargs):
+        calls.append(len(rates))
+        if len(calls) > 4:  # two calls per case: a warm-up and one chunk
+            raise KeyboardInterrupt
+        return real(rates, num_requests, **kwargs)
+
+    monkeypatch.setattr(sweep, "simulate_acceptance", interrupt_in_third_case)
+    result = invoke("-l", "1.5,2,2.5,3", "-n", "1000", "-o", str(tmp_path))
+    assert result.exit_code == 130
+    assert "interrupted: 2 of 4 cases finished" in one_line(result.stdout)
+    assert str(tmp_path) in "".join(result.stdout.split())
+    _, records = read_results(tmp_path)
+    assert [r["configured_acceptance_length"] for r in records] == [1.5, 2.0]
+
+
+def test_ctrl_c_in_a_real_process_leaves_readable_results(tmp_path):
+    out = tmp_path / "partial"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "specbench", "sweep", "-l", "1.5:4.0:0.25", "-k", "3", "-n", "300000",
+         "--no-charts", "--device", "cpu", "--backend", "torch", "-o", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        path = out / "results.json"
+        if path.is_file() and json.loads(path.read_text())["records"]:
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    _, records = read_results(out)
+    assert 1 <= len(records) < 11
+    assert "interrupted" in stdout

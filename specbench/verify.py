@@ -38,6 +38,7 @@ not the batch size, nor a request's place in it, nor the backend's launch shape.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 import os
@@ -84,6 +85,12 @@ def _check_tensor(name: str, tensor: torch.Tensor, shape: tuple[int, ...], dtype
         raise SpecbenchError(f"{name} is on {tensor.device} but target_logits is on {device}")
 
 
+@functools.lru_cache(maxsize=64)
+def _conditional_rates_tensor(rates: tuple[float, ...], device: torch.device) -> torch.Tensor:
+    # cached: a host-to-device copy per call would break CUDA-graph capture and cost a sync
+    return torch.tensor(acceptance.conditional_rates(list(rates)), dtype=torch.float32, device=device)
+
+
 def resolve_backend(backend: str, device: torch.device) -> str:
     """``auto`` is Triton on a GPU and torch on the CPU; ``triton`` on the CPU needs the interpreter."""
     if backend not in BACKENDS:
@@ -116,6 +123,7 @@ def verify(
     positions: torch.Tensor | None = None,
     acceptance_rates: list[float] | None = None,
     backend: Backend = "auto",
+    check_values: bool | None = None,
 ) -> VerifyResult:
     """Run one verification step of speculative decoding (see the module docstring for the rules).
 
@@ -131,6 +139,10 @@ def verify(
         positions: ``[B]`` integer, sequence position of each request's first draft slot; default 0.
         acceptance_rates: ``K`` unconditional rates, required for ``mode="synthetic"``.
         backend: ``"auto"`` (Triton on a GPU, torch on the CPU), ``"triton"`` or ``"torch"``.
+        check_values: inspect the values of ``num_draft_tokens`` and ``temperatures`` (a host
+            read). Default: on CPU tensors only, so a GPU call never waits on the device and can
+            be captured in a CUDA graph; there the kernels clamp counts into ``[0, K]`` and a
+            NaN temperature makes every row invalid.
 
     Returns:
         ``VerifyResult(output_token_ids [B, K+1] int64 (-1 padded), num_emitted [B] int32,
@@ -155,7 +167,14 @@ def verify(
     if num_draft_tokens is None:
         num_draft_tokens = torch.full((batch,), num_spec, dtype=torch.int32, device=device)
     _check_tensor("num_draft_tokens", num_draft_tokens, (batch,), int_types, device)
-    if batch and (int(num_draft_tokens.min()) < 0 or int(num_draft_tokens.max()) > num_spec):
+    # Checking values reads them on the host: a sync on a GPU, and not allowed while a CUDA graph
+    # is captured. There the kernels' own guards (counts clamped to [0, K]) stand in for it.
+    if check_values is None:
+        check_values = device.type == "cpu"
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        check_values = False
+    check_values = check_values and batch > 0
+    if check_values and (int(num_draft_tokens.min()) < 0 or int(num_draft_tokens.max()) > num_spec):
         bad = num_draft_tokens[(num_draft_tokens < 0) | (num_draft_tokens > num_spec)][0].item()
         raise SpecbenchError(f"num_draft_tokens must lie in [0, {num_spec}], got {bad}")
 
@@ -172,7 +191,7 @@ def verify(
     if temperatures is None:
         temperatures = torch.full((batch,), 0.0 if mode == "greedy" else 1.0, dtype=torch.float32, device=device)
     _check_tensor("temperatures", temperatures, (batch,), (torch.float32, torch.float64), device)
-    if batch and not bool(torch.all(temperatures >= 0)):
+    if check_values and not bool(torch.all(temperatures >= 0)):
         bad = temperatures[~(temperatures >= 0)][0].item()
         raise SpecbenchError(f"temperatures must be non-negative numbers, got {bad}")
     temperatures = temperatures.to(torch.float32)
@@ -188,13 +207,13 @@ def verify(
         positions = torch.zeros(batch, dtype=torch.int64, device=device)
     _check_tensor("positions", positions, (batch,), int_types, device)
 
-    conditional = torch.zeros(max(num_spec, 1), dtype=torch.float32, device=device)
+    conditional = _conditional_rates_tensor((0.0,) * max(num_spec, 1), device)
     if mode == "synthetic":
         if acceptance_rates is None:
             raise SpecbenchError("the synthetic mode needs acceptance_rates (K unconditional rates)")
         rates = acceptance.validate_rates(list(acceptance_rates), max(num_spec, 1)) if num_spec else []
         if rates:
-            conditional = torch.tensor(acceptance.conditional_rates(rates), dtype=torch.float32, device=device)
+            conditional = _conditional_rates_tensor(tuple(rates), device)
     elif acceptance_rates is not None:
         raise SpecbenchError(f"acceptance_rates is only used by the synthetic mode, got mode {mode!r}")
 

@@ -25,6 +25,8 @@ _MODE_IDS = {"greedy": 0, "probabilistic": 1, "synthetic": 2}
 _SIMULATE_BLOCK = 1024
 STRATEGIES = ("auto", "sequential", "split")
 _strategy = "auto"
+# Launch parameters; ``None`` picks the defaults below (benchmarks may set them to explore).
+TUNING: dict[str, int | None] = {"block": None, "num_warps": None}
 
 
 @contextlib.contextmanager
@@ -74,9 +76,15 @@ def _draft_kind(draft_logits: torch.Tensor | None, draft_probs: torch.Tensor | N
     return 0
 
 
-def _block_size(vocab: int, device: torch.device) -> int:
-    # the interpreter runs a chunk as numpy arrays: small chunks for small rows
-    return min(triton.next_power_of_2(vocab), 4096 if device.type == "cuda" else 1024)
+def _launch_shape(vocab: int, device: torch.device, split: bool) -> tuple[int, int]:
+    """(tokens per chunk, warps per program); measured on an H200 (results/kernels-tuning-h200.md)."""
+    if device.type != "cuda":
+        # the interpreter runs a chunk as numpy arrays: small chunks for small rows
+        return min(triton.next_power_of_2(vocab), 1024), 4
+    block, num_warps = (2048, 8) if split else (4096, 16)
+    block = min(block, max(triton.next_power_of_2(vocab), 128))
+    num_warps = min(num_warps, max(block // 256, 1))
+    return TUNING["block"] or block, TUNING["num_warps"] or num_warps
 
 
 def verify(
@@ -106,8 +114,8 @@ def verify(
         draft = target_logits  # never read: DRAFT == 0
     draft_ids = draft_token_ids if draft_token_ids.numel() else torch.full((batch, 1), -1, dtype=torch.int64,
                                                                            device=device)
-    block = _block_size(vocab, device)
-    num_warps = 8 if block >= 2048 else 4
+    split = _use_split(batch, device)
+    block, num_warps = _launch_shape(vocab, device, split)
     common = dict(MODE=_MODE_IDS[mode], DRAFT=draft_kind)
     inputs = (
         target_logits, target_logits.stride(0), target_logits.stride(1),
@@ -115,7 +123,7 @@ def verify(
         draft_ids, draft_ids.stride(0),
         num_draft_tokens, temperatures, seeds, positions,
     )
-    if _use_split(batch, device):
+    if split:
         splits = _splits_per_row(batch, num_slots, vocab, block, device)
         chunk = triton.cdiv(triton.cdiv(vocab, splits), block) * block
         splits = triton.cdiv(vocab, chunk)

@@ -12,7 +12,7 @@ import triton.language as tl
 
 from specbench import rng
 from specbench.kernels.rng import seed_key, stream_key, uniform_at
-from specbench.kernels.rows import RACE_LOGITS, argmax_slice, clean, race_slice, softmax_stats_slice
+from specbench.kernels.rows import RACE_LOGITS, argmax_slice, clean, prob_of, race_slice, softmax_stats_slice
 
 MODE_GREEDY = tl.constexpr(0)
 MODE_PROBABILISTIC = tl.constexpr(1)
@@ -29,15 +29,14 @@ SAMPLE = tl.constexpr(rng.SAMPLE)
 
 @triton.jit
 def accept_test(u, x, x_valid, t_row, d_row, inv_temperature, m, s, md, sd, DRAFT: tl.constexpr):
-    # accept iff u * q(x) < p(x)  (Leviathan et al. 2022, alg. 1); q(x) = 1 for one-hot drafts
+    # accept iff u * q(x) < p(x)  (Leviathan et al. 2022, alg. 1); q(x) = 1 for one-hot drafts.
+    # m, s (and md, sd) are base-2 softmax statistics of the target (and draft) row.
     x_safe = tl.where(x_valid, x, 0)
-    z_x = clean(tl.load(t_row + x_safe).to(tl.float32) * inv_temperature)
-    p_x = tl.exp(z_x - m) / s
+    p_x = prob_of(clean(tl.load(t_row + x_safe).to(tl.float32) * inv_temperature), m, s)
     q_x = 1.0
     if DRAFT == DRAFT_LOGITS:
-        zd_x = clean(tl.load(d_row + x_safe).to(tl.float32) * inv_temperature)
-        md_safe = tl.where(md == float("-inf"), 0.0, md)
-        q_x = tl.where(md == float("-inf"), 1.0, tl.exp(zd_x - md_safe) / sd)
+        q_draft = prob_of(clean(tl.load(d_row + x_safe).to(tl.float32) * inv_temperature), md, sd)
+        q_x = tl.where(md == float("-inf"), 1.0, q_draft)
     if DRAFT == DRAFT_PROBS:
         q_x = tl.load(d_row + x_safe).to(tl.float32)
         q_x = tl.where(q_x != q_x, 0.0, q_x)
@@ -77,7 +76,7 @@ def _verify_sequential_kernel(
     OUT_BLOCK: tl.constexpr,
 ):
     b = tl.program_id(0).to(tl.int64)
-    n = tl.load(num_draft_ptr + b)
+    n = tl.minimum(tl.maximum(tl.load(num_draft_ptr + b), 0), NUM_SLOTS - 1)  # never index past the rows
     temperature = tl.load(temperature_ptr + b)
     greedy = (temperature == 0.0) | (MODE == MODE_GREEDY)
     inv_temperature = tl.where(greedy, 1.0, 1.0 / temperature)

@@ -52,7 +52,7 @@ def _split_stats_kernel(
     b = tl.program_id(0).to(tl.int64)
     r = tl.program_id(1)
     split = tl.program_id(2)
-    n = tl.load(num_draft_ptr + b)
+    n = tl.minimum(tl.maximum(tl.load(num_draft_ptr + b), 0), NUM_SLOTS - 1)  # never index past the rows
     if r <= n:
         start = split * CHUNK
         stop = tl.minimum(start + CHUNK, V)
@@ -114,7 +114,7 @@ def _merge_softmax(f_row, NUM_SPLITS, M_FIELD: tl.constexpr, S_FIELD: tl.constex
     ss = tl.load(f_row + splits * STATS_F + S_FIELD, mask=mask, other=0.0)
     m = tl.max(ms, axis=0)
     m_safe = tl.where(m == float("-inf"), 0.0, m)
-    return m, tl.sum(ss * tl.exp(ms - m_safe), axis=0)
+    return m, tl.sum(ss * tl.exp2(ms - m_safe), axis=0)
 
 
 @triton.jit
@@ -129,7 +129,7 @@ def _walk_request(
 ):
     # Decide request b from the merged partials. A rejection whose residual needs a race over a
     # draft distribution is left pending: its row, its race kind and what the race needs.
-    n = tl.load(num_draft_ptr + b)
+    n = tl.minimum(tl.maximum(tl.load(num_draft_ptr + b), 0), NUM_SLOTS - 1)  # never index past the rows
     temperature = tl.load(temperature_ptr + b)
     greedy = (temperature == 0.0) | (MODE == 0)
     inv_temperature = tl.where(greedy, 1.0, 1.0 / temperature)

@@ -62,12 +62,16 @@ def _lowest_best(values, indices):
 
 @triton.jit
 def argmax_slice(row_ptr, start, stop, BLOCK: tl.constexpr):
-    # (max value, its lowest index) over [start, stop); index -1 when every value is -inf/NaN
+    # (max value, its lowest index) over [start, stop); index -1 when every value is -inf/NaN.
+    # The next chunk is loaded before this one is used, so a load is always in flight.
     lane_val = tl.full([BLOCK], float("-inf"), tl.float32)
     lane_idx = tl.full([BLOCK], -1, tl.int32)
+    offs = start + tl.arange(0, BLOCK)
+    z_next = load_scaled(row_ptr, offs, stop, 1.0)
     for chunk in range(start, stop, BLOCK):
+        z = z_next
         offs = chunk + tl.arange(0, BLOCK)
-        z = load_scaled(row_ptr, offs, stop, 1.0)
+        z_next = load_scaled(row_ptr, offs + BLOCK, stop, 1.0)
         better = z > lane_val  # strict: each lane keeps its earliest maximum
         lane_idx = tl.where(better, offs, lane_idx)
         lane_val = tl.where(better, z, lane_val)
@@ -92,16 +96,24 @@ def _reduce_stats(m, s):
 @triton.jit
 def softmax_stats_slice(t_row, d_row, start, stop, inv_temperature, HAS_DRAFT_LOGITS: tl.constexpr,
                         BLOCK: tl.constexpr):
-    # base-2 max and sum of exp2 over [start, stop) of the target row and (fused) the draft row
+    # base-2 max and sum of exp2 over [start, stop) of the target row and (fused) the draft row;
+    # the next chunk is loaded before this one is used, so a load is always in flight
     m = tl.full([BLOCK], float("-inf"), tl.float32)
     s = tl.zeros([BLOCK], tl.float32)
     md = tl.full([BLOCK], float("-inf"), tl.float32)
     sd = tl.zeros([BLOCK], tl.float32)
+    offs = start + tl.arange(0, BLOCK)
+    z_next = load_scaled(t_row, offs, stop, inv_temperature)
+    zd_next = z_next
+    if HAS_DRAFT_LOGITS:
+        zd_next = load_scaled(d_row, offs, stop, inv_temperature)
     for chunk in range(start, stop, BLOCK):
-        offs = chunk + tl.arange(0, BLOCK)
-        z2 = to_base2(load_scaled(t_row, offs, stop, inv_temperature))
+        offs = chunk + BLOCK + tl.arange(0, BLOCK)
+        z2 = to_base2(z_next)
+        z_next = load_scaled(t_row, offs, stop, inv_temperature)
         if HAS_DRAFT_LOGITS:
-            zd2 = to_base2(load_scaled(d_row, offs, stop, inv_temperature))
+            zd2 = to_base2(zd_next)
+            zd_next = load_scaled(d_row, offs, stop, inv_temperature)
             md, sd = _fold(md, sd, zd2)
         m, s = _fold(m, s, z2)
     m_row, s_row = _reduce_stats(m, s)

@@ -1,0 +1,122 @@
+"""The float64 oracle itself: hand-worked cases, Leviathan's theorem, edge rules, the draft sampler."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from specbench import oracle
+
+INF, NAN = math.inf, math.nan
+
+
+def _logits(probabilities: list[float]) -> torch.Tensor:
+    return torch.tensor([math.log(p) if p > 0 else -INF for p in probabilities], dtype=torch.float64)
+
+
+def _close(a: torch.Tensor, b: list[float] | torch.Tensor) -> bool:
+    return torch.allclose(a, torch.as_tensor(b, dtype=torch.float64), atol=1e-12, rtol=0)
+
+
+def test_hand_worked_acceptance_and_residual():
+    p = torch.tensor([0.5, 0.3, 0.2, 0.0], dtype=torch.float64)
+    q = torch.tensor([0.2, 0.6, 0.2, 0.0], dtype=torch.float64)
+    # x = 1: a = min(1, 0.3 / 0.6) = 0.5; residual max(p - q, 0) = [0.3, 0, 0, 0] -> token 0
+    assert oracle.acceptance_probability(p, q, 1) == pytest.approx(0.5)
+    assert _close(oracle.residual_distribution(p, q, 1), [1.0, 0.0, 0.0, 0.0])
+    assert _close(oracle.emitted_distribution(p, q, 1), [0.5, 0.5, 0.0, 0.0])
+    # x = 0: p(0) >= q(0), always accepted
+    assert _close(oracle.emitted_distribution(p, q, 0), [1.0, 0.0, 0.0, 0.0])
+    # x = 3: p(3) = q(3) = 0 -> never accepted; an id outside [0, V) samples p itself
+    assert oracle.acceptance_probability(p, q, 3) == 0.0
+    assert oracle.acceptance_probability(p, q, -1) == 0.0
+    assert _close(oracle.emitted_distribution(p, q, 4), p)
+    # q(x) = 0 < p(x): always accepted
+    assert oracle.acceptance_probability(p, torch.tensor([0.0, 1.0, 0.0, 0.0], dtype=torch.float64), 0) == 1.0
+
+
+def test_one_hot_verification_emits_p_for_any_fixed_draft():
+    # accept x with p(x), else sample p without x: the emitted token is p whatever x is
+    p = torch.tensor([0.5, 0.3, 0.2, 0.0], dtype=torch.float64)
+    for x in range(4):
+        q = oracle.draft_distribution(None, None, x, 1.0, 4)
+        assert _close(q, torch.eye(4, dtype=torch.float64)[x])
+        assert _close(oracle.emitted_distribution(p, q, x), p)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_leviathan_theorem_holds_in_the_oracle(seed):
+    # with x ~ q the emitted law is p exactly, for q with zeros, q = p and one-hot q too
+    generator = torch.Generator().manual_seed(seed)
+    vocab = 9
+    p = torch.softmax(2 * torch.randn(vocab, generator=generator, dtype=torch.float64), dim=-1)
+    p[seed % vocab] = 0.0
+    p /= p.sum()
+    q = torch.softmax(2 * torch.randn(vocab, generator=generator, dtype=torch.float64), dim=-1)
+    q[(seed + 1) % vocab] = 0.0
+    q /= q.sum()
+    for draft_law in (q, p, torch.eye(vocab, dtype=torch.float64)[seed % vocab]):
+        assert _close(oracle.sampled_draft_emitted_distribution(p, draft_law), p)
+
+
+def test_step_distribution_chains_the_positions():
+    # slot 0: x = 1 with p = q -> a = 1; slot 1: NaN draft probabilities count as 0, and x = 2 has
+    # p(x) = 0 -> never accepted, residual w = p - 0 = p; the bonus row is never reached
+    target = torch.stack([_logits([0.5, 0.5, 0.0]), _logits([0.25, 0.75, 0.0]), _logits([0.0, 0.0, 1.0])])
+    draft_probs = torch.tensor([[0.5, 0.5, 0.0], [NAN, NAN, NAN]], dtype=torch.float64)
+    law = oracle.step_distribution(
+        mode="probabilistic",
+        target_logits=target,
+        draft_token_ids=torch.tensor([1, 2]),
+        num_draft_tokens=2,
+        draft_probs=draft_probs,
+    )
+    assert _close(law.accept_probs, [1.0, 0.0])
+    assert _close(law.reach_probs, [1.0, 1.0, 0.0])
+    assert _close(law.num_accepted_probs, [0.0, 1.0, 0.0])
+    assert _close(law.emit_probs, [[0.0, 1.0, 0.0], [0.25, 0.75, 0.0], [0.0, 0.0, 1.0]])
+
+
+def test_greedy_and_synthetic_laws():
+    target = torch.tensor([[1.0, 3.0, 3.0], [NAN, 0.0, INF], [-INF, -INF, -INF]], dtype=torch.float64)
+    greedy = oracle.step_distribution(
+        mode="greedy", target_logits=target, draft_token_ids=torch.tensor([1, 2]), num_draft_tokens=2
+    )
+    assert _close(greedy.accept_probs, [1.0, 1.0])  # ties to the lowest id; +inf is the maximum
+    assert _close(greedy.emit_probs, [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])  # invalid bonus row
+    synthetic = oracle.step_distribution(
+        mode="synthetic",
+        target_logits=target,
+        draft_token_ids=torch.tensor([0, -1]),
+        num_draft_tokens=2,
+        temperature=1.0,
+        conditional_rates=[0.25, 1.0],
+    )
+    assert _close(synthetic.accept_probs, [0.25, 0.0])  # an invalid id is never accepted
+    own = torch.softmax(torch.tensor([1.0, 3.0, 3.0], dtype=torch.float64), dim=-1)
+    assert _close(synthetic.emit_probs[0], 0.25 * torch.eye(3, dtype=torch.float64)[0] + 0.75 * own)
+    assert _close(synthetic.emit_probs[1], [0.0, 0.0, 1.0])  # +inf takes all the mass
+    assert _close(synthetic.num_accepted_probs, [0.75, 0.25, 0.0])
+
+
+def test_cleaning_rules():
+    row = torch.tensor([NAN, INF, 0.0, INF, -INF])
+    assert _close(oracle.softmax(row, 1.0), [0.0, 0.5, 0.0, 0.5, 0.0])  # +inf tokens share the mass
+    assert oracle.greedy_token(row) == 1
+    assert not bool(oracle.softmax(torch.full((4,), NAN), 1.0).any())  # invalid row: no mass
+    assert oracle.greedy_token(torch.full((4,), -INF)) == -1
+    logits = torch.tensor([0.3, -1.2, 2.0])
+    assert _close(oracle.softmax(logits, 0.5), torch.softmax(logits.double() * 2, dim=-1))
+    # an invalid draft-logit row is a one-hot draft
+    assert _close(oracle.draft_distribution(torch.full((3,), NAN), None, 2, 1.0, 3), [0.0, 0.0, 1.0])
+
+
+def test_sample_drafts_follows_q_and_is_reproducible(chi_square):
+    q = torch.tensor([[0.1, 0.6, 0.3, 0.0], [0.25, 0.25, 0.25, 0.25]], dtype=torch.float64)
+    drafts = oracle.sample_drafts(q, 20_000, seed=1)
+    assert drafts.shape == (20_000, 2)
+    assert torch.equal(drafts, oracle.sample_drafts(q, 20_000, seed=1))
+    for slot in range(2):
+        assert chi_square(torch.bincount(drafts[:, slot], minlength=4), q[slot]) > 1e-3

@@ -425,7 +425,6 @@ def run_case(
     """
     device = torch.device(device)
     config = replace(config or timing.TimingConfig(), cuda_graph=case.cuda_graph)
-    records: dict[str, dict] = {}
     try:
         records = _check_and_time(case, implementations, device, config, peak_gbps, baselines or {}, reference, seed)
     except Exception as exc:  # an out-of-memory anywhere skips the case
@@ -433,9 +432,10 @@ def run_case(
             raise
         reason = f"out of memory: {str(exc).splitlines()[0][:200]}"
         records = {impl.name: _record(case, impl.name, "skipped", reason) for impl in implementations}
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
+        del exc  # its traceback holds the case's tensors
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
     return [records[impl.name] for impl in implementations]
 
 

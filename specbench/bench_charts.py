@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.colors import LogNorm
-from matplotlib.ticker import FuncFormatter, NullLocator
+from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
 
 _MODE_ORDER = {"greedy": 0, "probabilistic": 1, "synthetic": 2}
 _DRAFT_ORDER = {"logits": 0, "probs": 1, "none": 2}
@@ -99,7 +99,11 @@ def _line_chart(group: pd.DataFrame, column: str, ylabel: str, title: str, path:
             ax.set_xlabel("batch size")
             ax.set_ylabel(ylabel)
             ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize=7)
+    legend = {}
+    for ax in axes.flat:
+        legend.update(zip(*reversed(ax.get_legend_handles_labels())))
+    order = sorted(legend, key=lambda label: (label.split()[0] != "torch", label))
+    fig.legend([legend[label] for label in order], order, loc="outside lower center", ncols=min(len(order), 6))
     return _save(fig, path)
 
 
@@ -123,18 +127,20 @@ def _heatmap(group: pd.DataFrame, title: str, path: Path) -> Path:
                 grid[ks.index(row.num_spec_tokens), batches.index(row.batch_size)] = row.speedup_vs_torch
             image = ax.imshow(grid, cmap="RdYlGn", norm=norm, origin="lower", aspect="auto")
             for (i, j), value in np.ndenumerate(grid):
-                if not np.isnan(value):
-                    strong = abs(np.log(value)) > 0.6 * reach  # dark cells get white text
-                    ax.text(j, i, f"{value:.1f}x", ha="center", va="center", fontsize=8,
-                            color="white" if strong else "black")
+                if np.isnan(value):  # not timed: skipped, failed or not in the grid
+                    ax.text(j, i, "-", ha="center", va="center", fontsize=8, color="gray")
+                    continue
+                strong = abs(np.log(value)) > 0.6 * reach  # dark cells get white text
+                ax.text(j, i, f"{value:.1f}x", ha="center", va="center", fontsize=8,
+                        color="white" if strong else "black")
             ax.set_xticks(range(len(batches)), [str(b) for b in batches])
             ax.set_yticks(range(len(ks)), [str(k) for k in ks])
             ax.set_xlabel("batch size")
             ax.set_ylabel("K")
             ax.set_title(f"{variant}, V={vocab}", fontsize=9)
     bar = fig.colorbar(image, ax=axes, shrink=0.8, label="speed-up over torch")
-    for axis_format in (bar.ax.yaxis.set_major_formatter, bar.ax.yaxis.set_minor_formatter):
-        axis_format(FuncFormatter(lambda v, _: f"{v:g}x"))
+    bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+    bar.ax.yaxis.set_minor_formatter(NullFormatter())
     return _save(fig, path)
 
 

@@ -137,7 +137,8 @@ def results_table(records: list[dict]) -> Table:
     table = Table(title="specbench kernels", title_justify="left", show_edge=False, pad_edge=False)
     for column in ("impl", "case", "median µs", "p20-p80 µs", "GB/s", "% peak", "vs torch", "tokens/s",
                    "measured L", "status"):
-        table.add_column(column, justify="left" if column in ("impl", "case", "status") else "right")
+        table.add_column(column, justify="left" if column in ("impl", "case", "status") else "right",
+                         no_wrap=column != "status")
     for r in records:
         spread = "-" if r["p20_us"] is None else f"{r['p20_us']:.1f}-{r['p80_us']:.1f}"
         status = f"[{_STATUS_STYLE.get(r['status'], '')}]{escape(r['status'])}[/]"

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from specbench import bench
 from specbench.cli import app
 
-TINY = ["--vocab-size", "64", "--max-ms", "0", "--min-samples", "2", "--warmup", "0", "--no-l2-flush"]
+TINY = ["--device", "cpu", "--vocab-size", "64", "--max-ms", "0", "--min-samples", "2", "--warmup", "0", "--no-l2-flush"]
 needs_no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a GPU")
 
 
@@ -69,8 +69,9 @@ def test_options_shape_the_grid_and_the_table_shows_each_row(tmp_path):
 
 
 def test_model_presets_set_the_vocabulary(tmp_path):
-    result = run("kernels", "--model", "Gemma-3", "--mode", "synthetic", "--batch-size", "1", "--max-ms", "0",
-                 "--min-samples", "1", "--warmup", "0", "--no-l2-flush", "--output", str(tmp_path), "--no-charts")
+    result = run("kernels", "--device", "cpu", "--model", "Gemma-3", "--mode", "synthetic", "--batch-size", "1",
+                 "--max-ms", "0", "--min-samples", "1", "--warmup", "0", "--no-l2-flush", "--output", str(tmp_path),
+                 "--no-charts")
     assert result.exit_code == 0, result.output
     assert {(r["model"], r["vocab_size"]) for r in _records(tmp_path)} == {("gemma3", 262144)}
 
@@ -198,6 +199,7 @@ def test_ctrl_c_keeps_finished_rows_and_resume_finishes_the_rest(tmp_path, monke
     assert ran == [1, 2, 3]  # the finished case was not run again
 
 
+@needs_no_gpu  # the interpreter must be switched on before triton is first imported
 @pytest.mark.skipif(importlib.util.find_spec("specbench.kernels.launch") is None, reason="no Triton backend yet")
 def test_interpret_runs_triton_on_the_cpu_and_skips_shapes_too_large(tmp_path):
     result = run("kernels", "--interpret", "--mode", "greedy,synthetic", "--batch-size", "2", "--vocab-size",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import platform
+import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -65,6 +66,13 @@ def _whole(option: str, text: str | None, minimum: int) -> list[int]:
     return values
 
 
+def _one_whole(option: str, text: str, minimum: int) -> int:
+    values = _whole(option, text, minimum)
+    if len(values) != 1:
+        raise SpecbenchError(f"{option} takes one whole number, got {text!r}")
+    return values[0]
+
+
 def _number(option: str, text: str) -> float:
     try:
         return float(text)
@@ -109,10 +117,10 @@ def _implementations(names: list[str], device: str, interpret: bool) -> list[ben
             skipped.append(f"{impl.name}: {reason}")
         else:
             usable.append(impl)
-    for line in skipped:
-        console.print(f"[yellow]skipped[/] {escape(line)}", highlight=False)
     if not usable:
         raise SpecbenchError(f"no implementation can run here ({'; '.join(skipped)})")
+    for line in skipped:
+        console.print(f"[yellow]skipped[/] {escape(line)}", highlight=False)
     return usable
 
 
@@ -174,7 +182,7 @@ def kernels_command(
         "--num-spec-tokens", "-k", metavar="K", help="Draft tokens per request (GPU default 3,7; CPU 3).",
         show_default=False)] = None,
     vocab_size: Annotated[str | None, typer.Option(
-        "--vocab-size", "-V", metavar="V", help="Vocabulary sizes (CPU default 32000, 4096 with --interpret).",
+        "--vocab-size", metavar="V", help="Vocabulary sizes (CPU default 32000, 4096 with --interpret).",
         show_default=False)] = None,
     model: Annotated[str | None, typer.Option(
         "--model", metavar="NAMES", help="Model presets instead of --vocab-size: "
@@ -225,6 +233,7 @@ def kernels_command(
             if device == "cuda":
                 raise SpecbenchError("--interpret runs Triton on the CPU; it cannot be combined with --device cuda")
             os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton
+            warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
             device = "cpu"
         device_name = resolve_device(device)
         on_gpu = device_name == "cuda"
@@ -235,8 +244,8 @@ def kernels_command(
         modes = _items("--mode", mode) or ["all"]
         modes = list(MODES) if modes == ["all"] else modes
         config = timing.TimingConfig(
-            warmup=_whole("--warmup", warmup, 0)[0], min_samples=_whole("--min-samples", min_samples, 1)[0],
-            max_samples=_whole("--max-samples", max_samples, 1)[0], max_ms=_number("--max-ms", max_ms),
+            warmup=_one_whole("--warmup", warmup, 0), min_samples=_one_whole("--min-samples", min_samples, 1),
+            max_samples=_one_whole("--max-samples", max_samples, 1), max_ms=_number("--max-ms", max_ms),
             l2_flush=l2_flush,
         )
         cases = bench.plan_cases(
@@ -249,7 +258,7 @@ def kernels_command(
             drafts=_items("--draft", draft) or grid.drafts,
             cuda_graph=graph_choice,
         )
-        seed_value = _whole("--seed", seed, 0)[0]
+        seed_value = _one_whole("--seed", seed, 0)
         out_dir, previous = _output(output, resume)
         implementations = _implementations(_items("--impl", impl), device_name, interpret)
         peak = timing.peak_bandwidth_gbps(device_name)
@@ -265,8 +274,9 @@ def kernels_command(
         fail(escape(str(exc)))
 
     where = metadata["device"]
+    kept = f" ({len(previous)} rows already there are kept, not run again)" if previous else ""
     console.print(f"{len(cases)} cases x {len(implementations)} implementations on {escape(where)}; copy bandwidth "
-                  f"{_fmt(peak, ',.0f', ' GB/s')}; writing to {escape(str(out_dir))}/", highlight=False)
+                  f"{_fmt(peak, ',.0f', ' GB/s')}; writing to {escape(str(out_dir))}/{kept}", highlight=False)
     new_records: list[dict] = []
 
     def on_record(record: dict) -> None:

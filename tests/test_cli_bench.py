@@ -111,6 +111,7 @@ def test_a_scenario_sets_k_and_the_rates(tmp_path):
         (["--interpret", "--device", "cuda"], "--interpret runs Triton on the CPU"),
         (["--max-samples", "1", "--min-samples", "5"], "maximum samples must be at least the minimum (5), got 1"),
         (["--max-ms", "soon"], "--max-ms takes a number, got 'soon'"),
+        (["--seed", "1,2"], "--seed takes one whole number, got '1,2'"),
     ],
 )
 def test_bad_options_get_one_sentence_and_exit_2(args, message):

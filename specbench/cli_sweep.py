@@ -73,8 +73,10 @@ def _profiles(
         )
     if lengths:
         values = [v for text in lengths for v in _numbers("--acceptance-length", text)]
-        return [scenarios.make_profile(k, acceptance_length=length)
-                for k in (num_spec_tokens or [DEFAULT_NUM_SPEC_TOKENS]) for length in values], None
+        ks = num_spec_tokens or [DEFAULT_NUM_SPEC_TOKENS]
+        if len(values) * len(ks) > _MAX_VALUES:
+            raise SpecbenchError(f"{len(values)} lengths times {len(ks)} values of K make more than {_MAX_VALUES} cases")
+        return [scenarios.make_profile(k, acceptance_length=length) for k in ks for length in values], None
     if rates:
         profiles = []
         for text in rates:

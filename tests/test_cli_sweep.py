@@ -157,8 +157,9 @@ def test_a_wrong_simulation_is_flagged_loudly(tmp_path, monkeypatch):
         return counts
 
     monkeypatch.setattr(sweep, "simulate_acceptance", wrong)
-    result = invoke("-r", "0.8,0.6,0.4", "-n", "100000", "--no-charts", "-o", str(tmp_path))
-    assert result.exit_code == 1
+    result = invoke("-r", "0.8,0.6,0.4", "-n", "100000", "--device", "cpu", "--backend", "torch", "--no-charts",
+                    "-o", str(tmp_path))
+    assert result.exit_code == 1, result.output
     assert "BUG" in result.stdout and "BUG" in result.stderr
     assert read_results(tmp_path)[1][0]["verdict"] == "BUG"
 
@@ -174,7 +175,7 @@ def test_interrupted_sweep_keeps_finished_cases(tmp_path, monkeypatch):
         return real(rates, num_requests, **kwargs)
 
     monkeypatch.setattr(sweep, "simulate_acceptance", interrupt_in_third_case)
-    result = invoke("-l", "1.5,2,2.5,3", "-n", "1000", "-o", str(tmp_path))
+    result = invoke("-l", "1.5,2,2.5,3", "-n", "1000", "--device", "cpu", "--backend", "torch", "-o", str(tmp_path))
     assert result.exit_code == 130
     assert "interrupted: 2 of 4 cases finished" in one_line(result.stdout)
     assert str(tmp_path) in "".join(result.stdout.split())

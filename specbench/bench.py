@@ -430,7 +430,8 @@ def run_case(
     except Exception as exc:  # an out-of-memory anywhere skips the case
         if not is_out_of_memory(exc):
             raise
-        reason = f"out of memory: {str(exc).splitlines()[0][:200]}"
+        first_line = (str(exc).splitlines() or [""])[0]
+        reason = "out of memory: " + ". ".join(first_line.split(". ")[:2]).rstrip(".")  # what it tried to allocate
         records = {impl.name: _record(case, impl.name, "skipped", reason) for impl in implementations}
         del exc  # its traceback holds the case's tensors
         gc.collect()

@@ -2,8 +2,10 @@
 
 How a number is taken:
 
-- GPU: each sample is one call between two CUDA events (``elapsed_time``), so launch overhead is
-  included and host-side work that does not reach the GPU is not. Before each sample a 256 MiB
+- GPU: each sample is one call between two CUDA events (``elapsed_time``). Host-side launch
+  overhead counts where the GPU waits for it: the flush below keeps the GPU busy while the host
+  enqueues the call, so a launch-bound call shows the part of its overhead the flush does not
+  hide (as with ``triton.testing.do_bench``); CUDA graphs remove it. Before each sample a 256 MiB
   buffer is overwritten, which evicts the inputs from L2 (``l2_flush``, on by default), so every
   sample starts cold as a real decoding step would. With ``cuda_graph`` each implementation is
   first captured as ``graph_calls`` back-to-back calls in one CUDA graph; a sample is one replay,

@@ -88,8 +88,7 @@ class Case:
 
     def key(self, impl: str) -> tuple:
         """What identifies one implementation's row of this case (``--resume`` skips known keys)."""
-        return (self.mode, impl, self.batch_size, self.num_spec_tokens, self.vocab_size, self.dtype, self.draft,
-                round(self.acceptance_length, 6), self.cuda_graph)
+        return record_key(_record(self, impl, "planned"))
 
     def describe(self) -> str:
         """``probabilistic/logits B=8 K=3 V=128256 float32 L=3 graph``: the case in one line."""
@@ -249,6 +248,8 @@ def bytes_moved(case: Case, num_accepted: torch.Tensor) -> tuple[int, int]:
     elem = DTYPES[case.dtype].itemsize
     row = vocab * elem
     accepted = num_accepted.to(torch.int64).cpu()
+    # per request: draft ids and output tokens (int64), num_emitted and num_accepted (int32) written,
+    # num_draft_tokens (int32), seed and position (int64), temperature (float32) read
     small = batch * (num_spec * 8 + (num_spec + 1) * 8 + 4 + 4) + batch * (4 + 8 + 8 + 4)
     target_rows = batch if case.mode == "synthetic" else int((accepted + 1).sum())
     needed = target_rows * row

@@ -128,7 +128,7 @@ def verify(
         chunk = triton.cdiv(triton.cdiv(vocab, splits), block) * block
         splits = triton.cdiv(vocab, chunk)
         sizes = dict(S_BLOCK=triton.next_power_of_2(splits), OUT_BLOCK=triton.next_power_of_2(num_slots))
-        stats_f = _alloc_scratch((batch, num_slots, splits, 5), torch.float32, device)
+        stats_f = _alloc_scratch((batch, num_slots, splits, 6), torch.float32, device)
         stats_i = _alloc_scratch((batch, num_slots, splits, 2), torch.int32, device)
         _split_stats_kernel[(batch, num_slots, splits)](
             stats_f, stats_i, *inputs, vocab, num_slots, splits, chunk, BLOCK=block, num_warps=num_warps, **common
@@ -136,7 +136,7 @@ def verify(
         walk_inputs = (stats_f, stats_i, *inputs, conditional_rates, vocab, num_slots, splits)
         residual_f = residual_i = stats_f  # not read unless a draft distribution makes a residual pending
         if draft_kind != 0 and mode == "probabilistic":
-            residual_f = _alloc_scratch((batch, splits, 2), torch.float32, device)
+            residual_f = _alloc_scratch((batch, splits, 4), torch.float32, device)
             residual_i = _alloc_scratch((batch, splits, 2), torch.int32, device)
             _split_residual_kernel[(batch, splits)](
                 residual_f, residual_i, *walk_inputs, chunk, BLOCK=block, num_warps=num_warps, **sizes, **common

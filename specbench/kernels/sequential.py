@@ -30,7 +30,7 @@ SAMPLE = tl.constexpr(rng.SAMPLE)
 @triton.jit
 def accept_test(u, x, x_valid, t_row, d_row, inv_temperature, m, s, md, sd, DRAFT: tl.constexpr):
     # accept iff u * q(x) < p(x)  (Leviathan et al. 2022, alg. 1); q(x) = 1 for one-hot drafts.
-    # m, s (and md, sd) are base-2 softmax statistics of the target (and draft) row.
+    # m, s (and md, sd) are the softmax statistics of the target (and draft) row.
     x_safe = tl.where(x_valid, x, 0)
     p_x = prob_of(clean(tl.load(t_row + x_safe).to(tl.float32) * inv_temperature), m, s)
     q_x = 1.0
@@ -51,8 +51,8 @@ def sample_row(t_row, V, inv_temperature, greedy, key, BLOCK: tl.constexpr):
     if greedy:
         _v, token = argmax_slice(t_row, 0, V, BLOCK)
     else:
-        _b, token, _f, _fi = race_slice(t_row, t_row, 0, V, inv_temperature, key, -1,
-                                        0.0, 1.0, 0.0, 1.0, RACE_LOGITS, BLOCK)
+        _z, _g, token, _fz, _fg, _fi = race_slice(t_row, t_row, 0, V, inv_temperature, key, -1,
+                                                  0.0, 1.0, 0.0, 1.0, RACE_LOGITS, BLOCK)
     return token.to(tl.int64)
 
 
@@ -127,12 +127,12 @@ def _verify_sequential_kernel(
                     if (md == float("-inf")) | (~x_valid):
                         # w = p without x (one-hot draft), or p itself when x is not a valid id
                         exclude = tl.where(x_valid, x, -1)
-                        _b, res_idx, _f, _fi = race_slice(t_row, d_row, 0, V, inv_temperature, key, exclude,
-                                                          m, s, md, sd, RACE_LOGITS, BLOCK)
+                        _z, _g, res_idx, _fz, _fg, _fi = race_slice(t_row, d_row, 0, V, inv_temperature, key,
+                                                                    exclude, m, s, md, sd, RACE_LOGITS, BLOCK)
                         token = tl.where(res_idx >= 0, res_idx.to(tl.int64), x)
                     else:
-                        _b, res_idx, _f, fb_idx = race_slice(t_row, d_row, 0, V, inv_temperature, key, -1,
-                                                             m, s, md, sd, DRAFT, BLOCK)
+                        _z, _g, res_idx, _fz, _fg, fb_idx = race_slice(t_row, d_row, 0, V, inv_temperature, key,
+                                                                       -1, m, s, md, sd, DRAFT, BLOCK)
                         token = tl.where(res_idx >= 0, res_idx, fb_idx).to(tl.int64)
         tokens = tl.where(slots == i, token, tokens)
         num_emitted += (token >= 0).to(tl.int32)

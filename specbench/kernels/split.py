@@ -22,20 +22,20 @@ import triton.language as tl
 
 from specbench import rng
 from specbench.kernels.rng import seed_key, stream_key, uniform_at
-from specbench.kernels.rows import RACE_LOGITS, argmax_slice, race_slice, softmax_stats_slice
+from specbench.kernels.rows import RACE_LOGITS, argmax_slice, best_pair, race_slice, softmax_stats_slice
 from specbench.kernels.sequential import accept_test
 
 ACCEPT = tl.constexpr(rng.ACCEPT)
 RESIDUAL = tl.constexpr(rng.RESIDUAL)
 SAMPLE = tl.constexpr(rng.SAMPLE)
-STATS_F = tl.constexpr(5)  # per slice: max or m, s, md, sd, race score
+STATS_F = tl.constexpr(6)  # per slice: max or m, s, md, sd, race z, race g
 STATS_I = tl.constexpr(2)  # per slice: argmax index, race index
 INT32_MAX = tl.constexpr(2147483647)
 
 
 @triton.jit
 def _split_stats_kernel(
-    stats_f_ptr,  # [B, K + 1, S, 5] float32
+    stats_f_ptr,  # [B, K + 1, S, 6] float32
     stats_i_ptr,  # [B, K + 1, S, 2] int32
     target_ptr, target_stride_b, target_stride_k,  # [B, K + 1, V]
     draft_ptr, draft_stride_b, draft_stride_k,  # [B, K, V]
@@ -80,16 +80,18 @@ def _split_stats_kernel(
                 x = tl.load(draft_ids_ptr + b * draft_ids_stride + r)
                 exclude = tl.where((x >= 0) & (x < V), x, -1)
                 key = stream_key(key_of_seed, position, RESIDUAL)
-                score, idx, _f, _fi = race_slice(t_row, d_row, start, stop, inv_temperature, key, exclude,
-                                                 m, s, md, sd, RACE_LOGITS, BLOCK)
-                tl.store(f_out + 4, score)
+                rz, rg, idx, _fz, _fg, _fi = race_slice(t_row, d_row, start, stop, inv_temperature, key, exclude,
+                                                        m, s, md, sd, RACE_LOGITS, BLOCK)
+                tl.store(f_out + 4, rz)
+                tl.store(f_out + 5, rg)
                 tl.store(i_out + 1, idx)
         else:
             # the bonus row, or any row of the synthetic mode: the target's own sample
             key = stream_key(key_of_seed, position, SAMPLE)
-            score, idx, _f, _fi = race_slice(t_row, d_row, start, stop, inv_temperature, key, -1,
-                                             0.0, 1.0, 0.0, 1.0, RACE_LOGITS, BLOCK)
-            tl.store(f_out + 4, score)
+            rz, rg, idx, _fz, _fg, _fi = race_slice(t_row, d_row, start, stop, inv_temperature, key, -1,
+                                                    0.0, 1.0, 0.0, 1.0, RACE_LOGITS, BLOCK)
+            tl.store(f_out + 4, rz)
+            tl.store(f_out + 5, rg)
             tl.store(i_out + 1, idx)
 
 
@@ -107,6 +109,18 @@ def _merge_best(f_row, i_row, NUM_SPLITS, F_FIELD: tl.constexpr, I_FIELD: tl.con
 
 
 @triton.jit
+def _merge_race(f_row, i_row, NUM_SPLITS, S_BLOCK: tl.constexpr):
+    # the race winner over the slices' (z, g, index) partials (-1 if none)
+    splits = tl.arange(0, S_BLOCK)
+    mask = splits < NUM_SPLITS
+    zs = tl.load(f_row + splits * STATS_F + 4, mask=mask, other=float("-inf"))
+    gs = tl.load(f_row + splits * STATS_F + 5, mask=mask, other=0.0)
+    indices = tl.load(i_row + splits * STATS_I + 1, mask=mask, other=-1)
+    _z, _g, index = best_pair(zs, gs, indices)
+    return index.to(tl.int64)
+
+
+@triton.jit
 def _merge_softmax(f_row, NUM_SPLITS, M_FIELD: tl.constexpr, S_FIELD: tl.constexpr, S_BLOCK: tl.constexpr):
     splits = tl.arange(0, S_BLOCK)
     mask = splits < NUM_SPLITS
@@ -114,7 +128,7 @@ def _merge_softmax(f_row, NUM_SPLITS, M_FIELD: tl.constexpr, S_FIELD: tl.constex
     ss = tl.load(f_row + splits * STATS_F + S_FIELD, mask=mask, other=0.0)
     m = tl.max(ms, axis=0)
     m_safe = tl.where(m == float("-inf"), 0.0, m)
-    return m, tl.sum(ss * tl.exp2(ms - m_safe), axis=0)
+    return m, tl.sum(ss * tl.exp(ms - m_safe), axis=0)
 
 
 @triton.jit
@@ -166,13 +180,13 @@ def _walk_request(
             elif greedy:
                 _v, token = _merge_best(f_row, i_row, NUM_SPLITS, 0, 0, S_BLOCK)
             else:
-                _v, token = _merge_best(f_row, i_row, NUM_SPLITS, 4, 1, S_BLOCK)
+                token = _merge_race(f_row, i_row, NUM_SPLITS, S_BLOCK)
         elif greedy:
             _v, best_idx = _merge_best(f_row, i_row, NUM_SPLITS, 0, 0, S_BLOCK)
             accepted = x_valid & (x == best_idx)
             token = tl.where(accepted, x, best_idx)
         elif i == n:
-            _v, token = _merge_best(f_row, i_row, NUM_SPLITS, 4, 1, S_BLOCK)
+            token = _merge_race(f_row, i_row, NUM_SPLITS, S_BLOCK)
         else:
             m, s = _merge_softmax(f_row, NUM_SPLITS, 0, 1, S_BLOCK)
             md = 0.0
@@ -187,7 +201,7 @@ def _walk_request(
                 if accepted:
                     token = x
                 elif DRAFT == 0:
-                    _v, res_idx = _merge_best(f_row, i_row, NUM_SPLITS, 4, 1, S_BLOCK)
+                    res_idx = _merge_race(f_row, i_row, NUM_SPLITS, S_BLOCK)
                     token = tl.where(res_idx >= 0, res_idx, x)
                 else:
                     pending_row = i
@@ -207,7 +221,7 @@ def _walk_request(
 
 @triton.jit
 def _split_residual_kernel(
-    residual_f_ptr,  # [B, S, 2] float32: residual race score, fallback (p) race score
+    residual_f_ptr,  # [B, S, 4] float32: residual race (z, g), fallback (p) race (z, g)
     residual_i_ptr,  # [B, S, 2] int32: their indices
     stats_f_ptr, stats_i_ptr,  # partials of _split_stats_kernel
     target_ptr, target_stride_b, target_stride_k,  # [B, K + 1, V]
@@ -230,23 +244,21 @@ def _split_residual_kernel(
         t_row = target_ptr + b * target_stride_b + row * target_stride_k
         d_row = draft_ptr + b * draft_stride_b + row * draft_stride_k
         key = stream_key(seed_key(tl.load(seed_ptr + b)), tl.load(position_ptr + b) + row, RESIDUAL)
-        out_f = residual_f_ptr + (b * NUM_SPLITS + split) * 2
+        out_f = residual_f_ptr + (b * NUM_SPLITS + split) * 4
         out_i = residual_i_ptr + (b * NUM_SPLITS + split) * 2
         if kind == 0:
             # w = p without x (one-hot draft), or p itself when x is not a valid id
-            score, idx, _f, _fi = race_slice(t_row, d_row, start, stop, inv_temperature, key, x,
-                                             m, s, md, sd, RACE_LOGITS, BLOCK)
-            tl.store(out_f, score)
-            tl.store(out_i, idx)
-            tl.store(out_f + 1, float("-inf"))
-            tl.store(out_i + 1, -1)
+            rz, rg, idx, fz, fg, fidx = race_slice(t_row, d_row, start, stop, inv_temperature, key, x,
+                                                   m, s, md, sd, RACE_LOGITS, BLOCK)
         else:
-            score, idx, fb_score, fb_idx = race_slice(t_row, d_row, start, stop, inv_temperature, key, -1,
-                                                      m, s, md, sd, DRAFT, BLOCK)
-            tl.store(out_f, score)
-            tl.store(out_i, idx)
-            tl.store(out_f + 1, fb_score)
-            tl.store(out_i + 1, fb_idx)
+            rz, rg, idx, fz, fg, fidx = race_slice(t_row, d_row, start, stop, inv_temperature, key, -1,
+                                                   m, s, md, sd, DRAFT, BLOCK)
+        tl.store(out_f + 0, rz)
+        tl.store(out_f + 1, rg)
+        tl.store(out_f + 2, fz)
+        tl.store(out_f + 3, fg)
+        tl.store(out_i + 0, idx)
+        tl.store(out_i + 1, fidx)
 
 
 @triton.jit
@@ -254,7 +266,7 @@ def _split_finalize_kernel(
     out_ptr, out_stride,  # [B, K + 1] int64
     num_emitted_ptr,  # [B] int32
     num_accepted_ptr,  # [B] int32
-    residual_f_ptr, residual_i_ptr,  # [B, S, 2] from _split_residual_kernel (read only if pending)
+    residual_f_ptr, residual_i_ptr,  # [B, S, 4], [B, S, 2] from _split_residual_kernel (read only if pending)
     stats_f_ptr, stats_i_ptr,  # partials of _split_stats_kernel
     target_ptr, target_stride_b, target_stride_k,  # [B, K + 1, V]
     draft_ptr, draft_stride_b, draft_stride_k,  # [B, K, V]
@@ -271,21 +283,19 @@ def _split_finalize_kernel(
         V, NUM_SLOTS, NUM_SPLITS, MODE, DRAFT, S_BLOCK, OUT_BLOCK)
     slots = tl.arange(0, OUT_BLOCK)
     if row >= 0:
-        residual_f = residual_f_ptr + b * NUM_SPLITS * 2
+        residual_f = residual_f_ptr + b * NUM_SPLITS * 4
         residual_i = residual_i_ptr + b * NUM_SPLITS * 2
         splits = tl.arange(0, S_BLOCK)
         mask = splits < NUM_SPLITS
-        scores = tl.load(residual_f + splits * 2, mask=mask, other=float("-inf"))
-        indices = tl.load(residual_i + splits * 2, mask=mask, other=-1)
-        best = tl.max(scores, axis=0)
-        idx = tl.min(tl.where((scores == best) & (indices >= 0), indices, INT32_MAX), axis=0)
-        fb_scores = tl.load(residual_f + splits * 2 + 1, mask=mask, other=float("-inf"))
-        fb_indices = tl.load(residual_i + splits * 2 + 1, mask=mask, other=-1)
-        fb_best = tl.max(fb_scores, axis=0)
-        fb_idx = tl.min(tl.where((fb_scores == fb_best) & (fb_indices >= 0), fb_indices, INT32_MAX), axis=0)
+        _z, _g, idx = best_pair(tl.load(residual_f + splits * 4, mask=mask, other=float("-inf")),
+                                tl.load(residual_f + splits * 4 + 1, mask=mask, other=0.0),
+                                tl.load(residual_i + splits * 2, mask=mask, other=-1))
+        _fz, _fg, fb_idx = best_pair(tl.load(residual_f + splits * 4 + 2, mask=mask, other=float("-inf")),
+                                     tl.load(residual_f + splits * 4 + 3, mask=mask, other=0.0),
+                                     tl.load(residual_i + splits * 2 + 1, mask=mask, other=-1))
         # no token with w > 0: one-hot draft -> x itself; a real residual -> the race over p
-        fallback = tl.where(kind == 0, x, tl.where(fb_idx == INT32_MAX, -1, fb_idx).to(tl.int64))
-        token = tl.where(idx == INT32_MAX, fallback, idx.to(tl.int64))
+        fallback = tl.where(kind == 0, x, fb_idx.to(tl.int64))
+        token = tl.where(idx < 0, fallback, idx.to(tl.int64))
         tokens = tl.where(slots == row, token, tokens)
         num_emitted += (token >= 0).to(tl.int32)
     tl.store(out_ptr + b * out_stride + slots, tokens, mask=slots < NUM_SLOTS)

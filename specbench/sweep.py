@@ -118,12 +118,17 @@ def simulate_histogram(
     """Histogram ``h[0..K]`` of drafts accepted over ``num_requests`` steps, and the simulation seconds.
 
     Simulates in chunks of ~16M draft positions (``first_request`` keeps the counts identical to
-    one call); the seconds cover only the synchronized simulation, after one untimed warm-up call
+    one call); the seconds cover only the synchronized simulation, after untimed warm-up calls
     (Triton compiles there). ``on_progress(positions)`` is called after every chunk.
     """
     k = profile.num_spec_tokens
     rates = list(profile.rates)
-    simulate_acceptance(rates, min(num_requests, _WARMUP_REQUESTS), seed=seed, backend=backend, device=device)
+    # Triton specializes integer arguments on divisibility by 16, so a chunk whose size or first seed
+    # is not a multiple of 16 would compile inside the timed region: warm up all four variants (untimed).
+    aligned = -seed % 16
+    for first in (aligned, aligned + 5):
+        for size in (_WARMUP_REQUESTS, _WARMUP_REQUESTS + 5):
+            simulate_acceptance(rates, size, seed=seed, first_request=first, backend=backend, device=device)
     chunk = max(1, _CHUNK_POSITIONS // k)
     histogram = torch.zeros(k + 1, dtype=torch.int64, device=device)
     seconds = 0.0

@@ -42,7 +42,7 @@ def strategy(name: str) -> Iterator[None]:
         _strategy = previous
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _num_sms(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
@@ -116,7 +116,7 @@ def verify(
                                                                            device=device)
     split = _use_split(batch, device)
     block, num_warps = _launch_shape(vocab, device, split)
-    common = dict(MODE=_MODE_IDS[mode], DRAFT=draft_kind)
+    common = {"MODE": _MODE_IDS[mode], "DRAFT": draft_kind}
     inputs = (
         target_logits, target_logits.stride(0), target_logits.stride(1),
         draft, draft.stride(0), draft.stride(1),
@@ -127,7 +127,7 @@ def verify(
         splits = _splits_per_row(batch, num_slots, vocab, block, device)
         chunk = triton.cdiv(triton.cdiv(vocab, splits), block) * block
         splits = triton.cdiv(vocab, chunk)
-        sizes = dict(S_BLOCK=triton.next_power_of_2(splits), OUT_BLOCK=triton.next_power_of_2(num_slots))
+        sizes = {"S_BLOCK": triton.next_power_of_2(splits), "OUT_BLOCK": triton.next_power_of_2(num_slots)}
         stats_f = _alloc_scratch((batch, num_slots, splits, 6), torch.float32, device)
         stats_i = _alloc_scratch((batch, num_slots, splits, 2), torch.int32, device)
         _split_stats_kernel[(batch, num_slots, splits)](

@@ -30,7 +30,7 @@ RACE_RESIDUAL_PROBS = tl.constexpr(2)  # w = max(p - q, 0), q given as probabili
 @triton.jit
 def clean(z):
     # NaN -> -inf (probability 0); +inf -> largest float32 (several +inf share the mass equally)
-    z = tl.where(z != z, float("-inf"), z)
+    z = tl.where(z != z, float("-inf"), z)  # noqa: PLR0124 (NaN test)
     return tl.minimum(z, FLOAT32_MAX)
 
 
@@ -178,7 +178,7 @@ def race_slice(t_row, d_row, start, stop, inv_temperature, key, exclude, m, s, m
                 q = tl.exp(zd - md_safe) * inv_sd
             else:
                 q = tl.load(d_row + offs, mask=offs < stop, other=0.0).to(tl.float32)
-                q = tl.where(q != q, 0.0, q)
+                q = tl.where(q != q, 0.0, q)  # noqa: PLR0124 (NaN test)
             w = p - q
             # residual w = max(p - q, 0); race only over w > 0
             score_z = tl.where(w > 0, tl.log(tl.where(w > 0, w, 1.0)), float("-inf"))

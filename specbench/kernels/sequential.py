@@ -39,7 +39,7 @@ def accept_test(u, x, x_valid, t_row, d_row, inv_temperature, m, s, md, sd, DRAF
         q_x = tl.where(md == float("-inf"), 1.0, q_draft)
     if DRAFT == DRAFT_PROBS:
         q_x = tl.load(d_row + x_safe).to(tl.float32)
-        q_x = tl.where(q_x != q_x, 0.0, q_x)
+        q_x = tl.where(q_x != q_x, 0.0, q_x)  # noqa: PLR0124 (NaN test)
     return x_valid & (u * q_x < p_x)
 
 

@@ -25,7 +25,7 @@ def _simulate_kernel(
     key_of_seed = seed_key(first_seed + r)
     alive = r < N
     count = tl.zeros([BLOCK], tl.int32)
-    for i in range(0, K):
+    for i in range(K):
         rate = tl.load(conditional_rates_ptr + i)
         # u_i is word 0 of the (seed, i, ACCEPT) stream; accept iff u_i < c_i
         word = fmix32(stream_key(key_of_seed, i, ACCEPT))

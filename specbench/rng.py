@@ -9,8 +9,9 @@ words, so both backends emit the same tokens for the same seeds.
 The generator: a 32-bit row key is built by feeding the seed's low word, its high word, the
 position and the purpose through murmur3's 32-bit finaliser (``fmix32``) in turn; the word for
 vocabulary index ``x`` is ``fmix32(key + x * 0x9E3779B9)`` (a Weyl sequence through a bijective
-mixer, as in SplitMix). A uniform in the open interval (0, 1) takes the top 24 bits:
-``((word >> 8) + 0.5) / 2**24``; it is exact in float32 and never 0 or 1.
+mixer, as in SplitMix). A uniform in the open interval (0, 1) takes the top 23 bits:
+``((word >> 9) + 0.5) / 2**23``; it is exact in float32 and never 0 or 1 (with 24 bits the
+largest value, ``1 - 2**-25``, would round to 1.0 and make ``E = -log u`` zero).
 
 Purposes (each random decision has its own stream):
 - ``ACCEPT``: the uniform ``u`` of the acceptance test at a position (index 0);
@@ -72,8 +73,8 @@ def words(key: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 
 
 def to_uniform(word: torch.Tensor) -> torch.Tensor:
-    """Top 24 bits of a word as a float32 uniform in the open interval (0, 1)."""
-    return ((word >> 8).to(torch.float32) + 0.5) * (1.0 / 16777216.0)
+    """Top 23 bits of a word as a float32 uniform in the open interval (0, 1), exactly."""
+    return ((word >> 9).to(torch.float32) + 0.5) * (1.0 / 8388608.0)
 
 
 def uniform(

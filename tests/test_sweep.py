@@ -42,8 +42,6 @@ def test_simulated_counts_obey_the_profile(sim_backend, rates, allowed):
     assert set(counts.cpu().tolist()) == allowed  # every possible A shows up in 777 steps, no other
 
 
-@pytest.mark.xfail(strict=True, reason="specbench.rng.to_uniform rounds ((w >> 8) + 0.5) / 2**24 to exactly 1.0 "
-                   "in float32 for the top 2**-24 of words, so a rate of 1.0 rejects once in ~16.8M draws")
 def test_a_rate_of_one_accepts_every_draw(sim_backend):
     # seed 16194177 draws the top 32-bit word at position 1 (found by a 50M-step sweep that flagged it)
     backend, device = sim_backend

@@ -37,6 +37,6 @@ def row_key(seed, position, PURPOSE: tl.constexpr):
 
 @triton.jit
 def uniform_at(key, index):
-    # uniform in (0, 1) from the top 24 bits of word `index` of stream `key`
+    # uniform in the open interval (0, 1) from the top 23 bits of word `index` of stream `key`
     word = fmix32(key + tl.cast(index, tl.uint32) * 0x9E3779B9)
-    return ((word >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
+    return ((word >> 9).to(tl.float32) + 0.5) * (1.0 / 8388608.0)

@@ -29,7 +29,7 @@ def _simulate_kernel(
         rate = tl.load(conditional_rates_ptr + i)
         # u_i is word 0 of the (seed, i, ACCEPT) stream; accept iff u_i < c_i
         word = fmix32(stream_key(key_of_seed, i, ACCEPT))
-        u = ((word >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
+        u = ((word >> 9).to(tl.float32) + 0.5) * (1.0 / 8388608.0)
         alive = alive & (u < rate)
         count += alive.to(tl.int32)
     tl.store(num_accepted_ptr + r, count, mask=r < N)

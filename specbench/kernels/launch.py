@@ -17,7 +17,7 @@ import triton
 
 from specbench.errors import SpecbenchError
 from specbench.kernels.sequential import _verify_sequential_kernel
-from specbench.kernels.split import _split_finalize_kernel, _split_residual_kernel, _split_stats_kernel
+from specbench.kernels.split import _split_residual_kernel, _split_stats_kernel
 from specbench.kernels.synthetic import _simulate_kernel
 from specbench.verify import VerifyResult
 
@@ -130,21 +130,20 @@ def verify(
         sizes = {"S_BLOCK": triton.next_power_of_2(splits), "OUT_BLOCK": triton.next_power_of_2(num_slots)}
         stats_f = _alloc_scratch((batch, num_slots, splits, 6), torch.float32, device)
         stats_i = _alloc_scratch((batch, num_slots, splits, 2), torch.int32, device)
+        residual_pass = draft_kind != 0 and mode == "probabilistic"
+        arrivals = torch.zeros(batch, dtype=torch.int32, device=device)  # counted by the finishing kernel
+        outputs = (out, out.stride(0), num_emitted, num_accepted)
         _split_stats_kernel[(batch, num_slots, splits)](
-            stats_f, stats_i, *inputs, vocab, num_slots, splits, chunk, BLOCK=block, num_warps=num_warps, **common
+            stats_f, stats_i, *inputs, conditional_rates, arrivals, *outputs, vocab, num_slots, splits, chunk,
+            FINALIZE=not residual_pass, BLOCK=block, num_warps=num_warps, **sizes, **common,
         )
-        walk_inputs = (stats_f, stats_i, *inputs, conditional_rates, vocab, num_slots, splits)
-        residual_f = residual_i = stats_f  # not read unless a draft distribution makes a residual pending
-        if draft_kind != 0 and mode == "probabilistic":
+        if residual_pass:
             residual_f = _alloc_scratch((batch, splits, 4), torch.float32, device)
             residual_i = _alloc_scratch((batch, splits, 2), torch.int32, device)
             _split_residual_kernel[(batch, splits)](
-                residual_f, residual_i, *walk_inputs, chunk, BLOCK=block, num_warps=num_warps, **sizes, **common
+                *outputs, residual_f, residual_i, arrivals, stats_f, stats_i, *inputs, conditional_rates,
+                vocab, num_slots, splits, chunk, BLOCK=block, num_warps=num_warps, **sizes, **common,
             )
-        _split_finalize_kernel[(batch,)](
-            out, out.stride(0), num_emitted, num_accepted, residual_f, residual_i, *walk_inputs,
-            num_warps=1, **sizes, **common,
-        )
         return VerifyResult(out, num_emitted, num_accepted)
     _verify_sequential_kernel[(batch,)](
         out, out.stride(0),

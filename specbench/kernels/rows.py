@@ -21,8 +21,7 @@ from specbench.kernels.rng import uniform_at
 
 FLOAT32_MAX = tl.constexpr(3.4028234663852886e38)
 
-# race kinds
-RACE_LOGITS = tl.constexpr(0)  # w = p (from cleaned logits, no normaliser needed), one token optionally left out
+# kinds of race_residual_slice (the DRAFT codes of the kernels)
 RACE_RESIDUAL_LOGITS = tl.constexpr(1)  # w = max(p - q, 0), q = softmax of the draft logits
 RACE_RESIDUAL_PROBS = tl.constexpr(2)  # w = max(p - q, 0), q given as probabilities
 
@@ -146,16 +145,37 @@ def best_pair(zs, gs, indices):
 
 
 @triton.jit
-def race_slice(t_row, d_row, start, stop, inv_temperature, key, exclude, m, s, md, sd,
-               KIND: tl.constexpr, BLOCK: tl.constexpr):
-    # One pass of the exponential race over [start, stop).
-    # Returns (z, g, index) of the winner and (z, g, index) of the fallback race; index -1 when
-    # nothing had w > 0.
-    # KIND RACE_LOGITS: w = p (z = the cleaned logit), token `exclude` left out (-1: none); no fallback.
-    # KIND RACE_RESIDUAL_*: w = max(p - q, 0), z = log w; the fallback race is over p itself
-    # (z = the logit) with the same E_y, used when w is zero everywhere.
+def race_logits_slice(t_row, start, stop, inv_temperature, key, exclude, BLOCK: tl.constexpr):
+    # The race over p itself (w = p, read from the cleaned logits, no normaliser needed) on
+    # [start, stop), token `exclude` left out (-1: none). Returns the winner's (z, g, index),
+    # index -1 when every logit is -inf.
     lane_z = tl.full([BLOCK], float("-inf"), tl.float32)
     lane_g = tl.zeros([BLOCK], tl.float32)
+    lane_idx = tl.full([BLOCK], -1, tl.int32)
+    z_next = load_scaled(t_row, start + tl.arange(0, BLOCK), stop, inv_temperature)
+    for chunk in range(start, stop, BLOCK):
+        offs = chunk + tl.arange(0, BLOCK)
+        z = z_next
+        z_next = load_scaled(t_row, offs + BLOCK, stop, inv_temperature)
+        g = -tl.log(-tl.log(uniform_at(key, offs)))  # -log E_y
+        z = tl.where(offs == exclude, float("-inf"), z)
+        better = _better(z, g, lane_z, lane_g)
+        lane_idx = tl.where(better, offs, lane_idx)
+        lane_z = tl.where(better, z, lane_z)
+        lane_g = tl.where(better, g, lane_g)
+    return best_pair(lane_z, lane_g, lane_idx)
+
+
+@triton.jit
+def race_residual_slice(t_row, d_row, start, stop, inv_temperature, key, m, s, md, sd,
+                        KIND: tl.constexpr, WITH_FALLBACK: tl.constexpr, BLOCK: tl.constexpr):
+    # The race over the residual w = max(p - q, 0) on [start, stop): argmax w / E_y, compared as
+    # w * E' > w' * E (no logarithm per token). q is the softmax of the draft logits
+    # (KIND RACE_RESIDUAL_LOGITS) or given (RACE_RESIDUAL_PROBS). Returns the winner as a pair
+    # (log(w / E), 0, index), index -1 when w is zero everywhere, then, WITH_FALLBACK, the winner
+    # of the race over p with the same E_y (for that case), else (-inf, 0, -1).
+    lane_w = tl.zeros([BLOCK], tl.float32)
+    lane_e = tl.full([BLOCK], 1.0, tl.float32)
     lane_idx = tl.full([BLOCK], -1, tl.int32)
     lane_fz = tl.full([BLOCK], float("-inf"), tl.float32)
     lane_fg = tl.zeros([BLOCK], tl.float32)
@@ -164,32 +184,34 @@ def race_slice(t_row, d_row, start, stop, inv_temperature, key, exclude, m, s, m
     md_safe = tl.where(md == float("-inf"), 0.0, md)
     inv_s = 1.0 / s
     inv_sd = 1.0 / sd
+    offs = start + tl.arange(0, BLOCK)
+    z_next = load_scaled(t_row, offs, stop, inv_temperature)
+    d_next = tl.load(d_row + offs, mask=offs < stop, other=0.0).to(tl.float32)
     for chunk in range(start, stop, BLOCK):
         offs = chunk + tl.arange(0, BLOCK)
-        z = load_scaled(t_row, offs, stop, inv_temperature)
-        u = uniform_at(key, offs)
-        g = -tl.log(-tl.log(u))  # -log E_y
-        if KIND == RACE_LOGITS:
-            score_z = tl.where(offs == exclude, float("-inf"), z)
+        z = z_next
+        d = d_next
+        z_next = load_scaled(t_row, offs + BLOCK, stop, inv_temperature)
+        d_next = tl.load(d_row + offs + BLOCK, mask=offs + BLOCK < stop, other=0.0).to(tl.float32)
+        e = -tl.log(uniform_at(key, offs))  # E_y
+        p = tl.exp(z - m_safe) * inv_s
+        if KIND == RACE_RESIDUAL_LOGITS:
+            q = tl.exp(clean(d * inv_temperature) - md_safe) * inv_sd
         else:
-            p = tl.exp(z - m_safe) * inv_s
-            if KIND == RACE_RESIDUAL_LOGITS:
-                zd = load_scaled(d_row, offs, stop, inv_temperature)
-                q = tl.exp(zd - md_safe) * inv_sd
-            else:
-                q = tl.load(d_row + offs, mask=offs < stop, other=0.0).to(tl.float32)
-                q = tl.where(q != q, 0.0, q)  # noqa: PLR0124 (NaN test)
-            w = p - q
-            # residual w = max(p - q, 0); race only over w > 0
-            score_z = tl.where(w > 0, tl.log(tl.where(w > 0, w, 1.0)), float("-inf"))
+            q = tl.where(d != d, 0.0, d)  # noqa: PLR0124 (NaN test)
+        w = p - q
+        # residual w = max(p - q, 0); only w > 0 races; strict, so each lane keeps its earliest
+        better = (w > 0) & (w * lane_e > lane_w * e)
+        lane_idx = tl.where(better, offs, lane_idx)
+        lane_w = tl.where(better, w, lane_w)
+        lane_e = tl.where(better, e, lane_e)
+        if WITH_FALLBACK:
+            g = -tl.log(e)
             better_fb = _better(z, g, lane_fz, lane_fg)
             lane_fidx = tl.where(better_fb, offs, lane_fidx)
             lane_fz = tl.where(better_fb, z, lane_fz)
             lane_fg = tl.where(better_fb, g, lane_fg)
-        better = _better(score_z, g, lane_z, lane_g)
-        lane_idx = tl.where(better, offs, lane_idx)
-        lane_z = tl.where(better, score_z, lane_z)
-        lane_g = tl.where(better, g, lane_g)
-    z_best, g_best, idx = best_pair(lane_z, lane_g, lane_idx)
+    ratio = tl.where(lane_idx >= 0, tl.log(tl.where(lane_idx >= 0, lane_w, 1.0)) - tl.log(lane_e), float("-inf"))
+    z_best, g_best, idx = best_pair(ratio, tl.zeros([BLOCK], tl.float32), lane_idx)
     fz, fg, fidx = best_pair(lane_fz, lane_fg, lane_fidx)
     return z_best, g_best, idx, fz, fg, fidx

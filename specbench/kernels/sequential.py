@@ -12,7 +12,14 @@ import triton.language as tl
 
 from specbench import rng
 from specbench.kernels.rng import seed_key, stream_key, uniform_at
-from specbench.kernels.rows import RACE_LOGITS, argmax_slice, clean, prob_of, race_slice, softmax_stats_slice
+from specbench.kernels.rows import (
+    argmax_slice,
+    clean,
+    prob_of,
+    race_logits_slice,
+    race_residual_slice,
+    softmax_stats_slice,
+)
 
 MODE_GREEDY = tl.constexpr(0)
 MODE_PROBABILISTIC = tl.constexpr(1)
@@ -51,8 +58,7 @@ def sample_row(t_row, V, inv_temperature, greedy, key, BLOCK: tl.constexpr):
     if greedy:
         _v, token = argmax_slice(t_row, 0, V, BLOCK)
     else:
-        _z, _g, token, _fz, _fg, _fi = race_slice(t_row, t_row, 0, V, inv_temperature, key, -1,
-                                                  0.0, 1.0, 0.0, 1.0, RACE_LOGITS, BLOCK)
+        _z, _g, token = race_logits_slice(t_row, 0, V, inv_temperature, key, -1, BLOCK)
     return token.to(tl.int64)
 
 
@@ -127,13 +133,15 @@ def _verify_sequential_kernel(
                     if (md == float("-inf")) | (~x_valid):
                         # w = p without x (one-hot draft), or p itself when x is not a valid id
                         exclude = tl.where(x_valid, x, -1)
-                        _z, _g, res_idx, _fz, _fg, _fi = race_slice(t_row, d_row, 0, V, inv_temperature, key,
-                                                                    exclude, m, s, md, sd, RACE_LOGITS, BLOCK)
+                        _z, _g, res_idx = race_logits_slice(t_row, 0, V, inv_temperature, key, exclude, BLOCK)
                         token = tl.where(res_idx >= 0, res_idx.to(tl.int64), x)
                     else:
-                        _z, _g, res_idx, _fz, _fg, fb_idx = race_slice(t_row, d_row, 0, V, inv_temperature, key,
-                                                                       -1, m, s, md, sd, DRAFT, BLOCK)
-                        token = tl.where(res_idx >= 0, res_idx, fb_idx).to(tl.int64)
+                        _z, _g, res_idx, _fz, _fg, _fi = race_residual_slice(
+                            t_row, d_row, 0, V, inv_temperature, key, m, s, md, sd, DRAFT, False, BLOCK)
+                        if res_idx < 0:
+                            # w is zero everywhere: race over p with the same E_y (rare, so a second pass)
+                            _z, _g, res_idx = race_logits_slice(t_row, 0, V, inv_temperature, key, -1, BLOCK)
+                        token = res_idx.to(tl.int64)
         tokens = tl.where(slots == i, token, tokens)
         num_emitted += (token >= 0).to(tl.int32)
         num_accepted += accepted.to(tl.int32)

@@ -10,8 +10,11 @@ latency-bound. Here every (request, row, slice) gets a program:
    read twice.
 2. ``_split_residual_kernel`` (grid ``B x S``, only when a draft distribution is given) walks the
    merged partials to the first rejection and races the residual ``max(p - q, 0)`` on its slice.
-3. ``_split_finalize_kernel`` (grid ``B``) walks the partials again (the same arithmetic, so the
-   same decisions), merges the residual race and writes the outputs.
+
+The last program of a request to finish (counted by an atomic per request) walks the merged
+partials (the same arithmetic in every program, so the same decisions), merges the residual race
+and writes the outputs: one launch with one-hot drafts, greedy or synthetic rows, two with a
+draft distribution.
 
 Rows past a request's bonus row are never read; every scratch slot that is read was written by
 an earlier kernel of the same step.
@@ -22,7 +25,7 @@ import triton.language as tl
 
 from specbench import rng
 from specbench.kernels.rng import seed_key, stream_key, uniform_at
-from specbench.kernels.rows import RACE_LOGITS, argmax_slice, best_pair, race_slice, softmax_stats_slice
+from specbench.kernels.rows import argmax_slice, best_pair, race_logits_slice, race_residual_slice, softmax_stats_slice
 from specbench.kernels.sequential import accept_test
 
 ACCEPT = tl.constexpr(rng.ACCEPT)
@@ -44,10 +47,17 @@ def _split_stats_kernel(
     temperature_ptr,  # [B] float32
     seed_ptr,  # [B] int64
     position_ptr,  # [B] int64
+    conditional_rates_ptr,  # [K] float32
+    arrivals_ptr,  # [B] int32, zeroed before the launch
+    out_ptr, out_stride,  # [B, K + 1] int64 (written here only when FINALIZE)
+    num_emitted_ptr, num_accepted_ptr,  # [B] int32
     V, NUM_SLOTS, NUM_SPLITS, CHUNK,
     MODE: tl.constexpr,
     DRAFT: tl.constexpr,
+    FINALIZE: tl.constexpr,
     BLOCK: tl.constexpr,
+    S_BLOCK: tl.constexpr,
+    OUT_BLOCK: tl.constexpr,
 ):
     b = tl.program_id(0).to(tl.int64)
     r = tl.program_id(1)
@@ -80,19 +90,35 @@ def _split_stats_kernel(
                 x = tl.load(draft_ids_ptr + b * draft_ids_stride + r)
                 exclude = tl.where((x >= 0) & (x < V), x, -1)
                 key = stream_key(key_of_seed, position, RESIDUAL)
-                rz, rg, idx, _fz, _fg, _fi = race_slice(t_row, d_row, start, stop, inv_temperature, key, exclude,
-                                                        m, s, md, sd, RACE_LOGITS, BLOCK)
+                rz, rg, idx = race_logits_slice(t_row, start, stop, inv_temperature, key, exclude, BLOCK)
                 tl.store(f_out + 4, rz)
                 tl.store(f_out + 5, rg)
                 tl.store(i_out + 1, idx)
         else:
             # the bonus row, or any row of the synthetic mode: the target's own sample
             key = stream_key(key_of_seed, position, SAMPLE)
-            rz, rg, idx, _fz, _fg, _fi = race_slice(t_row, d_row, start, stop, inv_temperature, key, -1,
-                                                    0.0, 1.0, 0.0, 1.0, RACE_LOGITS, BLOCK)
+            rz, rg, idx = race_logits_slice(t_row, start, stop, inv_temperature, key, -1, BLOCK)
             tl.store(f_out + 4, rz)
             tl.store(f_out + 5, rg)
             tl.store(i_out + 1, idx)
+    if FINALIZE:  # noqa: SIM102 (a constexpr test cannot join a run-time one in Triton)
+        # no residual pass follows: the request's last program to finish writes its outputs
+        if _last_to_arrive(arrivals_ptr, b, NUM_SLOTS * NUM_SPLITS):
+            _finalize(b, out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, stats_f_ptr, stats_f_ptr,
+                      stats_f_ptr, stats_i_ptr, target_ptr, target_stride_b, target_stride_k,
+                      draft_ptr, draft_stride_b, draft_stride_k, draft_ids_ptr, draft_ids_stride,
+                      num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, conditional_rates_ptr,
+                      V, NUM_SLOTS, NUM_SPLITS, MODE, DRAFT, S_BLOCK, OUT_BLOCK)
+
+
+@triton.jit
+def _last_to_arrive(arrivals_ptr, b, expected):
+    # Count this program in; True for the last of `expected` programs of request b. The barriers
+    # make every thread's stores precede the release, and every later load follow the acquire.
+    tl.debug_barrier()
+    arrived = tl.atomic_add(arrivals_ptr + b, 1, sem="acq_rel")
+    tl.debug_barrier()
+    return arrived == expected - 1
 
 
 @triton.jit
@@ -220,62 +246,17 @@ def _walk_request(
 
 
 @triton.jit
-def _split_residual_kernel(
-    residual_f_ptr,  # [B, S, 4] float32: residual race (z, g), fallback (p) race (z, g)
-    residual_i_ptr,  # [B, S, 2] int32: their indices
-    stats_f_ptr, stats_i_ptr,  # partials of _split_stats_kernel
-    target_ptr, target_stride_b, target_stride_k,  # [B, K + 1, V]
-    draft_ptr, draft_stride_b, draft_stride_k,  # [B, K, V]
-    draft_ids_ptr, draft_ids_stride,  # [B, K] int64
-    num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, conditional_rates_ptr,  # [B] x 4, [K]
-    V, NUM_SLOTS, NUM_SPLITS, CHUNK,
-    MODE: tl.constexpr, DRAFT: tl.constexpr, BLOCK: tl.constexpr, S_BLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr,
-):
-    b = tl.program_id(0).to(tl.int64)
-    split = tl.program_id(1)
-    _t, _e, _a, row, kind, x, m, s, md, sd, inv_temperature = _walk_request(
-        b, stats_f_ptr, stats_i_ptr, target_ptr, target_stride_b, target_stride_k,
-        draft_ptr, draft_stride_b, draft_stride_k, draft_ids_ptr, draft_ids_stride,
-        num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, conditional_rates_ptr,
-        V, NUM_SLOTS, NUM_SPLITS, MODE, DRAFT, S_BLOCK, OUT_BLOCK)
-    if row >= 0:
-        start = split * CHUNK
-        stop = tl.minimum(start + CHUNK, V)
-        t_row = target_ptr + b * target_stride_b + row * target_stride_k
-        d_row = draft_ptr + b * draft_stride_b + row * draft_stride_k
-        key = stream_key(seed_key(tl.load(seed_ptr + b)), tl.load(position_ptr + b) + row, RESIDUAL)
-        out_f = residual_f_ptr + (b * NUM_SPLITS + split) * 4
-        out_i = residual_i_ptr + (b * NUM_SPLITS + split) * 2
-        if kind == 0:
-            # w = p without x (one-hot draft), or p itself when x is not a valid id
-            rz, rg, idx, fz, fg, fidx = race_slice(t_row, d_row, start, stop, inv_temperature, key, x,
-                                                   m, s, md, sd, RACE_LOGITS, BLOCK)
-        else:
-            rz, rg, idx, fz, fg, fidx = race_slice(t_row, d_row, start, stop, inv_temperature, key, -1,
-                                                   m, s, md, sd, DRAFT, BLOCK)
-        tl.store(out_f + 0, rz)
-        tl.store(out_f + 1, rg)
-        tl.store(out_f + 2, fz)
-        tl.store(out_f + 3, fg)
-        tl.store(out_i + 0, idx)
-        tl.store(out_i + 1, fidx)
-
-
-@triton.jit
-def _split_finalize_kernel(
-    out_ptr, out_stride,  # [B, K + 1] int64
-    num_emitted_ptr,  # [B] int32
-    num_accepted_ptr,  # [B] int32
-    residual_f_ptr, residual_i_ptr,  # [B, S, 4], [B, S, 2] from _split_residual_kernel (read only if pending)
-    stats_f_ptr, stats_i_ptr,  # partials of _split_stats_kernel
-    target_ptr, target_stride_b, target_stride_k,  # [B, K + 1, V]
-    draft_ptr, draft_stride_b, draft_stride_k,  # [B, K, V]
-    draft_ids_ptr, draft_ids_stride,  # [B, K] int64
-    num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, conditional_rates_ptr,  # [B] x 4, [K]
+def _finalize(
+    b, out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, residual_f_ptr, residual_i_ptr,
+    stats_f_ptr, stats_i_ptr,
+    target_ptr, target_stride_b, target_stride_k,
+    draft_ptr, draft_stride_b, draft_stride_k,
+    draft_ids_ptr, draft_ids_stride,
+    num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, conditional_rates_ptr,
     V, NUM_SLOTS, NUM_SPLITS,
     MODE: tl.constexpr, DRAFT: tl.constexpr, S_BLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr,
 ):
-    b = tl.program_id(0).to(tl.int64)
+    # Walk request b, merge its pending residual race (if any), write its outputs.
     tokens, num_emitted, num_accepted, row, kind, x, _m, _s, _md, _sd, _it = _walk_request(
         b, stats_f_ptr, stats_i_ptr, target_ptr, target_stride_b, target_stride_k,
         draft_ptr, draft_stride_b, draft_stride_k, draft_ids_ptr, draft_ids_stride,
@@ -301,3 +282,57 @@ def _split_finalize_kernel(
     tl.store(out_ptr + b * out_stride + slots, tokens, mask=slots < NUM_SLOTS)
     tl.store(num_emitted_ptr + b, num_emitted)
     tl.store(num_accepted_ptr + b, num_accepted)
+
+
+@triton.jit
+def _split_residual_kernel(
+    out_ptr, out_stride,  # [B, K + 1] int64
+    num_emitted_ptr, num_accepted_ptr,  # [B] int32
+    residual_f_ptr,  # [B, S, 4] float32: residual race (z, g), fallback (p) race (z, g)
+    residual_i_ptr,  # [B, S, 2] int32: their indices
+    arrivals_ptr,  # [B] int32, zeroed before the launch
+    stats_f_ptr, stats_i_ptr,  # partials of _split_stats_kernel
+    target_ptr, target_stride_b, target_stride_k,  # [B, K + 1, V]
+    draft_ptr, draft_stride_b, draft_stride_k,  # [B, K, V]
+    draft_ids_ptr, draft_ids_stride,  # [B, K] int64
+    num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, conditional_rates_ptr,  # [B] x 4, [K]
+    V, NUM_SLOTS, NUM_SPLITS, CHUNK,
+    MODE: tl.constexpr, DRAFT: tl.constexpr, BLOCK: tl.constexpr, S_BLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr,
+):
+    b = tl.program_id(0).to(tl.int64)
+    split = tl.program_id(1)
+    _t, _e, _a, row, kind, x, m, s, md, sd, inv_temperature = _walk_request(
+        b, stats_f_ptr, stats_i_ptr, target_ptr, target_stride_b, target_stride_k,
+        draft_ptr, draft_stride_b, draft_stride_k, draft_ids_ptr, draft_ids_stride,
+        num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, conditional_rates_ptr,
+        V, NUM_SLOTS, NUM_SPLITS, MODE, DRAFT, S_BLOCK, OUT_BLOCK)
+    if row >= 0:
+        start = split * CHUNK
+        stop = tl.minimum(start + CHUNK, V)
+        t_row = target_ptr + b * target_stride_b + row * target_stride_k
+        d_row = draft_ptr + b * draft_stride_b + row * draft_stride_k
+        key = stream_key(seed_key(tl.load(seed_ptr + b)), tl.load(position_ptr + b) + row, RESIDUAL)
+        out_f = residual_f_ptr + (b * NUM_SPLITS + split) * 4
+        out_i = residual_i_ptr + (b * NUM_SPLITS + split) * 2
+        fz = float("-inf")
+        fg = 0.0
+        fidx = -1
+        if kind == 0:
+            # w = p without x (one-hot draft), or p itself when x is not a valid id
+            rz, rg, idx = race_logits_slice(t_row, start, stop, inv_temperature, key, x, BLOCK)
+        else:
+            rz, rg, idx, fz, fg, fidx = race_residual_slice(t_row, d_row, start, stop, inv_temperature, key,
+                                                            m, s, md, sd, DRAFT, True, BLOCK)
+        tl.store(out_f + 0, rz)
+        tl.store(out_f + 1, rg)
+        tl.store(out_f + 2, fz)
+        tl.store(out_f + 3, fg)
+        tl.store(out_i + 0, idx)
+        tl.store(out_i + 1, fidx)
+    # the request's last program to finish merges the slices and writes the outputs
+    if _last_to_arrive(arrivals_ptr, b, NUM_SPLITS):
+        _finalize(b, out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, residual_f_ptr, residual_i_ptr,
+                  stats_f_ptr, stats_i_ptr, target_ptr, target_stride_b, target_stride_k,
+                  draft_ptr, draft_stride_b, draft_stride_k, draft_ids_ptr, draft_ids_stride,
+                  num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, conditional_rates_ptr,
+                  V, NUM_SLOTS, NUM_SPLITS, MODE, DRAFT, S_BLOCK, OUT_BLOCK)

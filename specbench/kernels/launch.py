@@ -63,6 +63,23 @@ def _use_split(batch: int, device: torch.device) -> bool:
     return batch * 4 <= _num_sms(device.index or 0)
 
 
+_arrivals: dict[tuple[str, int, int], torch.Tensor] = {}
+
+
+def _arrival_counters(batch: int, device: torch.device) -> torch.Tensor:
+    """Per-request arrival counters of the split kernels: zero on entry, left at zero on exit.
+
+    Kept per (device, stream), so launches that may run at the same time never share one.
+    """
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    key = (device.type, device.index or 0, stream)
+    counters = _arrivals.get(key)
+    if counters is None or counters.numel() < batch:
+        counters = torch.zeros(max(batch, 64), dtype=torch.int32, device=device)
+        _arrivals[key] = counters
+    return counters
+
+
 def _alloc_scratch(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     # the kernels read only scratch slots an earlier kernel of the same step wrote (tests poison this)
     return torch.empty(shape, dtype=dtype, device=device)
@@ -131,7 +148,7 @@ def verify(
         stats_f = _alloc_scratch((batch, num_slots, splits, 6), torch.float32, device)
         stats_i = _alloc_scratch((batch, num_slots, splits, 2), torch.int32, device)
         residual_pass = draft_kind != 0 and mode == "probabilistic"
-        arrivals = torch.zeros(batch, dtype=torch.int32, device=device)  # counted by the finishing kernel
+        arrivals = _arrival_counters(batch, device)
         outputs = (out, out.stride(0), num_emitted, num_accepted)
         _split_stats_kernel[(batch, num_slots, splits)](
             stats_f, stats_i, *inputs, conditional_rates, arrivals, *outputs, vocab, num_slots, splits, chunk,

@@ -69,10 +69,11 @@ def argmax_slice(row_ptr, start, stop, BLOCK: tl.constexpr):
 
 @triton.jit
 def _fold(m, s, z):
-    # per-lane online softmax: fold z into running (max m, sum s of exp(z - m))
-    m_new = tl.maximum(m, z)
-    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-    return m_new, s * tl.exp(m - m_safe) + tl.exp(z - m_safe)
+    # Per-lane online softmax: fold z into running (max m, sum s of exp(z - m)) with one exp:
+    # of exp(m - m_new) and exp(z - m_new) one is always exp(0) = 1, the other exp(-|z - m|).
+    e = tl.where(z == float("-inf"), 0.0, tl.exp(-tl.abs(z - m)))
+    s = tl.where(z > m, s * e + 1.0, s + e)
+    return tl.maximum(m, z), s
 
 
 @triton.jit

@@ -11,7 +11,8 @@ latency-bound. Here every (request, row, slice) gets a program:
 2. ``_split_residual_kernel`` (grid ``B x S``, only when a draft distribution is given) walks the
    merged partials to the first rejection and races the residual ``max(p - q, 0)`` on its slice.
 
-The last program of a request to finish (counted by an atomic per request) walks the merged
+The last program of a request to finish (counted by an atomic per request, on counters that
+start and end at zero, so no launch is spent clearing them) walks the merged
 partials (the same arithmetic in every program, so the same decisions), merges the residual race
 and writes the outputs: one launch with one-hot drafts, greedy or synthetic rows, two with a
 draft distribution.
@@ -48,7 +49,7 @@ def _split_stats_kernel(
     seed_ptr,  # [B] int64
     position_ptr,  # [B] int64
     conditional_rates_ptr,  # [K] float32
-    arrivals_ptr,  # [B] int32, zeroed before the launch
+    arrivals_ptr,  # [B] int32, zero on entry; left at zero on exit
     out_ptr, out_stride,  # [B, K + 1] int64 (written here only when FINALIZE)
     num_emitted_ptr, num_accepted_ptr,  # [B] int32
     V, NUM_SLOTS, NUM_SPLITS, CHUNK,
@@ -118,7 +119,11 @@ def _last_to_arrive(arrivals_ptr, b, expected):
     tl.debug_barrier()
     arrived = tl.atomic_add(arrivals_ptr + b, 1, sem="acq_rel")
     tl.debug_barrier()
-    return arrived == expected - 1
+    last = arrived == expected - 1
+    if last:
+        # every program of request b has arrived: leave the counter at zero for the next launch
+        tl.store(arrivals_ptr + b, 0)
+    return last
 
 
 @triton.jit
@@ -290,7 +295,7 @@ def _split_residual_kernel(
     num_emitted_ptr, num_accepted_ptr,  # [B] int32
     residual_f_ptr,  # [B, S, 4] float32: residual race (z, g), fallback (p) race (z, g)
     residual_i_ptr,  # [B, S, 2] int32: their indices
-    arrivals_ptr,  # [B] int32, zeroed before the launch
+    arrivals_ptr,  # [B] int32, zero on entry; left at zero on exit
     stats_f_ptr, stats_i_ptr,  # partials of _split_stats_kernel
     target_ptr, target_stride_b, target_stride_k,  # [B, K + 1, V]
     draft_ptr, draft_stride_b, draft_stride_k,  # [B, K, V]

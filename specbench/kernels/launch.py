@@ -25,7 +25,10 @@ _MODE_IDS = {"greedy": 0, "probabilistic": 1, "synthetic": 2}
 _SIMULATE_BLOCK = 1024
 STRATEGIES = ("auto", "sequential", "split")
 _strategy = "auto"
-# Launch parameters; ``None`` picks the defaults below (benchmarks may set them to explore).
+# Launch shapes (tokens per chunk, warps per program) chosen from H200 measurements; TUNING
+# overrides them when set (benchmarks use it to explore).
+SEQUENTIAL_SHAPE = {"greedy": (2048, 8), "probabilistic": (8192, 32), "synthetic": (8192, 32)}
+SPLIT_SHAPE = (2048, 8)
 TUNING: dict[str, int | None] = {"block": None, "num_warps": None}
 
 
@@ -93,12 +96,12 @@ def _draft_kind(draft_logits: torch.Tensor | None, draft_probs: torch.Tensor | N
     return 0
 
 
-def _launch_shape(vocab: int, device: torch.device, split: bool) -> tuple[int, int]:
-    """(tokens per chunk, warps per program); measured on an H200 (results/kernels-tuning-h200.md)."""
+def _launch_shape(vocab: int, device: torch.device, split: bool, mode: str) -> tuple[int, int]:
+    """(tokens per chunk, warps per program), measured on an H200 (results/kernels-tuning-h200.md)."""
     if device.type != "cuda":
         # the interpreter runs a chunk as numpy arrays: small chunks for small rows
         return min(triton.next_power_of_2(vocab), 1024), 4
-    block, num_warps = (2048, 8) if split else (4096, 16)
+    block, num_warps = SPLIT_SHAPE if split else SEQUENTIAL_SHAPE[mode]
     block = min(block, max(triton.next_power_of_2(vocab), 128))
     num_warps = min(num_warps, max(block // 256, 1))
     return TUNING["block"] or block, TUNING["num_warps"] or num_warps
@@ -132,7 +135,7 @@ def verify(
     draft_ids = draft_token_ids if draft_token_ids.numel() else torch.full((batch, 1), -1, dtype=torch.int64,
                                                                            device=device)
     split = _use_split(batch, device)
-    block, num_warps = _launch_shape(vocab, device, split)
+    block, num_warps = _launch_shape(vocab, device, split, mode)
     common = {"MODE": _MODE_IDS[mode], "DRAFT": draft_kind}
     inputs = (
         target_logits, target_logits.stride(0), target_logits.stride(1),

@@ -2,7 +2,7 @@
 
 __version__ = "0.1.0"
 
-from specbench.errors import SpecbenchError  # noqa: E402
-from specbench.verify import VerifyResult, simulate_acceptance, verify  # noqa: E402
+from specbench.errors import SpecbenchError
+from specbench.verify import VerifyResult, simulate_acceptance, verify
 
-__all__ = ["SpecbenchError", "VerifyResult", "simulate_acceptance", "verify", "__version__"]
+__all__ = ["SpecbenchError", "VerifyResult", "__version__", "simulate_acceptance", "verify"]

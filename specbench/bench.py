@@ -52,7 +52,7 @@ import torch
 from specbench import acceptance, timing
 from specbench.errors import SpecbenchError
 from specbench.scenarios import Profile
-from specbench.verify import MODES, VerifyResult, backend_module, verify
+from specbench.verify import MODES, VerifyResult, prepare_verify, verify
 
 DRAFTS: tuple[str, ...] = ("logits", "probs", "none")
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -186,19 +186,14 @@ class CaseInputs:
                     draft_logits=self.draft_logits, draft_probs=self.draft_probs,
                     acceptance_rates=list(self.case.rates) if synthetic else None, **self.extra)
 
-    def backend_kwargs(self) -> dict[str, Any]:
-        """Arguments of a backend module's ``verify``, as ``specbench.verify.verify`` passes them.
+    def backend_call(self, backend: str) -> Callable[[], VerifyResult]:
+        """The backend's own ``verify`` bound to this case's arguments, checked once up front.
 
-        Timed calls go straight to the backend: the public entry point's checks read values back
-        to the host, which would stall the GPU queue and cannot be captured in a CUDA graph.
+        Timed calls skip the public entry point's per-call checks (``prepare_verify`` runs them
+        once), so the timings hold only the backend's work, as a serving loop would call it.
         """
-        conditional = [0.0] * max(self.case.num_spec_tokens, 1)
-        if self.case.mode == "synthetic":
-            conditional = acceptance.conditional_rates(self.case.rates)
-        device = self.target_logits.device
-        return dict(mode=self.case.mode, target_logits=self.target_logits, draft_token_ids=self.draft_token_ids,
-                    draft_logits=self.draft_logits, draft_probs=self.draft_probs,
-                    conditional_rates=torch.tensor(conditional, dtype=torch.float32, device=device), **self.extra)
+        backend_verify, kwargs = prepare_verify(**self.verify_kwargs(), backend=backend)
+        return lambda: backend_verify(**kwargs)
 
 
 def make_inputs(case: Case, device: str | torch.device = "cpu", seed: int = 0) -> CaseInputs:
@@ -333,16 +328,9 @@ class Implementation:
 
 def _backend_prepare(backend: str) -> Callable[[CaseInputs], Callable[[], VerifyResult]]:
     def prepare(inputs: CaseInputs) -> Callable[[], VerifyResult]:
-        module, kwargs = backend_module(backend), inputs.backend_kwargs()
-        return lambda: module.verify(**kwargs)
+        return inputs.backend_call(backend)
 
     return prepare
-
-
-def _torch_unavailable(device: torch.device) -> str | None:
-    if not hasattr(backend_module("torch"), "verify"):
-        return "the torch backend (specbench.reference.verify) is not available in this checkout"
-    return None
 
 
 def _triton_unavailable(device: torch.device) -> str | None:
@@ -350,8 +338,6 @@ def _triton_unavailable(device: torch.device) -> str | None:
         return "Triton is not installed"
     if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
         return "Triton needs a GPU (pass --interpret to run it under the Triton interpreter, small shapes only)"
-    if importlib.util.find_spec("specbench.kernels.launch") is None:
-        return "the Triton backend (specbench.kernels.launch) is not available in this checkout"
     return None
 
 
@@ -364,8 +350,7 @@ def _triton_unsupported(case: Case, device: torch.device) -> str | None:
 
 
 IMPLEMENTATIONS: dict[str, Implementation] = {
-    "torch": Implementation("torch", "specbench.reference: vectorized torch, the baseline", _backend_prepare("torch"),
-                            _torch_unavailable),
+    "torch": Implementation("torch", "specbench.reference: vectorized torch, the baseline", _backend_prepare("torch")),
     "triton": Implementation("triton", "specbench.kernels: Triton kernels", _backend_prepare("triton"),
                              _triton_unavailable, _triton_unsupported, needs_gpu=True),
 }

@@ -6,6 +6,7 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from specbench.errors import SpecbenchError
 
@@ -19,19 +20,24 @@ console = Console()
 error_console = Console(stderr=True)
 
 
+def print_error(message: str) -> None:
+    """One red line on stderr: never wrapped, never read as rich markup."""
+    error_console.print(f"[bold red]error:[/] {escape(str(message))}", highlight=False, soft_wrap=True)
+
+
 def fail(message: str) -> None:
     """Print one red sentence on stderr and exit with status 2."""
-    error_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    print_error(message)
     raise typer.Exit(2)
 
 
 # The commands live in their own modules and register themselves on `app`.
-from specbench import cli_sweep, cli_bench  # noqa: E402,F401
+from specbench import cli_bench, cli_sweep  # noqa: F401
 
 
 def main() -> None:
     try:
         app()
     except SpecbenchError as exc:
-        error_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        print_error(str(exc))
         sys.exit(2)

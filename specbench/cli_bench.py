@@ -271,7 +271,7 @@ def kernels_command(
         )
         writer = results.ResultsWriter(out_dir, metadata, previous)
     except SpecbenchError as exc:
-        fail(escape(str(exc)))
+        fail(str(exc))
 
     where = metadata["device"]
     kept = f" ({len(previous)} rows already there are kept, not run again)" if previous else ""
@@ -298,7 +298,7 @@ def kernels_command(
                       f"continue with --output {escape(str(out_dir))} --resume", highlight=False)
         raise typer.Exit(130) from None
     except SpecbenchError as exc:
-        fail(escape(str(exc)))
+        fail(str(exc))
 
     _print_table(new_records)
     charts = [] if no_charts else _charts(writer.records, out_dir)
@@ -335,7 +335,7 @@ def plot_command(
     try:
         _, records = results.read_results(directory)
     except SpecbenchError as exc:
-        fail(escape(str(exc)))
+        fail(str(exc))
     out_dir = output or directory
     charts = _charts(records, out_dir)
     if any(r.get("kind") == "sweep" for r in records):
@@ -346,8 +346,8 @@ def plot_command(
         else:
             charts += render_sweep_charts(records, out_dir)
     if not charts:
-        fail(escape(f"{directory} has no records to chart (kinds: "
-                    f"{', '.join(sorted({str(r.get('kind')) for r in records})) or 'none'})"))
+        fail(f"{directory} has no records to chart (kinds: "
+             f"{', '.join(sorted({str(r.get('kind')) for r in records})) or 'none'})")
     for path in charts:
         console.print(f"chart: {escape(str(path))}", highlight=False)
 

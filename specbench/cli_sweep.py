@@ -206,7 +206,7 @@ def sweep_command(
         )
         writer = results.ResultsWriter(out_dir, metadata)
     except SpecbenchError as exc:
-        fail(escape(str(exc)))
+        fail(str(exc))
 
     def on_record(record: dict) -> None:
         writer.add(record)
@@ -231,7 +231,7 @@ def sweep_command(
                       f"their results are in {escape(str(out_dir))}/", highlight=False)
         raise typer.Exit(130) from None
     except SpecbenchError as exc:
-        fail(escape(str(exc)))
+        fail(str(exc))
 
     seconds = sum(r["simulation_seconds"] for r in records)
     positions = sum(r["simulated_positions"] for r in records)

@@ -19,16 +19,18 @@ of the probabilities):
   whose values are not needed are never read: in the synthetic mode an accepted row is not
   looked at. An invalid draft-logit row makes that position's draft one-hot. NaN draft
   probabilities count as 0.
-- Greedy row (``mode="greedy"``, or ``temperatures[b] == 0`` in the other modes): accept while
-  the draft equals ``argmax p`` (ties to the lowest id); at the first mismatch emit the argmax.
+- Greedy row (``mode="greedy"``, or ``temperatures[b] == 0`` in the probabilistic mode): accept
+  while the draft equals ``argmax p`` (ties to the lowest id, on the cleaned, unscaled logits);
+  at the first mismatch emit the argmax. In the synthetic mode a ``temperatures[b] == 0`` row
+  still accepts by the profile; only the token it emits is the argmax.
 - Probabilistic row: ``u = U(seed, pos + i, ACCEPT)``; accept iff ``u * q(x) < p(x)`` with
   ``q(x) = 1`` for one-hot drafts. On rejection emit the residual sample
   ``argmax_y w(y) / E_y`` over ``w(y) > 0``, ``w = max(p - q, 0)`` (``p`` without ``x`` for
   one-hot drafts, ``p`` itself when ``x`` is not a valid id or ``w`` is all zero),
   ``E_y = -log U(seed, pos + i, RESIDUAL, y)``.
-- Synthetic row: accept iff ``u < c_i`` (``c`` the conditional rates of the profile) and ``x``
-  is a valid id; on rejection emit the target's own token at that row (argmax for a greedy row,
-  otherwise the sample below).
+- Synthetic row: ``u = U(seed, pos + i, ACCEPT)``; accept iff ``u < c_i`` (``c`` the conditional
+  rates of the profile) and ``x`` is a valid id; on rejection emit the target's own token at that
+  row (argmax for a greedy row, otherwise the sample below with ``pos + i`` for ``pos + n_b``).
 - Bonus (all ``n_b`` drafts accepted): argmax for a greedy row, otherwise
   ``argmax_y p(y) / E_y`` with ``E_y = -log U(seed, pos + n_b, SAMPLE, y)``.
 
@@ -42,7 +44,8 @@ import functools
 import importlib
 import math
 import os
-from typing import Literal, NamedTuple
+from collections.abc import Callable
+from typing import Any, Literal, NamedTuple
 
 import torch
 
@@ -148,6 +151,34 @@ def verify(
         ``VerifyResult(output_token_ids [B, K+1] int64 (-1 padded), num_emitted [B] int32,
         num_accepted [B] int32)`` on the device of ``target_logits``.
     """
+    backend_verify, kwargs = prepare_verify(
+        target_logits, draft_token_ids, mode=mode, num_draft_tokens=num_draft_tokens, draft_logits=draft_logits,
+        draft_probs=draft_probs, temperatures=temperatures, seeds=seeds, positions=positions,
+        acceptance_rates=acceptance_rates, backend=backend, check_values=check_values,
+    )
+    return backend_verify(**kwargs)
+
+
+def prepare_verify(
+    target_logits: torch.Tensor,
+    draft_token_ids: torch.Tensor,
+    *,
+    mode: Mode = "probabilistic",
+    num_draft_tokens: torch.Tensor | None = None,
+    draft_logits: torch.Tensor | None = None,
+    draft_probs: torch.Tensor | None = None,
+    temperatures: torch.Tensor | None = None,
+    seeds: torch.Tensor | None = None,
+    positions: torch.Tensor | None = None,
+    acceptance_rates: list[float] | None = None,
+    backend: Backend = "auto",
+    check_values: bool | None = None,
+) -> tuple[Callable[..., VerifyResult], dict[str, Any]]:
+    """Check and normalise ``verify``'s arguments once; return ``(backend_verify, kwargs)``.
+
+    ``backend_verify(**kwargs)`` is then the same step as ``verify(...)`` without the Python-side
+    checks: what a benchmark times or a serving loop calls again and again.
+    """
     if mode not in MODES:
         raise SpecbenchError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if not isinstance(target_logits, torch.Tensor) or target_logits.dim() != 3:
@@ -218,18 +249,18 @@ def verify(
         raise SpecbenchError(f"acceptance_rates is only used by the synthetic mode, got mode {mode!r}")
 
     impl = backend_module(resolve_backend(backend, device))
-    return impl.verify(
-        mode=mode,
-        target_logits=target_logits,
-        draft_token_ids=draft_token_ids.to(torch.int64),
-        num_draft_tokens=num_draft_tokens.to(torch.int32),
-        draft_logits=draft_logits,
-        draft_probs=draft_probs,
-        temperatures=temperatures,
-        seeds=seeds.to(torch.int64),
-        positions=positions.to(torch.int64),
-        conditional_rates=conditional,
-    )
+    return impl.verify, {
+        "mode": mode,
+        "target_logits": target_logits,
+        "draft_token_ids": draft_token_ids.to(torch.int64),
+        "num_draft_tokens": num_draft_tokens.to(torch.int32),
+        "draft_logits": draft_logits,
+        "draft_probs": draft_probs,
+        "temperatures": temperatures,
+        "seeds": seeds.to(torch.int64),
+        "positions": positions.to(torch.int64),
+        "conditional_rates": conditional,
+    }
 
 
 def simulate_acceptance(

@@ -14,7 +14,7 @@ from specbench.kernels.rng import fmix32, seed_key, stream_key
 ACCEPT = tl.constexpr(rng.ACCEPT)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["first_seed", "N", "K"])  # one compile for every chunk of a sweep
 def _simulate_kernel(
     num_accepted_ptr,  # [N] int32
     conditional_rates_ptr,  # [K] float32

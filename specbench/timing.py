@@ -132,10 +132,13 @@ class _Sampler:
         if self.flush is not None:
             self.flush.zero_()
         if self.device.type == "cuda":
+            # record on this device's stream: the default would be the current device's, which
+            # times nothing when another GPU (``env``'s cuda:1) does the work
+            stream = torch.cuda.current_stream(self.device)
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
+            start.record(stream)
             fn()
-            end.record()
+            end.record(stream)
             return start, end
         start_ns = time.perf_counter_ns()
         fn()
@@ -222,7 +225,7 @@ def peak_bandwidth_gbps(device: str = "cpu", nbytes: int | None = None, repeats:
     try:
         src = torch.ones(size, dtype=torch.uint8, device=dev)
         dst = torch.empty_like(src)
-    except (torch.cuda.OutOfMemoryError, RuntimeError):
+    except RuntimeError:  # torch.cuda.OutOfMemoryError too; a CPU says "can't allocate memory"
         return None
     sampler = _Sampler(dev, flush=False)
     dst.copy_(src)

@@ -116,4 +116,16 @@ def test_a_call_that_cannot_be_captured_is_reported_not_raised():
     measured = timing.time_implementations({"sync": lambda: x.sum().item(), "add": lambda: x + 1}, "cuda", config)
     assert "cannot be captured in a CUDA graph" in measured.errors["sync"]
     assert measured.timings["add"].samples == 2
-    assert timing.peak_bandwidth_gbps("cuda", 64 << 20) > 0
+
+
+@needs_gpu
+def test_gpu_copy_bandwidth_is_measured_on_every_device():
+    for index in range(torch.cuda.device_count()):
+        assert timing.peak_bandwidth_gbps(f"cuda:{index}", 64 << 20) > 0
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
+def test_gpu_samples_are_taken_on_the_device_that_does_the_work():
+    # events recorded on the current device (cuda:0) would time nothing of work on cuda:1 (`specbench env`)
+    start, end = timing._Sampler(torch.device("cuda", 1), flush=False).sample(lambda: None)
+    assert start.device == end.device == torch.device("cuda", 1)

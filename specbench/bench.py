@@ -411,14 +411,16 @@ def run_case(
     """
     device = torch.device(device)
     config = replace(config or timing.TimingConfig(), cuda_graph=case.cuda_graph)
+    records: dict[str, dict] = {}
     try:
-        records = _check_and_time(case, implementations, device, config, peak_gbps, baselines or {}, reference, seed)
-    except Exception as exc:  # an out-of-memory anywhere skips the case
+        _check_and_time(case, implementations, device, config, peak_gbps, baselines or {}, reference, seed, records)
+    except Exception as exc:  # out of memory anywhere skips what is not done; a FAIL found before it stays
         if not is_out_of_memory(exc):
             raise
         first_line = (str(exc).splitlines() or [""])[0]
         reason = "out of memory: " + ". ".join(first_line.split(". ")[:2]).rstrip(".")  # what it tried to allocate
-        records = {impl.name: _record(case, impl.name, "skipped", reason) for impl in implementations}
+        for impl in implementations:
+            records.setdefault(impl.name, _record(case, impl.name, "skipped", reason))
         del exc  # its traceback holds the case's tensors
         gc.collect()
         if device.type == "cuda":
@@ -426,8 +428,9 @@ def run_case(
     return [records[impl.name] for impl in implementations]
 
 
-def _check_and_time(case, implementations, device, config, peak_gbps, baselines, reference, seed) -> dict[str, dict]:
-    records: dict[str, dict] = {}
+def _check_and_time(case, implementations, device, config, peak_gbps, baselines, reference, seed,
+                    records: dict[str, dict]) -> None:
+    # fills ``records`` as it goes, so an out-of-memory error leaves the rows already decided
     inputs = make_inputs(case, device, seed)
     try:
         expected = reference(inputs)
@@ -435,7 +438,8 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
         if is_out_of_memory(exc):
             raise
         reason = f"the torch reference failed, nothing to check against: {type(exc).__name__}: {exc}"
-        return {impl.name: _record(case, impl.name, "skipped", reason) for impl in implementations}
+        records.update((impl.name, _record(case, impl.name, "skipped", reason)) for impl in implementations)
+        return
     calls, outputs, agreements = {}, {}, {}
     for impl in implementations:
         reason = impl.unsupported(case, device)
@@ -480,7 +484,6 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
             tokens_per_s=int(outputs[name].num_emitted.sum()) / seconds,
             token_agreement=agreements[name],
         )
-    return records
 
 
 def run_benchmark(

@@ -278,6 +278,20 @@ def test_out_of_memory_skips_the_case_and_the_run_goes_on():
     assert records[0]["reason"].startswith("out of memory: CUDA out of memory")
 
 
+def test_out_of_memory_while_timing_keeps_the_fail_rows_found_before_it():
+    calls: list[str] = []
+
+    def runs_out_when_timed(result):
+        if calls.count("torch") > 1:  # the check's call fits, the timed ones do not
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return result
+
+    impls = [_stand_in("torch", runs_out_when_timed, calls=calls), _stand_in("wrong", _wrong)]
+    torch_row, wrong = bench.run_case(_case(), impls, config=FAST)
+    assert torch_row["status"] == "skipped" and torch_row["reason"].startswith("out of memory: CUDA out of memory")
+    assert wrong["status"] == "FAIL" and wrong["reason"] == "tokens differ from the torch reference in 1 of 6 requests"
+
+
 def test_a_reference_that_fails_skips_the_case_with_the_reason():
     def reference(inputs):
         raise NotImplementedError("probabilistic mode is not written yet")

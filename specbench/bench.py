@@ -42,7 +42,6 @@ from __future__ import annotations
 import gc
 import importlib.util
 import math
-import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
@@ -169,7 +168,7 @@ def assign_accepted_counts(rates: Sequence[float], batch_size: int, seed: int = 
 
 @dataclass
 class CaseInputs:
-    """The tensors of one case, already in the dtypes ``verify`` normalises to (shapes in ``verify``)."""
+    """The tensors of one case, as ``verify`` takes them."""
 
     case: Case
     target_logits: torch.Tensor  # [B, K + 1, V]
@@ -314,7 +313,8 @@ class Implementation:
     - ``unsupported(case, device)``: why it cannot run this case, or None.
     - ``same_rng``: whether it draws its random numbers from ``specbench.rng`` (token agreement
       with the reference is then required in the probabilistic mode).
-    - ``needs_gpu``: runs Triton kernels, so on a CPU only under the Triton interpreter.
+    - ``needs_gpu``: runs Triton kernels, so on a CPU only under the Triton interpreter (the CLI
+      allows that with ``--interpret`` only).
     """
 
     name: str
@@ -326,19 +326,8 @@ class Implementation:
     needs_gpu: bool = False
 
 
-def _backend_prepare(backend: str) -> Callable[[CaseInputs], Callable[[], VerifyResult]]:
-    def prepare(inputs: CaseInputs) -> Callable[[], VerifyResult]:
-        return inputs.backend_call(backend)
-
-    return prepare
-
-
 def _triton_unavailable(device: torch.device) -> str | None:
-    if importlib.util.find_spec("triton") is None:
-        return "Triton is not installed"
-    if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
-        return "Triton needs a GPU (pass --interpret to run it under the Triton interpreter, small shapes only)"
-    return None
+    return "Triton is not installed" if importlib.util.find_spec("triton") is None else None
 
 
 def _triton_unsupported(case: Case, device: torch.device) -> str | None:
@@ -350,8 +339,9 @@ def _triton_unsupported(case: Case, device: torch.device) -> str | None:
 
 
 IMPLEMENTATIONS: dict[str, Implementation] = {
-    "torch": Implementation("torch", "specbench.reference: vectorized torch, the baseline", _backend_prepare("torch")),
-    "triton": Implementation("triton", "specbench.kernels: Triton kernels", _backend_prepare("triton"),
+    "torch": Implementation("torch", "specbench.reference: vectorized torch, the baseline",
+                            lambda inputs: inputs.backend_call("torch")),
+    "triton": Implementation("triton", "specbench.kernels: Triton kernels", lambda inputs: inputs.backend_call("triton"),
                              _triton_unavailable, _triton_unsupported, needs_gpu=True),
 }
 

@@ -314,7 +314,7 @@ def test_rows_already_written_are_not_run_again_and_their_baseline_is_used():
     assert bench.record_key(first[0]) == case.key("torch")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("specbench.kernels.launch") is None, reason="no Triton backend yet")
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
 def test_the_triton_backend_passes_the_check_against_the_reference():
     device = "cuda" if torch.cuda.is_available() else "cpu"  # the CPU runs the interpreter (tests/conftest.py)
     impls = bench.resolve_implementations(["torch", "triton"])

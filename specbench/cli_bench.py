@@ -23,9 +23,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from specbench import bench, models, results, scenarios, timing
+from specbench.bench_charts import render_kernel_charts
 from specbench.cli import app, console, error_console, fail
 from specbench.errors import SpecbenchError
 from specbench.sweep import resolve_device
+from specbench.sweep_charts import render_sweep_charts
 from specbench.verify import MODES
 
 
@@ -164,12 +166,6 @@ def _print_table(records: list[dict]) -> None:
     out.print(results_table(records))
 
 
-def _charts(records: list[dict], out_dir: Path) -> list[Path]:
-    from specbench.bench_charts import render_kernel_charts
-
-    return render_kernel_charts(records, out_dir)
-
-
 @app.command("kernels")
 def kernels_command(
     mode: Annotated[str | None, typer.Option(
@@ -207,7 +203,8 @@ def kernels_command(
         "--cuda-graph/--no-cuda-graph", help="Also time every case captured in a CUDA graph (extra rows; GPU "
         "default on).", show_default=False)] = None,
     l2_flush: Annotated[bool, typer.Option(
-        "--l2-flush/--no-l2-flush", help="Overwrite a 256 MiB buffer before every sample so L2 starts cold.")] = True,
+        "--l2-flush/--no-l2-flush", help="Overwrite a large buffer (256 MiB on a GPU) before every sample so the "
+        "cache starts cold.")] = True,
     interpret: Annotated[bool, typer.Option(
         "--interpret", help="On a CPU, run the Triton implementations under the Triton interpreter (small shapes "
         "only).")] = False,
@@ -241,8 +238,7 @@ def kernels_command(
         graph_choice = grid.cuda_graph if cuda_graph is None else ([False, True] if cuda_graph else [False])
         if cuda_graph and not on_gpu:
             raise SpecbenchError("--cuda-graph needs a CUDA GPU, and this run is on the CPU")
-        modes = _items("--mode", mode) or ["all"]
-        modes = list(MODES) if modes == ["all"] else modes
+        modes = [m for item in _items("--mode", mode) or ["all"] for m in (MODES if item == "all" else [item])]
         config = timing.TimingConfig(
             warmup=_one_whole("--warmup", warmup, 0), min_samples=_one_whole("--min-samples", min_samples, 1),
             max_samples=_one_whole("--max-samples", max_samples, 1), max_ms=_number("--max-ms", max_ms),
@@ -301,7 +297,7 @@ def kernels_command(
         fail(str(exc))
 
     _print_table(new_records)
-    charts = [] if no_charts else _charts(writer.records, out_dir)
+    charts = [] if no_charts else render_kernel_charts(writer.records, out_dir)
     console.print(f"results: {escape(str(out_dir / results.RESULTS_JSON))}, "
                   f"{escape(str(out_dir / results.RESULTS_CSV))}; {len(charts)} charts", highlight=False)
     failed = [r for r in new_records if r["status"] == "FAIL"]
@@ -337,14 +333,7 @@ def plot_command(
     except SpecbenchError as exc:
         fail(str(exc))
     out_dir = output or directory
-    charts = _charts(records, out_dir)
-    if any(r.get("kind") == "sweep" for r in records):
-        try:
-            from specbench.sweep_charts import render_sweep_charts
-        except ImportError as exc:
-            console.print(f"[yellow]sweep charts skipped:[/] {escape(str(exc))}", highlight=False)
-        else:
-            charts += render_sweep_charts(records, out_dir)
+    charts = render_kernel_charts(records, out_dir) + render_sweep_charts(records, out_dir)
     if not charts:
         fail(f"{directory} has no records to chart (kinds: "
              f"{', '.join(sorted({str(r.get('kind')) for r in records})) or 'none'})")

@@ -42,8 +42,10 @@ def test_default_run_on_a_cpu_times_torch_writes_files_and_skips_triton_once(tmp
     assert {(r["impl"], r["num_spec_tokens"], r["vocab_size"], r["status"]) for r in records} == {
         ("torch", 3, 32000, "ok")
     }
+    assert {r["l2_flush"] for r in records} == {True}  # on by default
     metadata = payload["metadata"]
     assert metadata["kind"] == "kernels" and metadata["peak_bandwidth_gbps"] > 0
+    assert metadata["timing"]["l2_flush"] is True and metadata["timing"]["clock"] == "time.perf_counter_ns"
     assert {"torch", "triton", "commit", "command", "device"} <= set(metadata)
     csv_lines = (tmp_path / "results.csv").read_text().splitlines()
     assert len(csv_lines) == 1 + len(records) and "median_us" in csv_lines[0]
@@ -66,6 +68,15 @@ def test_options_shape_the_grid_and_the_table_shows_each_row(tmp_path):
         assert r["measured_acceptance_length"] == pytest.approx(r["acceptance_length"], abs=0.5)
     assert result.stdout.count("probabilistic/probs B=3 K=2 V=64 bfloat16 L=3") == 1
     assert not list(tmp_path.glob("*.png"))
+
+
+def test_all_modes_may_be_named_among_others_and_the_flush_switched_off(tmp_path):
+    result = run("kernels", *TINY, "--mode", "greedy,all", "--batch-size", "1", "--impl", "torch",
+                 "--output", str(tmp_path), "--no-charts")
+    assert result.exit_code == 0, result.output
+    records = _records(tmp_path)
+    assert sorted(r["mode"] for r in records) == ["greedy", "probabilistic", "synthetic"]
+    assert {r["l2_flush"] for r in records} == {False}
 
 
 def test_model_presets_set_the_vocabulary(tmp_path):

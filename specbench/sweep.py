@@ -45,6 +45,7 @@ from specbench.verify import backend_module, resolve_backend, simulate_acceptanc
 
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
 CONFIDENCE = 0.95
+_Z = float(stats.norm.ppf(0.5 + CONFIDENCE / 2))  # two-sided: 1.96
 FAMILY_BUG_ALPHA = 1e-3
 # c = draft step / target step. 0.05 is the memory-bound cost of an EAGLE-3 head on Llama-3.1-8B:
 # one decoder layer (~0.22B weights) plus a 32k-token draft LM head (~0.13B) against 32 layers and
@@ -53,11 +54,10 @@ DEFAULT_COST_RATIO = 0.05
 # N: the 95% half-width of the mean length is z sigma / sqrt(N), and Var(A) <= K^2 / 4 for any A
 # in [0, K] (Popoviciu), so N >= (z K / (2 * 0.01))^2 = 9604 K^2 guarantees +-0.01 for every
 # profile. 2,000,000 covers K <= 14 (larger K get the formula), gives per-position rate intervals
-# of +-0.0007 at worst, and costs ~0.1 s per K=3 case through torch on a 2-core CPU.
+# of +-0.0007 at worst, and means 6M simulated draft positions per K=3 case.
 TARGET_HALF_WIDTH = 0.01
 MIN_DEFAULT_REQUESTS = 2_000_000
 _CHUNK_POSITIONS = 1 << 24
-_WARMUP_REQUESTS = 4096
 _MAX_SEED = 2**62
 
 Progress = Callable[[int], None]
@@ -65,8 +65,7 @@ Progress = Callable[[int], None]
 
 def default_num_requests(num_spec_tokens: int) -> int:
     """Steps that give a 95% half-width of at most 0.01 on the mean length for any profile with ``K``."""
-    z = stats.norm.ppf(0.5 + CONFIDENCE / 2)
-    worst = math.ceil((z * num_spec_tokens / (2 * TARGET_HALF_WIDTH)) ** 2)
+    worst = math.ceil((_Z * num_spec_tokens / (2 * TARGET_HALF_WIDTH)) ** 2)
     return max(MIN_DEFAULT_REQUESTS, worst)
 
 
@@ -118,14 +117,13 @@ def simulate_histogram(
     """Histogram ``h[0..K]`` of drafts accepted over ``num_requests`` steps, and the simulation seconds.
 
     Simulates in chunks of ~16M draft positions (``first_request`` keeps the counts identical to
-    one call); the seconds cover only the synchronized simulation, after untimed warm-up calls
-    (Triton compiles there). ``on_progress(positions)`` is called after every chunk.
+    one call); the seconds cover only the synchronized simulation, after one untimed call of a
+    single step (Triton compiles there). ``on_progress(positions)`` is called after every chunk.
     """
     k = profile.num_spec_tokens
     rates = list(profile.rates)
-    # one untimed call first: the Triton kernel compiles there (once: its integer arguments are not
-    # specialized, so no later chunk size or seed compiles inside the timed region)
-    simulate_acceptance(rates, _WARMUP_REQUESTS, seed=seed, backend=backend, device=device)
+    # the kernel does not specialize its integer arguments, so this one compile serves every chunk
+    simulate_acceptance(rates, 1, seed=seed, backend=backend, device=device)
     chunk = max(1, _CHUNK_POSITIONS // k)
     histogram = torch.zeros(k + 1, dtype=torch.int64, device=device)
     seconds = 0.0
@@ -167,8 +165,12 @@ def _binomial_check(successes: int, trials: int, expected: float, bug_p: float) 
 def measure(histogram: Sequence[int], rates: Sequence[float], *, bug_p: float) -> dict[str, Any]:
     """Measured statistics of a histogram ``h[0..K]``, each beside its closed form, with verdicts.
 
-    Returns the record fields listed in the module docstring (lists are indexed by position
-    ``i = 1..K`` for rates and by ``j = 0..K`` for the distribution).
+    Returns record fields: for each family ``rates``, ``conditional_rates`` and
+    ``accepted_distribution`` the lists ``measured_<family>``, ``measured_<family>_ci_low``,
+    ``measured_<family>_ci_high``, ``<family>_p_values`` and ``<family>_verdicts`` (indexed by
+    position ``i = 1..K`` for rates, by ``j = 0..K`` for the distribution; ``None`` and ``n/a``
+    where no trial reached the position); the mean length with its interval, p-value and verdict;
+    both variances of ``A``; the check counts and the case's ``verdict``.
     """
     k = len(rates)
     if len(histogram) != k + 1:
@@ -197,11 +199,10 @@ def measure(histogram: Sequence[int], rates: Sequence[float], *, bug_p: float) -
     second_moment = sum(j * j * int(h) for j, h in enumerate(histogram)) / total
     variance = max(second_moment - mean_accepted**2, 0.0)
     sample_sd = math.sqrt(variance * total / (total - 1)) if total > 1 else 0.0
-    z = stats.norm.ppf(0.5 + CONFIDENCE / 2)
     length = 1.0 + mean_accepted
     expected_length = acceptance.mean_acceptance_length(rates)
     expected_variance = max(acceptance.accepted_variance(rates), 0.0)
-    half_width = z * sample_sd / math.sqrt(total)
+    half_width = _Z * sample_sd / math.sqrt(total)
     if expected_variance == 0.0:
         p_value = 1.0 if math.isclose(length, expected_length, abs_tol=1e-12) else 0.0
         verdict = "ok" if p_value == 1.0 else "BUG"

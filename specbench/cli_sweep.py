@@ -23,6 +23,7 @@ from specbench.sweep_charts import render_sweep_charts
 
 DEFAULT_NUM_SPEC_TOKENS = 3
 _MAX_VALUES = 1000
+_LABELS = {"p": "p_{}", "c": "c_{}", "P(A=j)": "P(A={})", "L": "L (mean length)"}
 _VERDICT_STYLE = {"ok": "green", "outside 95%": "yellow", "BUG": "bold red", "n/a": "dim"}
 
 
@@ -117,19 +118,10 @@ def case_table(record: dict) -> Table:
     for column, justify in (("quantity", "left"), ("configured", "right"), ("measured", "right"),
                             ("95% interval", "right"), ("verdict", "left")):
         table.add_column(column, justify=justify)
-    families = (("p_{}", "rates", "configured_rates", 1),
-                ("c_{}", "conditional_rates", "configured_conditional_rates", 1),
-                ("P(A={})", "accepted_distribution", "expected_accepted_distribution", 0))
-    for label, name, expected_key, first in families:
-        for offset, expected in enumerate(record[expected_key]):
-            table.add_row(label.format(first + offset), _fmt(expected), _fmt(record[f"measured_{name}"][offset]),
-                          _interval(record[f"measured_{name}_ci_low"][offset],
-                                    record[f"measured_{name}_ci_high"][offset]),
-                          _verdict(record[f"{name}_verdicts"][offset]))
-    table.add_row("L (mean length)", _fmt(record["expected_acceptance_length"]),
-                  _fmt(record["mean_acceptance_length"]),
-                  _interval(record["mean_acceptance_length_ci_low"], record["mean_acceptance_length_ci_high"]),
-                  _verdict(record["mean_acceptance_length_verdict"]), style="bold")
+    for row in sweep.check_rows(record):
+        table.add_row(_LABELS[row["quantity"]].format(row["index"]), _fmt(row["expected"]), _fmt(row["measured"]),
+                      _interval(row["ci_low"], row["ci_high"]), _verdict(row["verdict"]),
+                      style="bold" if row["quantity"] == "L" else None)
     table.add_row("Var(A)", _fmt(record["expected_accepted_variance"]), _fmt(record["measured_accepted_variance"]),
                   "", "")
     table.add_row(f"speed-up (c={record['cost_ratio']:g})", _fmt(record["expected_speedup"], 3),

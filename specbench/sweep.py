@@ -354,28 +354,36 @@ _FAMILIES = (
 )
 
 
-def long_form(records: Sequence[dict]) -> pd.DataFrame:
-    """One row per (case, checked quantity): expected, measured, interval, p-value, verdict."""
+def check_rows(record: dict) -> list[dict[str, Any]]:
+    """The checks of one sweep record, one dict each, in table order.
+
+    Keys: ``quantity`` (``p``, ``c``, ``P(A=j)`` or ``L``), ``index`` (``i`` or ``j``; None for
+    ``L``), ``expected`` (the closed form), ``measured``, ``ci_low``, ``ci_high``, ``p_value``, ``verdict``.
+    """
     rows = []
-    for record in records:
-        if record.get("kind") != "sweep":
-            continue
-        base = {"case": record.get("case"), "profile": record["profile"], "num_spec_tokens": record["num_spec_tokens"]}
-        for quantity, name, expected_key, first in _FAMILIES:
-            for offset, expected in enumerate(record[expected_key]):
-                rows.append({**base, "quantity": quantity, "index": first + offset, "expected": expected,
-                             "measured": record[f"measured_{name}"][offset],
-                             "ci_low": record[f"measured_{name}_ci_low"][offset],
-                             "ci_high": record[f"measured_{name}_ci_high"][offset],
-                             "p_value": record[f"{name}_p_values"][offset],
-                             "verdict": record[f"{name}_verdicts"][offset]})
-        rows.append({**base, "quantity": "L", "index": None, "expected": record["expected_acceptance_length"],
-                     "measured": record["mean_acceptance_length"],
-                     "ci_low": record["mean_acceptance_length_ci_low"],
-                     "ci_high": record["mean_acceptance_length_ci_high"],
-                     "p_value": record["mean_acceptance_length_p_value"],
-                     "verdict": record["mean_acceptance_length_verdict"]})
-    frame = pd.DataFrame(rows)
+    for quantity, name, expected_key, first in _FAMILIES:
+        for offset, expected in enumerate(record[expected_key]):
+            rows.append({"quantity": quantity, "index": first + offset, "expected": expected,
+                         "measured": record[f"measured_{name}"][offset],
+                         "ci_low": record[f"measured_{name}_ci_low"][offset],
+                         "ci_high": record[f"measured_{name}_ci_high"][offset],
+                         "p_value": record[f"{name}_p_values"][offset],
+                         "verdict": record[f"{name}_verdicts"][offset]})
+    rows.append({"quantity": "L", "index": None, "expected": record["expected_acceptance_length"],
+                 "measured": record["mean_acceptance_length"],
+                 "ci_low": record["mean_acceptance_length_ci_low"],
+                 "ci_high": record["mean_acceptance_length_ci_high"],
+                 "p_value": record["mean_acceptance_length_p_value"],
+                 "verdict": record["mean_acceptance_length_verdict"]})
+    return rows
+
+
+def long_form(records: Sequence[dict]) -> pd.DataFrame:
+    """One row per (case, checked quantity): ``check_rows`` of every sweep record, with its case."""
+    frame = pd.DataFrame([
+        {"case": record.get("case"), "profile": record["profile"], "num_spec_tokens": record["num_spec_tokens"], **row}
+        for record in records if record.get("kind") == "sweep" for row in check_rows(record)
+    ])
     if not frame.empty:
         frame["index"] = frame["index"].astype("Int64")  # blank for L, whole numbers otherwise
     return frame

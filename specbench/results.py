@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import torch
 
+from specbench import __version__
 from specbench.errors import SpecbenchError
 
 RESULTS_JSON = "results.json"
@@ -43,8 +45,6 @@ def git_commit() -> str:
 
 def device_description(device: str = "cpu") -> dict[str, Any]:
     """Name, SM count and driver of a CUDA device, or the CPU's description."""
-    import torch
-
     if str(device).startswith("cuda") and torch.cuda.is_available():
         props = torch.cuda.get_device_properties(torch.device(device))
         return {
@@ -70,10 +70,6 @@ def _nvidia_driver() -> str:
 
 def collect_metadata(device: str = "cpu", **extra: Any) -> dict[str, Any]:
     """Versions, machine, commit, command line and time of a run, plus ``extra`` fields."""
-    import torch
-
-    from specbench import __version__
-
     try:
         import triton
 

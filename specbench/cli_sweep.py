@@ -63,7 +63,7 @@ def _profiles(
     lengths: list[str], rates: list[str], scenario: str | None, ks: list[str]
 ) -> tuple[list[scenarios.Profile], str | None]:
     given = [f"{name} {' '.join(values)}" for name, values in
-             (("--acceptance-length", lengths), ("--rates", rates), ("--scenario", [scenario] if scenario else []))
+             (("--acceptance-length", lengths), ("--rates", rates), ("--scenario", [] if scenario is None else [scenario]))
              if values]
     if len(given) > 1:
         raise SpecbenchError(f"give only one of --acceptance-length, --rates or --scenario, got {' and '.join(given)}")
@@ -85,7 +85,7 @@ def _profiles(
             for k in num_spec_tokens or [len(values)]:
                 profiles.append(scenarios.make_profile(k, rates=values))
         return profiles, None
-    loaded = scenarios.load_scenario(scenario or scenarios.DEFAULT_SCENARIO)
+    loaded = scenarios.load_scenario(scenarios.DEFAULT_SCENARIO if scenario is None else scenario)
     return list(loaded.profiles), loaded.name
 
 
@@ -158,7 +158,7 @@ def sweep_command(
         help="Unconditional per-position rates, e.g. 0.9,0.7,0.5 (repeat for several profiles).")] = None,
     scenario: Annotated[str | None, typer.Option(
         "--scenario", "-s", metavar="FILE|NAME", show_default=False,
-        help="A scenario TOML file, or the name of a shipped one. No profile option at all runs 'default'.")] = None,
+        help="A scenario TOML file, or the name of a shipped one. No profile option at all runs the embedded 'default'.")] = None,
     num_spec_tokens: Annotated[list[str] | None, typer.Option(
         "--num-spec-tokens", "-k", metavar="K", show_default=False,
         help=f"Draft tokens per step: one value, several or a range (default {DEFAULT_NUM_SPEC_TOKENS} with "

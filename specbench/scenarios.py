@@ -47,7 +47,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 EMBEDDED_DIR = Path(__file__).resolve().parent / "scenarios"
-DEFAULT_SCENARIO = "default"
+DEFAULT_SCENARIO = EMBEDDED_DIR / "default.toml"  # what `specbench sweep` runs with no profile option
 
 _PROFILE_FIELDS = ("name", "description", "source", "cost_ratio", "num_spec_tokens", "rates", "acceptance_length")
 _TOP_FIELDS = (*_PROFILE_FIELDS, "profiles")

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from specbench import sweep
 from specbench.cli import app
 from specbench.results import read_results
+from specbench.scenarios import DEFAULT_SCENARIO, load_scenario
 
 REPO = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -76,12 +77,17 @@ def test_scenario_file_and_cost_ratio(tmp_path):
 
 
 def test_no_options_runs_the_default_scenario(tmp_path, monkeypatch):
+    # files the name "default" could resolve to in the current folder: the embedded one runs regardless
+    (tmp_path / "default").write_text("not a scenario")
+    (tmp_path / "scenarios").mkdir()
+    (tmp_path / "scenarios" / "default.toml").write_text('source = "a local file"\nrates = [0.1]\n')
     monkeypatch.chdir(tmp_path)
     result = invoke()
     assert result.exit_code == 0, result.output
     (folder,) = (tmp_path / "results").glob("sweep-*")
     metadata, records = read_results(folder)
     assert metadata["scenario"] == "default" and len(records) >= 4
+    assert [r["profile"] for r in records] == [p.name for p in load_scenario(DEFAULT_SCENARIO).profiles]
     assert all(r["num_requests"] >= 2_000_000 and r["verdict"] == "ok" for r in records)
     # the default number of steps gives +-0.01 or better on every mean length
     assert all(r["mean_acceptance_length_ci_high"] - r["mean_acceptance_length_ci_low"] <= 0.02 for r in records)
@@ -108,6 +114,7 @@ def test_no_options_runs_the_default_scenario(tmp_path, monkeypatch):
         (["-r", "0.5", "--seed", "-3"], ["seed", "-3"]),
         (["-r", "0.5", "--cost-ratio", "-1"], ["cost ratio", "-1"]),
         (["--scenario", "no-such-scenario"], ["'no-such-scenario' does not exist"]),
+        (["--scenario", ""], ["scenario file '' does not exist"]),
     ],
 )
 def test_bad_input_is_one_sentence_naming_the_value(tmp_path, args, needles):

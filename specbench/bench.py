@@ -103,9 +103,10 @@ def describe_record(record: dict) -> str:
 
 
 def record_key(record: dict) -> tuple:
-    """``Case.key`` of a written record."""
+    """``Case.key`` of a written record (the acceptance label tells apart profiles of one mean length)."""
     return (record["mode"], record["impl"], record["batch_size"], record["num_spec_tokens"], record["vocab_size"],
-            record["dtype"], record["draft"], round(float(record["acceptance_length"]), 6), bool(record["cuda_graph"]))
+            record["dtype"], record["draft"], record["acceptance"], round(float(record["acceptance_length"]), 6),
+            bool(record["cuda_graph"]))
 
 
 def plan_cases(

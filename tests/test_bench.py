@@ -314,6 +314,15 @@ def test_rows_already_written_are_not_run_again_and_their_baseline_is_used():
     assert bench.record_key(first[0]) == case.key("torch")
 
 
+def test_resume_tells_apart_profiles_with_the_same_mean_length():
+    steady = make_profile(2, rates=[0.75, 0.75], name="steady")  # L = 2.5
+    cliff = make_profile(2, rates=[1.0, 0.5], name="cliff")  # L = 2.5 too
+    cases = bench.plan_cases(modes=["synthetic"], batch_sizes=[4], vocabularies=[(None, 50)], profiles=[steady, cliff])
+    first = bench.run_case(cases[0], [_stand_in("torch")], config=FAST)
+    new = bench.run_benchmark(cases, [_stand_in("torch")], config=FAST, previous=first)
+    assert [r["acceptance"] for r in new] == ["cliff"]
+
+
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
 def test_the_triton_backend_passes_the_check_against_the_reference():
     device = "cuda" if torch.cuda.is_available() else "cpu"  # the CPU runs the interpreter (tests/conftest.py)

@@ -5,7 +5,7 @@
 - ``accepted_distribution.png``: ``P(A = j)``, closed form (bars) vs measured (points with
   95% interval bars); one panel per case.
 - ``expected_speedup.png``: ``S = L / (1 + K c)`` against the mean acceptance length for
-  several ``K``, with each case's measured point on it.
+  several ``K``, with each case's measured point on it; one panel per cost ratio ``c`` among the cases.
 
 Figures with more than ``PANELS_PER_FIGURE`` cases continue in ``NAME-2.png``, ``NAME-3.png``.
 """
@@ -88,6 +88,7 @@ def _draw_rates(ax, record: dict) -> None:
         ax.errorbar([positions[i] + shift for i in index], values, yerr=bars, fmt="o", ms=3.5, capsize=3,
                     color=color, label=label)
     ax.set_xticks(positions)
+    ax.set_xlim(0.5, k + 0.5)  # room for the shifted c_i points, even at K = 1
     ax.set_ylim(-0.03, 1.05)
     ax.set_xlabel("draft position i")
     ax.set_ylabel("acceptance rate")
@@ -112,26 +113,36 @@ def _draw_distribution(ax, record: dict) -> None:
 
 
 def _speedup_chart(records: list[dict], path: Path) -> Path:
-    cost_ratio = records[0]["cost_ratio"]
-    ks = sorted(set(_SPEEDUP_KS) | {r["num_spec_tokens"] for r in records})
-    fig = Figure(figsize=(7.5, 5), layout="constrained")
-    ax = fig.subplots()
-    colors = {k: f"C{i % 10}" for i, k in enumerate(ks)}
-    for k in ks:
-        lengths = [1 + (k * step) / 100 for step in range(101)]
-        ax.plot(lengths, [acceptance.expected_speedup(length, k, cost_ratio) for length in lengths],
-                color=colors[k], label=f"K={k}")
-    measured = [r for r in records if r["cost_ratio"] == cost_ratio]
-    for record in measured:
-        ax.plot(record["mean_acceptance_length"], record["measured_speedup"], "o",
-                color=colors[record["num_spec_tokens"]], mec="black", ms=6)
-    if measured:
-        ax.plot([], [], "o", color="white", mec="black", label="measured cases")
-    ax.axhline(1.0, color="grey", lw=0.8, ls=":")
-    ax.set_xlabel("mean acceptance length L (tokens per target step)")
-    ax.set_ylabel("expected speed-up S = L / (1 + K c)")
-    ax.set_title(f"Expected speed-up over plain decoding, draft/target cost ratio c = {cost_ratio:g}")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.savefig(path, dpi=110)
+    _speedup_figure(records).savefig(path, dpi=110)
     return path
+
+
+def _speedup_figure(records: list[dict]) -> Figure:
+    # one panel per cost ratio, so that every case sits on the curves of its own c
+    cost_ratios = list(dict.fromkeys(r["cost_ratio"] for r in records))
+    cols = min(3, len(cost_ratios))
+    rows = math.ceil(len(cost_ratios) / cols)
+    fig = Figure(figsize=(max(7.5, 5.2 * cols), 4.6 * rows + 0.4), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False)
+    ks = sorted(set(_SPEEDUP_KS) | {r["num_spec_tokens"] for r in records})
+    colors = {k: f"C{i % 10}" for i, k in enumerate(ks)}
+    for ax, cost_ratio in zip(axes.flat, cost_ratios):
+        for k in ks:
+            lengths = [1 + (k * step) / 100 for step in range(101)]
+            ax.plot(lengths, [acceptance.expected_speedup(length, k, cost_ratio) for length in lengths],
+                    color=colors[k], label=f"K={k}")
+        for record in records:
+            if record["cost_ratio"] == cost_ratio:
+                ax.plot(record["mean_acceptance_length"], record["measured_speedup"], "o",
+                        color=colors[record["num_spec_tokens"]], mec="black", ms=6)
+        ax.axhline(1.0, color="grey", lw=0.8, ls=":")
+        ax.set_xlabel("mean acceptance length L (tokens per target step)")
+        ax.set_ylabel("expected speed-up S = L / (1 + K c)")
+        ax.set_title(f"c = {cost_ratio:g}")
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(cost_ratios):]:
+        ax.set_visible(False)
+    axes.flat[0].plot([], [], "o", color="white", mec="black", label="measured cases")
+    axes.flat[0].legend(fontsize=8)
+    fig.suptitle("Expected speed-up over plain decoding; c = draft step cost / target step cost")
+    return fig

@@ -10,7 +10,7 @@ import pytest
 import torch
 from conftest import triton_launch
 
-from specbench import acceptance, sweep
+from specbench import acceptance, sweep, sweep_charts
 from specbench.errors import SpecbenchError
 from specbench.scenarios import make_profile
 from specbench.sweep_charts import render_sweep_charts
@@ -230,3 +230,16 @@ def test_charts_render_from_records_only(tmp_path):
     many = [dict(records[i % 4], case=i) for i in range(13)]
     names = {p.name for p in render_sweep_charts(many, tmp_path / "many")}
     assert {"acceptance_per_position-2.png", "accepted_distribution-2.png"} <= names
+
+
+def test_speedup_chart_shows_every_case_at_its_own_cost_ratio():
+    profiles = [make_profile(3, rates=EAGLE), make_profile(3, rates=[0.5, 0.3, 0.1], cost_ratio=0.0),
+                make_profile(1, rates=[0.85], cost_ratio=0.04)]
+    records = sweep.run_sweep(profiles, num_requests=300, backend="torch", device="cpu")
+    figure = sweep_charts._speedup_figure(records)
+    panels = [ax for ax in figure.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in panels] == ["c = 0.05", "c = 0", "c = 0.04"]
+    for ax, record in zip(panels, records):
+        points = [(line.get_xdata()[0], line.get_ydata()[0]) for line in ax.lines
+                  if line.get_marker() == "o" and len(line.get_xdata())]
+        assert points == [(record["mean_acceptance_length"], record["measured_speedup"])]

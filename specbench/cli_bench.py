@@ -35,8 +35,7 @@ class Grid:
     """The default grid of a machine (every option left out takes its value from here)."""
 
     def __init__(self, gpu: bool, interpret: bool):
-        self.modes = list(MODES)
-        self.drafts = ["logits", "probs", "none"] if gpu else ["logits"]
+        self.drafts = list(bench.DRAFTS) if gpu else ["logits"]
         self.batch_sizes = [1, 8, 64, 256, 512] if gpu else [1, 8]
         self.num_spec_tokens = [3, 7] if gpu else [3]
         self.vocabularies = ([(m, models.resolve_model(m).vocab_size) for m in ("llama3", "qwen3")] if gpu

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from specbench.errors import SpecbenchError
 
 
-def _fmt(values: Sequence[float]) -> str:
+def format_rates(values: Sequence[float]) -> str:
+    """``[0.9, 0.7, 0.5]``: rates as a short label (also what error messages show)."""
     return "[" + ", ".join(f"{v:g}" for v in values) + "]"
 
 
@@ -47,14 +48,14 @@ def validate_rates(rates: Sequence[float], num_spec_tokens: int) -> list[float]:
     if len(values) != num_spec_tokens:
         raise SpecbenchError(
             f"acceptance rates must have one entry per draft position ({num_spec_tokens}), "
-            f"got {len(values)}: {_fmt(values)}"
+            f"got {len(values)}: {format_rates(values)}"
         )
     for value in values:
         if math.isnan(value) or not 0.0 <= value <= 1.0:
-            raise SpecbenchError(f"acceptance rates must lie in [0, 1], got {value:g} in {_fmt(values)}")
+            raise SpecbenchError(f"acceptance rates must lie in [0, 1], got {value:g} in {format_rates(values)}")
     for before, after in itertools.pairwise(values):
         if after > before:
-            raise SpecbenchError(f"acceptance rates must be non-increasing, got {_fmt(values)}")
+            raise SpecbenchError(f"acceptance rates must be non-increasing, got {format_rates(values)}")
     return values
 
 
@@ -129,9 +130,16 @@ def expected_speedup(mean_length: float, num_spec_tokens: int, cost_ratio: float
     ``c`` is the cost of one draft step over one target step; with i.i.d. per-token acceptance
     ``a`` this is Leviathan et al.'s ``(1 - a^(K+1)) / ((1 - a)(1 + K c))``.
     """
-    if math.isnan(cost_ratio) or cost_ratio < 0:
-        raise SpecbenchError(f"cost ratio must be a non-negative number, got {cost_ratio:g}")
-    return mean_length / (1.0 + num_spec_tokens * cost_ratio)
+    return mean_length / (1.0 + num_spec_tokens * check_cost_ratio(cost_ratio))
+
+
+def check_cost_ratio(cost_ratio: float) -> float:
+    """A draft/target step-cost ratio must be a finite number >= 0; return it as a float."""
+    if isinstance(cost_ratio, bool) or not isinstance(cost_ratio, (int, float)):
+        raise SpecbenchError(f"cost ratio must be a number, got {cost_ratio!r}")
+    if not math.isfinite(cost_ratio) or cost_ratio < 0:
+        raise SpecbenchError(f"cost ratio must be a finite number >= 0, got {cost_ratio:g}")
+    return float(cost_ratio)
 
 
 def iid_rates(token_acceptance_rate: float, num_spec_tokens: int) -> list[float]:

@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from specbench import results, scenarios, sweep
+from specbench import acceptance, results, scenarios, sweep
 from specbench.cli import app, console, error_console, fail
 from specbench.errors import SpecbenchError
 from specbench.sweep_charts import render_sweep_charts
@@ -187,7 +187,7 @@ def sweep_command(
             raise SpecbenchError(f"--num-requests must be a whole number >= 2, got {num_requests!r}")
         requests = None if requests is None else int(requests)
         seed_value = sweep.check_seed(_single("--seed", seed, int))
-        cost = None if cost_ratio is None else scenarios.check_cost_ratio(_single("--cost-ratio", cost_ratio, float))
+        cost = None if cost_ratio is None else acceptance.check_cost_ratio(_single("--cost-ratio", cost_ratio, float))
         device_name = sweep.resolve_device(device)
         backend_name = sweep.resolve_sweep_backend(backend, device_name)
         out_dir = Path(output) if output is not None else results.default_output_dir("sweep")

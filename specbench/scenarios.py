@@ -32,7 +32,6 @@ package (``specbench/scenarios/NAME.toml``, where the default scenario lives).
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,25 +83,11 @@ def make_profile(
     """A validated ``Profile`` from exactly one of ``rates`` or ``acceptance_length`` (DOMAIN.md §2)."""
     resolved = acceptance.resolve_rates(num_spec_tokens, rates, acceptance_length)
     if cost_ratio is not None:
-        cost_ratio = check_cost_ratio(cost_ratio)
+        cost_ratio = acceptance.check_cost_ratio(cost_ratio)
     if name is None:
-        name = f"L={acceptance_length:g}" if acceptance_length is not None else format_rates(resolved)
+        name = f"L={acceptance_length:g}" if acceptance_length is not None else acceptance.format_rates(resolved)
     length = None if acceptance_length is None else float(acceptance_length)
     return Profile(name, num_spec_tokens, tuple(resolved), length, source, cost_ratio)
-
-
-def format_rates(rates: list[float] | tuple[float, ...]) -> str:
-    """``[0.9, 0.7, 0.5]``: rates as a short label."""
-    return "[" + ", ".join(f"{r:g}" for r in rates) + "]"
-
-
-def check_cost_ratio(cost_ratio: float) -> float:
-    """A draft/target step-cost ratio must be a finite number >= 0; return it as a float."""
-    if isinstance(cost_ratio, bool) or not isinstance(cost_ratio, (int, float)):
-        raise SpecbenchError(f"cost ratio must be a number, got {cost_ratio!r}")
-    if not math.isfinite(cost_ratio) or cost_ratio < 0:
-        raise SpecbenchError(f"cost ratio must be a finite number >= 0, got {cost_ratio:g}")
-    return float(cost_ratio)
 
 
 @dataclass(frozen=True)
@@ -244,7 +229,7 @@ def _cost_ratio(table: dict, default: float | None, prefix: str, path: Path) -> 
     if "cost_ratio" not in table:
         return default
     try:
-        return check_cost_ratio(table["cost_ratio"])
+        return acceptance.check_cost_ratio(table["cost_ratio"])
     except SpecbenchError as exc:
         raise SpecbenchError(f"scenario {path}, field {prefix}cost_ratio: {exc}") from exc
 

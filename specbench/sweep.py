@@ -40,7 +40,7 @@ from scipy import stats
 
 from specbench import acceptance
 from specbench.errors import SpecbenchError
-from specbench.scenarios import Profile, check_cost_ratio
+from specbench.scenarios import Profile
 from specbench.verify import backend_module, resolve_backend, simulate_acceptance
 
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
@@ -315,7 +315,7 @@ def run_sweep(
         raise SpecbenchError(f"number of requests must be a whole number >= 2, got {num_requests!r}")
     seed = check_seed(seed)
     if cost_ratio is not None:
-        cost_ratio = check_cost_ratio(cost_ratio)
+        cost_ratio = acceptance.check_cost_ratio(cost_ratio)
     device = resolve_device(device)
     backend = resolve_sweep_backend(backend, device)
     bug_p = FAMILY_BUG_ALPHA / sum(num_checks(p) for p in profiles)

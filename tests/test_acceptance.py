@@ -153,6 +153,8 @@ def test_expected_speedup_hand_worked():
         acceptance.expected_speedup(2.0, 3, -0.1)
     with pytest.raises(SpecbenchError, match="got nan"):
         acceptance.expected_speedup(2.0, 3, float("nan"))
+    with pytest.raises(SpecbenchError, match="got inf"):
+        acceptance.expected_speedup(2.0, 3, float("inf"))
 
 
 @pytest.mark.parametrize(("a", "k", "c"), [(0.8, 4, 0.1), (0.6, 1, 0.05), (0.95, 7, 0.02), (0.3, 3, 0.5)])

@@ -72,7 +72,8 @@ def test_scenario_file_and_cost_ratio(tmp_path):
     assert metadata["scenario"] == "deepseek-v3-mtp"
     assert [r["configured_rates"] for r in records] == [[0.85], [0.9]]
     assert all(r["cost_ratio"] == 0.04 and "2412.19437" in r["source"] for r in records)
-    invoke("-r", "0.5", "-n", "100", "-c", "0.5", "--no-charts", "-o", str(tmp_path / "c"))
+    result = invoke("-r", "0.5", "-n", "100", "-c", "0.5", "--no-charts", "-o", str(tmp_path / "c"))
+    assert result.exit_code == 0, result.output
     assert read_results(tmp_path / "c")[1][0]["expected_speedup"] == pytest.approx(1.5 / 1.5)
 
 
@@ -106,13 +107,20 @@ def test_no_options_runs_the_default_scenario(tmp_path, monkeypatch):
         (["--rates", "0.9,0.7,0.5", "-k", "5"], ["(5), got 3"]),
         (["--rates", "0.9,abc"], ["--rates", "'0.9,abc'"]),
         (["-l", "4:1.5:0.5"], ["start <= stop", "'4:1.5:0.5'"]),
+        (["-l", "1:2:0"], ["step > 0", "'1:2:0'"]),
+        (["-l", "1:1000:0.001"], ["'1:1000:0.001' has 999001 values, more than 1000"]),
+        (["-l", "2", "-k", "2.5"], ["--num-spec-tokens", "whole numbers", "'2.5'"]),
         (["-k", "3"], ["--num-spec-tokens 3 needs"]),
         (["-r", "0.5", "--backend", "jax"], ["backend must be one of", "'jax'"]),
         (["-r", "0.5", "--device", "tpu"], ["device must be one of", "'tpu'"]),
         (["-r", "0.5", "-n", "1"], ["--num-requests", "'1'"]),
         (["-r", "0.5", "-n", "many"], ["--num-requests", "'many'"]),
+        (["-r", "0.5", "-n", "2.5"], ["--num-requests", "whole number", "'2.5'"]),
         (["-r", "0.5", "--seed", "-3"], ["seed", "-3"]),
+        (["-r", "0.5", "--seed", "abc"], ["--seed", "'abc'"]),
         (["-r", "0.5", "--cost-ratio", "-1"], ["cost ratio", "-1"]),
+        (["-r", "0.5", "--cost-ratio", "inf"], ["cost ratio", "inf"]),
+        (["-r", "0.5", "--cost-ratio", "abc"], ["--cost-ratio", "'abc'"]),
         (["--scenario", "no-such-scenario"], ["'no-such-scenario' does not exist"]),
         (["--scenario", ""], ["scenario file '' does not exist"]),
     ],
@@ -126,6 +134,24 @@ def test_bad_input_is_one_sentence_naming_the_value(tmp_path, args, needles):
     for needle in needles:
         assert needle in message, message
     assert not (tmp_path / "never").exists()
+
+
+def test_output_that_is_a_file_is_refused(tmp_path):
+    path = tmp_path / "taken"
+    path.write_text("not a folder")
+    result = invoke("-r", "0.5", "-n", "100", "-o", str(path))
+    assert result.exit_code == 2
+    assert "cannot create output folder" in one_line(result.stderr) and "Traceback" not in result.output
+    assert path.read_text() == "not a folder"
+
+
+def test_repeated_rates_give_one_profile_each(tmp_path):
+    result = invoke("-r", "0.9,0.7", "-r", "0.6", "-n", "2e3", "--no-charts", "-o", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    _, records = read_results(tmp_path)
+    assert [(r["num_spec_tokens"], r["configured_rates"], r["num_requests"]) for r in records] == [
+        (2, [0.9, 0.7], 2000), (1, [0.6], 2000)]
+    assert "Sweep summary" in result.stdout
 
 
 def test_bad_scenario_file_names_file_field_and_value(tmp_path):

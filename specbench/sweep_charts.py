@@ -60,16 +60,22 @@ def _error_bars(values: list, lows: list, highs: list) -> tuple[list, list, list
             [[v - lo for _, v, lo, _ in kept], [hi - v for _, v, _, hi in kept]])
 
 
-def _paneled(cases: list[dict], draw, path: Path, title: str) -> Path:
-    cols = min(3, len(cases))
-    rows = math.ceil(len(cases) / cols)
-    fig = Figure(figsize=(max(6.4, 4.6 * cols), 3.4 * rows + 0.6), layout="constrained")
-    axes = fig.subplots(rows, cols, squeeze=False)
-    for ax, record in zip(axes.flat, cases):
-        draw(ax, record)
-    for ax in list(axes.flat)[len(cases):]:
+def _panels(count: int, width: float, height: float) -> tuple[Figure, list]:
+    # up to three panels a row of width x height inches; the grid's unused cells hidden
+    cols = min(3, count)
+    rows = math.ceil(count / cols)
+    fig = Figure(figsize=(max(6.4, width * cols), height * rows + 0.6), layout="constrained")
+    axes = list(fig.subplots(rows, cols, squeeze=False).flat)
+    for ax in axes[count:]:
         ax.set_visible(False)
-    axes.flat[0].legend(fontsize=7, loc="best")
+    return fig, axes[:count]
+
+
+def _paneled(cases: list[dict], draw, path: Path, title: str) -> Path:
+    fig, axes = _panels(len(cases), 4.6, 3.4)
+    for ax, record in zip(axes, cases):
+        draw(ax, record)
+    axes[0].legend(fontsize=7, loc="best")
     fig.suptitle(title)
     fig.savefig(path, dpi=110)
     return path
@@ -120,13 +126,10 @@ def _speedup_chart(records: list[dict], path: Path) -> Path:
 def _speedup_figure(records: list[dict]) -> Figure:
     # one panel per cost ratio, so that every case sits on the curves of its own c
     cost_ratios = list(dict.fromkeys(r["cost_ratio"] for r in records))
-    cols = min(3, len(cost_ratios))
-    rows = math.ceil(len(cost_ratios) / cols)
-    fig = Figure(figsize=(max(7.5, 5.2 * cols), 4.6 * rows + 0.4), layout="constrained")
-    axes = fig.subplots(rows, cols, squeeze=False)
+    fig, axes = _panels(len(cost_ratios), 5.6, 4.4)
     ks = sorted(set(_SPEEDUP_KS) | {r["num_spec_tokens"] for r in records})
     colors = {k: f"C{i % 10}" for i, k in enumerate(ks)}
-    for ax, cost_ratio in zip(axes.flat, cost_ratios):
+    for ax, cost_ratio in zip(axes, cost_ratios):
         for k in ks:
             lengths = [1 + (k * step) / 100 for step in range(101)]
             ax.plot(lengths, [acceptance.expected_speedup(length, k, cost_ratio) for length in lengths],
@@ -140,9 +143,7 @@ def _speedup_figure(records: list[dict]) -> Figure:
         ax.set_ylabel("expected speed-up S = L / (1 + K c)")
         ax.set_title(f"c = {cost_ratio:g}")
         ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(cost_ratios):]:
-        ax.set_visible(False)
-    axes.flat[0].plot([], [], "o", color="white", mec="black", label="measured cases")
-    axes.flat[0].legend(fontsize=8)
+    axes[0].plot([], [], "o", color="white", mec="black", label="measured cases")
+    axes[0].legend(fontsize=8)
     fig.suptitle("Expected speed-up over plain decoding; c = draft step cost / target step cost")
     return fig

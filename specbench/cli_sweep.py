@@ -190,7 +190,7 @@ def sweep_command(
         cost = None if cost_ratio is None else acceptance.check_cost_ratio(_single("--cost-ratio", cost_ratio, float))
         device_name = sweep.resolve_device(device)
         backend_name = sweep.resolve_sweep_backend(backend, device_name)
-        out_dir = Path(output) if output is not None else results.default_output_dir("sweep")
+        out_dir = output or results.default_output_dir("sweep")
         metadata = results.collect_metadata(
             device_name, kind="sweep", seed=seed_value, backend=backend_name, num_requests=requests,
             cost_ratio=cost, scenario=scenario_name, num_cases=len(profiles),

@@ -106,6 +106,16 @@ def test_measure_hand_made_histogram():
     assert none_past_zero["conditional_rates_verdicts"] == ["ok", "ok", "n/a"]
 
 
+def test_a_miss_chance_explains_is_reported_not_alarmed():
+    # 540 of 1000 at p = 0.5: Wilson [0.509, 0.571] misses 0.5, but the binomial p-value is ~0.012
+    record = sweep.measure([460, 540], [0.5], bug_p=1e-5)
+    assert record["rates_verdicts"] == ["outside 95%"]
+    assert record["accepted_distribution_verdicts"] == ["outside 95%", "outside 95%"]
+    assert record["mean_acceptance_length_verdict"] == "outside 95%"
+    assert record["num_outside_95"] == 3 and record["num_bugs"] == 0 and record["verdict"] == "ok"
+    assert 1e-5 < record["min_p_value"] < 0.05
+
+
 def test_a_single_count_past_a_zero_rate_is_a_bug():
     record = sweep.measure([0, 500_000, 499_999, 1], [1.0, 0.5, 0.0], bug_p=1e-6)
     assert record["verdict"] == "BUG"

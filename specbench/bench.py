@@ -231,7 +231,7 @@ def make_inputs(case: Case, device: str | torch.device = "cpu", seed: int = 0) -
     inputs.extra = {
         "num_draft_tokens": torch.full((batch,), num_spec, dtype=torch.int32, device=device),
         "temperatures": torch.full((batch,), 0.0 if case.mode == "greedy" else 1.0, dtype=torch.float32, device=device),
-        "seeds": torch.arange(batch, dtype=torch.int64, device=device) + (seed << 32),
+        "seeds": torch.arange(batch, dtype=torch.int64, device=device) + seed,  # request b: seed + b, as in sweeps
         "positions": torch.zeros(batch, dtype=torch.int64, device=device),
     }
     return inputs

@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from specbench import bench, models, results, scenarios, timing
+from specbench import bench, models, results, rng, scenarios, timing
 from specbench.bench_charts import render_kernel_charts
 from specbench.cli import app, console, error_console, fail
 from specbench.errors import SpecbenchError
@@ -107,7 +107,7 @@ def _vocabularies(vocab_sizes: list[int], model_names: list[str], grid: Grid) ->
 
 
 def _implementations(names: list[str], device: str, interpret: bool) -> list[bench.Implementation]:
-    chosen = bench.resolve_implementations(names or list(bench.IMPLEMENTATIONS))
+    chosen = bench.resolve_implementations(list(dict.fromkeys(names)) or list(bench.IMPLEMENTATIONS))  # once each
     usable, skipped = [], []
     for impl in chosen:
         if impl.needs_gpu and device == "cpu" and not interpret:
@@ -253,8 +253,8 @@ def kernels_command(
             drafts=_items("--draft", draft) or grid.drafts,
             cuda_graph=graph_choice,
         )
-        seed_value = _one_whole("--seed", seed, 0)
-        out_dir, previous = _output(output, resume)
+        seed_value = rng.check_seed(_one_whole("--seed", seed, 0))
+        out_dir, previous = results.open_output(output, "kernels", resume, seed_value)
         implementations = _implementations(_items("--impl", impl), device_name, interpret)
         peak = timing.peak_bandwidth_gbps(device_name)
         metadata = results.collect_metadata(
@@ -289,7 +289,8 @@ def kernels_command(
             )
     except KeyboardInterrupt:
         _print_table(new_records)
-        console.print(f"[yellow]interrupted:[/] {len(new_records)} finished rows are in {escape(str(out_dir))}/; "
+        console.print(f"[yellow]interrupted:[/] {len(writer.records)} finished rows ({len(new_records)} new) are in "
+                      f"{escape(str(out_dir))}/; "
                       f"continue with --output {escape(str(out_dir))} --resume", highlight=False)
         raise typer.Exit(130) from None
     except SpecbenchError as exc:
@@ -306,19 +307,6 @@ def kernels_command(
         raise typer.Exit(1)
 
 
-def _output(output: Path | None, resume: bool) -> tuple[Path, list[dict]]:
-    if output is None:
-        if resume:
-            raise SpecbenchError("--resume needs --output DIR, the folder of the run to continue")
-        return results.default_output_dir("kernels"), []
-    if not (output / results.RESULTS_JSON).is_file():
-        return output, []
-    if not resume:
-        raise SpecbenchError(f"{output} already holds {results.RESULTS_JSON}; pass --resume to continue that run or "
-                             f"choose another --output")
-    return output, results.read_results(output)[1]
-
-
 @app.command("plot")
 def plot_command(
     directory: Annotated[Path, typer.Argument(metavar="DIR", help="A results folder (with results.json).")],
@@ -332,7 +320,14 @@ def plot_command(
     except SpecbenchError as exc:
         fail(str(exc))
     out_dir = output or directory
-    charts = render_kernel_charts(records, out_dir) + render_sweep_charts(records, out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        fail(f"--output {out_dir} is a file, not a folder")
+    try:
+        charts = render_kernel_charts(records, out_dir) + render_sweep_charts(records, out_dir)
+    except OSError as exc:
+        fail(f"cannot write charts into {out_dir}: {exc.strerror or exc}")
+    except (KeyError, TypeError, ValueError) as exc:
+        fail(f"{directory}/{results.RESULTS_JSON} has a record without the fields its charts need ({exc!r})")
     if not charts:
         fail(f"{directory} has no records to chart (kinds: "
              f"{', '.join(sorted({str(r.get('kind')) for r in records})) or 'none'})")

@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from specbench import acceptance, results, scenarios, sweep
+from specbench import acceptance, results, rng, scenarios, sweep
 from specbench.cli import app, console, error_console, fail
 from specbench.errors import SpecbenchError
 from specbench.sweep_charts import render_sweep_charts
@@ -186,11 +186,11 @@ def sweep_command(
         if requests is not None and (not requests.is_integer() or requests < 2):
             raise SpecbenchError(f"--num-requests must be a whole number >= 2, got {num_requests!r}")
         requests = None if requests is None else int(requests)
-        seed_value = sweep.check_seed(_single("--seed", seed, int))
+        seed_value = rng.check_seed(_single("--seed", seed, int))
         cost = None if cost_ratio is None else acceptance.check_cost_ratio(_single("--cost-ratio", cost_ratio, float))
         device_name = sweep.resolve_device(device)
         backend_name = sweep.resolve_sweep_backend(backend, device_name)
-        out_dir = output or results.default_output_dir("sweep")
+        out_dir, _ = results.open_output(output, "sweep")
         metadata = results.collect_metadata(
             device_name, kind="sweep", seed=seed_value, backend=backend_name, num_requests=requests,
             cost_ratio=cost, scenario=scenario_name, num_cases=len(profiles),

@@ -96,6 +96,32 @@ def default_output_dir(kind: str) -> Path:
     return Path("results") / f"{kind}-{stamp}"
 
 
+def open_output(output: Path | None, kind: str, resume: bool = False, seed: int | None = None) -> tuple[Path, list]:
+    """The folder a ``kind`` run writes into, and the records it already holds (with ``resume``).
+
+    A folder that already holds results is refused unless the run resumes it; a resumed folder
+    must hold a run of the same kind and seed, so one file never mixes two runs' settings.
+    """
+    if output is None:
+        if resume:
+            raise SpecbenchError("--resume needs --output DIR, the folder of the run to continue")
+        return default_output_dir(kind), []
+    if output.exists() and not output.is_dir():
+        raise SpecbenchError(f"--output {output} is a file, not a folder")
+    if not (output / RESULTS_JSON).is_file():
+        return output, []
+    if not resume:
+        hint = "pass --resume to continue that run or choose" if kind == "kernels" else "choose"
+        raise SpecbenchError(f"{output} already holds {RESULTS_JSON}; {hint} another --output")
+    metadata, records = read_results(output)
+    if metadata.get("kind") != kind:
+        raise SpecbenchError(f"{output} holds a {metadata.get('kind')} run, not a {kind} run; choose another --output")
+    if seed is not None and metadata.get("seed") != seed:
+        raise SpecbenchError(f"--seed {seed} differs from the seed of the run in {output} ({metadata.get('seed')}); "
+                             f"resume it with the same seed")
+    return output, records
+
+
 class ResultsWriter:
     """Keeps ``results.json`` and ``results.csv`` of one run up to date, one record at a time."""
 
@@ -116,9 +142,12 @@ class ResultsWriter:
     def flush(self) -> None:
         payload = {"metadata": self.metadata, "records": self.records}
         tmp = self.directory / (RESULTS_JSON + ".tmp")
-        tmp.write_text(json.dumps(payload, indent=2, default=_json_default) + "\n")
-        tmp.replace(self.directory / RESULTS_JSON)
-        records_frame(self.records).to_csv(self.directory / RESULTS_CSV, index=False)
+        try:
+            tmp.write_text(json.dumps(payload, indent=2, default=_json_default) + "\n")
+            tmp.replace(self.directory / RESULTS_JSON)
+            records_frame(self.records).to_csv(self.directory / RESULTS_CSV, index=False)
+        except OSError as exc:
+            raise SpecbenchError(f"cannot write results into {self.directory}: {exc.strerror or exc}") from exc
 
 
 def _json_default(value: Any) -> Any:

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import torch
 
+from specbench.errors import SpecbenchError
+
 ACCEPT = 1
 RESIDUAL = 2
 SAMPLE = 3
@@ -32,6 +34,13 @@ GOLDEN = 0x9E3779B9
 MIX_1 = 0x85EBCA6B
 MIX_2 = 0xC2B2AE35
 MASK_32 = 0xFFFFFFFF
+
+
+def check_seed(seed: int) -> int:
+    """A run's seed is a whole number in ``[0, 2**62)`` (request seeds ``seed + r`` stay in int64)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**62:
+        raise SpecbenchError(f"seed must be a whole number in [0, 2**62), got {seed!r}")
+    return seed
 
 
 def _mul32(h: torch.Tensor, constant: int) -> torch.Tensor:

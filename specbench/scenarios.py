@@ -101,16 +101,24 @@ class Scenario:
     profiles: tuple[Profile, ...]
 
 
+# where a bare name is looked up: the current folder's scenarios/, the embedded default, and the
+# scenarios/ of the checkout specbench runs from (an editable install), so names work from any folder
+_SCENARIO_FOLDERS = (Path("scenarios"), EMBEDDED_DIR, Path(__file__).resolve().parent.parent / "scenarios")
+
+
 def find_scenario(name_or_path: str | Path) -> Path:
     """The file a ``--scenario`` value points to: a path, or a bare name (see the module docstring)."""
     path = Path(name_or_path)
     if path.is_file():
         return path
     if path.suffix != ".toml" and path.parent == Path("."):
-        for candidate in (Path("scenarios") / f"{path.name}.toml", EMBEDDED_DIR / f"{path.name}.toml"):
+        for folder in _SCENARIO_FOLDERS:
+            candidate = folder / f"{path.name}.toml"
             if candidate.is_file():
                 return candidate
-    known = sorted({p.stem for folder in (Path("scenarios"), EMBEDDED_DIR) for p in folder.glob("*.toml")})
+    if str(name_or_path) and path.is_dir():
+        raise SpecbenchError(f"scenario {str(name_or_path)!r} is a folder; give a .toml file or a scenario name")
+    known = sorted({p.stem for folder in _SCENARIO_FOLDERS for p in folder.glob("*.toml")})
     raise SpecbenchError(f"scenario file {str(name_or_path)!r} does not exist (known scenarios: {', '.join(known)})")
 
 

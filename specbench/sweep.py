@@ -38,7 +38,7 @@ import pandas as pd
 import torch
 from scipy import stats
 
-from specbench import acceptance
+from specbench import acceptance, rng
 from specbench.errors import SpecbenchError
 from specbench.scenarios import Profile
 from specbench.verify import backend_module, resolve_backend, simulate_acceptance
@@ -58,7 +58,6 @@ DEFAULT_COST_RATIO = 0.05
 TARGET_HALF_WIDTH = 0.01
 MIN_DEFAULT_REQUESTS = 2_000_000
 _CHUNK_POSITIONS = 1 << 24
-_MAX_SEED = 2**62
 
 Progress = Callable[[int], None]
 
@@ -88,13 +87,6 @@ def resolve_sweep_backend(backend: str, device: str) -> str:
     except ImportError as exc:
         raise SpecbenchError(f"the {name} backend cannot be loaded ({exc}); try --backend torch") from exc
     return name
-
-
-def check_seed(seed: int) -> int:
-    """A seed is a whole number in ``[0, 2**62)``."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < _MAX_SEED:
-        raise SpecbenchError(f"seed must be a whole number in [0, 2**62), got {seed!r}")
-    return seed
 
 
 def num_checks(profile: Profile) -> int:
@@ -313,7 +305,7 @@ def run_sweep(
     if num_requests is not None and (isinstance(num_requests, bool) or not isinstance(num_requests, int)
                                      or num_requests < 2):
         raise SpecbenchError(f"number of requests must be a whole number >= 2, got {num_requests!r}")
-    seed = check_seed(seed)
+    seed = rng.check_seed(seed)
     if cost_ratio is not None:
         cost_ratio = acceptance.check_cost_ratio(cost_ratio)
     device = resolve_device(device)

@@ -234,3 +234,46 @@ def test_env_prints_versions_devices_and_bandwidth():
     assert "cpu copy bandwidth" in result.stdout and "GB/s" in result.stdout
     if not torch.cuda.is_available():
         assert "none (torch sees no CUDA device)" in result.stdout
+
+
+def test_output_folders_of_another_run_are_never_overwritten_or_mixed(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    assert run("sweep", "--rates", "0.5", "-n", "1000", "--no-charts", "-o", str(sweep_dir)).exit_code == 0
+    before = (sweep_dir / "results.json").read_text()
+    again = run("sweep", "--rates", "0.5", "-n", "1000", "--no-charts", "-o", str(sweep_dir))
+    assert again.exit_code == 2 and "already holds results.json" in _one_line(again.output)
+    resumed = run("kernels", *TINY, "--mode", "greedy", "--batch-size", "1", "--impl", "torch", "--no-charts",
+                  "-o", str(sweep_dir), "--resume")
+    assert resumed.exit_code == 2 and "holds a sweep run, not a kernels run" in _one_line(resumed.output)
+    assert (sweep_dir / "results.json").read_text() == before  # nothing was written
+
+    kernels_dir = tmp_path / "kernels"
+    first = ("kernels", *TINY, "--mode", "greedy", "--batch-size", "1", "--impl", "torch", "--no-charts")
+    assert run(*first, "-o", str(kernels_dir)).exit_code == 0
+    other_seed = run(*first, "--seed", "7", "-o", str(kernels_dir), "--resume")
+    assert other_seed.exit_code == 2 and "--seed 7 differs" in _one_line(other_seed.output)
+
+
+def test_unwritable_outputs_and_plot_targets_get_one_sentence(tmp_path):
+    blocked = tmp_path / "blocked"
+    (blocked / "results.json.tmp").mkdir(parents=True)  # the results file cannot be written there
+    result = run("kernels", *TINY, "--mode", "greedy", "--batch-size", "1", "--impl", "torch", "-o", str(blocked))
+    assert result.exit_code == 2 and "cannot write results into" in _one_line(result.output)
+    assert "Traceback" not in result.output
+
+    done = tmp_path / "done"
+    assert run("kernels", *TINY, "--mode", "greedy", "--batch-size", "1", "--impl", "torch", "--no-charts",
+               "-o", str(done)).exit_code == 0
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    plotted = run("plot", str(done), "-o", str(a_file))
+    assert plotted.exit_code == 2 and "is a file, not a folder" in _one_line(plotted.output)
+
+
+def test_an_implementation_named_twice_is_timed_once_and_large_seeds_work(tmp_path):
+    result = run("kernels", *TINY, "--mode", "greedy", "--batch-size", "2", "--impl", "torch,torch", "--no-charts",
+                 "--seed", str(2**62 - 1), "-o", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert [r["impl"] for r in _records(tmp_path)] == ["torch"]
+    too_big = run("kernels", *TINY, "--seed", str(2**62), "-o", str(tmp_path / "x"))
+    assert too_big.exit_code == 2 and "[0, 2**62)" in _one_line(too_big.output)

@@ -141,7 +141,7 @@ def test_output_that_is_a_file_is_refused(tmp_path):
     path.write_text("not a folder")
     result = invoke("-r", "0.5", "-n", "100", "-o", str(path))
     assert result.exit_code == 2
-    assert "cannot create output folder" in one_line(result.stderr) and "Traceback" not in result.output
+    assert "is a file, not a folder" in one_line(result.stderr) and "Traceback" not in result.output
     assert path.read_text() == "not a folder"
 
 
@@ -235,3 +235,12 @@ def test_ctrl_c_in_a_real_process_leaves_readable_results(tmp_path):
     _, records = read_results(out)
     assert 1 <= len(records) < 11
     assert "interrupted" in stdout
+
+
+def test_shipped_scenarios_are_found_by_name_from_any_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["sweep", "--scenario", "eagle3-llama3.1-8b", "-n", "2000", "--no-charts",
+                                      "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    folder = CliRunner().invoke(app, ["sweep", "--scenario", str(tmp_path), "-n", "2000"])
+    assert folder.exit_code == 2 and "is a folder" in " ".join(folder.output.split())

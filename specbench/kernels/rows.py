@@ -71,7 +71,8 @@ def argmax_slice(row_ptr, start, stop, BLOCK: tl.constexpr):
 def _fold(m, s, z):
     # Per-lane online softmax: fold z into running (max m, sum s of exp(z - m)) with one exp:
     # of exp(m - m_new) and exp(z - m_new) one is always exp(0) = 1, the other exp(-|z - m|).
-    e = tl.where(z == float("-inf"), 0.0, tl.exp(-tl.abs(z - m)))
+    m_ref = tl.where(m == float("-inf"), 0.0, m)  # while m is -inf, s is 0 and e does not matter
+    e = tl.where(z == float("-inf"), 0.0, tl.exp(-tl.abs(z - m_ref)))
     s = tl.where(z > m, s * e + 1.0, s + e)
     return tl.maximum(m, z), s
 
@@ -123,13 +124,15 @@ def merge_stats(m_a, s_a, m_b, s_b):
 def prob_of(z, m, s):
     # p = exp(z - m) / s from a cleaned logit and its row's softmax statistics
     m_safe = tl.where(m == float("-inf"), 0.0, m)
-    return tl.exp(z - m_safe) / s
+    return tl.exp(z - m_safe) / tl.where(s == 0.0, 1.0, s)  # s is 0 only for a row with no mass (p = 0)
 
 
 @triton.jit
 def _better(z, g, best_z, best_g):
-    # (z + g) > (best_z + best_g), computed through differences; -inf never wins
-    return (z != float("-inf")) & ((z - best_z) + (g - best_g) > 0)
+    # (z + g) > (best_z + best_g), computed through differences; -inf never wins, anything beats it
+    empty = best_z == float("-inf")
+    best_safe = tl.where(empty, 0.0, best_z)
+    return (z != float("-inf")) & (empty | ((z - best_safe) + (g - best_g) > 0))
 
 
 @triton.jit
@@ -183,8 +186,8 @@ def race_residual_slice(t_row, d_row, start, stop, inv_temperature, key, m, s, m
     lane_fidx = tl.full([BLOCK], -1, tl.int32)
     m_safe = tl.where(m == float("-inf"), 0.0, m)
     md_safe = tl.where(md == float("-inf"), 0.0, md)
-    inv_s = 1.0 / s
-    inv_sd = 1.0 / sd
+    inv_s = 1.0 / tl.where(s == 0.0, 1.0, s)  # a zero sum only where its row has no mass to race
+    inv_sd = 1.0 / tl.where(sd == 0.0, 1.0, sd)
     offs = start + tl.arange(0, BLOCK)
     z_next = load_scaled(t_row, offs, stop, inv_temperature)
     d_next = tl.load(d_row + offs, mask=offs < stop, other=0.0).to(tl.float32)

@@ -85,7 +85,7 @@ def _verify_sequential_kernel(
     n = tl.minimum(tl.maximum(tl.load(num_draft_ptr + b), 0), NUM_SLOTS - 1)  # never index past the rows
     temperature = tl.load(temperature_ptr + b)
     greedy = (temperature == 0.0) | (MODE == MODE_GREEDY)
-    inv_temperature = tl.where(greedy, 1.0, 1.0 / temperature)
+    inv_temperature = 1.0 / tl.where(greedy, 1.0, temperature)
     position = tl.load(position_ptr + b)
     key_of_seed = seed_key(tl.load(seed_ptr + b))
 

@@ -69,7 +69,7 @@ def _split_stats_kernel(
         stop = tl.minimum(start + CHUNK, V)
         temperature = tl.load(temperature_ptr + b)
         greedy = (temperature == 0.0) | (MODE == 0)
-        inv_temperature = tl.where(greedy, 1.0, 1.0 / temperature)
+        inv_temperature = 1.0 / tl.where(greedy, 1.0, temperature)
         t_row = target_ptr + b * target_stride_b + r * target_stride_k
         d_row = draft_ptr + b * draft_stride_b + r * draft_stride_k
         f_out = stats_f_ptr + ((b * NUM_SLOTS + r) * NUM_SPLITS + split) * STATS_F
@@ -177,7 +177,7 @@ def _walk_request(
     n = tl.minimum(tl.maximum(tl.load(num_draft_ptr + b), 0), NUM_SLOTS - 1)  # never index past the rows
     temperature = tl.load(temperature_ptr + b)
     greedy = (temperature == 0.0) | (MODE == 0)
-    inv_temperature = tl.where(greedy, 1.0, 1.0 / temperature)
+    inv_temperature = 1.0 / tl.where(greedy, 1.0, temperature)
     position = tl.load(position_ptr + b)
     key_of_seed = seed_key(tl.load(seed_ptr + b))
     slots = tl.arange(0, OUT_BLOCK)

@@ -51,6 +51,17 @@ def accept_test(u, x, x_valid, t_row, d_row, inv_temperature, m, s, md, sd, DRAF
 
 
 @triton.jit
+def request_setup(b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE: tl.constexpr):
+    # What every kernel reads first about request b: its draft count (clamped so no row past the
+    # bonus row is ever indexed), whether its rows are greedy, 1/T, its position and its seed key.
+    n = tl.minimum(tl.maximum(tl.load(num_draft_ptr + b), 0), NUM_SLOTS - 1)
+    temperature = tl.load(temperature_ptr + b)
+    greedy = (temperature == 0.0) | (MODE == MODE_GREEDY)
+    inv_temperature = 1.0 / tl.where(greedy, 1.0, temperature)
+    return n, greedy, inv_temperature, tl.load(position_ptr + b), seed_key(tl.load(seed_ptr + b))
+
+
+@triton.jit
 def sample_row(t_row, V, inv_temperature, greedy, key, BLOCK: tl.constexpr):
     # the target's own token at a row: argmax for a greedy row, else argmax_y p(y) / E_y;
     # -1 when the row is invalid
@@ -82,12 +93,8 @@ def _verify_sequential_kernel(
     OUT_BLOCK: tl.constexpr,
 ):
     b = tl.program_id(0).to(tl.int64)
-    n = tl.minimum(tl.maximum(tl.load(num_draft_ptr + b), 0), NUM_SLOTS - 1)  # never index past the rows
-    temperature = tl.load(temperature_ptr + b)
-    greedy = (temperature == 0.0) | (MODE == MODE_GREEDY)
-    inv_temperature = 1.0 / tl.where(greedy, 1.0, temperature)
-    position = tl.load(position_ptr + b)
-    key_of_seed = seed_key(tl.load(seed_ptr + b))
+    n, greedy, inv_temperature, position, key_of_seed = request_setup(
+        b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE)
 
     slots = tl.arange(0, OUT_BLOCK)
     tokens = tl.full([OUT_BLOCK], -1, tl.int64)

@@ -27,7 +27,7 @@ import triton.language as tl
 from specbench import rng
 from specbench.kernels.rng import seed_key, stream_key, uniform_at
 from specbench.kernels.rows import argmax_slice, best_pair, race_logits_slice, race_residual_slice, softmax_stats_slice
-from specbench.kernels.sequential import accept_test
+from specbench.kernels.sequential import accept_test, request_setup
 
 ACCEPT = tl.constexpr(rng.ACCEPT)
 RESIDUAL = tl.constexpr(rng.RESIDUAL)
@@ -63,19 +63,16 @@ def _split_stats_kernel(
     b = tl.program_id(0).to(tl.int64)
     r = tl.program_id(1)
     split = tl.program_id(2)
-    n = tl.minimum(tl.maximum(tl.load(num_draft_ptr + b), 0), NUM_SLOTS - 1)  # never index past the rows
+    n, greedy, inv_temperature, position, key_of_seed = request_setup(
+        b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE)
     if r <= n:
         start = split * CHUNK
         stop = tl.minimum(start + CHUNK, V)
-        temperature = tl.load(temperature_ptr + b)
-        greedy = (temperature == 0.0) | (MODE == 0)
-        inv_temperature = 1.0 / tl.where(greedy, 1.0, temperature)
         t_row = target_ptr + b * target_stride_b + r * target_stride_k
         d_row = draft_ptr + b * draft_stride_b + r * draft_stride_k
         f_out = stats_f_ptr + ((b * NUM_SLOTS + r) * NUM_SPLITS + split) * STATS_F
         i_out = stats_i_ptr + ((b * NUM_SLOTS + r) * NUM_SPLITS + split) * STATS_I
-        key_of_seed = seed_key(tl.load(seed_ptr + b))
-        position = tl.load(position_ptr + b) + r
+        position = position + r
         if greedy:
             best_val, best_idx = argmax_slice(t_row, start, stop, BLOCK)
             tl.store(f_out, best_val)
@@ -174,12 +171,8 @@ def _walk_request(
 ):
     # Decide request b from the merged partials. A rejection whose residual needs a race over a
     # draft distribution is left pending: its row, its race kind and what the race needs.
-    n = tl.minimum(tl.maximum(tl.load(num_draft_ptr + b), 0), NUM_SLOTS - 1)  # never index past the rows
-    temperature = tl.load(temperature_ptr + b)
-    greedy = (temperature == 0.0) | (MODE == 0)
-    inv_temperature = 1.0 / tl.where(greedy, 1.0, temperature)
-    position = tl.load(position_ptr + b)
-    key_of_seed = seed_key(tl.load(seed_ptr + b))
+    n, greedy, inv_temperature, position, key_of_seed = request_setup(
+        b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE)
     slots = tl.arange(0, OUT_BLOCK)
     tokens = tl.full([OUT_BLOCK], -1, tl.int64)
     num_emitted = 0

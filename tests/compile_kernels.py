@@ -1,0 +1,109 @@
+"""Lower every kernel variant the Triton launcher can pick to a GPU binary, with no GPU.
+
+Run by ``tests/test_kernels_compile.py`` in a subprocess without ``TRITON_INTERPRET`` (under the
+interpreter ``@triton.jit`` gives functions that are never lowered). Prints one JSON line per
+variant: kernel, constexprs, warps, logits dtype, cubin bytes, and (where Triton ships cuobjdump)
+registers per thread and stack bytes, where ptxas puts registers it could not keep. Exits 3 when this Triton has no NVIDIA backend.
+
+Usage: ``python tests/compile_kernels.py [ARCH]`` (ARCH defaults to 90, Hopper: the H100 and
+H200 that the committed timings come from).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import triton
+from triton.backends.compiler import GPUTarget
+
+from specbench.kernels import launch
+from specbench.kernels.sequential import _verify_sequential_kernel
+from specbench.kernels.split import _split_residual_kernel, _split_stats_kernel
+from specbench.kernels.synthetic import _simulate_kernel
+
+# pointer arguments by name (target and draft rows take the logits dtype)
+POINTERS = {
+    "out_ptr": "*i64", "num_emitted_ptr": "*i32", "num_accepted_ptr": "*i32", "draft_ids_ptr": "*i64",
+    "num_draft_ptr": "*i32", "temperature_ptr": "*fp32", "seed_ptr": "*i64", "position_ptr": "*i64",
+    "conditional_rates_ptr": "*fp32", "stats_f_ptr": "*fp32", "stats_i_ptr": "*i32", "arrivals_ptr": "*i32",
+    "residual_f_ptr": "*fp32", "residual_i_ptr": "*i32",
+}
+MODES = {"greedy": 0, "probabilistic": 1, "synthetic": 2}
+DRAFTS = (0, 1, 2)  # none, logits, probs
+
+
+def variants() -> list[tuple[object, dict[str, int], int, str]]:
+    """(kernel, constexprs, warps, logits dtype) for every shape ``specbench/kernels/launch.py`` launches."""
+    out = []
+    split_block, split_warps = launch.SPLIT_SHAPE
+    for mode, mode_id in MODES.items():
+        block, warps = launch.SEQUENTIAL_SHAPE[mode]
+        for draft in DRAFTS:
+            for dtype in ("fp32", "bf16"):
+                out.append((_verify_sequential_kernel, {"MODE": mode_id, "DRAFT": draft, "BLOCK": block,
+                                                        "OUT_BLOCK": 8}, warps, dtype))
+                residual_pass = mode == "probabilistic" and draft != 0
+                out.append((_split_stats_kernel, {"MODE": mode_id, "DRAFT": draft, "FINALIZE": int(not residual_pass),
+                                                  "BLOCK": split_block, "S_BLOCK": 64, "OUT_BLOCK": 8},
+                            split_warps, dtype))
+                if residual_pass:
+                    out.append((_split_residual_kernel, {"MODE": mode_id, "DRAFT": draft, "BLOCK": split_block,
+                                                         "S_BLOCK": 64, "OUT_BLOCK": 8}, split_warps, dtype))
+    out.append((_simulate_kernel, {"BLOCK": launch._SIMULATE_BLOCK}, 4, "fp32"))
+    return out
+
+
+def signature(kernel, constexprs: dict[str, int], dtype: str) -> dict[str, str]:
+    sig = {}
+    for name in inspect.signature(kernel.fn).parameters:
+        if name in constexprs:
+            sig[name] = "constexpr"
+        elif name in ("target_ptr", "draft_ptr"):
+            sig[name] = "*" + dtype
+        elif name.endswith("_ptr"):
+            sig[name] = POINTERS[name]
+        else:
+            sig[name] = "i64" if name == "first_seed" else "i32"  # sizes and strides; seeds are 64-bit
+    return sig
+
+
+def resources(cubin: bytes, workdir: Path) -> dict[str, int]:
+    """Registers per thread and stack bytes (register spills) from cuobjdump; empty if it is not shipped."""
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    if not tool.exists():
+        return {}
+    path = workdir / "kernel.cubin"
+    path.write_bytes(cubin)
+    usage = subprocess.run([str(tool), "--dump-resource-usage", str(path)], check=True, capture_output=True, text=True).stdout
+    return {key.lower(): int(value) for key, value in re.findall(r"\b(REG|STACK):(\d+)", usage)}
+
+
+def main() -> int:
+    arch = int(sys.argv[1]) if len(sys.argv) > 1 else 90
+    if "nvidia" not in triton.backends.backends:
+        print("this Triton has no NVIDIA backend", file=sys.stderr)
+        return 3
+    with tempfile.TemporaryDirectory() as workdir:
+        for kernel, constexprs, warps, dtype in variants():
+            names = list(inspect.signature(kernel.fn).parameters)
+            source = triton.compiler.ASTSource(
+                fn=kernel, signature=signature(kernel, constexprs, dtype),
+                constexprs={(names.index(name),): value for name, value in constexprs.items()},
+            )
+            compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
+            cubin = compiled.asm["cubin"]
+            print(json.dumps({
+                "kernel": kernel.fn.__name__, "constexprs": constexprs, "num_warps": warps, "dtype": dtype,
+                "cubin_bytes": len(cubin), **resources(cubin, Path(workdir)),
+            }), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import platform
-import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -229,7 +228,6 @@ def kernels_command(
             if device == "cuda":
                 raise SpecbenchError("--interpret runs Triton on the CPU; it cannot be combined with --device cuda")
             os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton
-            warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.runtime.interpreter")
             device = "cpu"
         device_name = resolve_device(device)
         on_gpu = device_name == "cuda"

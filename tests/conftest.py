@@ -31,11 +31,6 @@ POISON_INT = 0x5A5A5A5A  # not a token id, not -1, not a count: an unwritten slo
 POISON_FLOAT = float("nan")
 
 
-def pytest_configure(config):
-    # the interpreter evaluates both sides of tl.where in numpy (1 / T for T = 0, masked lanes): noise
-    config.addinivalue_line("filterwarnings", "ignore::RuntimeWarning:triton.runtime.interpreter")
-
-
 def triton_launch():
     """``specbench.kernels.launch``, or a skip naming why it cannot run here."""
     try:

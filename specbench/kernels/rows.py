@@ -71,8 +71,9 @@ def argmax_slice(row_ptr, start, stop, BLOCK: tl.constexpr):
 def _fold(m, s, z):
     # Per-lane online softmax: fold z into running (max m, sum s of exp(z - m)) with one exp:
     # of exp(m - m_new) and exp(z - m_new) one is always exp(0) = 1, the other exp(-|z - m|).
-    m_ref = tl.where(m == float("-inf"), 0.0, m)  # while m is -inf, s is 0 and e does not matter
-    e = tl.where(z == float("-inf"), 0.0, tl.exp(-tl.abs(z - m_ref)))
+    # While m is -inf, z - m is +inf (e = 0, and z > m restarts s at 1) or NaN (z = -inf, e = 0).
+    # No guard on m: the loop is bound by instruction issue, and a select per token costs 7%.
+    e = tl.where(z == float("-inf"), 0.0, tl.exp(-tl.abs(z - m)))
     s = tl.where(z > m, s * e + 1.0, s + e)
     return tl.maximum(m, z), s
 
@@ -129,10 +130,9 @@ def prob_of(z, m, s):
 
 @triton.jit
 def _better(z, g, best_z, best_g):
-    # (z + g) > (best_z + best_g), computed through differences; -inf never wins, anything beats it
-    empty = best_z == float("-inf")
-    best_safe = tl.where(empty, 0.0, best_z)
-    return (z != float("-inf")) & (empty | ((z - best_safe) + (g - best_g) > 0))
+    # (z + g) > (best_z + best_g), computed through differences; -inf never wins, and anything
+    # finite beats a -inf best (z - best_z = +inf; NaN only where z is -inf, which the mask drops)
+    return (z != float("-inf")) & ((z - best_z) + (g - best_g) > 0)
 
 
 @triton.jit

@@ -5,8 +5,10 @@ interpreter ``@triton.jit`` gives functions that are never lowered). Prints one 
 variant: kernel, constexprs, warps, logits dtype, cubin bytes, and (where Triton ships cuobjdump)
 registers per thread and stack bytes, where ptxas puts registers it could not keep. Exits 3 when this Triton has no NVIDIA backend.
 
-Usage: ``python tests/compile_kernels.py [ARCH]`` (ARCH defaults to 90, Hopper: the H100 and
-H200 that the committed timings come from).
+Usage: ``python tests/compile_kernels.py [ARCH] [--loops]`` (ARCH defaults to 90, Hopper: the
+H100 and H200 that the committed timings come from). ``--loops`` adds, per variant, the
+innermost loops of its SASS with their instruction counts (see ``sass_loops``): the static side
+of ``results/kernels-notes.md``.
 """
 
 from __future__ import annotations
@@ -73,19 +75,56 @@ def signature(kernel, constexprs: dict[str, int], dtype: str) -> dict[str, str]:
     return sig
 
 
-def resources(cubin: bytes, workdir: Path) -> dict[str, int]:
+def _cuda_tool(name: str) -> Path | None:
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
+    return tool if tool.exists() else None
+
+
+def resources(cubin: Path) -> dict[str, int]:
     """Registers per thread and stack bytes (register spills) from cuobjdump; empty if it is not shipped."""
-    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-    if not tool.exists():
+    tool = _cuda_tool("cuobjdump")
+    if tool is None:
         return {}
-    path = workdir / "kernel.cubin"
-    path.write_bytes(cubin)
-    usage = subprocess.run([str(tool), "--dump-resource-usage", str(path)], check=True, capture_output=True, text=True).stdout
+    usage = subprocess.run([str(tool), "--dump-resource-usage", str(cubin)], check=True, capture_output=True,
+                           text=True).stdout
     return {key.lower(): int(value) for key, value in re.findall(r"\b(REG|STACK):(\d+)", usage)}
 
 
+def sass_loops(cubin: Path) -> list[dict[str, int]]:
+    """The innermost loops of the SASS (a backward branch whose body holds no other one).
+
+    Per loop: instructions per iteration, global loads, MUFU (exp2, log2, rcp) and local-memory
+    (spill) instructions. With BLOCK tokens and W warps per program, one iteration handles
+    BLOCK / (32 W) tokens per thread.
+    """
+    tool = _cuda_tool("cuobjdump")
+    if tool is None:
+        return []
+    sass = subprocess.run([str(tool), "-sass", str(cubin)], check=True, capture_output=True, text=True).stdout
+    code = [(int(address, 16), text) for address, text in re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", sass)]
+    index = {address: i for i, (address, _text) in enumerate(code)}
+    spans = []
+    for i, (address, text) in enumerate(code):
+        branch = re.search(r"\bBRA\b[^0-9]*(0x[0-9a-f]+)", text)
+        if branch and int(branch.group(1), 16) < address and int(branch.group(1), 16) in index:
+            spans.append((index[int(branch.group(1), 16)], i))
+    innermost = [(a, b) for a, b in spans if not any(a <= c and d <= b and (c, d) != (a, b) for c, d in spans)]
+    loops = []
+    for first, last in innermost:
+        ops = [text.split()[1] if text.startswith("@") else text.split()[0] for _a, text in code[first:last + 1]]
+        loops.append({
+            "instructions": len(ops),
+            "global_loads": sum(op.startswith("LDG") for op in ops),
+            "mufu": sum(op.startswith("MUFU") for op in ops),
+            "local_memory": sum(op.startswith(("LDL", "STL")) for op in ops),
+        })
+    return loops
+
+
 def main() -> int:
-    arch = int(sys.argv[1]) if len(sys.argv) > 1 else 90
+    arguments = [a for a in sys.argv[1:] if a != "--loops"]
+    with_loops = "--loops" in sys.argv[1:]
+    arch = int(arguments[0]) if arguments else 90
     if "nvidia" not in triton.backends.backends:
         print("this Triton has no NVIDIA backend", file=sys.stderr)
         return 3
@@ -97,11 +136,13 @@ def main() -> int:
                 constexprs={(names.index(name),): value for name, value in constexprs.items()},
             )
             compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
-            cubin = compiled.asm["cubin"]
-            print(json.dumps({
-                "kernel": kernel.fn.__name__, "constexprs": constexprs, "num_warps": warps, "dtype": dtype,
-                "cubin_bytes": len(cubin), **resources(cubin, Path(workdir)),
-            }), flush=True)
+            cubin = Path(workdir) / "kernel.cubin"
+            cubin.write_bytes(compiled.asm["cubin"])
+            row = {"kernel": kernel.fn.__name__, "constexprs": constexprs, "num_warps": warps, "dtype": dtype,
+                   "cubin_bytes": cubin.stat().st_size, **resources(cubin)}
+            if with_loops:
+                row["loops"] = sass_loops(cubin)
+            print(json.dumps(row), flush=True)
     return 0
 
 

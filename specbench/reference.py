@@ -101,8 +101,10 @@ def verify(
     batch, num_rows, vocab = target_logits.shape
     num_spec = num_rows - 1
     device = target_logits.device
+    num_draft_tokens = num_draft_tokens.clamp(0, num_spec)  # unchecked counts, as the kernels clamp them
     greedy_row = temperatures == 0  # [B]
     inv_temperature = torch.where(greedy_row, 1.0, 1.0 / torch.where(greedy_row, 1.0, temperatures))  # [B]
+    inv_temperature = torch.where(temperatures < 0, torch.nan, inv_temperature)  # unchecked: every row invalid
 
     slots = torch.arange(num_spec, dtype=torch.int64, device=device)  # [K]
     drafts = draft_token_ids  # [B, K]

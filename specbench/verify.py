@@ -42,14 +42,14 @@ from __future__ import annotations
 
 import functools
 import importlib
-import math
+import numbers
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, NamedTuple
 
 import torch
 
-from specbench import acceptance
+from specbench import acceptance, rng
 from specbench.errors import SpecbenchError
 
 Mode = Literal["greedy", "probabilistic", "synthetic"]
@@ -92,6 +92,24 @@ def _check_tensor(name: str, tensor: torch.Tensor, shape: tuple[int, ...], dtype
 def _conditional_rates_tensor(rates: tuple[float, ...], device: torch.device) -> torch.Tensor:
     # cached: a host-to-device copy per call would break CUDA-graph capture and cost a sync
     return torch.tensor(acceptance.conditional_rates(list(rates)), dtype=torch.float32, device=device)
+
+
+def _rate_values(rates: Any) -> Any:
+    # a tensor of rates is read as its list; anything else goes to acceptance.validate_rates as given
+    return rates.tolist() if isinstance(rates, torch.Tensor) else rates
+
+
+def _checked_rates(rates: Any, num_spec: int) -> list[float]:
+    """``K`` unconditional rates for the synthetic mode; ``K = 0`` (only bonus rows) takes ``[]``."""
+    rates = _rate_values(rates)
+    if num_spec > 0:
+        return acceptance.validate_rates(rates, num_spec)
+    if isinstance(rates, Sequence) and not isinstance(rates, (str, bytes)) and len(rates) == 0:
+        return []
+    raise SpecbenchError(
+        f"acceptance rates must have one entry per draft position (0: target_logits has only the bonus row), "
+        f"got {rates!r}"
+    )
 
 
 def resolve_backend(backend: str, device: torch.device) -> str:
@@ -144,8 +162,8 @@ def verify(
         backend: ``"auto"`` (Triton on a GPU, torch on the CPU), ``"triton"`` or ``"torch"``.
         check_values: inspect the values of ``num_draft_tokens`` and ``temperatures`` (a host
             read). Default: on CPU tensors only, so a GPU call never waits on the device and can
-            be captured in a CUDA graph; there the kernels clamp counts into ``[0, K]`` and a
-            NaN temperature makes every row invalid.
+            be captured in a CUDA graph; there every backend clamps counts into ``[0, K]``, and a
+            negative or NaN temperature makes every row of its request invalid.
 
     Returns:
         ``VerifyResult(output_token_ids [B, K+1] int64 (-1 padded), num_emitted [B] int32,
@@ -242,7 +260,7 @@ def prepare_verify(
     if mode == "synthetic":
         if acceptance_rates is None:
             raise SpecbenchError("the synthetic mode needs acceptance_rates (K unconditional rates)")
-        rates = acceptance.validate_rates(list(acceptance_rates), max(num_spec, 1)) if num_spec else []
+        rates = _checked_rates(acceptance_rates, num_spec)
         if rates:
             conditional = _conditional_rates_tensor(tuple(rates), device)
     elif acceptance_rates is not None:
@@ -252,13 +270,14 @@ def prepare_verify(
     return impl.verify, {
         "mode": mode,
         "target_logits": target_logits,
-        "draft_token_ids": draft_token_ids.to(torch.int64),
-        "num_draft_tokens": num_draft_tokens.to(torch.int32),
+        # the kernels index these densely: any strides (a transposed or expanded view) are copied out
+        "draft_token_ids": draft_token_ids.to(torch.int64).contiguous(),
+        "num_draft_tokens": num_draft_tokens.to(torch.int32).contiguous(),
         "draft_logits": draft_logits,
         "draft_probs": draft_probs,
-        "temperatures": temperatures,
-        "seeds": seeds.to(torch.int64),
-        "positions": positions.to(torch.int64),
+        "temperatures": temperatures.contiguous(),
+        "seeds": seeds.to(torch.int64).contiguous(),
+        "positions": positions.to(torch.int64).contiguous(),
         "conditional_rates": conditional,
     }
 
@@ -280,15 +299,29 @@ def simulate_acceptance(
 
     Returns ``[num_requests]`` int32 in ``0..K`` on ``device``.
     """
-    num_spec = len(acceptance_rates)
-    rates = acceptance.validate_rates(acceptance_rates, num_spec)
-    if num_requests < 1:
-        raise SpecbenchError(f"number of requests must be at least 1, got {num_requests}")
-    device = torch.device(device)
-    if not math.isfinite(seed):
-        raise SpecbenchError(f"seed must be a whole number, got {seed}")
+    rates = _rate_values(acceptance_rates)
+    sized = isinstance(rates, Sequence) and not isinstance(rates, (str, bytes))
+    rates = acceptance.validate_rates(rates, len(rates) if sized else 1)
+    for name, value, low in (("num_requests", num_requests, 1), ("first_request", first_request, 0)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+            raise SpecbenchError(f"{name} must be a whole number of at least {low}, got {value!r}")
+    rng.check_seed(seed)
+    rng.check_seed(seed + first_request)
+    device = _simulation_device(device)
     conditional = torch.tensor(acceptance.conditional_rates(rates), dtype=torch.float32, device=device)
     impl = backend_module(resolve_backend(backend, device))
     return impl.simulate(
         conditional_rates=conditional, num_requests=num_requests, first_seed=int(seed) + int(first_request)
     )
+
+
+def _simulation_device(device: str | torch.device) -> torch.device:
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise SpecbenchError(f"device must be cpu, cuda or cuda:N, got {device!r}") from None
+    if device.type not in ("cpu", "cuda"):
+        raise SpecbenchError(f"device must be cpu, cuda or cuda:N, got {str(device)!r}")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SpecbenchError(f"device {str(device)!r} needs a CUDA GPU, and torch sees none")
+    return device

@@ -11,7 +11,7 @@ from conftest import triton_launch
 
 from specbench import reference
 from specbench.errors import SpecbenchError
-from specbench.verify import verify
+from specbench.verify import simulate_acceptance, verify
 
 B, K, V = 3, 2, 7
 
@@ -70,7 +70,98 @@ BAD_INPUTS = [
     ({"mode": "synthetic", "acceptance_rates": [math.nan, 0.5]}, ["nan"]),
     ({"mode": "synthetic", "acceptance_rates": [0.5]}, ["acceptance rates", "0.5"]),
     ({"acceptance_rates": [0.5, 0.5]}, ["acceptance_rates", "'probabilistic'"]),
+    ({"mode": "synthetic", "acceptance_rates": 0.5}, ["acceptance rates", "0.5"]),
+    ({"mode": "synthetic", "acceptance_rates": [0.5, "x"]}, ["acceptance rates", "'x'"]),
+    ({"mode": "synthetic", "target_logits": torch.zeros(B, 1, V), "draft_token_ids": torch.zeros(B, 0, dtype=torch.int64),
+      "acceptance_rates": [0.5]}, ["acceptance rates", "bonus row", "[0.5]"]),
 ]
+
+BAD_SIMULATIONS = [
+    # (arguments of simulate_acceptance, words the message must contain)
+    ({"acceptance_rates": 0.5}, ["acceptance rates", "0.5"]),
+    ({"acceptance_rates": "0.5"}, ["acceptance rates", "'0.5'"]),
+    ({"num_requests": 2.5}, ["num_requests", "2.5"]),
+    ({"num_requests": "3"}, ["num_requests", "'3'"]),
+    ({"num_requests": 0}, ["num_requests", "0"]),
+    ({"first_request": -1}, ["first_request", "-1"]),
+    ({"seed": 2**63 - 5}, ["seed", str(2**63 - 5)]),
+    ({"seed": -1}, ["seed", "-1"]),
+    ({"seed": 1.5}, ["seed", "1.5"]),
+    ({"seed": "a"}, ["seed", "'a'"]),
+    ({"seed": 2**62 - 1, "first_request": 5}, ["seed", str(2**62 + 4)]),
+    ({"device": "bogus"}, ["device", "'bogus'"]),
+    ({"device": "meta"}, ["device", "'meta'"]),
+]
+
+
+@pytest.mark.parametrize(("arguments", "words"), BAD_SIMULATIONS, ids=[" ".join(w) for _, w in BAD_SIMULATIONS])
+def test_a_bad_simulation_argument_raises_one_error_naming_the_value(arguments, words):
+    call = {"acceptance_rates": [0.8, 0.5], "num_requests": 10, "backend": "torch", **arguments}
+    with pytest.raises(SpecbenchError) as caught:
+        simulate_acceptance(call.pop("acceptance_rates"), call.pop("num_requests"), **call)
+    message = str(caught.value)
+    for word in words:
+        assert word in message, f"{word!r} missing from {message!r}"
+
+
+def test_rates_may_be_a_tensor_and_no_drafts_take_no_rates():
+    from_list = simulate_acceptance([0.8, 0.5], 50, seed=3, backend="torch")
+    assert torch.equal(simulate_acceptance(torch.tensor([0.8, 0.5]), 50, seed=3, backend="torch"), from_list)
+    only_bonus = _call(mode="synthetic", target_logits=torch.randn(B, 1, V),
+                       draft_token_ids=torch.zeros(B, 0, dtype=torch.int64), acceptance_rates=[])
+    assert only_bonus.num_accepted.tolist() == [0] * B and only_bonus.num_emitted.tolist() == [1] * B
+
+
+def test_strided_and_expanded_small_inputs_give_the_contiguous_result(run_verify):
+    # the kernels index draft ids, counts, temperatures, seeds and positions densely
+    generator = torch.Generator().manual_seed(5)
+    batch = 4
+    target = torch.randn(batch, K + 1, V, generator=generator)
+    drafts = target[:, :K].argmax(dim=-1)  # accepted at T = 1 with probability p(x) >= 1/V
+    plain = {
+        "num_draft_tokens": torch.tensor([K, 1, 0, K], dtype=torch.int32),
+        "temperatures": torch.full((batch,), 0.7),
+        "seeds": torch.arange(10, 10 + batch),
+        "positions": torch.arange(100, 100 + batch),
+    }
+    strided = {name: torch.stack([value, value], dim=1)[:, 0] for name, value in plain.items()}  # stride 2
+    assert all(not value.is_contiguous() for value in strided.values())
+    expected = run_verify(target, drafts, **plain)
+    for mode in ("probabilistic", "greedy"):
+        keywords = {} if mode == "probabilistic" else {"mode": "greedy"}
+        want = expected if mode == "probabilistic" else run_verify(target, drafts, mode="greedy", **{
+            k: v for k, v in plain.items() if k != "temperatures"})
+        got = run_verify(target, drafts.t().contiguous().t(), **keywords, **{
+            k: v for k, v in strided.items() if mode == "probabilistic" or k != "temperatures"})
+        for a, b in zip(got, want):
+            assert torch.equal(a, b)
+    expanded = run_verify(target, drafts, **{**plain, "temperatures": torch.tensor([0.7]).expand(batch)})
+    for a, b in zip(expanded, expected):
+        assert torch.equal(a, b)
+
+
+def test_unchecked_negative_temperatures_and_counts_follow_the_contract(run_verify):
+    # check_values=False is the GPU default: a negative temperature makes every row of its request
+    # invalid (nothing emitted, no id outside [0, V)); counts are clamped into [0, K]
+    generator = torch.Generator().manual_seed(6)
+    batch = 4
+    target = torch.randn(batch, K + 1, V, generator=generator)
+    drafts = torch.randint(0, V, (batch, K), generator=generator)
+    seeds = torch.arange(batch)
+    negative = run_verify(target, drafts, seeds=seeds, temperatures=torch.tensor([1.0, -1.0, 0.5, -2.0]),
+                          check_values=False)
+    assert negative.num_emitted[[1, 3]].tolist() == [0, 0]
+    assert bool((negative.output_token_ids[[1, 3]] == -1).all())
+    reference_rows = run_verify(target[[0, 2]], drafts[[0, 2]], seeds=seeds[[0, 2]],
+                                temperatures=torch.tensor([1.0, 0.5]))
+    assert torch.equal(negative.output_token_ids[[0, 2]], reference_rows.output_token_ids)
+    for mode, extra in (("probabilistic", {}), ("synthetic", {"acceptance_rates": [0.9, 0.6]})):
+        over = run_verify(target, drafts, mode=mode, seeds=seeds, check_values=False,
+                          num_draft_tokens=torch.tensor([K + 1, K + 5, -3, 0], dtype=torch.int32), **extra)
+        clamped = run_verify(target, drafts, mode=mode, seeds=seeds,
+                             num_draft_tokens=torch.tensor([K, K, 0, 0], dtype=torch.int32), **extra)
+        for a, b in zip(over, clamped):
+            assert torch.equal(a, b)
 
 
 @pytest.mark.parametrize(("overrides", "words"), BAD_INPUTS, ids=[" ".join(w) for _, w in BAD_INPUTS])

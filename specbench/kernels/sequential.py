@@ -54,10 +54,12 @@ def accept_test(u, x, x_valid, t_row, d_row, inv_temperature, m, s, md, sd, DRAF
 def request_setup(b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE: tl.constexpr):
     # What every kernel reads first about request b: its draft count (clamped so no row past the
     # bonus row is ever indexed), whether its rows are greedy, 1/T, its position and its seed key.
+    # A negative temperature (possible only unchecked) gives 1/T = NaN: every row is invalid, and
+    # masked lanes (-inf) never turn into +inf.
     n = tl.minimum(tl.maximum(tl.load(num_draft_ptr + b), 0), NUM_SLOTS - 1)
     temperature = tl.load(temperature_ptr + b)
     greedy = (temperature == 0.0) | (MODE == MODE_GREEDY)
-    inv_temperature = 1.0 / tl.where(greedy, 1.0, temperature)
+    inv_temperature = tl.where(temperature < 0.0, float("nan"), 1.0 / tl.where(greedy, 1.0, temperature))
     return n, greedy, inv_temperature, tl.load(position_ptr + b), seed_key(tl.load(seed_ptr + b))
 
 

@@ -13,7 +13,8 @@ What each mode computes, exactly (every backend follows this to the bit, up to f
 of the probabilities):
 
 - Rows are cleaned first: logits are scaled by ``1 / temperature``, NaN becomes ``-inf`` and
-  ``+inf`` the largest float32 (so several ``+inf`` tokens share the mass equally). A target row
+  ``+inf`` the largest float32 (so several ``+inf`` tokens share the mass equally; the same holds
+  for logits that overflow when a tiny temperature scales them: use 0 for greedy). A target row
   with no finite value left is *invalid*: when a request needs its values, the request stops
   there and emits nothing for that row (``num_emitted`` counts only the tokens before it). Rows
   whose values are not needed are never read: in the synthetic mode an accepted row is not

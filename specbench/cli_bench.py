@@ -93,6 +93,11 @@ def _profiles(lengths: list[str], ks: list[int], scenario: str | None, grid: Gri
                 profiles.append(scenarios.make_profile(k, acceptance_length=k + 1, name="full"))
             else:
                 length = _number("--acceptance-length", label)
+                if not lengths and length > k + 1:
+                    # the grid's default length does not fit this K: say where the number came from
+                    raise SpecbenchError(f"the default --acceptance-length {length:g} needs K >= {length - 1:g}, "
+                                         f"got --num-spec-tokens {k}; pass --acceptance-length (at most {k + 1}) "
+                                         f"or full")
                 profiles.append(scenarios.make_profile(k, acceptance_length=length, name=f"{length:g}"))
     return profiles
 
@@ -252,17 +257,22 @@ def kernels_command(
             cuda_graph=graph_choice,
         )
         seed_value = rng.check_seed(_one_whole("--seed", seed, 0))
-        out_dir, previous = results.open_output(output, "kernels", resume, seed_value)
         implementations = _implementations(_items("--impl", impl), device_name, interpret)
+        timing_settings = {
+            "warmup": config.warmup, "min_samples": config.min_samples, "max_samples": config.max_samples,
+            "max_ms": config.max_ms, "l2_flush": config.l2_flush, "graph_calls": config.graph_calls,
+            "clock": "CUDA events" if on_gpu else "time.perf_counter_ns", "statistic": "median, p20, p80",
+        }
+        # rows of one folder must be comparable: a resumed run keeps the seed, the timing and the device
+        device_label = results.device_description(device_name)["device"]
+        out_dir, previous, earlier = results.open_output(
+            output, "kernels", resume, {"seed": ("--seed", seed_value), "timing": ("timing", timing_settings), "device": ("device", device_label)})
         peak = timing.peak_bandwidth_gbps(device_name)
         metadata = results.collect_metadata(
-            device_name, kind="kernels", peak_bandwidth_gbps=peak, seed=seed_value, num_cases=len(cases),
-            implementations=[i.name for i in implementations], interpreted=interpret,
-            timing={"warmup": config.warmup, "min_samples": config.min_samples, "max_samples": config.max_samples,
-                    "max_ms": config.max_ms, "l2_flush": config.l2_flush, "graph_calls": config.graph_calls,
-                    "clock": "CUDA events" if on_gpu else "time.perf_counter_ns", "statistic": "median, p20, p80"},
+            device_name, kind="kernels", peak_bandwidth_gbps=peak, seed=seed_value,
+            implementations=[i.name for i in implementations], interpreted=interpret, timing=timing_settings,
         )
-        writer = results.ResultsWriter(out_dir, metadata, previous)
+        writer = results.ResultsWriter(out_dir, results.resumed_metadata(metadata, earlier), previous)
     except SpecbenchError as exc:
         fail(str(exc))
 

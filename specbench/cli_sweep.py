@@ -190,7 +190,7 @@ def sweep_command(
         cost = None if cost_ratio is None else acceptance.check_cost_ratio(_single("--cost-ratio", cost_ratio, float))
         device_name = sweep.resolve_device(device)
         backend_name = sweep.resolve_sweep_backend(backend, device_name)
-        out_dir, _ = results.open_output(output, "sweep")
+        out_dir, _records, _metadata = results.open_output(output, "sweep")
         metadata = results.collect_metadata(
             device_name, kind="sweep", seed=seed_value, backend=backend_name, num_requests=requests,
             cost_ratio=cost, scenario=scenario_name, num_cases=len(profiles),

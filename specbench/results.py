@@ -91,35 +91,70 @@ def collect_metadata(device: str = "cpu", **extra: Any) -> dict[str, Any]:
 
 
 def default_output_dir(kind: str) -> Path:
-    """``results/<kind>-<UTC timestamp>/``."""
+    """A new ``results/<kind>-<UTC timestamp>/``, created here so that two runs started in the same
+    second never share it (the second one gets ``-2``, and so on)."""
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return Path("results") / f"{kind}-{stamp}"
+    for attempt in range(1, 1000):
+        directory = Path("results") / (f"{kind}-{stamp}" if attempt == 1 else f"{kind}-{stamp}-{attempt}")
+        try:
+            directory.mkdir(parents=True)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise SpecbenchError(f"cannot create output folder {directory}: {exc.strerror}") from exc
+        return directory
+    raise SpecbenchError(f"results/ already holds 999 {kind} folders from {stamp}; pass --output")
 
 
-def open_output(output: Path | None, kind: str, resume: bool = False, seed: int | None = None) -> tuple[Path, list]:
-    """The folder a ``kind`` run writes into, and the records it already holds (with ``resume``).
+# what a resumed run records of each earlier run into the same folder
+EARLIER_RUN_FIELDS = ("command", "commit", "created", "specbench", "torch", "triton")
+
+
+def open_output(
+    output: Path | None, kind: str, resume: bool = False, same: dict[str, tuple[str, Any]] | None = None
+) -> tuple[Path, list[dict], dict[str, Any]]:
+    """The folder a ``kind`` run writes into, the records and the metadata it already holds.
 
     A folder that already holds results is refused unless the run resumes it; a resumed folder
-    must hold a run of the same kind and seed, so one file never mixes two runs' settings.
+    must hold a run of the same kind whose metadata has the values in ``same`` (metadata key ->
+    (the option's name for messages, value): seed, timing settings, device, whatever makes its rows
+    comparable), so one file never mixes two runs' settings. Without ``--output`` a new folder is
+    made (``default_output_dir``).
     """
     if output is None:
         if resume:
             raise SpecbenchError("--resume needs --output DIR, the folder of the run to continue")
-        return default_output_dir(kind), []
+        return default_output_dir(kind), [], {}
     if output.exists() and not output.is_dir():
         raise SpecbenchError(f"--output {output} is a file, not a folder")
     if not (output / RESULTS_JSON).is_file():
-        return output, []
+        return output, [], {}
     if not resume:
         hint = "pass --resume to continue that run or choose" if kind == "kernels" else "choose"
         raise SpecbenchError(f"{output} already holds {RESULTS_JSON}; {hint} another --output")
     metadata, records = read_results(output)
     if metadata.get("kind") != kind:
         raise SpecbenchError(f"{output} holds a {metadata.get('kind')} run, not a {kind} run; choose another --output")
-    if seed is not None and metadata.get("seed") != seed:
-        raise SpecbenchError(f"--seed {seed} differs from the seed of the run in {output} ({metadata.get('seed')}); "
-                             f"resume it with the same seed")
-    return output, records
+    for name, (label, value) in (same or {}).items():
+        before = metadata.get(name)
+        if isinstance(value, dict) and isinstance(before, dict):
+            changed = [key for key in value if before.get(key) != value[key]]
+            if changed:
+                key = changed[0]
+                raise SpecbenchError(f"{label} setting {key} = {value[key]!r} differs from the run in {output} "
+                                     f"({before.get(key)!r}); resume it with the same {label} options")
+        elif before != value:
+            raise SpecbenchError(f"{label} {value!r} differs from the run in {output} ({before!r}); "
+                                 f"resume it with the same {label}")
+    return output, records, metadata
+
+
+def resumed_metadata(metadata: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:
+    """``metadata`` of a run that continues ``earlier`` (its folder's metadata): every run listed."""
+    if not earlier:
+        return metadata
+    runs = [*earlier.get("earlier_runs", []), {key: earlier.get(key) for key in EARLIER_RUN_FIELDS}]
+    return {**metadata, "earlier_runs": runs}
 
 
 class ResultsWriter:

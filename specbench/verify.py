@@ -211,6 +211,13 @@ def prepare_verify(
     _check_tensor("target_logits", target_logits, (batch, num_rows, vocab), _FLOAT_DTYPES, device)
     if target_logits.stride(2) != 1:
         raise SpecbenchError("target_logits must be contiguous in its last (vocabulary) dimension")
+    if isinstance(draft_token_ids, torch.Tensor) and draft_token_ids.dim() == 2 and draft_token_ids.shape[0] == batch \
+            and draft_token_ids.shape[1] != num_spec:
+        raise SpecbenchError(
+            f"draft_token_ids has {draft_token_ids.shape[1]} draft slots but target_logits has {num_rows} rows per "
+            f"request (K draft slots + the bonus row, so K = {num_spec}); target_logits must be "
+            f"[{batch}, {draft_token_ids.shape[1] + 1}, {vocab}] for these drafts"
+        )
     _check_tensor("draft_token_ids", draft_token_ids, (batch, num_spec), (torch.int32, torch.int64), device)
 
     int_types = (torch.int32, torch.int64)

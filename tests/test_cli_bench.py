@@ -9,7 +9,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from specbench import bench
+from specbench import bench, results
 from specbench.cli import app
 
 TINY = ["--device", "cpu", "--vocab-size", "64", "--max-ms", "0", "--min-samples", "2", "--warmup", "0", "--no-l2-flush"]
@@ -252,6 +252,20 @@ def test_output_folders_of_another_run_are_never_overwritten_or_mixed(tmp_path):
     assert run(*first, "-o", str(kernels_dir)).exit_code == 0
     other_seed = run(*first, "--seed", "7", "-o", str(kernels_dir), "--resume")
     assert other_seed.exit_code == 2 and "--seed 7 differs" in _one_line(other_seed.output)
+    other_timing = run(*first, "--l2-flush", "-o", str(kernels_dir), "--resume")
+    assert other_timing.exit_code == 2 and "l2_flush = True differs" in _one_line(other_timing.output)
+    more = run(*first[:-5], "--batch-size", "1,2", "--impl", "torch", "--no-charts", "-o", str(kernels_dir), "--resume")
+    assert more.exit_code == 0, more.output
+    metadata = json.loads((kernels_dir / "results.json").read_text())["metadata"]
+    # the metadata is the last run's, and lists the run before it (command, commit, versions, time)
+    assert [sorted(earlier) for earlier in metadata["earlier_runs"]] == [sorted(results.EARLIER_RUN_FIELDS)]
+    assert sorted(r["batch_size"] for r in _records(kernels_dir)) == [1, 2]
+
+
+def test_runs_started_in_the_same_second_get_their_own_default_folders(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    folders = {results.default_output_dir("sweep") for _ in range(3)}
+    assert len(folders) == 3 and all(folder.is_dir() for folder in folders)
 
 
 def test_unwritable_outputs_and_plot_targets_get_one_sentence(tmp_path):
@@ -277,3 +291,12 @@ def test_an_implementation_named_twice_is_timed_once_and_large_seeds_work(tmp_pa
     assert [r["impl"] for r in _records(tmp_path)] == ["torch"]
     too_big = run("kernels", *TINY, "--seed", str(2**62), "-o", str(tmp_path / "x"))
     assert too_big.exit_code == 2 and "[0, 2**62)" in _one_line(too_big.output)
+
+
+def test_a_default_acceptance_length_too_long_for_k_says_it_is_the_default(tmp_path):
+    result = run("kernels", *TINY, "--mode", "greedy", "--batch-size", "1", "--num-spec-tokens", "1", "-o",
+                 str(tmp_path))
+    message = _one_line(result.output)
+    assert result.exit_code == 2 and "default --acceptance-length" in message and "--num-spec-tokens 1" in message
+    given = run("kernels", *TINY, "--num-spec-tokens", "1", "--acceptance-length", "3", "-o", str(tmp_path))
+    assert given.exit_code == 2 and "default" not in _one_line(given.output)

@@ -48,7 +48,7 @@ BAD_INPUTS = [
     ({"target_logits": torch.zeros(B, K + 1, V, dtype=torch.int64)}, ["target_logits", "int64"]),
     ({"target_logits": torch.zeros(B, K + 1, 0)}, ["target_logits", f"[{B}, {K + 1}, 0]"]),
     ({"target_logits": torch.zeros(B, V, K + 1).transpose(1, 2)}, ["target_logits", "contiguous"]),
-    ({"draft_token_ids": torch.zeros(B, K + 1, dtype=torch.int64)}, ["draft_token_ids", f"[{B}, {K + 1}]"]),
+    ({"draft_token_ids": torch.zeros(B, K + 1, dtype=torch.int64)}, ["draft_token_ids", f"{K + 1} draft slots", f"[{B}, {K + 2}, {V}]"]),
     ({"draft_token_ids": torch.zeros(B, K)}, ["draft_token_ids", "float32"]),
     ({"num_draft_tokens": torch.tensor([0, K + 1, 1])}, ["num_draft_tokens", str(K + 1)]),
     ({"num_draft_tokens": torch.tensor([0, -1, 1])}, ["num_draft_tokens", "-1"]),

@@ -154,6 +154,8 @@ def results_table(records: list[dict]) -> Table:
                          no_wrap=column != "status")
     for r in records:
         spread = "-" if r["p20_us"] is None else f"{r['p20_us']:.1f}-{r['p80_us']:.1f}"
+        if _noisy(r):
+            spread = f"[yellow]{spread} ~[/]"
         status = f"[{_STATUS_STYLE.get(r['status'], '')}]{escape(r['status'])}[/]"
         if r.get("reason"):
             status += escape(f" ({r['reason']})")
@@ -163,10 +165,23 @@ def results_table(records: list[dict]) -> Table:
     return table
 
 
+# p80 / p20 above this marks a row whose samples disagree too much for its median to be trusted
+NOISY_SPREAD = 2.0
+
+
+def _noisy(record: dict) -> bool:
+    return record["p20_us"] is not None and record["p80_us"] > NOISY_SPREAD * record["p20_us"]
+
+
 def _print_table(records: list[dict]) -> None:
     # a terminal wraps to its width; a log file (no terminal) gets rows wide enough to read
     out = console if console.is_terminal else Console(file=console.file, width=200)
     out.print(results_table(records))
+    noisy = sum(map(_noisy, records))
+    if noisy:
+        out.print(f"[yellow]~[/] {noisy} rows have p80 above {NOISY_SPREAD:g}x p20: other work on the machine or a "
+                  f"changing clock moved their samples; rerun them on a quiet machine before quoting the medians",
+                  highlight=False)
 
 
 @app.command("kernels")

@@ -300,3 +300,22 @@ def test_a_default_acceptance_length_too_long_for_k_says_it_is_the_default(tmp_p
     assert result.exit_code == 2 and "default --acceptance-length" in message and "--num-spec-tokens 1" in message
     given = run("kernels", *TINY, "--num-spec-tokens", "1", "--acceptance-length", "3", "-o", str(tmp_path))
     assert given.exit_code == 2 and "default" not in _one_line(given.output)
+
+
+def test_rows_whose_samples_spread_widely_are_marked_and_explained(tmp_path, monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from specbench import cli_bench
+
+    assert run("kernels", *TINY, "--mode", "greedy", "--batch-size", "1,2", "--impl", "torch", "--no-charts",
+               "-o", str(tmp_path)).exit_code == 0
+    records = _records(tmp_path)
+    records[0].update(p20_us=10.0, p80_us=35.0)  # spread 3.5x: a busy machine
+    records[1].update(p20_us=10.0, p80_us=15.0)
+    printed = io.StringIO()
+    monkeypatch.setattr(cli_bench, "console", Console(file=printed, width=200))
+    cli_bench._print_table(records)
+    text = printed.getvalue()
+    assert "10.0-35.0 ~" in text and "10.0-15.0 ~" not in text and "1 rows have p80 above 2x p20" in text

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+import scipy.stats
 import torch
 from conftest import triton_launch
 
@@ -114,6 +115,25 @@ def test_a_miss_chance_explains_is_reported_not_alarmed():
     assert record["mean_acceptance_length_verdict"] == "outside 95%"
     assert record["num_outside_95"] == 3 and record["num_bugs"] == 0 and record["verdict"] == "ok"
     assert 1e-5 < record["min_p_value"] < 0.05
+
+
+def test_the_mean_length_test_holds_its_level_when_accepted_drafts_are_rare():
+    # 3 accepted of 1000 at rate 2e-4: twice the exact binomial tail is 0.0023 (the normal one 4e-10)
+    record = sweep.measure([997, 3], [0.0002], bug_p=1e-3)
+    doubled_tail = 2 * min(scipy.stats.binom.cdf(3, 1000, 0.0002), scipy.stats.binom.sf(2, 1000, 0.0002))
+    assert record["mean_acceptance_length_p_value"] == pytest.approx(doubled_tail, rel=1e-9)
+    assert record["mean_acceptance_length_verdict"] == "outside 95%" and record["verdict"] == "ok"
+    # every step in one bin: the interval still has the closed-form width
+    none_accepted = sweep.measure([1000, 0], [0.0002], bug_p=1e-3)
+    assert none_accepted["mean_acceptance_length_ci_high"] > 1.0 and none_accepted["verdict"] == "ok"
+    # the same near full acceptance (rejections rare), K = 3, against the law of many correct runs
+    rates = [0.99, 0.98, 0.97]
+    distribution = acceptance.accepted_distribution(rates)
+    generator = np.random.default_rng(3)
+    runs = generator.multinomial(200, distribution, size=4000) @ np.arange(4)
+    p_values = np.array([sweep._sum_p_value(int(total), 200, distribution) for total in runs])
+    for level in (0.01, 0.05):  # a valid test rejects at most `level` of correct runs (up to noise)
+        assert (p_values < level).mean() <= level + 3 * math.sqrt(level / 4000)
 
 
 def test_a_single_count_past_a_zero_rate_is_a_bug():

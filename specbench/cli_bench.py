@@ -86,7 +86,7 @@ def _profiles(lengths: list[str], ks: list[int], scenario: str | None, grid: Gri
             raise SpecbenchError("give --scenario or --acceptance-length/--num-spec-tokens, not both "
                                  "(a scenario sets K and the rates)")
         return list(scenarios.load_scenario(scenario).profiles)
-    profiles = []
+    profiles: list[scenarios.Profile] = []
     for k in ks or grid.num_spec_tokens:
         for label in lengths or grid.acceptance:
             if label == "full":
@@ -99,7 +99,11 @@ def _profiles(lengths: list[str], ks: list[int], scenario: str | None, grid: Gri
                                          f"got --num-spec-tokens {k}; pass --acceptance-length (at most {k + 1}) "
                                          f"or full")
                 profiles.append(scenarios.make_profile(k, acceptance_length=length, name=f"{length:g}"))
-    return profiles
+    # 'full' and K + 1 are one profile: keep the first of the same (K, rates)
+    unique: dict[tuple, scenarios.Profile] = {}
+    for profile in profiles:
+        unique.setdefault((profile.num_spec_tokens, tuple(profile.rates)), profile)
+    return list(unique.values())
 
 
 def _vocabularies(vocab_sizes: list[int], model_names: list[str], grid: Grid) -> list[tuple[str | None, int]]:

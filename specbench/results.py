@@ -107,7 +107,8 @@ def default_output_dir(kind: str) -> Path:
 
 
 # what a resumed run records of each earlier run into the same folder
-EARLIER_RUN_FIELDS = ("command", "commit", "created", "specbench", "torch", "triton")
+EARLIER_RUN_FIELDS = ("command", "commit", "created", "specbench", "torch", "triton", "implementations",
+                      "interpreted", "peak_bandwidth_gbps")
 
 
 def open_output(
@@ -210,6 +211,10 @@ def read_results(directory: str | Path) -> tuple[dict[str, Any], list[dict]]:
         raise SpecbenchError(f"no {RESULTS_JSON} in {directory}: not a specbench results folder")
     try:
         payload = json.loads(path.read_text())
-        return payload["metadata"], list(payload["records"])
+        metadata, records = payload["metadata"], list(payload["records"])
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise SpecbenchError(f"{path} is not a readable specbench results file ({exc})") from exc
+    if not isinstance(metadata, dict) or not all(isinstance(record, dict) and "kind" in record for record in records):
+        raise SpecbenchError(f"{path} is not a readable specbench results file (metadata and every record must be "
+                             f"objects, each record with a kind)")
+    return metadata, records

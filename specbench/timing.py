@@ -87,10 +87,21 @@ class Timing(NamedTuple):
 
 
 class Measurement(NamedTuple):
-    """``timings`` of the implementations that ran; ``errors``: why the others could not (name -> reason)."""
+    """``timings`` of the implementations that ran; ``errors``: why others could not be timed (a
+    CUDA graph would not capture them); ``failures``: those that raised while being timed (name ->
+    reason)."""
 
     timings: dict[str, Timing]
     errors: dict[str, str]
+    failures: dict[str, str]
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` says the device (or the host) ran out of memory."""
+    text = str(exc).lower()
+    return isinstance(exc, torch.cuda.OutOfMemoryError) or (
+        isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+    )
 
 
 def summarize(samples_us: Sequence[float]) -> Timing:
@@ -163,8 +174,9 @@ def time_implementations(
     """Time zero-argument callables side by side on ``device`` (see the module docstring).
 
     Every callable must do the same work each time it is called (inputs prepared beforehand).
-    Returns a ``Measurement``: ``Timing`` per name, and a reason per name that could not be
-    timed (only CUDA-graph capture failures; any other exception propagates).
+    Returns a ``Measurement``: ``Timing`` per name, a reason per name a CUDA graph could not
+    capture, and a reason per name that raised while being timed (the others go on; running out
+    of memory propagates).
     """
     config = config or TimingConfig()
     device = torch.device(device)
@@ -185,21 +197,39 @@ def time_implementations(
             torch.cuda.synchronize(device)
             errors[name] = f"cannot be captured in a CUDA graph: {type(exc).__name__}: {exc}".strip()
     calls_per_sample = config.graph_calls if config.cuda_graph else 1
+    failures: dict[str, str] = {}
+
+    def attempt(name: str, action: Callable[[], object]) -> object:
+        # one implementation that raises fails alone; out of memory is the caller's to handle
+        try:
+            return action()
+        except Exception as exc:
+            if is_out_of_memory(exc):
+                raise
+            failures[name] = f"raised {type(exc).__name__} while being timed: {exc}".strip()
+            return None
 
     sampler = _Sampler(device, config.l2_flush)
     for _ in range(config.warmup):
-        for fn in runs.values():
-            fn()
+        for name in [n for n in runs if n not in failures]:
+            attempt(name, runs[name])
     sampler.wait()
 
-    names = list(runs)
+    names = [name for name in runs if name not in failures]
     raw: dict[str, list] = {name: [] for name in names}
     rounds = 0
     started = time.perf_counter()
     while names:
         shift = rounds % len(names)
         for name in names[shift:] + names[:shift]:
-            raw[name].append(sampler.sample(runs[name]))
+            sample = attempt(name, functools.partial(sampler.sample, runs[name]))
+            if name in failures:
+                names.remove(name)
+                del raw[name]
+            else:
+                raw[name].append(sample)
+        if not names:
+            break
         sampler.wait()
         rounds += 1
         elapsed_ms = (time.perf_counter() - started) * 1000.0
@@ -209,7 +239,7 @@ def time_implementations(
     timings = {
         name: summarize([sampler.elapsed_us(s) / calls_per_sample for s in samples]) for name, samples in raw.items()
     }
-    return Measurement(timings, errors)
+    return Measurement(timings, errors, failures)
 
 
 @functools.cache

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from dataclasses import replace
 
 import pytest
 import torch
 
-from specbench import bench, timing
+from specbench import acceptance, bench, timing
 from specbench.errors import SpecbenchError
 from specbench.scenarios import make_profile
 from specbench.verify import VerifyResult
@@ -40,6 +41,15 @@ def test_accepted_counts_follow_a_scenario_distribution():
 def test_accepted_counts_round_by_largest_remainder():
     assert bench.assign_accepted_counts([1.0, 0.5, 0.0], 1) in ([1], [2])
     assert sorted(bench.assign_accepted_counts([0.9, 0.0], 3)) == [1, 1, 1]  # quotas 0.3, 2.7, 0
+
+
+@pytest.mark.parametrize("rates", [[0.7296, 0.5208, 0.3545], [0.54, 0.36, 0.26], [0.9, 0.2, 0.1, 0.05]])
+def test_a_small_batch_is_planned_at_the_nearest_mean_it_can_have(rates):
+    # at B = 1 the most likely count (A = 3 for EAGLE-3's profile) would plan L = 4 for L = 2.6
+    mean = acceptance.mean_acceptance_length(rates) - 1
+    for batch in (1, 2, 3, 5, 8, 13):
+        counts = bench.assign_accepted_counts(rates, batch)
+        assert len(counts) == batch and abs(sum(counts) / batch - mean) <= 0.5 / batch + 1e-12
 
 
 def _softmax(x: torch.Tensor) -> torch.Tensor:
@@ -138,7 +148,7 @@ def test_identical_outputs_pass():
 def test_a_different_greedy_token_fails_and_says_where():
     check = bench.check_output("greedy", _result([[5, 8, -1], [3, -1, -1]], [1, 0]), REFERENCE, 10)
     assert not check.ok and check.reason == "tokens differ from the torch reference in 1 of 2 requests"
-    assert check.token_agreement == pytest.approx(2 / 3)
+    assert check.token_agreement == pytest.approx(1 / 2)  # of the sampled tokens (slot A of each request)
 
 
 @pytest.mark.parametrize(
@@ -173,10 +183,33 @@ def test_probabilistic_residual_tokens_may_differ_only_rarely():
     many_off = tokens.clone()
     many_off[:2, 0] = 9 - many_off[:2, 0]
     many = bench.check_output("probabilistic", reference._replace(output_token_ids=many_off), reference, 10)
-    assert not many.ok and "99.80% of emitted tokens agree" in many.reason
+    assert not many.ok and "99.80% of sampled (residual and bonus) tokens agree" in many.reason
     other_rng = bench.check_output("probabilistic", reference._replace(output_token_ids=many_off), reference, 10,
                                    same_rng=False)
     assert other_rng.ok
+
+
+def test_agreement_counts_only_the_sampled_tokens():
+    # 512 requests accepting all 7 drafts: 2 wrong bonus tokens are 2 of 512 samples (not 2 of 4096 tokens)
+    batch, slots = 512, 8
+    tokens = torch.arange(batch * slots, dtype=torch.int64).reshape(batch, slots) % 50
+    reference = VerifyResult(tokens, torch.full((batch,), slots, dtype=torch.int32),
+                             torch.full((batch,), slots - 1, dtype=torch.int32))
+    two_off = tokens.clone()
+    two_off[:2, -1] = (two_off[:2, -1] + 1) % 50
+    check = bench.check_output("probabilistic", reference._replace(output_token_ids=two_off), reference, 50)
+    assert not check.ok and check.token_agreement == pytest.approx(510 / 512)
+
+
+def test_another_rng_may_not_emit_the_draft_it_rejected():
+    drafts = torch.tensor([[5, 2], [3, 4]])
+    reference = _result([[5, 2, 9], [1, -1, -1]], [2, 0])  # request 1 rejected draft 3 at slot 0
+    emits_rejected = _result([[5, 2, 9], [3, -1, -1]], [2, 0])
+    check = bench.check_output("probabilistic", emits_rejected, reference, 10, same_rng=False, draft_token_ids=drafts)
+    assert not check.ok and "the very draft it rejected" in check.reason
+    other_sample = _result([[5, 2, 2], [7, -1, -1]], [2, 0])  # a draft id as the *bonus* token is fine
+    assert bench.check_output("probabilistic", other_sample, reference, 10, same_rng=False,
+                              draft_token_ids=drafts).ok
 
 
 # --- cases and the registry ------------------------------------------------------------------------------------
@@ -257,6 +290,22 @@ def test_a_run_times_the_correct_and_records_why_the_others_were_not():
         by_name["crash"]["reason"]
     assert by_name["picky"]["status"] == "skipped" and by_name["picky"]["reason"] == "not for this shape"
     json.dumps(records)  # records are plain JSON
+
+
+def test_a_crash_while_timed_or_a_wrong_return_type_is_a_fail_row_and_the_others_keep_theirs():
+    calls: list[str] = []
+
+    def crashes_once_timed(result):
+        if calls.count("late") > 2:  # the check's call and the warm-up pass
+            raise RuntimeError("illegal memory access")
+        return result
+
+    impls = [_stand_in("torch"), _stand_in("late", crashes_once_timed, calls=calls),
+             _stand_in("tuple", lambda result: tuple(result))]
+    torch_row, late, as_tuple = bench.run_case(_case(), impls, config=replace(FAST, warmup=1))
+    assert torch_row["status"] == "ok" and torch_row["median_us"] is not None
+    assert late["status"] == "FAIL" and late["reason"] == "raised RuntimeError while being timed: illegal memory access"
+    assert as_tuple["status"] == "FAIL" and as_tuple["reason"] == "returned tuple, not a VerifyResult"
 
 
 def test_speedup_is_the_ratio_of_medians_to_the_torch_baseline():

@@ -79,12 +79,24 @@ def test_cpu_samples_are_positive_and_ordered():
     assert t.samples == 5
 
 
-def test_an_implementation_that_raises_stops_the_timing():
-    def broken():
-        raise RuntimeError("kernel exploded")
+def test_an_implementation_that_raises_fails_alone_and_out_of_memory_propagates():
+    calls = []
 
-    with pytest.raises(RuntimeError, match="kernel exploded"):
-        timing.time_implementations({"broken": broken}, "cpu", timing.TimingConfig(warmup=0, l2_flush=False))
+    def broken_on_third_call():
+        calls.append(1)
+        if len(calls) >= 3:
+            raise RuntimeError("kernel exploded")
+
+    config = timing.TimingConfig(warmup=1, min_samples=5, max_samples=5, l2_flush=False)
+    measured = timing.time_implementations({"broken": broken_on_third_call, "fine": lambda: None}, "cpu", config)
+    assert measured.failures == {"broken": "raised RuntimeError while being timed: kernel exploded"}
+    assert list(measured.timings) == ["fine"] and measured.timings["fine"].samples == 5
+
+    def out_of_memory():
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory")
+
+    with pytest.raises(RuntimeError, match="can't allocate memory"):
+        timing.time_implementations({"oom": out_of_memory}, "cpu", timing.TimingConfig(warmup=0, l2_flush=False))
 
 
 def test_cuda_graphs_need_a_gpu():

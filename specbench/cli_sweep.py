@@ -26,6 +26,9 @@ _MAX_VALUES = 1000
 _LABELS = {"p": "p_{}", "c": "c_{}", "P(A=j)": "P(A={})", "L": "L (mean length)"}
 _VERDICT_STYLE = {"ok": "green", "outside 95%": "yellow", "BUG": "bold red", "n/a": "dim"}
 
+# steps per case: 2**40 (1.1e12) already takes minutes on a GPU and days on a CPU; more is a typo
+MAX_REQUESTS = 2**40
+
 
 def _numbers(option: str, text: str, cast=float) -> list:
     """``1.5,2,3`` or ``1.5:4.0:0.5`` (start:stop:step, stop included) into numbers."""
@@ -183,8 +186,8 @@ def sweep_command(
     try:
         profiles, scenario_name = _profiles(acceptance_length or [], rates or [], scenario, num_spec_tokens or [])
         requests = None if num_requests is None else _single("--num-requests", num_requests.replace("_", ""), float)
-        if requests is not None and (not requests.is_integer() or requests < 2):
-            raise SpecbenchError(f"--num-requests must be a whole number >= 2, got {num_requests!r}")
+        if requests is not None and (not requests.is_integer() or not 2 <= requests <= MAX_REQUESTS):
+            raise SpecbenchError(f"--num-requests must be a whole number in [2, 2**40], got {num_requests!r}")
         requests = None if requests is None else int(requests)
         seed_value = rng.check_seed(_single("--seed", seed, int))
         cost = None if cost_ratio is None else acceptance.check_cost_ratio(_single("--cost-ratio", cost_ratio, float))

@@ -116,6 +116,7 @@ def test_no_options_runs_the_default_scenario(tmp_path, monkeypatch):
         (["-r", "0.5", "-n", "1"], ["--num-requests", "'1'"]),
         (["-r", "0.5", "-n", "many"], ["--num-requests", "'many'"]),
         (["-r", "0.5", "-n", "2.5"], ["--num-requests", "whole number", "'2.5'"]),
+        (["-r", "0.5", "-n", "1e300"], ["--num-requests", "2**40", "'1e300'"]),
         (["-r", "0.5", "--seed", "-3"], ["seed", "-3"]),
         (["-r", "0.5", "--seed", "abc"], ["--seed", "'abc'"]),
         (["-r", "0.5", "--cost-ratio", "-1"], ["cost ratio", "-1"]),

@@ -36,11 +36,15 @@ def check_num_spec_tokens(num_spec_tokens: int) -> int:
     return num_spec_tokens
 
 
-def validate_rates(rates: Sequence[float], num_spec_tokens: int) -> list[float]:
-    """Check ``K`` unconditional rates: each in [0, 1], non-increasing, no NaN; return them as floats."""
-    check_num_spec_tokens(num_spec_tokens)
+def validate_rates(rates: Sequence[float], num_spec_tokens: int | None) -> list[float]:
+    """Check ``K`` unconditional rates: each in [0, 1], non-increasing, no NaN; return them as floats.
+
+    ``num_spec_tokens=None`` takes ``K`` from the rates themselves.
+    """
     if isinstance(rates, (str, bytes)) or not isinstance(rates, Sequence):
         raise SpecbenchError(f"acceptance rates must be a list of numbers, got {rates!r}")
+    num_spec_tokens = len(rates) if num_spec_tokens is None else num_spec_tokens
+    check_num_spec_tokens(num_spec_tokens)
     try:
         values = [_number(r) for r in rates]
     except (TypeError, ValueError) as exc:

@@ -167,16 +167,14 @@ def assign_accepted_counts(rates: Sequence[float], batch_size: int, seed: int = 
     by_remainder = sorted(range(len(quotas)), key=lambda j: counts[j] - quotas[j])
     for j in by_remainder[: batch_size - sum(counts)]:
         counts[j] += 1
-    wanted_total = round(batch_size * sum(j * p for j, p in enumerate(distribution)))
-    excess = [n - q for n, q in zip(counts, quotas)]
-    for _ in range(abs(wanted_total - sum(j * n for j, n in enumerate(counts)))):
-        step = 1 if wanted_total > sum(j * n for j, n in enumerate(counts)) else -1
+    missing = round(batch_size * sum(j * p for j, p in enumerate(distribution))) - sum(
+        j * n for j, n in enumerate(counts))
+    step = 1 if missing > 0 else -1
+    for _ in range(abs(missing)):  # each move shifts the total by `step`
         moves = [j for j in range(len(counts)) if counts[j] > 0 and 0 <= j + step < len(counts)]
-        j = max(moves, key=lambda j: excess[j] - excess[j + step])
+        j = max(moves, key=lambda j: (counts[j] - quotas[j]) - (counts[j + step] - quotas[j + step]))
         counts[j] -= 1
         counts[j + step] += 1
-        excess[j] -= 1
-        excess[j + step] += 1
     planned = torch.tensor([j for j, n in enumerate(counts) for _ in range(n)], dtype=torch.int64)
     order = torch.randperm(batch_size, generator=torch.Generator().manual_seed(seed))
     return planned[order].tolist()

@@ -282,15 +282,15 @@ def kernels_command(
             "max_ms": config.max_ms, "l2_flush": config.l2_flush, "graph_calls": config.graph_calls,
             "clock": "CUDA events" if on_gpu else "time.perf_counter_ns", "statistic": "median, p20, p80",
         }
-        # rows of one folder must be comparable: a resumed run keeps the seed, the timing and the device
-        device_label = results.device_description(device_name)["device"]
-        out_dir, previous, earlier = results.open_output(
-            output, "kernels", resume, {"seed": ("--seed", seed_value), "timing": ("timing", timing_settings), "device": ("device", device_label)})
-        peak = timing.peak_bandwidth_gbps(device_name)
         metadata = results.collect_metadata(
-            device_name, kind="kernels", peak_bandwidth_gbps=peak, seed=seed_value,
-            implementations=[i.name for i in implementations], interpreted=interpret, timing=timing_settings,
+            device_name, kind="kernels", seed=seed_value, implementations=[i.name for i in implementations],
+            interpreted=interpret, timing=timing_settings,
         )
+        # rows of one folder must be comparable: a resumed run keeps the seed, the timing and the device
+        same = {"seed": ("--seed", seed_value), "timing": ("timing", timing_settings),
+                "device": ("device", metadata["device"])}
+        out_dir, previous, earlier = results.open_output(output, "kernels", resume, same)
+        peak = metadata["peak_bandwidth_gbps"] = timing.peak_bandwidth_gbps(device_name)
         writer = results.ResultsWriter(out_dir, results.resumed_metadata(metadata, earlier), previous)
     except SpecbenchError as exc:
         fail(str(exc))

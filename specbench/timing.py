@@ -228,8 +228,6 @@ def time_implementations(
                 del raw[name]
             else:
                 raw[name].append(sample)
-        if not names:
-            break
         sampler.wait()
         rounds += 1
         elapsed_ms = (time.perf_counter() - started) * 1000.0

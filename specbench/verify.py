@@ -307,9 +307,7 @@ def simulate_acceptance(
 
     Returns ``[num_requests]`` int32 in ``0..K`` on ``device``.
     """
-    rates = _rate_values(acceptance_rates)
-    sized = isinstance(rates, Sequence) and not isinstance(rates, (str, bytes))
-    rates = acceptance.validate_rates(rates, len(rates) if sized else 1)
+    rates = acceptance.validate_rates(_rate_values(acceptance_rates), None)
     for name, value, low in (("num_requests", num_requests, 1), ("first_request", first_request, 0)):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
             raise SpecbenchError(f"{name} must be a whole number of at least {low}, got {value!r}")

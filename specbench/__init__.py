@@ -3,6 +3,6 @@
 __version__ = "0.1.0"
 
 from specbench.errors import SpecbenchError
-from specbench.verify import VerifyResult, simulate_acceptance, verify
+from specbench.verification import VerifyResult, simulate_acceptance, verify
 
 __all__ = ["SpecbenchError", "VerifyResult", "__version__", "simulate_acceptance", "verify"]

@@ -52,7 +52,7 @@ from specbench import acceptance, timing
 from specbench.errors import SpecbenchError
 from specbench.scenarios import Profile
 from specbench.timing import is_out_of_memory
-from specbench.verify import MODES, VerifyResult, prepare_verify, verify
+from specbench.verification import MODES, VerifyResult, prepare_verify, verify
 
 DRAFTS: tuple[str, ...] = ("logits", "probs", "none")
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -193,7 +193,7 @@ class CaseInputs:
     extra: dict[str, torch.Tensor] = field(default_factory=dict)  # num_draft_tokens, temperatures, seeds, positions
 
     def verify_kwargs(self) -> dict[str, Any]:
-        """Arguments of the public ``specbench.verify.verify`` (without ``backend``)."""
+        """Arguments of the public ``specbench.verification.verify`` (without ``backend``)."""
         synthetic = self.case.mode == "synthetic"
         return dict(target_logits=self.target_logits, draft_token_ids=self.draft_token_ids, mode=self.case.mode,
                     draft_logits=self.draft_logits, draft_probs=self.draft_probs,

@@ -1,13 +1,17 @@
-"""The command line: parse, call the library, print. ``SpecbenchError`` becomes one red line."""
+"""The command line: the Typer app, built from the command modules; ``SpecbenchError`` becomes one red line.
+
+Each ``cli_*.py`` module holds one command group's functions (parse the options, call the library,
+print); this module only registers them, so imports run one way: ``cli`` -> ``cli_*`` -> ``console``.
+"""
 
 from __future__ import annotations
 
 import sys
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
+from specbench import cli_bench, cli_sweep
+from specbench.console import print_error
 from specbench.errors import SpecbenchError
 
 app = typer.Typer(
@@ -16,23 +20,10 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-error_console = Console(stderr=True)
-
-
-def print_error(message: str) -> None:
-    """One red line on stderr: never wrapped, never read as rich markup."""
-    error_console.print(f"[bold red]error:[/] {escape(str(message))}", highlight=False, soft_wrap=True)
-
-
-def fail(message: str) -> None:
-    """Print one red sentence on stderr and exit with status 2."""
-    print_error(message)
-    raise typer.Exit(2)
-
-
-# The commands live in their own modules and register themselves on `app`.
-from specbench import cli_bench, cli_sweep  # noqa: F401
+app.command("sweep")(cli_sweep.sweep_command)
+app.command("kernels")(cli_bench.kernels_command)
+app.command("plot")(cli_bench.plot_command)
+app.command("env")(cli_bench.env_command)
 
 
 def main() -> None:

@@ -23,11 +23,11 @@ from rich.table import Table
 
 from specbench import bench, models, results, rng, scenarios, timing
 from specbench.bench_charts import render_kernel_charts
-from specbench.cli import app, console, error_console, fail
+from specbench.console import console, error_console, fail
 from specbench.errors import SpecbenchError
 from specbench.sweep import resolve_device
 from specbench.sweep_charts import render_sweep_charts
-from specbench.verify import MODES
+from specbench.verification import MODES
 
 
 class Grid:
@@ -188,7 +188,6 @@ def _print_table(records: list[dict]) -> None:
                   highlight=False)
 
 
-@app.command("kernels")
 def kernels_command(
     mode: Annotated[str | None, typer.Option(
         "--mode", metavar="MODES", help="greedy, probabilistic, synthetic or all; several with commas (default all).",
@@ -334,7 +333,6 @@ def kernels_command(
         raise typer.Exit(1)
 
 
-@app.command("plot")
 def plot_command(
     directory: Annotated[Path, typer.Argument(metavar="DIR", help="A results folder (with results.json).")],
     output: Annotated[Path | None, typer.Option(
@@ -362,7 +360,6 @@ def plot_command(
         console.print(f"chart: {escape(str(path))}", highlight=False)
 
 
-@app.command("env")
 def env_command() -> None:
     """Print the machine, its devices, the versions and the measured copy bandwidth."""
     table = Table(title="specbench env", title_justify="left", show_header=False, show_edge=False, pad_edge=False)

@@ -17,7 +17,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from rich.table import Table
 
 from specbench import acceptance, results, rng, scenarios, sweep
-from specbench.cli import app, console, error_console, fail
+from specbench.console import console, error_console, fail
 from specbench.errors import SpecbenchError
 from specbench.sweep_charts import render_sweep_charts
 
@@ -151,7 +151,6 @@ def summary_table(records: list[dict]) -> Table:
     return table
 
 
-@app.command("sweep")
 def sweep_command(
     acceptance_length: Annotated[list[str] | None, typer.Option(
         "--acceptance-length", "-l", metavar="LENGTHS", show_default=False,

@@ -4,7 +4,7 @@ For one request with fixed inputs, ``step_distribution`` gives, at every row ``i
 can reach: the probability that draft ``i`` is accepted given that every earlier draft was, and
 the law of the token emitted in slot ``i`` given that row ``i`` is reached (the draft with
 probability ``a_i``, the residual or the target's own token otherwise; the bonus row emits from
-``p``). The rules are those of ``specbench/verify.py``'s docstring, computed in float64 with no
+``p``). The rules are those of ``specbench/verification.py``'s docstring, computed in float64 with no
 randomness, so any backend's empirical frequencies can be tested against them.
 
 Notation (DOMAIN.md §1): ``p`` the target distribution of a row, ``q`` the draft's, ``x`` the
@@ -136,7 +136,7 @@ def step_distribution(
     temperature: float = 1.0,
     conditional_rates: list[float] | None = None,
 ) -> StepDistribution:
-    """The exact law of one request's step (``specbench/verify.py``'s rules, in float64).
+    """The exact law of one request's step (``specbench/verification.py``'s rules, in float64).
 
     Args:
         mode: ``"greedy"``, ``"probabilistic"`` or ``"synthetic"``.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from specbench import rng
-from specbench.verify import VerifyResult
+from specbench.verification import VerifyResult
 
 _SIMULATE_CHUNK = 1 << 16
 
@@ -34,7 +34,7 @@ def simulate(*, conditional_rates: torch.Tensor, num_requests: int, first_seed: 
     return counts
 
 
-# Layout and rules: the module docstring of specbench/verify.py. Here B, K, V are the batch, the
+# Layout and rules: the module docstring of specbench/verification.py. Here B, K, V are the batch, the
 # draft slots per request and the vocabulary; p is the target distribution of a row, q the draft's.
 _F32_MAX = torch.finfo(torch.float32).max
 _NEG_INF = float("-inf")

@@ -47,7 +47,7 @@ from scipy import stats
 from specbench import acceptance, rng
 from specbench.errors import SpecbenchError
 from specbench.scenarios import Profile
-from specbench.verify import backend_module, resolve_backend, simulate_acceptance
+from specbench.verification import backend_module, resolve_backend, simulate_acceptance
 
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
 CONFIDENCE = 0.95

@@ -24,7 +24,7 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from specbench.verify import VerifyResult, verify  # after TRITON_INTERPRET is set
+from specbench.verification import VerifyResult, verify  # after TRITON_INTERPRET is set
 
 BACKENDS = ("torch", "triton", "triton-split")
 POISON_INT = 0x5A5A5A5A  # not a token id, not -1, not a count: an unwritten slot shows up

@@ -12,7 +12,7 @@ import torch
 from specbench import acceptance, bench, timing
 from specbench.errors import SpecbenchError
 from specbench.scenarios import make_profile
-from specbench.verify import VerifyResult
+from specbench.verification import VerifyResult
 
 FAST = timing.TimingConfig(warmup=0, min_samples=2, max_samples=2, l2_flush=False)
 

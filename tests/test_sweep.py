@@ -15,7 +15,7 @@ from specbench import acceptance, sweep, sweep_charts
 from specbench.errors import SpecbenchError
 from specbench.scenarios import make_profile
 from specbench.sweep_charts import render_sweep_charts
-from specbench.verify import simulate_acceptance
+from specbench.verification import simulate_acceptance
 
 EAGLE = [0.7296, 0.5208, 0.3545]
 

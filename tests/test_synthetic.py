@@ -15,7 +15,7 @@ import torch
 from conftest import device_for
 
 from specbench import acceptance, oracle
-from specbench.verify import simulate_acceptance
+from specbench.verification import simulate_acceptance
 
 ALPHA = 1e-3
 NAN = math.nan

@@ -1,4 +1,4 @@
-"""``specbench.verify.verify``: one signature for every backend, every bad input named, result layout."""
+"""``specbench.verification.verify``: one signature for every backend, every bad input named, result layout."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from conftest import triton_launch
 
 from specbench import reference
 from specbench.errors import SpecbenchError
-from specbench.verify import simulate_acceptance, verify
+from specbench.verification import simulate_acceptance, verify
 
 B, K, V = 3, 2, 7
 

@@ -1,6 +1,6 @@
 """The Triton backend: launchers with the same signatures as ``specbench/reference.py``.
 
-Inputs arrive checked and normalised by ``specbench.verify.verify``. The launcher picks the
+Inputs arrive checked and normalised by ``specbench.verification.verify``. The launcher picks the
 kernel shape: one program per request that stops at the first rejection when the batch fills
 the GPU (``specbench/kernels/sequential.py``), and the vocabulary split across programs when it
 does not (``specbench/kernels/split.py``). Both give the same tokens for the same seeds.
@@ -21,7 +21,7 @@ from specbench.errors import SpecbenchError
 from specbench.kernels.sequential import _verify_sequential_kernel
 from specbench.kernels.split import _split_residual_kernel, _split_stats_kernel
 from specbench.kernels.synthetic import _simulate_kernel
-from specbench.verify import VerifyResult
+from specbench.verification import VerifyResult
 
 # Under TRITON_INTERPRET=1 the kernels run as numpy: lanes the kernels mask or select away may
 # compute -inf - -inf or overflow, which numpy would report as warnings. On a GPU those lanes are
@@ -141,7 +141,7 @@ def verify(
     positions: torch.Tensor,
     conditional_rates: torch.Tensor,
 ) -> VerifyResult:
-    """Triton verification step; see ``specbench.verify.verify`` for arguments and results."""
+    """Triton verification step; see ``specbench.verification.verify`` for arguments and results."""
     batch, num_slots, vocab = target_logits.shape
     device = target_logits.device
     out = torch.empty((batch, num_slots), dtype=torch.int64, device=device)

@@ -48,7 +48,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from specbench import acceptance, timing
+from specbench import acceptance, rng, timing
 from specbench.errors import SpecbenchError
 from specbench.scenarios import Profile
 from specbench.timing import is_out_of_memory
@@ -244,7 +244,7 @@ def make_inputs(case: Case, device: str | torch.device = "cpu", seed: int = 0) -
     inputs.extra = {
         "num_draft_tokens": torch.full((batch,), num_spec, dtype=torch.int32, device=device),
         "temperatures": torch.full((batch,), 0.0 if case.mode == "greedy" else 1.0, dtype=torch.float32, device=device),
-        "seeds": torch.arange(batch, dtype=torch.int64, device=device) + seed,  # request b: seed + b, as in sweeps
+        "seeds": rng.request_seed(seed, torch.arange(batch, dtype=torch.int64)).to(device),  # as in sweeps
         "positions": torch.zeros(batch, dtype=torch.int64, device=device),
     }
     return inputs

@@ -13,10 +13,10 @@ from specbench.verification import VerifyResult
 _SIMULATE_CHUNK = 1 << 16
 
 
-def simulate(*, conditional_rates: torch.Tensor, num_requests: int, first_seed: int) -> torch.Tensor:
-    """Drafts accepted per synthetic step, request ``r`` seeded ``first_seed + r`` at position 0.
+def simulate(*, conditional_rates: torch.Tensor, num_requests: int, seed: int, first_request: int) -> torch.Tensor:
+    """Drafts accepted per synthetic step; request ``r`` has seed ``request_seed(seed, first_request + r)``.
 
-    ``conditional_rates`` ``[K]`` float32; returns ``[num_requests]`` int32.
+    The seed is used at position 0. ``conditional_rates`` ``[K]`` float32; returns ``[num_requests]`` int32.
     """
     device = conditional_rates.device
     slots = torch.arange(conditional_rates.numel(), dtype=torch.int64, device=device)
@@ -25,7 +25,8 @@ def simulate(*, conditional_rates: torch.Tensor, num_requests: int, first_seed: 
     chunk = _SIMULATE_CHUNK if device.type == "cpu" else max(num_requests, 1)
     for start in range(0, num_requests, chunk):
         stop = min(start + chunk, num_requests)
-        seeds = torch.arange(first_seed + start, first_seed + stop, dtype=torch.int64, device=device)
+        requests = torch.arange(first_request + start, first_request + stop, dtype=torch.int64, device=device)
+        seeds = rng.request_seed(torch.tensor(seed, dtype=torch.int64, device=device), requests)
         keys = rng.stream_key(rng.seed_key(seeds)[:, None], slots[None, :], rng.ACCEPT)  # [n, K]
         u = rng.to_uniform(rng.fmix32(keys))  # word 0 of each stream
         # accept position i iff u_i < c_i; A is the length of the accepted prefix

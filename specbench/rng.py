@@ -13,6 +13,13 @@ mixer, as in SplitMix). A uniform in the open interval (0, 1) takes the top 23 b
 ``((word >> 9) + 0.5) / 2**23``; it is exact in float32 and never 0 or 1 (with 24 bits the
 largest value, ``1 - 2**-25``, would round to 1.0 and make ``E = -log u`` zero).
 
+Request seeds of a run (``request_seed``): a run with one seed ``S`` (a sweep case, the inputs of
+``specbench kernels``) gives request ``r`` the 62-bit seed ``request_seed(S, r)``, a hash of both,
+so runs under neighbouring seeds share no stream. Two 32-bit words are built by feeding a salt, the
+seed's low and high words, then ``r``'s low and high words through ``fmix32`` in turn (salts
+``SALT_HIGH`` and ``SALT_LOW``); the seed is ``(high & (2**30 - 1)) << 32 | low``. For a fixed
+``S`` the low word is a bijection of ``r < 2**32``, so the requests of one run never share a seed.
+
 Purposes (each random decision has its own stream):
 - ``ACCEPT``: the uniform ``u`` of the acceptance test at a position (index 0);
 - ``RESIDUAL``: the race that samples the residual distribution after a rejection;
@@ -34,10 +41,13 @@ GOLDEN = 0x9E3779B9
 MIX_1 = 0x85EBCA6B
 MIX_2 = 0xC2B2AE35
 MASK_32 = 0xFFFFFFFF
+SALT_HIGH = 0x3C6EF372
+SALT_LOW = 0xA54FF53A
+MASK_30 = (1 << 30) - 1
 
 
 def check_seed(seed: int) -> int:
-    """A run's seed is a whole number in ``[0, 2**62)`` (request seeds ``seed + r`` stay in int64)."""
+    """A run's seed is a whole number in ``[0, 2**62)`` (its request seeds are ``request_seed(seed, r)``)."""
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**62:
         raise SpecbenchError(f"seed must be a whole number in [0, 2**62), got {seed!r}")
     return seed
@@ -63,6 +73,28 @@ def seed_key(seeds: torch.Tensor) -> torch.Tensor:
     seeds = seeds.to(torch.int64)
     key = fmix32((seeds & MASK_32) ^ 0x2545F491)
     return fmix32(key ^ ((seeds >> 32) & MASK_32))
+
+
+def _words_of(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    # the low and high 32-bit words of int64 values (arithmetic shift; the mask keeps 32 bits)
+    return values & MASK_32, (values >> 32) & MASK_32
+
+
+def request_seed(seed: int | torch.Tensor, request: int | torch.Tensor) -> torch.Tensor:
+    """The 62-bit seed of request ``r`` of a run seeded ``seed`` (see the module docstring); broadcasts.
+
+    ``seed`` and ``request``: whole numbers in ``[0, 2**62)``, Python ints or int64 tensors.
+    Returns int64 in ``[0, 2**62)``, the same bits as the Triton ``request_seed``.
+    """
+    seed = torch.as_tensor(seed, dtype=torch.int64)
+    request = torch.as_tensor(request, dtype=torch.int64, device=seed.device)
+    seed_low, seed_high = _words_of(seed)
+    request_low, request_high = _words_of(request)
+    halves = []
+    for salt in (SALT_HIGH, SALT_LOW):
+        half = fmix32(fmix32(seed_low ^ salt) ^ seed_high)
+        halves.append(fmix32(fmix32(half ^ request_low) ^ request_high))
+    return ((halves[0] & MASK_30) << 32) | halves[1]
 
 
 def stream_key(seed_keys: torch.Tensor, positions: torch.Tensor, purpose: int) -> torch.Tensor:

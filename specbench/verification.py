@@ -301,9 +301,11 @@ def simulate_acceptance(
 ) -> torch.Tensor:
     """Drafts accepted by ``num_requests`` synthetic steps, without logits (the sweep's engine).
 
-    Request ``r`` uses seed ``seed + first_request + r`` at position 0, so its count equals the
-    ``num_accepted`` that ``verify(mode="synthetic")`` gives for that seed, and a sweep split
-    into chunks gives the same counts as one call.
+    Request ``r`` uses the seed ``specbench.rng.request_seed(seed, first_request + r)`` (a hash of
+    both, so runs under different seeds are independent) at position 0: its count equals the
+    ``num_accepted`` that ``verify(mode="synthetic")`` gives for that seed, and a sweep split into
+    chunks (``first_request``) gives the same counts as one call. ``seed`` and
+    ``first_request + num_requests`` must lie in ``[0, 2**62)``.
 
     Returns ``[num_requests]`` int32 in ``0..K`` on ``device``.
     """
@@ -312,12 +314,13 @@ def simulate_acceptance(
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
             raise SpecbenchError(f"{name} must be a whole number of at least {low}, got {value!r}")
     rng.check_seed(seed)
-    rng.check_seed(seed + first_request)
+    if first_request + num_requests > 2**62:
+        raise SpecbenchError(f"first_request + num_requests must be at most 2**62, got {first_request + num_requests}")
     device = _simulation_device(device)
     conditional = torch.tensor(acceptance.conditional_rates(rates), dtype=torch.float32, device=device)
     impl = backend_module(resolve_backend(backend, device))
     return impl.simulate(
-        conditional_rates=conditional, num_requests=num_requests, first_seed=int(seed) + int(first_request)
+        conditional_rates=conditional, num_requests=num_requests, seed=int(seed), first_request=int(first_request)
     )
 
 

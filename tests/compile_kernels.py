@@ -71,7 +71,7 @@ def signature(kernel, constexprs: dict[str, int], dtype: str) -> dict[str, str]:
         elif name.endswith("_ptr"):
             sig[name] = POINTERS[name]
         else:
-            sig[name] = "i64" if name == "first_seed" else "i32"  # sizes and strides; seeds are 64-bit
+            sig[name] = "i64" if name in ("seed", "first_request") else "i32"  # sizes and strides; seeds are 64-bit
     return sig
 
 

@@ -33,8 +33,14 @@ if triton is not None:
         tl.store(key_ptr + row, key.to(tl.int64))
         offs = tl.arange(0, N)
         tl.store(u_ptr + row * N + offs, kernel_rng.uniform_at(key, offs + index_base))
+
+    @triton.jit
+    def _request_seed_kernel(out_ptr, seed_ptr, request_ptr):
+        # [rows] int64: request_seed(seed[row], request[row])
+        row = tl.program_id(0)
+        tl.store(out_ptr + row, kernel_rng.request_seed(tl.load(seed_ptr + row), tl.load(request_ptr + row)))
 else:
-    _stream_kernel = None
+    _stream_kernel = _request_seed_kernel = None
 
 
 def _fmix32(h: int) -> int:
@@ -52,6 +58,19 @@ def _stream_key(seed: int, position: int, purpose: int) -> int:
     key = _fmix32(key ^ ((seed >> 32) & MASK))
     key = _fmix32(key ^ (position & MASK))
     return _fmix32(key ^ purpose)
+
+
+def _request_seed(seed: int, request: int) -> int:
+    # the construction rng.py's docstring describes: two chains over salt, seed words, request words
+    halves = []
+    for salt in (0x3C6EF372, 0xA54FF53A):
+        half = _fmix32(_fmix32((seed & MASK) ^ salt) ^ (seed >> 32))
+        halves.append(_fmix32(_fmix32(half ^ (request & MASK)) ^ (request >> 32)))
+    return ((halves[0] & (2**30 - 1)) << 32) | halves[1]
+
+
+RUN_SEEDS = [0, 1, 2, 12345, MASK, MASK + 1, 2**40 + 7, 2**62 - 1]
+REQUESTS = [0, 1, 2, 999, MASK, MASK + 1, 2**40 + 3, 2**62 - 1]
 
 
 def _word(key: int, index: int) -> int:
@@ -152,3 +171,33 @@ def test_triton_twins_give_the_same_keys_and_uniforms_bit_for_bit():
             assert torch.equal(keys.cpu(), expected_keys)
             indices = torch.arange(index_base, index_base + 32)[None, :]
             assert torch.equal(u.cpu(), rng.to_uniform(rng.words(expected_keys[:, None], indices)))
+
+
+def test_request_seeds_match_python_integers_and_stay_in_62_bits():
+    seeds = torch.tensor(RUN_SEEDS, dtype=torch.int64)[:, None]
+    requests = torch.tensor(REQUESTS, dtype=torch.int64)[None, :]
+    got = rng.request_seed(seeds, requests)
+    assert got.tolist() == [[_request_seed(s, r) for r in REQUESTS] for s in RUN_SEEDS]
+    assert int(got.min()) >= 0 and int(got.max()) < 2**62
+    assert rng.request_seed(5, requests[0]).tolist() == [_request_seed(5, r) for r in REQUESTS]  # int seed
+
+
+def test_requests_of_one_run_never_share_a_seed_and_neighbouring_runs_share_nothing():
+    requests = torch.arange(200_000, dtype=torch.int64)
+    first = rng.request_seed(0, requests)
+    assert first.unique().numel() == requests.numel()  # the low word is a bijection of r < 2**32
+    # the old scheme (seed + r) made run 1's request r run 0's request r + 1; now the runs are disjoint
+    second = rng.request_seed(1, requests)
+    assert not bool(torch.isin(second, first).any())
+    assert int((rng.request_seed(0, requests + 1) == second).sum()) == 0
+
+
+def test_the_triton_request_seed_is_the_torch_one_bit_for_bit():
+    if _request_seed_kernel is None:
+        pytest.skip("triton cannot be imported here")
+    device = device_for("triton")
+    seeds = torch.tensor([s for s in RUN_SEEDS for _ in REQUESTS], dtype=torch.int64)
+    requests = torch.tensor(REQUESTS * len(RUN_SEEDS), dtype=torch.int64)
+    out = torch.empty_like(seeds, device=device)
+    _request_seed_kernel[(seeds.numel(),)](out, seeds.to(device), requests.to(device))
+    assert torch.equal(out.cpu(), rng.request_seed(seeds, requests))

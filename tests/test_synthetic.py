@@ -14,7 +14,7 @@ import scipy.stats
 import torch
 from conftest import device_for
 
-from specbench import acceptance, oracle
+from specbench import acceptance, oracle, rng
 from specbench.verification import simulate_acceptance
 
 ALPHA = 1e-3
@@ -71,7 +71,7 @@ def test_rates_and_emitted_tokens_follow_the_profile(run_verify, backend, chi_sq
 
 
 def test_acceptance_equals_the_simulation_for_the_same_seeds(run_verify, backend):
-    # simulate_acceptance seeds request r with seed + r at position 0: verify must agree exactly
+    # simulate_acceptance seeds request r with request_seed(seed, r) at position 0: verify must agree exactly
     n = 400 if backend == "torch" else 40
     target, drafts = _case(seed=42)
     result = run_verify(
@@ -79,10 +79,31 @@ def test_acceptance_equals_the_simulation_for_the_same_seeds(run_verify, backend
         _repeat(drafts, n),
         mode="synthetic",
         acceptance_rates=RATES,
-        seeds=torch.arange(1000, 1000 + n),
+        seeds=rng.request_seed(1000, torch.arange(n)),
     )
     simulated = simulate_acceptance(RATES, n, seed=1000, backend="torch")
     assert torch.equal(result.num_accepted, simulated)
+    # a later chunk of the same run (first_request) is the same requests' counts
+    assert torch.equal(simulate_acceptance(RATES, n - 7, seed=1000, first_request=7, backend="torch"), simulated[7:])
+
+
+def test_two_seeds_give_histograms_as_different_as_independent_samples():
+    # Each histogram is a multinomial sample of N steps; for independent runs the chi-square
+    # homogeneity test's p-value is uniform, and each bin's difference has standard deviation
+    # sqrt(2 N P(A=j) (1 - P(A=j))). Seeds s and s + 1 used to share all requests but one, which
+    # gave histograms a count or two apart (p-value 1.0). Fixed seeds make this deterministic.
+    n = 200_000
+    law = acceptance.accepted_distribution(RATES)
+    histograms = [torch.bincount(simulate_acceptance(RATES, n, seed=s, backend="torch").long(), minlength=K + 1)
+                  for s in (0, 1)]
+    table = torch.stack(histograms).numpy()
+    p_value = scipy.stats.chi2_contingency(table).pvalue
+    assert 1e-4 < p_value < 0.9999, table.tolist()
+    scale = [math.sqrt(2 * n * pj * (1 - pj)) for pj in law]
+    differences = [abs(int(a) - int(b)) for a, b in zip(*table)]
+    # the largest standardized difference of K + 1 independent-sample bins is rarely below 0.05 or above 5
+    largest = max(d / s for d, s in zip(differences, scale))
+    assert 0.05 < largest < 5, (differences, scale)
 
 
 def test_the_triton_simulation_equals_the_torch_one(backend):

@@ -209,14 +209,15 @@ def verify(
 
 
 @_quiet_under_interpreter
-def simulate(*, conditional_rates: torch.Tensor, num_requests: int, first_seed: int) -> torch.Tensor:
-    """Drafts accepted per synthetic step, request ``r`` seeded ``first_seed + r`` at position 0.
+def simulate(*, conditional_rates: torch.Tensor, num_requests: int, seed: int, first_request: int) -> torch.Tensor:
+    """Drafts accepted per synthetic step; request ``r`` has seed ``request_seed(seed, first_request + r)``.
 
     ``conditional_rates`` ``[K]`` float32; returns ``[num_requests]`` int32.
     """
     counts = torch.empty(num_requests, dtype=torch.int32, device=conditional_rates.device)
     grid = (triton.cdiv(num_requests, _SIMULATE_BLOCK),)
     _simulate_kernel[grid](
-        counts, conditional_rates, first_seed, num_requests, conditional_rates.numel(), BLOCK=_SIMULATE_BLOCK
+        counts, conditional_rates, seed, first_request, num_requests, conditional_rates.numel(),
+        BLOCK=_SIMULATE_BLOCK,
     )
     return counts

@@ -24,6 +24,23 @@ def seed_key(seed):
 
 
 @triton.jit
+def request_seed(seed, request):
+    # seed, request: int64 in [0, 2**62); the 62-bit seed of request `request` of a run (int64),
+    # the same bits as specbench.rng.request_seed: two fmix32 chains over salt, seed words, request words
+    seed = tl.cast(seed, tl.int64)
+    request = tl.cast(request, tl.int64)
+    seed_lo = (seed & 0xFFFFFFFF).to(tl.uint32)
+    seed_hi = ((seed >> 32) & 0xFFFFFFFF).to(tl.uint32)
+    request_lo = (request & 0xFFFFFFFF).to(tl.uint32)
+    request_hi = ((request >> 32) & 0xFFFFFFFF).to(tl.uint32)
+    high = fmix32(fmix32(seed_lo ^ 0x3C6EF372) ^ seed_hi)
+    high = fmix32(fmix32(high ^ request_lo) ^ request_hi)
+    low = fmix32(fmix32(seed_lo ^ 0xA54FF53A) ^ seed_hi)
+    low = fmix32(fmix32(low ^ request_lo) ^ request_hi)
+    return ((high & 0x3FFFFFFF).to(tl.int64) << 32) | low.to(tl.int64)
+
+
+@triton.jit
 def stream_key(seed_key_value, position, PURPOSE: tl.constexpr):
     # the uint32 key of the (seed, position, purpose) stream
     key = fmix32(seed_key_value ^ (tl.cast(position, tl.int64) & 0xFFFFFFFF).to(tl.uint32))

@@ -1,28 +1,29 @@
 """Synthetic acceptance without logits: the sweep's simulation kernel.
 
-Each program simulates ``BLOCK`` requests; request ``r`` has seed ``first_seed + r`` and reads
-nothing from memory: its ``u_i`` come from the counter-based generator, its conditional rates
-from a ``[K]`` vector. It writes one int32 (drafts accepted) per request.
+Each program simulates ``BLOCK`` requests; request ``r`` (``first_request + r`` of the run) has
+the seed ``request_seed(seed, first_request + r)`` and reads nothing from memory: its ``u_i`` come
+from the counter-based generator, its conditional rates from a ``[K]`` vector. It writes one int32
+(drafts accepted) per request.
 """
 
 import triton
 import triton.language as tl
 
 from specbench import rng
-from specbench.kernels.rng import fmix32, seed_key, stream_key
+from specbench.kernels.rng import fmix32, request_seed, seed_key, stream_key
 
 ACCEPT = tl.constexpr(rng.ACCEPT)
 
 
-@triton.jit(do_not_specialize=["first_seed", "N", "K"])  # one compile for every chunk of a sweep
+@triton.jit(do_not_specialize=["seed", "first_request", "N", "K"])  # one compile for every chunk of a sweep
 def _simulate_kernel(
     num_accepted_ptr,  # [N] int32
     conditional_rates_ptr,  # [K] float32
-    first_seed, N, K,
+    seed, first_request, N, K,
     BLOCK: tl.constexpr,
 ):
     r = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    key_of_seed = seed_key(first_seed + r)
+    key_of_seed = seed_key(request_seed(seed, tl.cast(first_request, tl.int64) + r))
     alive = r < N
     count = tl.zeros([BLOCK], tl.int32)
     for i in range(K):

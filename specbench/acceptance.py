@@ -1,9 +1,17 @@
-"""Acceptance math: profiles, the minimum-variance schedule, closed forms, the throughput model.
+"""Acceptance math: profiles, the two length schedules, closed forms, the throughput model.
 
 Notation (DOMAIN.md §1): ``K`` drafts per step; ``A`` drafts accepted, ``0..K``; the step emits
 ``A + 1`` tokens; ``p_i = P(A >= i)`` are the unconditional per-position rates (non-increasing);
 ``c_i = p_i / p_{i-1}`` the conditional ones (``p_0 = 1``); ``L = 1 + E[A]`` the mean acceptance
 length. Plain Python floats in, plain lists out: nothing here needs a tensor.
+
+A mean length ``L`` becomes rates through a *schedule*:
+
+- ``min-variance``: ``floor(L-1)`` ones, the fraction, then zeros; the least variance of ``A`` any
+  rates with that mean can have (none at all at a whole-number ``L``).
+- ``geometric``: every draft accepted independently with the same probability ``alpha``, so
+  ``p_i = alpha^i`` (the model of Leviathan et al. 2022 and most papers); ``alpha`` is the one
+  value in ``[0, 1]`` that gives ``L``.
 """
 
 from __future__ import annotations
@@ -11,8 +19,14 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
+from typing import Literal
+
+from scipy import optimize
 
 from specbench.errors import SpecbenchError
+
+Schedule = Literal["min-variance", "geometric"]
+SCHEDULES: tuple[str, ...] = ("min-variance", "geometric")
 
 
 def format_rates(values: Sequence[float]) -> str:
@@ -63,11 +77,14 @@ def validate_rates(rates: Sequence[float], num_spec_tokens: int | None) -> list[
     return values
 
 
-def length_to_rates(mean_acceptance_length: float, num_spec_tokens: int) -> list[float]:
-    """The minimum-variance schedule: ``floor(L-1)`` ones, the fraction, then zeros, cut to ``K``.
+def check_schedule(schedule: str) -> str:
+    """``min-variance`` or ``geometric``; anything else is an error naming it."""
+    if schedule not in SCHEDULES:
+        raise SpecbenchError(f"schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
+    return schedule
 
-    ``L = 2.5, K = 3`` gives ``[1.0, 0.5, 0.0]``. ``L`` must lie in ``[1, K + 1]``.
-    """
+
+def _checked_length(mean_acceptance_length: float, num_spec_tokens: int) -> float:
     check_num_spec_tokens(num_spec_tokens)
     try:
         length = _number(mean_acceptance_length)
@@ -78,26 +95,65 @@ def length_to_rates(mean_acceptance_length: float, num_spec_tokens: int) -> list
             f"mean acceptance length must lie in [1, {num_spec_tokens + 1}] for K={num_spec_tokens}, "
             f"got {length:g}"
         )
+    return length
+
+
+def length_to_rates(
+    mean_acceptance_length: float, num_spec_tokens: int, schedule: Schedule = "min-variance"
+) -> list[float]:
+    """``K`` unconditional rates with mean length ``L`` under ``schedule`` (see the module docstring).
+
+    ``min-variance``: ``floor(L-1)`` ones, the fraction, then zeros, cut to ``K``; ``L = 2.5, K = 3``
+    gives ``[1.0, 0.5, 0.0]``. ``geometric``: ``alpha^i`` with ``alpha = length_to_alpha(L, K)``.
+    ``L`` must lie in ``[1, K + 1]``.
+    """
+    length = _checked_length(mean_acceptance_length, num_spec_tokens)
+    if check_schedule(schedule) == "geometric":
+        return iid_rates(length_to_alpha(length, num_spec_tokens), num_spec_tokens)
     expected_accepted = length - 1.0
     num_full = math.floor(expected_accepted)
     rates = [1.0] * num_full + [expected_accepted - num_full] + [0.0] * num_spec_tokens
     return rates[:num_spec_tokens]
 
 
+def length_to_alpha(mean_acceptance_length: float, num_spec_tokens: int) -> float:
+    """The per-draft rate ``alpha`` in ``[0, 1]`` with ``1 + alpha + ... + alpha^K = L`` (geometric schedule).
+
+    ``L`` rises strictly with ``alpha`` from 1 (``alpha = 0``) to ``K + 1`` (``alpha = 1``), so the
+    root is unique; it is found by Brent's method to within ``1e-15``.
+    """
+    length = _checked_length(mean_acceptance_length, num_spec_tokens)
+    if length == 1.0 or length == num_spec_tokens + 1:
+        return float(length > 1.0)
+
+    def excess(alpha: float) -> float:
+        return 1.0 + sum(alpha**i for i in range(1, num_spec_tokens + 1)) - length
+
+    return float(optimize.brentq(excess, 0.0, 1.0, xtol=1e-15))
+
+
 def resolve_rates(
     num_spec_tokens: int,
     rates: Sequence[float] | None = None,
     mean_acceptance_length: float | None = None,
+    *,
+    schedule: Schedule = "min-variance",
+    alpha: float | None = None,
 ) -> list[float]:
-    """Unconditional rates from exactly one of ``rates`` or ``mean_acceptance_length``."""
-    if (rates is None) == (mean_acceptance_length is None):
-        given = "both" if rates is not None else "neither"
+    """Unconditional rates from exactly one of ``rates``, ``mean_acceptance_length`` (through
+    ``schedule``) or the geometric schedule's per-draft rate ``alpha``."""
+    given = [name for name, value in (("acceptance rates", rates), ("mean acceptance length", mean_acceptance_length),
+                                      ("alpha", alpha)) if value is not None]
+    if len(given) != 1:
         raise SpecbenchError(
-            f"give exactly one of acceptance rates or mean acceptance length, got {given}"
+            "give exactly one of acceptance rates, mean acceptance length or alpha, got "
+            + (" and ".join(given) if given else "none")
         )
     if rates is not None:
         return validate_rates(rates, num_spec_tokens)
-    return length_to_rates(mean_acceptance_length, num_spec_tokens)
+    if alpha is not None:
+        return iid_rates(alpha, num_spec_tokens)
+    return length_to_rates(mean_acceptance_length, num_spec_tokens, schedule)
 
 
 def conditional_rates(rates: Sequence[float]) -> list[float]:
@@ -148,9 +204,13 @@ def check_cost_ratio(cost_ratio: float) -> float:
 
 def iid_rates(token_acceptance_rate: float, num_spec_tokens: int) -> list[float]:
     """Unconditional rates when every draft is accepted independently with rate ``a``: ``a^i``."""
-    a = float(token_acceptance_rate)
+    try:
+        a = _number(token_acceptance_rate)
+    except (TypeError, ValueError) as exc:
+        raise SpecbenchError(f"alpha (the per-draft acceptance rate) must be a number, got "
+                             f"{token_acceptance_rate!r}") from exc
     if math.isnan(a) or not 0.0 <= a <= 1.0:
-        raise SpecbenchError(f"per-token acceptance rate must lie in [0, 1], got {a:g}")
+        raise SpecbenchError(f"alpha (the per-draft acceptance rate) must lie in [0, 1], got {a:g}")
     return [a**i for i in range(1, check_num_spec_tokens(num_spec_tokens) + 1)]
 
 

@@ -1,8 +1,9 @@
 """Acceptance profiles, and scenario files that name and cite them.
 
 A *profile* is what the synthetic mode simulates: ``K`` and the unconditional per-position rates
-``p_i = P(A >= i)`` (DOMAIN.md §2), given either as the rates themselves or as a mean acceptance
-length ``L`` turned into rates by the minimum-variance schedule.
+``p_i = P(A >= i)``, given as the rates themselves, as a mean acceptance length ``L`` turned into
+rates by a schedule (``min-variance`` or ``geometric``, see ``specbench.acceptance``), or as the
+geometric schedule's per-draft rate ``alpha`` (``p_i = alpha^i``).
 
 A *scenario* is a TOML file holding one or more profiles, each citing where its numbers come
 from. The schema (every field optional unless marked)::
@@ -12,17 +13,20 @@ from. The schema (every field optional unless marked)::
     source = "where the numbers come from (paper, table, test file, issue)"
     cost_ratio = 0.05                  # draft step / target step, for the speed-up model
     num_spec_tokens = 3                # K: a whole number or a list; default len(rates)
-    rates = [0.73, 0.52, 0.35]         # exactly one of rates or acceptance_length
+    rates = [0.73, 0.52, 0.35]         # exactly one of rates, acceptance_length or alpha
     acceptance_length = 2.5            # a number or a list of numbers (needs num_spec_tokens)
+    schedule = "geometric"             # how a length becomes rates: min-variance (default) or geometric
+    alpha = 0.8                        # p_i = alpha^i: a number in [0, 1] or a list (needs num_spec_tokens)
 
     [[profiles]]                       # several profiles in one file: each table takes
     name = "..."                       # name, description, source, cost_ratio,
-    rates = [0.85]                     # num_spec_tokens and rates | acceptance_length;
-                                       # name, source and cost_ratio default to the top level's
+    rates = [0.85]                     # num_spec_tokens and rates | acceptance_length (+ schedule)
+                                       # | alpha; name, source and cost_ratio default to the top level's
 
-A file has either a top-level ``rates``/``acceptance_length`` (one profile) or ``[[profiles]]``,
-not both. A list of ``num_spec_tokens`` or of ``acceptance_length`` expands into one profile per
-combination. Anything wrong is a ``SpecbenchError`` naming the file, the field and the value.
+A file has either a top-level ``rates``/``acceptance_length``/``alpha`` (one profile) or
+``[[profiles]]``, not both. A list of ``num_spec_tokens``, ``acceptance_length`` or ``alpha``
+expands into one profile per combination. Profile names must differ within a file. Anything
+wrong is a ``SpecbenchError`` naming the file, the field and the value.
 
 ``load_scenario(path)`` is the public entry point (``specbench sweep --scenario`` and any other
 command that takes a scenario use it). ``path`` may also be a bare name: ``NAME`` is looked up as
@@ -48,7 +52,9 @@ else:  # pragma: no cover - Python 3.10
 EMBEDDED_DIR = Path(__file__).resolve().parent / "scenarios"
 DEFAULT_SCENARIO = EMBEDDED_DIR / "default.toml"  # what `specbench sweep` runs with no profile option
 
-_PROFILE_FIELDS = ("name", "description", "source", "cost_ratio", "num_spec_tokens", "rates", "acceptance_length")
+_PROFILE_FIELDS = ("name", "description", "source", "cost_ratio", "num_spec_tokens", "rates", "acceptance_length",
+                   "schedule", "alpha")
+_VALUE_FIELDS = ("rates", "acceptance_length", "alpha")
 _TOP_FIELDS = (*_PROFILE_FIELDS, "profiles")
 
 
@@ -61,6 +67,9 @@ class Profile:
     - ``acceptance_length``: the configured ``L`` when the profile was given as a length, else None.
     - ``source``: where the numbers come from (empty when typed on the command line).
     - ``cost_ratio``: draft/target step cost from the scenario, or None (the caller's default).
+    - ``schedule``: ``min-variance`` or ``geometric`` when the rates come from a length or an
+      ``alpha`` (``geometric``), None when the rates were given.
+    - ``alpha``: the geometric schedule's per-draft rate (given, or solved from ``L``), else None.
     """
 
     name: str
@@ -69,6 +78,8 @@ class Profile:
     acceptance_length: float | None = None
     source: str = ""
     cost_ratio: float | None = None
+    schedule: str | None = None
+    alpha: float | None = None
 
 
 def make_profile(
@@ -76,18 +87,33 @@ def make_profile(
     *,
     rates: list[float] | tuple[float, ...] | None = None,
     acceptance_length: float | None = None,
+    alpha: float | None = None,
+    schedule: str = "min-variance",
     name: str | None = None,
     source: str = "",
     cost_ratio: float | None = None,
 ) -> Profile:
-    """A validated ``Profile`` from exactly one of ``rates`` or ``acceptance_length`` (DOMAIN.md §2)."""
-    resolved = acceptance.resolve_rates(num_spec_tokens, rates, acceptance_length)
+    """A validated ``Profile`` from exactly one of ``rates``, ``acceptance_length`` or ``alpha``.
+
+    ``schedule`` (``min-variance`` or ``geometric``) turns a length into rates. The default name
+    shows what was given: ``L=2.5 min-variance``, ``L=2.5 geometric``, ``alpha=0.8`` or the rates.
+    """
+    acceptance.check_schedule(schedule)
+    resolved = acceptance.resolve_rates(num_spec_tokens, rates, acceptance_length, schedule=schedule, alpha=alpha)
     if cost_ratio is not None:
         cost_ratio = acceptance.check_cost_ratio(cost_ratio)
-    if name is None:
-        name = f"L={acceptance_length:g}" if acceptance_length is not None else acceptance.format_rates(resolved)
     length = None if acceptance_length is None else float(acceptance_length)
-    return Profile(name, num_spec_tokens, tuple(resolved), length, source, cost_ratio)
+    if alpha is not None:
+        schedule_used, alpha_value = "geometric", float(alpha)
+    elif length is not None:
+        schedule_used = schedule
+        alpha_value = acceptance.length_to_alpha(length, num_spec_tokens) if schedule == "geometric" else None
+    else:
+        schedule_used, alpha_value = None, None
+    if name is None:
+        name = (f"alpha={alpha_value:g}" if alpha is not None else f"L={length:g} {schedule}" if length is not None
+                else acceptance.format_rates(resolved))
+    return Profile(name, num_spec_tokens, tuple(resolved), length, source, cost_ratio, schedule_used, alpha_value)
 
 
 @dataclass(frozen=True)
@@ -155,7 +181,7 @@ def _parse(data: dict[str, Any], path: Path) -> Scenario:
         entries = data["profiles"]
         if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
             raise _error(path, "profiles", entries, "must be a non-empty array of tables ([[profiles]])")
-        clash = [key for key in ("rates", "acceptance_length", "num_spec_tokens") if key in data]
+        clash = [key for key in (*_VALUE_FIELDS, "num_spec_tokens", "schedule") if key in data]
         if clash:
             raise _error(path, clash[0], data[clash[0]], "belongs inside each [[profiles]] table in a file with them")
         profiles: list[Profile] = []
@@ -169,44 +195,55 @@ def _parse(data: dict[str, Any], path: Path) -> Scenario:
             profiles += _expand(entry, entry_name, entry_source, entry_cost, prefix, path)
     else:
         profiles = _expand(data, name, source, cost_ratio, "", path)
+    seen: set[str] = set()
+    for profile in profiles:
+        if profile.name in seen:
+            raise SpecbenchError(f"scenario {path}: two profiles are named {profile.name!r}; give each its own name")
+        seen.add(profile.name)
     return Scenario(name, description, source, path, tuple(profiles))
 
 
 def _expand(entry: dict, name: str, source: str, cost_ratio: float | None, prefix: str, path: Path) -> list[Profile]:
-    has_rates, has_length = "rates" in entry, "acceptance_length" in entry
-    if has_rates == has_length:
-        given = "both" if has_rates else "neither"
-        raise SpecbenchError(
-            f"scenario {path}: give exactly one of the fields {prefix}rates or {prefix}acceptance_length, got {given}"
-        )
-    if has_rates:
+    given = [key for key in _VALUE_FIELDS if key in entry]
+    if len(given) != 1:
+        got = " and ".join(prefix + key for key in given) if given else "none"
+        raise SpecbenchError(f"scenario {path}: give exactly one of the fields {prefix}rates, "
+                             f"{prefix}acceptance_length or {prefix}alpha, got {got}")
+    field = given[0]
+    schedule = _text(entry, "schedule", "min-variance", prefix, path)
+    if "schedule" in entry:
+        if field != "acceptance_length":
+            raise _error(path, prefix + "schedule", schedule,
+                         f"turns acceptance_length into rates and cannot go with {prefix}{field}")
+        if schedule not in acceptance.SCHEDULES:
+            raise _error(path, prefix + "schedule", schedule, f"must be one of {', '.join(acceptance.SCHEDULES)}")
+    if field == "rates":
         rates = entry["rates"]
         if not isinstance(rates, list) or not rates:
             raise _error(path, prefix + "rates", rates, "must be a non-empty list of numbers")
         ks = _whole_numbers(entry, prefix, path, default=len(rates))
-        lengths: list[float | None] = [None]
+        values: list = [None]
     else:
         if "num_spec_tokens" not in entry:
-            raise SpecbenchError(f"scenario {path}: field {prefix}num_spec_tokens is required with acceptance_length")
+            raise SpecbenchError(f"scenario {path}: field {prefix}num_spec_tokens is required with {field}")
         ks = _whole_numbers(entry, prefix, path, default=None)
-        raw = entry["acceptance_length"]
-        lengths = raw if isinstance(raw, list) else [raw]
-        if not lengths:
-            raise _error(path, prefix + "acceptance_length", raw, "must be a number or a non-empty list of numbers")
+        raw = entry[field]
+        values = raw if isinstance(raw, list) else [raw]
+        if not values:
+            raise _error(path, prefix + field, raw, "must be a number or a non-empty list of numbers")
+    symbol = {"acceptance_length": "L", "alpha": "alpha"}.get(field)
     profiles = []
     for k in ks:
-        for length in lengths:
-            field = prefix + ("rates" if has_rates else "acceptance_length")
-            label = name if len(ks) * len(lengths) == 1 else f"{name} (K={k}" + (
-                f", L={length:g})" if isinstance(length, (int, float)) and not isinstance(length, bool) else ")"
+        for value in values:
+            label = name if len(ks) * len(values) == 1 else f"{name} (K={k}" + (
+                f", {symbol}={value:g})" if isinstance(value, (int, float)) and not isinstance(value, bool) else ")"
             )
+            keywords = {"rates": entry["rates"]} if field == "rates" else {field: value}
             try:
-                profiles.append(make_profile(
-                    k, rates=entry.get("rates"), acceptance_length=length, name=label, source=source,
-                    cost_ratio=cost_ratio,
-                ))
+                profiles.append(make_profile(k, **keywords, schedule=schedule, name=label, source=source,
+                                             cost_ratio=cost_ratio))
             except SpecbenchError as exc:
-                raise SpecbenchError(f"scenario {path}, field {field}: {exc}") from exc
+                raise SpecbenchError(f"scenario {path}, field {prefix}{field}: {exc}") from exc
     return profiles
 
 

@@ -26,16 +26,25 @@ closed-form ``Var(A)`` elsewhere. Verdicts:
   that *any* check of a sweep says ``BUG`` is at most 0.1%, so a ``BUG`` means the simulation is
   wrong, not unlucky. Degenerate closed forms (0 or 1, and a ``Var(A)`` of 0) must match exactly.
 
+Randomness: each case has its own seed, ``case_seed(seed, profile)``: the run's seed mixed with a
+key of the profile's ``K`` and rates (``rng.request_seed(seed, profile_key(profile))``), stored in
+the record as ``case_seed``. Request ``r`` of the case uses ``rng.request_seed(case_seed, r)``, so
+``simulate_acceptance(record["configured_rates"], N, seed=record["case_seed"])`` gives back the
+case's histogram, a case gives the same result whatever else runs with it, and two cases (or two
+run seeds) share no stream. Cases with the same ``K`` and rates are the same experiment and get
+the same seed.
+
 Records are plain dicts (``kind = "sweep"``) ready for ``results.ResultsWriter``; charts and the
 long-form table read only them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +73,10 @@ DEFAULT_COST_RATIO = 0.05
 TARGET_HALF_WIDTH = 0.01
 MIN_DEFAULT_REQUESTS = 2_000_000
 _CHUNK_POSITIONS = 1 << 24
+# K at most 64: drafters in use propose a few to a few tens of tokens (EAGLE/MTP chains of 1-8,
+# n-gram lookups of 10-20); past that every table (3K + 3 rows a case) and the default step count
+# (9604 K^2: 39M steps, 2.5G positions at K = 64) grow with K for profiles nobody runs.
+MAX_NUM_SPEC_TOKENS = 64
 
 Progress = Callable[[int], None]
 
@@ -95,6 +108,25 @@ def resolve_sweep_backend(backend: str, device: str) -> str:
     return name
 
 
+def profile_key(profile: Profile) -> int:
+    """A 62-bit key of a profile's ``K`` and rates (exact float bits): what makes its case seed its own."""
+    text = f"K={profile.num_spec_tokens} rates=" + ",".join(float(r).hex() for r in profile.rates)
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") >> 2
+
+
+def case_seed(seed: int, profile: Profile) -> int:
+    """The seed of one case of a sweep seeded ``seed``: ``rng.request_seed(seed, profile_key(profile))``."""
+    return int(rng.request_seed(rng.check_seed(seed), profile_key(profile)))
+
+
+def check_num_spec_tokens(profiles: Sequence[Profile]) -> None:
+    """Refuse a case with ``K`` above ``MAX_NUM_SPEC_TOKENS`` (one sentence naming it)."""
+    for profile in profiles:
+        if profile.num_spec_tokens > MAX_NUM_SPEC_TOKENS:
+            raise SpecbenchError(f"K must be at most {MAX_NUM_SPEC_TOKENS} in a sweep, got {profile.num_spec_tokens} "
+                                 f"(profile {profile.name!r})")
+
+
 def num_checks(profile: Profile) -> int:
     """Distinct checks of one case: ``p_1..p_K``, ``c_2..c_K``, ``P(A=0..K-1)`` and the mean: ``3K``.
 
@@ -114,6 +146,7 @@ def simulate_histogram(
 ) -> tuple[list[int], float]:
     """Histogram ``h[0..K]`` of drafts accepted over ``num_requests`` steps, and the simulation seconds.
 
+    ``seed`` is the case's own seed (``case_seed``): request ``r`` uses ``rng.request_seed(seed, r)``.
     Simulates in chunks of ~16M draft positions (``first_request`` keeps the counts identical to
     one call); the seconds cover only the synchronized simulation, after one untimed call of a
     single step (Triton compiles there). ``on_progress(positions)`` is called after every chunk.
@@ -287,9 +320,10 @@ def run_case(
     scenario: str | None = None,
     on_progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Simulate one profile and return its sweep record (see the module docstring)."""
+    """Simulate one profile of a sweep seeded ``seed`` and return its record (see the module docstring)."""
+    own_seed = case_seed(seed, profile)
     histogram, seconds = simulate_histogram(
-        profile, num_requests, seed=seed, backend=backend, device=device, on_progress=on_progress
+        profile, num_requests, seed=own_seed, backend=backend, device=device, on_progress=on_progress
     )
     k = profile.num_spec_tokens
     positions = num_requests * k
@@ -300,9 +334,12 @@ def run_case(
         "source": profile.source,
         "num_spec_tokens": k,
         "configured_acceptance_length": profile.acceptance_length,
+        "schedule": profile.schedule,
+        "configured_alpha": profile.alpha,
         "configured_rates": list(profile.rates),
         "num_requests": num_requests,
         "seed": seed,
+        "case_seed": own_seed,
         "backend": backend,
         "device": device,
     }
@@ -330,23 +367,26 @@ def run_sweep(
     on_record: Callable[[dict], None] | None = None,
     on_progress: Progress | None = None,
     on_case: Callable[[int, Profile], None] | None = None,
+    skip_cases: Collection[int] = (),
 ) -> list[dict[str, Any]]:
-    """Run every profile through the synthetic kernel and return one record per profile.
+    """Run every profile through the synthetic kernel and return one record per case run.
 
     Args:
-        profiles: the cases, in order.
+        profiles: the cases, in order (``K`` at most ``MAX_NUM_SPEC_TOKENS``).
         num_requests: steps per case; default ``default_num_requests(K)`` (+-0.01 on the mean length).
-        seed: request ``r`` of every case uses seed ``seed + r``, so a case's result does not depend
-            on which other cases run with it.
+        seed: the run's seed; each case simulates under its own ``case_seed(seed, profile)`` (see the
+            module docstring), so a case's result does not depend on which other cases run with it.
         backend: ``auto``, ``triton`` or ``torch``; device: ``auto``, ``cpu`` or ``cuda``.
         cost_ratio: draft/target cost for the speed-up; default the profile's, else ``DEFAULT_COST_RATIO``.
         scenario: a name stored in each record.
         on_record: called with each finished record (write it to disk there: a Ctrl-C keeps it).
         on_progress: called with the number of draft positions just simulated.
         on_case: called with (index, profile) before each case starts.
+        skip_cases: indices of cases already done (a resumed run); the BUG threshold still counts them.
     """
     if not profiles:
         raise SpecbenchError("a sweep needs at least one profile, got none")
+    check_num_spec_tokens(profiles)
     if num_requests is not None and (isinstance(num_requests, bool) or not isinstance(num_requests, int)
                                      or num_requests < 2):
         raise SpecbenchError(f"number of requests must be a whole number >= 2, got {num_requests!r}")
@@ -358,6 +398,8 @@ def run_sweep(
     bug_p = FAMILY_BUG_ALPHA / sum(num_checks(p) for p in profiles)
     records = []
     for index, profile in enumerate(profiles):
+        if index in skip_cases:
+            continue
         if on_case is not None:
             on_case(index, profile)
         record = run_case(
@@ -366,7 +408,7 @@ def run_sweep(
             seed=seed,
             backend=backend,
             device=device,
-            cost_ratio=_pick_cost_ratio(cost_ratio, profile),
+            cost_ratio=pick_cost_ratio(cost_ratio, profile),
             bug_p=bug_p,
             scenario=scenario,
             on_progress=on_progress,
@@ -378,7 +420,8 @@ def run_sweep(
     return records
 
 
-def _pick_cost_ratio(override: float | None, profile: Profile) -> float:
+def pick_cost_ratio(override: float | None, profile: Profile) -> float:
+    """The cost ratio a case uses: ``override``, else the profile's, else ``DEFAULT_COST_RATIO``."""
     if override is not None:
         return override
     return profile.cost_ratio if profile.cost_ratio is not None else DEFAULT_COST_RATIO

@@ -50,10 +50,14 @@ def test_num_spec_tokens_must_be_a_positive_whole_number(k, needle):
 
 
 def test_resolve_rates_needs_exactly_one_profile():
-    with pytest.raises(SpecbenchError, match="exactly one .* got both"):
+    with pytest.raises(SpecbenchError, match="exactly one .* got acceptance rates and mean acceptance length"):
         acceptance.resolve_rates(3, [0.9, 0.7, 0.5], 2.5)
-    with pytest.raises(SpecbenchError, match="exactly one .* got neither"):
+    with pytest.raises(SpecbenchError, match="exactly one .* got mean acceptance length and alpha"):
+        acceptance.resolve_rates(3, mean_acceptance_length=2.5, alpha=0.5)
+    with pytest.raises(SpecbenchError, match="exactly one .* got none"):
         acceptance.resolve_rates(3)
+    assert acceptance.resolve_rates(3, alpha=0.5) == [0.5, 0.25, 0.125]
+    assert acceptance.resolve_rates(2, mean_acceptance_length=1.75, schedule="geometric") == pytest.approx([0.5, 0.25])
     assert acceptance.resolve_rates(3, mean_acceptance_length=2.5) == [1.0, 0.5, 0.0]
     assert acceptance.resolve_rates(2, rates=[0.8, 0.4]) == [0.8, 0.4]
 
@@ -95,6 +99,52 @@ def test_schedule_has_the_smallest_variance_for_its_mean():
         rates = sorted(generator.uniform(0, 1, size=k).tolist(), reverse=True)
         schedule = acceptance.length_to_rates(acceptance.mean_acceptance_length(rates), k)
         assert acceptance.accepted_variance(schedule) <= acceptance.accepted_variance(rates) + 1e-12
+
+
+# ---- the geometric schedule -------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("length", "k", "alpha"),
+    [
+        (1.75, 1, 0.75),  # 1 + a
+        (1.75, 2, 0.5),  # 1 + a + a^2 = 1.75
+        (1.875, 3, 0.5),
+        (1 + 0.9 + 0.81 + 0.729 + 0.6561, 4, 0.9),
+        (1.0, 3, 0.0),
+        (4.0, 3, 1.0),
+    ],
+)
+def test_length_to_alpha_hand_values(length, k, alpha):
+    assert acceptance.length_to_alpha(length, k) == pytest.approx(alpha, abs=1e-12)
+    rates = acceptance.length_to_rates(length, k, "geometric")
+    assert rates == pytest.approx([alpha**i for i in range(1, k + 1)], abs=1e-12)
+    assert acceptance.mean_acceptance_length(rates) == pytest.approx(length, abs=1e-12)
+
+
+@pytest.mark.parametrize(("length", "k"), [(2.5, 3), (3.0, 3), (2.6, 3), (5.5, 7), (1.01, 1)])
+def test_geometric_rates_have_the_length_and_leviathan_s_closed_form(length, k):
+    # L = (1 - a^(K+1)) / (1 - a) for i.i.d. acceptance a (Leviathan et al. 2022, eq. 1)
+    alpha = acceptance.length_to_alpha(length, k)
+    assert (1 - alpha ** (k + 1)) / (1 - alpha) == pytest.approx(length, rel=1e-12)
+    rates = acceptance.length_to_rates(length, k, "geometric")
+    assert acceptance.conditional_rates(rates) == pytest.approx([alpha] * k, rel=1e-12)  # every c_i is alpha
+    # with K >= 2 the schedules differ: geometric spreads A more (min-variance has none at L = 3)
+    minimum = acceptance.accepted_variance(acceptance.length_to_rates(length, k))
+    if k >= 2:
+        assert acceptance.accepted_variance(rates) > minimum + 0.05
+    else:
+        assert acceptance.accepted_variance(rates) == pytest.approx(minimum)  # K = 1: one rate, one schedule
+
+
+def test_schedule_and_alpha_errors():
+    with pytest.raises(SpecbenchError, match="schedule must be one of min-variance, geometric, got 'uniform'"):
+        acceptance.length_to_rates(2.5, 3, "uniform")
+    with pytest.raises(SpecbenchError, match=r"alpha .* must lie in \[0, 1\], got 1.5"):
+        acceptance.resolve_rates(3, alpha=1.5)
+    with pytest.raises(SpecbenchError, match=r"alpha .* must be a number, got 'x'"):
+        acceptance.iid_rates("x", 3)
+    with pytest.raises(SpecbenchError, match=r"\[1, 4\] for K=3, got 4.5"):
+        acceptance.length_to_alpha(4.5, 3)
 
 
 # ---- conditional rates and closed forms ------------------------------------------------------

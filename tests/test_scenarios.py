@@ -72,6 +72,18 @@ def test_lists_expand_into_profiles(tmp_path):
     assert all(p.source == "test" for p in profiles)
 
 
+def test_geometric_profiles_from_a_length_or_alpha(tmp_path):
+    path = write(tmp_path, 'source = "test"\n[[profiles]]\nname = "geo"\nnum_spec_tokens = 2\nacceptance_length = 1.75\n'
+                           'schedule = "geometric"\n[[profiles]]\nname = "iid"\nnum_spec_tokens = [1, 3]\nalpha = 0.5\n'
+                           '[[profiles]]\nname = "minvar"\nnum_spec_tokens = 2\nacceptance_length = 1.75\n')
+    geo, iid_1, iid_3, minvar = scenarios.load_scenario(path).profiles
+    assert geo.rates == pytest.approx((0.5, 0.25)) and (geo.schedule, geo.acceptance_length) == ("geometric", 1.75)
+    assert geo.alpha == pytest.approx(0.5)
+    assert (iid_1.name, iid_1.rates, iid_1.schedule, iid_1.alpha) == ("iid (K=1, alpha=0.5)", (0.5,), "geometric", 0.5)
+    assert iid_3.rates == (0.5, 0.25, 0.125)
+    assert (minvar.rates, minvar.schedule, minvar.alpha) == ((0.75, 0.0), "min-variance", None)
+
+
 def test_profiles_inherit_source_and_cost_ratio(tmp_path):
     path = write(tmp_path, 'name = "x"\nsource = "top"\ncost_ratio = 0.1\n'
                            '[[profiles]]\nrates = [0.5]\n[[profiles]]\nsource = "own"\ncost_ratio = 0\nrates = [0.4]\n')
@@ -89,8 +101,17 @@ def test_profiles_inherit_source_and_cost_ratio(tmp_path):
         ("rates = []\n", ["field rates", "[]"]),
         ("acceptance_length = 5\nnum_spec_tokens = 3\n", ["field acceptance_length", "K=3, got 5"]),
         ("acceptance_length = 2.0\n", ["num_spec_tokens is required"]),
-        ("rates = [0.5]\nacceptance_length = 1.5\n", ["rates or acceptance_length", "both"]),
-        ("name = \"x\"\n", ["rates or acceptance_length", "neither"]),
+        ("rates = [0.5]\nacceptance_length = 1.5\n", ["acceptance_length or alpha", "got rates and acceptance_length"]),
+        ("name = \"x\"\n", ["rates, acceptance_length or alpha", "got none"]),
+        ("alpha = 0.8\n", ["num_spec_tokens is required with alpha"]),
+        ("alpha = 1.5\nnum_spec_tokens = 3\n", ["field alpha", "[0, 1], got 1.5"]),
+        ("alpha = [0.5, \"x\"]\nnum_spec_tokens = 3\n", ["field alpha", "'x'"]),
+        ("acceptance_length = 2.5\nnum_spec_tokens = 3\nschedule = \"uniform\"\n",
+         ["field schedule", "min-variance, geometric", "'uniform'"]),
+        ("rates = [0.5]\nschedule = \"geometric\"\n", ["field schedule", "cannot go with rates"]),
+        ("alpha = 0.5\nnum_spec_tokens = 2\nschedule = \"geometric\"\n", ["field schedule", "cannot go with alpha"]),
+        ("[[profiles]]\nname = \"a\"\nrates = [0.4]\n[[profiles]]\nname = \"a\"\nrates = [0.5]\n",
+         ["two profiles are named 'a'"]),
         ("rates = [0.9, 0.5]\nnum_spec_tokens = 3\n", ["field rates", "(3), got 2"]),
         ("rates = [0.5]\nnum_spec_tokens = 0\n", ["field num_spec_tokens", "got 0"]),
         ("rates = [0.5]\nnum_spec_tokens = \"1\"\n", ["field num_spec_tokens", "'1'"]),
@@ -117,7 +138,9 @@ def test_bad_scenario_names_file_field_and_value(tmp_path, text, needles):
 
 
 def test_make_profile_labels():
-    assert scenarios.make_profile(3, acceptance_length=2.5).name == "L=2.5"
+    assert scenarios.make_profile(3, acceptance_length=2.5).name == "L=2.5 min-variance"
+    assert scenarios.make_profile(3, acceptance_length=2.5, schedule="geometric").name == "L=2.5 geometric"
+    assert scenarios.make_profile(3, alpha=0.8).name == "alpha=0.8"
     assert scenarios.make_profile(2, rates=[0.9, 0.5]).name == "[0.9, 0.5]"
     with pytest.raises(SpecbenchError, match="cost ratio .* got -0.5"):
         scenarios.make_profile(1, rates=[0.5], cost_ratio=-0.5)

@@ -11,7 +11,7 @@ import scipy.stats
 import torch
 from conftest import triton_launch
 
-from specbench import acceptance, sweep, sweep_charts
+from specbench import acceptance, rng, sweep, sweep_charts
 from specbench.errors import SpecbenchError
 from specbench.scenarios import make_profile
 from specbench.sweep_charts import render_sweep_charts
@@ -44,9 +44,11 @@ def test_simulated_counts_obey_the_profile(sim_backend, rates, allowed):
 
 
 def test_a_rate_of_one_accepts_every_draw(sim_backend):
-    # seed 16194177 draws the top 32-bit word at position 1 (found by a 50M-step sweep that flagged it)
+    # request 10909319 of seed 0 draws the largest uniform at position 1 (found by searching 2**25 requests)
+    top = rng.uniform(rng.request_seed(0, 10_909_319), torch.tensor(1), rng.ACCEPT)
+    assert float(top) == 1 - 2**-24
     backend, device = sim_backend
-    counts = simulate_acceptance([1.0, 1.0, 1.0], 4, seed=16194175, backend=backend, device=device)
+    counts = simulate_acceptance([1.0, 1.0, 1.0], 4, seed=0, first_request=10_909_317, backend=backend, device=device)
     assert counts.cpu().tolist() == [3, 3, 3, 3]
 
 
@@ -71,6 +73,36 @@ def test_sweep_through_triton_matches_torch():
     for a, b in zip(triton, reference):
         assert a["backend"] == "triton" and b["backend"] == "torch"
         assert a["accepted_histogram"] == b["accepted_histogram"]
+
+
+def test_each_case_has_its_own_seed_and_reproduces_alone():
+    profiles = [make_profile(3, rates=EAGLE), make_profile(3, acceptance_length=2.5, schedule="geometric"),
+                make_profile(2, rates=[0.6, 0.3])]
+    records = sweep.run_sweep(profiles, num_requests=2000, seed=4, backend="torch", device="cpu")
+    assert len({r["case_seed"] for r in records}) == 3 and all(r["seed"] == 4 for r in records)
+    assert records[0]["case_seed"] != sweep.run_sweep(profiles[:1], num_requests=10, seed=5, backend="torch",
+                                                      device="cpu")[0]["case_seed"]
+    for record in records:  # the record says how to get its histogram back
+        counts = simulate_acceptance(record["configured_rates"], 2000, seed=record["case_seed"], backend="torch")
+        assert torch.bincount(counts.long(), minlength=len(record["configured_rates"]) + 1).tolist() == \
+            record["accepted_histogram"]
+    # run alone (or after other cases), a case gives the same result
+    alone = sweep.run_sweep(profiles[2:], num_requests=2000, seed=4, backend="torch", device="cpu")
+    assert alone[0]["accepted_histogram"] == records[2]["accepted_histogram"]
+
+
+def test_resumed_cases_are_skipped_and_keep_their_index():
+    profiles = [make_profile(1, rates=[0.5]), make_profile(1, rates=[0.4]), make_profile(1, rates=[0.3])]
+    full = sweep.run_sweep(profiles, num_requests=500, seed=1, backend="torch", device="cpu")
+    rest = sweep.run_sweep(profiles, num_requests=500, seed=1, backend="torch", device="cpu", skip_cases={0, 2})
+    assert [r["case"] for r in rest] == [1]
+    assert (rest[0]["accepted_histogram"], rest[0]["case_seed"]) == (full[1]["accepted_histogram"], full[1]["case_seed"])
+    assert rest[0]["bug_p_threshold"] == full[1]["bug_p_threshold"]  # the skipped cases still count
+
+
+def test_k_is_capped():
+    with pytest.raises(SpecbenchError, match="K must be at most 64 in a sweep, got 65"):
+        sweep.run_sweep([make_profile(65, acceptance_length=2.0)], num_requests=10, backend="torch", device="cpu")
 
 
 def test_histogram_is_the_same_in_small_chunks(monkeypatch):

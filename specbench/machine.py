@@ -1,0 +1,70 @@
+"""The CPU a run shares: how many threads torch uses, and how busy the machine was around the run.
+
+Measured on a 2-core machine (torch 2.13, the sweep's torch simulation, K = 3, 2M steps): one
+thread gave 30M draft positions/s whether the machine was idle or one other process kept a core
+busy; two threads gave 50M idle but 22M beside that one busy process (the issue that asked for
+this saw 0.9M: with more threads than free cores, each parallel step waits for the thread that
+was descheduled). One thread is the default because it never falls off that cliff; pass more
+with ``--threads`` on a machine you know is quiet.
+
+Busy rule: the 1-minute load average counts the processes that want a core. At the start of a run
+the machine is busy when it is above ``cores - threads + 0.5`` (the run's threads would not all
+find a free core; half a core of shells and editors is slack); at the end, when it is above
+``cores + 0.5`` (the run's own threads are then part of it).
+"""
+
+from __future__ import annotations
+
+import os
+
+from specbench.errors import SpecbenchError
+
+DEFAULT_THREADS = 1
+MAX_THREADS = 1024
+
+
+def parse_threads(text: str) -> int:
+    """``--threads`` text as a whole number in ``[1, 1024]``; anything else is one sentence."""
+    try:
+        value = int(text.strip().replace("_", ""))
+    except ValueError:
+        raise SpecbenchError(f"--threads takes a whole number of CPU threads, got {text!r}") from None
+    if not 1 <= value <= MAX_THREADS:
+        raise SpecbenchError(f"--threads must lie in [1, {MAX_THREADS}], got {value}")
+    return value
+
+
+def use_threads(threads: int) -> None:
+    """Make torch run its CPU work on ``threads`` threads (intra-op) from now on."""
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def cpu_count() -> int:
+    """Cores this process may run on (its affinity mask where the platform has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def load_average() -> float | None:
+    """The 1-minute load average, or None where the platform has none (Windows)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
+def busy_warning(load: float | None, threads: int, *, at_end: bool) -> str | None:
+    """One sentence when ``load`` says the machine was busy (the rule in the module docstring), else None."""
+    if load is None:
+        return None
+    cores = cpu_count()
+    limit = cores + 0.5 if at_end else cores - threads + 0.5
+    if load <= limit:
+        return None
+    when = "at the end of the run" if at_end else "when the run started"
+    return (f"the machine was busy {when}: 1-minute load average {load:.2f} on {cores} cores, above {limit:g} "
+            f"with this run's {threads} thread(s); CPU times and rates may be far too slow, rerun on a quiet machine")

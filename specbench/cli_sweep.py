@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from specbench import acceptance, results, rng, scenarios, sweep
+from specbench import acceptance, machine, results, rng, scenarios, sweep
 from specbench.console import console, error_console, fail
 from specbench.errors import SpecbenchError
 from specbench.sweep_charts import render_sweep_charts
@@ -30,18 +30,23 @@ _VERDICT_STYLE = {"ok": "green", "outside 95%": "yellow", "BUG": "bold red", "n/
 MAX_REQUESTS = 2**40
 
 
-def _numbers(option: str, text: str, cast=float) -> list:
+def _numbers(option: str, text: str, cast=float, ranges: bool = True) -> list:
     """``1.5,2,3`` or ``1.5:4.0:0.5`` (start:stop:step, stop included) into numbers."""
     values: list = []
+    kind = "whole numbers" if cast is int else "numbers"
     for item in text.split(","):
         item = item.strip()
         try:
             if ":" in item:
+                if not ranges:
+                    raise SpecbenchError(
+                        f"{option} takes one profile as comma-separated {kind}, not a start:stop:step range "
+                        f"(repeat {option} for several profiles), got {text!r}")
                 parts = [cast(p) for p in item.split(":")]
-                if len(parts) not in (2, 3):
-                    raise ValueError(item)
-                start, stop = parts[0], parts[1]
-                step = parts[2] if len(parts) == 3 else cast(1)
+                if len(parts) != 3:
+                    raise SpecbenchError(f"{option} range must read start:stop:step (three numbers, the step too), "
+                                         f"got {item!r}")
+                start, stop, step = parts
                 if not (math.isfinite(start) and math.isfinite(stop) and math.isfinite(step)) or step <= 0 \
                         or stop < start:
                     raise SpecbenchError(
@@ -56,35 +61,52 @@ def _numbers(option: str, text: str, cast=float) -> list:
         except SpecbenchError:
             raise
         except ValueError:
-            kind = "whole numbers" if cast is int else "numbers"
-            raise SpecbenchError(f"{option} takes comma-separated {kind} or a start:stop:step range, got {text!r}") \
-                from None
+            shape = " or a start:stop:step range" if ranges else ""
+            raise SpecbenchError(f"{option} takes comma-separated {kind}{shape}, got {text!r}") from None
     return values
 
 
 def _profiles(
-    lengths: list[str], rates: list[str], scenario: str | None, ks: list[str]
+    lengths: list[str], rates: list[str], alphas: list[str], scenario: str | None, ks: list[str],
+    schedule: str | None,
 ) -> tuple[list[scenarios.Profile], str | None]:
     given = [f"{name} {' '.join(values)}" for name, values in
-             (("--acceptance-length", lengths), ("--rates", rates), ("--scenario", [] if scenario is None else [scenario]))
+             (("--acceptance-length", lengths), ("--rates", rates), ("--alpha", alphas),
+              ("--scenario", [] if scenario is None else [scenario]))
              if values]
     if len(given) > 1:
-        raise SpecbenchError(f"give only one of --acceptance-length, --rates or --scenario, got {' and '.join(given)}")
+        raise SpecbenchError(f"give only one of --acceptance-length, --rates, --alpha or --scenario, "
+                             f"got {' and '.join(given)}")
+    if schedule is not None:
+        acceptance.check_schedule(schedule)
+        if not lengths:
+            raise SpecbenchError(f"--schedule {schedule} turns --acceptance-length into rates; give it with "
+                                 f"--acceptance-length (--alpha is the geometric schedule itself)")
     num_spec_tokens = [k for text in ks for k in _numbers("--num-spec-tokens", text, int)]
-    if num_spec_tokens and not (lengths or rates):
+    too_large = [k for k in num_spec_tokens if k > sweep.MAX_NUM_SPEC_TOKENS]
+    if too_large:
+        raise SpecbenchError(f"--num-spec-tokens must be at most {sweep.MAX_NUM_SPEC_TOKENS}, got {too_large[0]}")
+    if num_spec_tokens and not (lengths or rates or alphas):
         raise SpecbenchError(
-            f"--num-spec-tokens {' '.join(ks)} needs --acceptance-length or --rates (a scenario sets its own K)"
+            f"--num-spec-tokens {' '.join(ks)} needs --acceptance-length, --rates or --alpha (a scenario sets its own K)"
         )
-    if lengths:
-        values = [v for text in lengths for v in _numbers("--acceptance-length", text)]
+    if lengths or alphas:
+        option, field = ("--acceptance-length", "acceptance_length") if lengths else ("--alpha", "alpha")
+        values = [v for text in (lengths or alphas) for v in _numbers(option, text)]
+        if alphas:
+            for value in values:
+                if math.isnan(value) or not 0.0 <= value <= 1.0:
+                    raise SpecbenchError(f"--alpha (the per-draft acceptance rate) must lie in [0, 1], got {value:g}")
         ks = num_spec_tokens or [DEFAULT_NUM_SPEC_TOKENS]
         if len(values) * len(ks) > _MAX_VALUES:
-            raise SpecbenchError(f"{len(values)} lengths times {len(ks)} values of K make more than {_MAX_VALUES} cases")
-        return [scenarios.make_profile(k, acceptance_length=length) for k in ks for length in values], None
+            raise SpecbenchError(f"{len(values)} values of {option} times {len(ks)} values of K make more than "
+                                 f"{_MAX_VALUES} cases")
+        return [scenarios.make_profile(k, **{field: value}, schedule=schedule or "min-variance")
+                for k in ks for value in values], None
     if rates:
         profiles = []
         for text in rates:
-            values = _numbers("--rates", text)
+            values = _numbers("--rates", text, ranges=False)
             for k in num_spec_tokens or [len(values)]:
                 profiles.append(scenarios.make_profile(k, rates=values))
         return profiles, None
@@ -151,94 +173,178 @@ def summary_table(records: list[dict]) -> Table:
     return table
 
 
+def _used(values: list):
+    # one value when every case used it, else the list per case
+    return values[0] if len(set(values)) == 1 else values
+
+
+def _resumable(records: list[dict], profiles: list[scenarios.Profile], out_dir: Path) -> set[int]:
+    # the finished cases of the folder; each must be the case this run would run at its index
+    done = set()
+    for record in records:
+        index = record.get("case")
+        if not isinstance(index, int) or not 0 <= index < len(profiles):
+            raise SpecbenchError(f"{out_dir} holds a case {index!r} that this run does not have; resume it with the "
+                                 f"same profile options")
+        profile = profiles[index]
+        if (record.get("profile"), record.get("num_spec_tokens"), record.get("configured_rates")) != (
+                profile.name, profile.num_spec_tokens, list(profile.rates)):
+            raise SpecbenchError(f"case {index} in {out_dir} is {record.get('profile')!r}, this run's is "
+                                 f"{profile.name!r}; resume it with the same profile options")
+        done.add(index)
+    return done
+
+
+def _warn_if_busy(load: float | None, threads: int, *, at_end: bool) -> None:
+    text = machine.busy_warning(load, threads, at_end=at_end)
+    if text:
+        error_console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False)
+
+
 def sweep_command(
     acceptance_length: Annotated[list[str] | None, typer.Option(
         "--acceptance-length", "-l", metavar="LENGTHS", show_default=False,
-        help="Mean acceptance length L: one value, several (2,2.5 or repeated) or a range 1.5:4.0:0.5.")] = None,
+        help="Mean acceptance length L: one value, several (2,2.5 or repeated) or a range 1.5:4.0:0.5 "
+             "(start:stop:step).")] = None,
+    schedule: Annotated[str | None, typer.Option(
+        "--schedule", metavar="NAME", show_default=False,
+        help="How --acceptance-length becomes rates: min-variance (default; floor(L-1) ones, the fraction, zeros) "
+             "or geometric (p_i = alpha^i, alpha solved for L).")] = None,
+    alpha: Annotated[list[str] | None, typer.Option(
+        "--alpha", "-a", metavar="ALPHAS", show_default=False,
+        help="Per-draft acceptance rate alpha in [0, 1] of the geometric schedule (p_i = alpha^i): one value, "
+             "several or a range.")] = None,
     rates: Annotated[list[str] | None, typer.Option(
         "--rates", "-r", metavar="RATES", show_default=False,
-        help="Unconditional per-position rates, e.g. 0.9,0.7,0.5 (repeat for several profiles).")] = None,
+        help="One profile's unconditional per-position rates, e.g. 0.9,0.7,0.5 (repeat for several profiles).")] = None,
     scenario: Annotated[str | None, typer.Option(
         "--scenario", "-s", metavar="FILE|NAME", show_default=False,
         help="A scenario TOML file, or the name of a shipped one. No profile option at all runs the embedded 'default'.")] = None,
     num_spec_tokens: Annotated[list[str] | None, typer.Option(
         "--num-spec-tokens", "-k", metavar="K", show_default=False,
-        help=f"Draft tokens per step: one value, several or a range (default {DEFAULT_NUM_SPEC_TOKENS} with "
-             "--acceptance-length, the number of rates with --rates).")] = None,
+        help=f"Draft tokens per step, at most {sweep.MAX_NUM_SPEC_TOKENS}: one value, several or a range (default "
+             f"{DEFAULT_NUM_SPEC_TOKENS} with --acceptance-length or --alpha, the number of rates with --rates).")] = None,
     num_requests: Annotated[str | None, typer.Option(
         "--num-requests", "-n", metavar="N", show_default=False,
         help="Simulated steps per case (default: 2,000,000, more for K > 14: enough for +-0.01 on the mean "
              "length).")] = None,
-    seed: Annotated[str, typer.Option("--seed", metavar="SEED", help="Step r of every case uses seed SEED + r.")] = "0",
+    seed: Annotated[str, typer.Option(
+        "--seed", metavar="SEED", help="Seed of the run; each case draws from its own seed, mixed from SEED and its "
+        "K and rates (recorded as case_seed).")] = "0",
     backend: Annotated[str, typer.Option("--backend", metavar="NAME", help="auto, triton or torch.")] = "auto",
     device: Annotated[str, typer.Option("--device", metavar="NAME", help="auto, cpu or cuda.")] = "auto",
+    threads: Annotated[str, typer.Option(
+        "--threads", metavar="N", help="CPU threads for torch (1 holds up beside other work on a shared machine; "
+        "more is faster only on a quiet one).")] = str(machine.DEFAULT_THREADS),
     cost_ratio: Annotated[str | None, typer.Option(
         "--cost-ratio", "-c", metavar="C", show_default=False,
         help=f"Draft/target step cost ratio c in S = L / (1 + K c) (default: the scenario's, else "
              f"{sweep.DEFAULT_COST_RATIO:g}).")] = None,
-    output: Annotated[Path | None, typer.Option(
+    output: Annotated[str | None, typer.Option(
         "--output", "-o", metavar="DIR", show_default=False,
         help="Results folder (default results/sweep-<timestamp>/).")] = None,
+    resume: Annotated[bool, typer.Option(
+        "--resume", help="Continue the run in --output: finished cases are kept, the missing ones run (same "
+        "options required).")] = False,
     no_charts: Annotated[bool, typer.Option("--no-charts", help="Skip the PNG charts.")] = False,
 ) -> None:
     """Simulate acceptance profiles through the synthetic kernel and check them against the closed forms."""
     try:
-        profiles, scenario_name = _profiles(acceptance_length or [], rates or [], scenario, num_spec_tokens or [])
+        profiles, scenario_name = _profiles(acceptance_length or [], rates or [], alpha or [], scenario,
+                                            num_spec_tokens or [], schedule)
+        sweep.check_num_spec_tokens(profiles)
         requests = None if num_requests is None else _single("--num-requests", num_requests.replace("_", ""), float)
         if requests is not None and (not requests.is_integer() or not 2 <= requests <= MAX_REQUESTS):
             raise SpecbenchError(f"--num-requests must be a whole number in [2, 2**40], got {num_requests!r}")
         requests = None if requests is None else int(requests)
         seed_value = rng.check_seed(_single("--seed", seed, int))
         cost = None if cost_ratio is None else acceptance.check_cost_ratio(_single("--cost-ratio", cost_ratio, float))
+        thread_count = machine.parse_threads(threads)
+        if output is not None and not output.strip():
+            raise SpecbenchError("--output needs a folder name, got ''")
         device_name = sweep.resolve_device(device)
         backend_name = sweep.resolve_sweep_backend(backend, device_name)
-        out_dir, _records, _metadata = results.open_output(output, "sweep")
+        steps = [requests or sweep.default_num_requests(p.num_spec_tokens) for p in profiles]
+        costs = [sweep.pick_cost_ratio(cost, p) for p in profiles]
         metadata = results.collect_metadata(
-            device_name, kind="sweep", seed=seed_value, backend=backend_name, num_requests=requests,
-            cost_ratio=cost, scenario=scenario_name, num_cases=len(profiles),
-            confidence=sweep.CONFIDENCE, family_bug_alpha=sweep.FAMILY_BUG_ALPHA,
+            device_name, kind="sweep", seed=seed_value, backend=backend_name, num_requests=_used(steps),
+            cost_ratio=_used(costs), scenario=scenario_name, num_cases=len(profiles),
+            profiles=[p.name for p in profiles], confidence=sweep.CONFIDENCE,
+            family_bug_alpha=sweep.FAMILY_BUG_ALPHA, threads=thread_count, cpu_count=machine.cpu_count(),
+            load_average_start=machine.load_average(), load_average_end=None,
+            finished_cases=0, interrupted=None,  # null until the run ends (a killed run keeps null)
         )
-        writer = results.ResultsWriter(out_dir, metadata)
+        # a resumed folder's cases must be this run's: same seed, backend, device, steps, cost ratios, profiles
+        same = {key: (label, metadata[key]) for key, label in (
+            ("seed", "--seed"), ("backend", "--backend"), ("device", "device"), ("num_requests", "--num-requests"),
+            ("cost_ratio", "--cost-ratio"), ("profiles", "profile list"))}
+        out_dir, previous, earlier = results.open_output(None if output is None else Path(output), "sweep", resume,
+                                                         same)
+        done = _resumable(previous, profiles, out_dir)
+        metadata["finished_cases"] = len(done)
+        writer = results.ResultsWriter(out_dir, results.resumed_metadata(metadata, earlier), previous)
     except SpecbenchError as exc:
         fail(str(exc))
 
+    machine.use_threads(thread_count)
+    _warn_if_busy(metadata["load_average_start"], thread_count, at_end=False)
+    if done:
+        console.print(f"resuming {escape(str(out_dir))}/: {len(done)} of {len(profiles)} cases already finished",
+                      highlight=False)
+
     def on_record(record: dict) -> None:
+        writer.metadata["finished_cases"] = len(writer.records) + 1
         writer.add(record)
         sweep.write_long_csv(writer.records, out_dir)
         console.print(case_table(record))
         console.print()
 
-    total = sum((requests or sweep.default_num_requests(p.num_spec_tokens)) * p.num_spec_tokens for p in profiles)
+    def finish(interrupted: bool) -> list[dict]:
+        # metadata of the end of a run (finished or interrupted), charts of the cases that finished
+        records = sorted(writer.records, key=lambda r: r["case"])
+        seconds = sum(r["simulation_seconds"] for r in records)
+        positions = sum(r["simulated_positions"] for r in records)
+        writer.metadata.update(simulated_positions=positions, simulation_seconds=seconds,
+                               positions_per_second=positions / seconds if seconds > 0 else None,
+                               load_average_end=machine.load_average(), interrupted=interrupted,
+                               finished_cases=len(records))
+        writer.records = records
+        writer.flush()
+        _warn_if_busy(writer.metadata["load_average_end"], thread_count, at_end=True)
+        return records
+
+    total = sum(n * p.num_spec_tokens for i, (n, p) in enumerate(zip(steps, profiles)) if i not in done)
     columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeRemainingColumn())
     try:
         with Progress(*columns, console=console, transient=True) as progress:
             task = progress.add_task("sweep", total=total)
-            records = sweep.run_sweep(
+            sweep.run_sweep(
                 profiles, num_requests=requests, seed=seed_value, backend=backend_name, device=device_name,
-                cost_ratio=cost, scenario=scenario_name, on_record=on_record,
+                cost_ratio=cost, scenario=scenario_name, on_record=on_record, skip_cases=done,
                 on_progress=lambda positions: progress.advance(task, positions),
                 on_case=lambda i, p: progress.update(
                     task, description=f"case {i + 1}/{len(profiles)}: {escape(p.name)}"),
             )
     except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted:[/] {len(writer.records)} of {len(profiles)} cases finished; "
-                      f"their results are in {escape(str(out_dir))}/", highlight=False)
+        records = finish(interrupted=True)
+        charts = [] if no_charts or not records else render_sweep_charts(records, out_dir)
+        console.print(f"[yellow]interrupted:[/] {len(records)} of {len(profiles)} cases finished; their results "
+                      f"{'and charts ' if charts else ''}are in {escape(str(out_dir))}/; continue with --output "
+                      f"{escape(str(out_dir))} --resume", highlight=False)
         raise typer.Exit(130) from None
     except SpecbenchError as exc:
         fail(str(exc))
 
-    seconds = sum(r["simulation_seconds"] for r in records)
-    positions = sum(r["simulated_positions"] for r in records)
-    writer.metadata.update(simulated_positions=positions, simulation_seconds=seconds,
-                           positions_per_second=positions / seconds if seconds > 0 else None)
-    writer.flush()
+    records = finish(interrupted=False)
+    seconds, positions = writer.metadata["simulation_seconds"], writer.metadata["simulated_positions"]
     console.print(summary_table(records))
     console.print(f"[dim]ok: every closed form lies in its 95% interval or misses it by no more than chance; BUG: "
                   f"p < {records[0]['bug_p_threshold']:.1e} (0.1% over the sweep's checks, Bonferroni)[/]",
                   highlight=False)
     if seconds > 0:
         console.print(f"simulated {positions:,} draft positions in {seconds:.2f} s: "
-                      f"{positions / seconds / 1e6:,.1f}M positions/s ({backend_name} on {device_name})")
+                      f"{positions / seconds / 1e6:,.1f}M positions/s ({backend_name} on {device_name}, "
+                      f"{thread_count} CPU thread{'s' if thread_count > 1 else ''})", highlight=False)
     charts = [] if no_charts else render_sweep_charts(records, out_dir)
     files = ", ".join(str(out_dir / name) for name in (results.RESULTS_JSON, results.RESULTS_CSV, sweep.LONG_CSV))
     console.print(f"results: {escape(files)}", highlight=False)

@@ -131,8 +131,8 @@ def open_output(
     if not (output / RESULTS_JSON).is_file():
         return output, [], {}
     if not resume:
-        hint = "pass --resume to continue that run or choose" if kind == "kernels" else "choose"
-        raise SpecbenchError(f"{output} already holds {RESULTS_JSON}; {hint} another --output")
+        raise SpecbenchError(f"{output} already holds {RESULTS_JSON}; pass --resume to continue that run or choose "
+                             f"another --output")
     metadata, records = read_results(output)
     if metadata.get("kind") != kind:
         raise SpecbenchError(f"{output} holds a {metadata.get('kind')} run, not a {kind} run; choose another --output")

@@ -98,6 +98,18 @@ def test_no_options_runs_the_default_scenario(tmp_path, monkeypatch):
     ("args", "needles"),
     [
         (["--rates", "0.9,0.7", "--acceptance-length", "2.5"], ["only one of", "--rates 0.9,0.7", "2.5"]),
+        (["--alpha", "0.8", "--acceptance-length", "2.5"], ["only one of", "--alpha 0.8"]),
+        (["--alpha", "1.5"], ["--alpha", "[0, 1], got 1.5"]),
+        (["--alpha", "-0.1,0.5", "-k", "2"], ["--alpha", "got -0.1"]),
+        (["-l", "2.5", "--schedule", "uniform"], ["schedule must be one of min-variance, geometric", "'uniform'"]),
+        (["-r", "0.5", "--schedule", "geometric"], ["--schedule geometric", "with --acceptance-length"]),
+        (["-l", "1.5:4"], ["start:stop:step", "'1.5:4'"]),
+        (["-l", "2", "-k", "3:7"], ["--num-spec-tokens range must read start:stop:step", "'3:7'"]),
+        (["-r", "0.9:0.5:0.1"], ["--rates takes one profile", "not a start:stop:step range", "'0.9:0.5:0.1'"]),
+        (["-l", "2", "-k", "10000"], ["--num-spec-tokens must be at most 64, got 10000"]),
+        (["-l", "2", "-k", "1000000000000000000"], ["at most 64, got 1000000000000000000"]),
+        (["-r", "0.5", "--threads", "0"], ["--threads", "got 0"]),
+        (["-r", "0.5", "--threads", "two"], ["--threads", "'two'"]),
         (["--rates", "0.5,0.7"], ["non-increasing", "[0.5, 0.7]"]),
         (["--rates", "1.2,0.5"], ["[0, 1]", "1.2"]),
         (["--rates", "nan,0.5"], ["nan"]),
@@ -207,12 +219,35 @@ def test_interrupted_sweep_keeps_finished_cases(tmp_path, monkeypatch):
         return real(rates, num_requests, **kwargs)
 
     monkeypatch.setattr(sweep, "simulate_acceptance", interrupt_in_third_case)
-    result = invoke("-l", "1.5,2,2.5,3", "-n", "1000", "--device", "cpu", "--backend", "torch", "-o", str(tmp_path))
+    options = ("-l", "1.5,2,2.5,3", "-n", "1000", "--device", "cpu", "--backend", "torch", "-o", str(tmp_path))
+    result = invoke(*options)
     assert result.exit_code == 130
     assert "interrupted: 2 of 4 cases finished" in one_line(result.stdout)
-    assert str(tmp_path) in "".join(result.stdout.split())
-    _, records = read_results(tmp_path)
+    assert f"--output {tmp_path} --resume" in one_line(result.stdout)
+    metadata, records = read_results(tmp_path)
     assert [r["configured_acceptance_length"] for r in records] == [1.5, 2.0]
+    assert (metadata["interrupted"], metadata["finished_cases"], metadata["num_cases"]) == (True, 2, 4)
+    assert (tmp_path / "accepted_distribution.png").is_file()  # charts of what finished
+
+    monkeypatch.setattr(sweep, "simulate_acceptance", real)
+    again = invoke(*options)  # no --resume: refused, with the way out named
+    assert again.exit_code == 2 and "pass --resume to continue that run" in one_line(again.stderr)
+    changed = invoke(*options[:-2], "--seed", "1", "-o", str(tmp_path), "--resume")
+    assert changed.exit_code == 2 and "--seed 1 differs from the run" in one_line(changed.stderr)
+    other = invoke("-l", "1.5,2,2.6,3", *options[2:], "--resume")
+    assert other.exit_code == 2 and "profile list" in one_line(other.stderr)
+    resumed = invoke(*options, "--resume")
+    assert resumed.exit_code == 0, resumed.output
+    assert "2 of 4 cases already finished" in one_line(resumed.stdout)
+    assert one_line(resumed.stdout).count("steps · torch on cpu") == 2  # only the missing cases ran
+    metadata, records = read_results(tmp_path)
+    assert [r["case"] for r in records] == [0, 1, 2, 3] and metadata["interrupted"] is False
+    assert len(metadata["earlier_runs"]) == 1
+    # the resumed cases are the ones a single run gives
+    single = invoke("-l", "1.5,2,2.5,3", *options[2:-1], str(tmp_path / "single"))
+    assert single.exit_code == 0, single.output
+    assert [r["accepted_histogram"] for r in read_results(tmp_path / "single")[1]] == [
+        r["accepted_histogram"] for r in records]
 
 
 def test_ctrl_c_in_a_real_process_leaves_readable_results(tmp_path):
@@ -245,3 +280,62 @@ def test_shipped_scenarios_are_found_by_name_from_any_folder(tmp_path, monkeypat
     assert result.exit_code == 0, result.output
     folder = CliRunner().invoke(app, ["sweep", "--scenario", str(tmp_path), "-n", "2000"])
     assert folder.exit_code == 2 and "is a folder" in " ".join(folder.output.split())
+
+
+def test_empty_output_and_a_scenario_past_the_k_cap_are_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = invoke("-r", "0.5", "-n", "100", "-o", "")
+    assert result.exit_code == 2 and "--output needs a folder name, got ''" in one_line(result.stderr)
+    assert not (tmp_path / "results.json").exists()
+    big = tmp_path / "big.toml"
+    big.write_text('source = "test"\nnum_spec_tokens = 65\nacceptance_length = 2\n')
+    result = invoke("--scenario", str(big), "-n", "100", "-o", str(tmp_path / "never"))
+    assert result.exit_code == 2 and "K must be at most 64 in a sweep, got 65" in one_line(result.stderr)
+    assert not (tmp_path / "never").exists()
+
+
+def test_geometric_schedule_and_alpha(tmp_path):
+    result = invoke("-l", "2.5", "--schedule", "geometric", "-n", "20000", "--no-charts", "-o", str(tmp_path / "g"))
+    assert result.exit_code == 0, result.output
+    _, (record,) = read_results(tmp_path / "g")
+    assert record["profile"] == "L=2.5 geometric" and record["schedule"] == "geometric"
+    alpha = record["configured_alpha"]
+    assert record["configured_rates"] == pytest.approx([alpha, alpha**2, alpha**3])
+    assert record["expected_acceptance_length"] == pytest.approx(2.5) and record["verdict"] == "ok"
+    result = invoke("--alpha", "0.5,0.8", "-k", "2", "-n", "2000", "--no-charts", "-o", str(tmp_path / "a"))
+    assert result.exit_code == 0, result.output
+    _, records = read_results(tmp_path / "a")
+    assert [(r["profile"], r["configured_rates"]) for r in records] == [
+        ("alpha=0.5", [0.5, 0.25]), ("alpha=0.8", [0.8, pytest.approx(0.64)])]
+
+
+def test_metadata_holds_what_was_used(tmp_path):
+    result = invoke("--scenario", str(REPO / "scenarios" / "deepseek-v3-mtp.toml"), "-n", "3000", "--threads", "1",
+                    "--no-charts", "-o", str(tmp_path / "a"))
+    assert result.exit_code == 0, result.output
+    metadata, _ = read_results(tmp_path / "a")
+    assert (metadata["num_requests"], metadata["cost_ratio"], metadata["threads"]) == (3000, 0.04, 1)
+    assert metadata["interrupted"] is False and metadata["finished_cases"] == metadata["num_cases"] == 2
+    for key in ("load_average_start", "load_average_end"):
+        assert isinstance(metadata[key], float), key
+    # cases that differ: the default steps grow with K, scenario cost ratios differ per profile
+    path = tmp_path / "mixed.toml"
+    path.write_text('source = "t"\n[[profiles]]\nname = "a"\nrates = [0.5]\ncost_ratio = 0.1\n'
+                    '[[profiles]]\nname = "b"\nrates = [0.5]\nnum_spec_tokens = 1\n')
+    result = invoke("--scenario", str(path), "-n", "500", "--no-charts", "-o", str(tmp_path / "b"))
+    assert result.exit_code == 0, result.output
+    metadata, records = read_results(tmp_path / "b")
+    assert metadata["cost_ratio"] == [0.1, sweep.DEFAULT_COST_RATIO] == [r["cost_ratio"] for r in records]
+    assert metadata["num_requests"] == 500
+
+
+def test_a_busy_machine_is_warned_about(tmp_path, monkeypatch):
+    from specbench import machine
+
+    monkeypatch.setattr(machine, "load_average", lambda: 40.0)
+    result = invoke("-r", "0.5", "-n", "500", "--no-charts", "-o", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    message = one_line(result.stderr)
+    assert "warning: the machine was busy when the run started: 1-minute load average 40.00" in message
+    assert "busy at the end of the run" in message
+    assert read_results(tmp_path)[0]["load_average_start"] == 40.0

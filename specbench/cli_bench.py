@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from specbench import bench, models, results, rng, scenarios, timing
+from specbench import acceptance, bench, machine, models, results, rng, scenarios, timing
 from specbench.bench_charts import render_kernel_charts
 from specbench.console import console, error_console, fail
 from specbench.errors import SpecbenchError
@@ -80,12 +80,17 @@ def _number(option: str, text: str) -> float:
         raise SpecbenchError(f"{option} takes a number, got {text!r}") from None
 
 
-def _profiles(lengths: list[str], ks: list[int], scenario: str | None, grid: Grid) -> list[scenarios.Profile]:
+def _profiles(lengths: list[str], ks: list[int], scenario: str | None, grid: Grid,
+              schedule: str | None = None) -> list[scenarios.Profile]:
+    if schedule is not None:
+        acceptance.check_schedule(schedule)
     if scenario is not None:
-        if lengths or ks:
-            raise SpecbenchError("give --scenario or --acceptance-length/--num-spec-tokens, not both "
+        if lengths or ks or schedule:
+            raise SpecbenchError("give --scenario or --acceptance-length/--num-spec-tokens/--schedule, not both "
                                  "(a scenario sets K and the rates)")
         return list(scenarios.load_scenario(scenario).profiles)
+    schedule = schedule or "min-variance"
+    suffix = "" if schedule == "min-variance" else f" {schedule}"  # min-variance keeps the labels of earlier runs
     profiles: list[scenarios.Profile] = []
     for k in ks or grid.num_spec_tokens:
         for label in lengths or grid.acceptance:
@@ -98,7 +103,8 @@ def _profiles(lengths: list[str], ks: list[int], scenario: str | None, grid: Gri
                     raise SpecbenchError(f"the default --acceptance-length {length:g} needs K >= {length - 1:g}, "
                                          f"got --num-spec-tokens {k}; pass --acceptance-length (at most {k + 1}) "
                                          f"or full")
-                profiles.append(scenarios.make_profile(k, acceptance_length=length, name=f"{length:g}"))
+                profiles.append(scenarios.make_profile(k, acceptance_length=length, schedule=schedule,
+                                                       name=f"{length:g}{suffix}"))
     # 'full' and K + 1 are one profile: keep the first of the same (K, rates)
     unique: dict[tuple, scenarios.Profile] = {}
     for profile in profiles:
@@ -214,6 +220,9 @@ def kernels_command(
     acceptance_length: Annotated[str | None, typer.Option(
         "--acceptance-length", "-l", metavar="L", help="Mean acceptance length the inputs are built for; numbers "
         "or 'full' (K+1), e.g. 3,full (GPU default 3,full; CPU 3).", show_default=False)] = None,
+    schedule: Annotated[str | None, typer.Option(
+        "--schedule", metavar="NAME", help="How --acceptance-length becomes rates: min-variance (default) or "
+        "geometric (p_i = alpha^i).", show_default=False)] = None,
     scenario: Annotated[str | None, typer.Option(
         "--scenario", "-s", metavar="FILE|NAME", help="Acceptance profiles (K and rates) from a scenario file "
         "instead of --acceptance-length and --num-spec-tokens.", show_default=False)] = None,
@@ -230,6 +239,9 @@ def kernels_command(
         "--interpret", help="On a CPU, run the Triton implementations under the Triton interpreter (small shapes "
         "only).")] = False,
     device: Annotated[str, typer.Option("--device", metavar="NAME", help="auto, cpu or cuda.")] = "auto",
+    threads: Annotated[str, typer.Option(
+        "--threads", metavar="N", help="CPU threads for torch (1 holds up beside other work on a shared machine; "
+        "more is faster only on a quiet one).")] = str(machine.DEFAULT_THREADS),
     warmup: Annotated[str, typer.Option("--warmup", metavar="N", help="Untimed calls per implementation.")] = "3",
     min_samples: Annotated[str, typer.Option("--min-samples", metavar="N", help="Samples per implementation, at "
                                              "least.")] = "10",
@@ -269,12 +281,13 @@ def kernels_command(
             batch_sizes=_whole("--batch-size", batch_size, 1) or grid.batch_sizes,
             vocabularies=_vocabularies(_whole("--vocab-size", vocab_size, 2), _items("--model", model), grid),
             profiles=_profiles(_items("--acceptance-length", acceptance_length),
-                               _whole("--num-spec-tokens", num_spec_tokens, 1), scenario, grid),
+                               _whole("--num-spec-tokens", num_spec_tokens, 1), scenario, grid, schedule),
             dtypes=_items("--dtype", dtype) or grid.dtypes,
             drafts=_items("--draft", draft) or grid.drafts,
             cuda_graph=graph_choice,
         )
         seed_value = rng.check_seed(_one_whole("--seed", seed, 0))
+        thread_count = machine.parse_threads(threads)
         implementations = _implementations(_items("--impl", impl), device_name, interpret)
         timing_settings = {
             "warmup": config.warmup, "min_samples": config.min_samples, "max_samples": config.max_samples,
@@ -283,7 +296,8 @@ def kernels_command(
         }
         metadata = results.collect_metadata(
             device_name, kind="kernels", seed=seed_value, implementations=[i.name for i in implementations],
-            interpreted=interpret, timing=timing_settings,
+            interpreted=interpret, timing=timing_settings, threads=thread_count, cpu_count=machine.cpu_count(),
+            load_average_start=machine.load_average(), load_average_end=None,
         )
         # rows of one folder must be comparable: a resumed run keeps the seed, the timing and the device
         same = {"seed": ("--seed", seed_value), "timing": ("timing", timing_settings),
@@ -294,6 +308,10 @@ def kernels_command(
     except SpecbenchError as exc:
         fail(str(exc))
 
+    machine.use_threads(thread_count)
+    busy = machine.busy_warning(metadata["load_average_start"], thread_count, at_end=False)
+    if busy:
+        error_console.print(f"[yellow]warning:[/] {escape(busy)}", highlight=False)
     where = metadata["device"]
     kept = f" ({len(previous)} rows already there are kept, not run again)" if previous else ""
     console.print(f"{len(cases)} cases x {len(implementations)} implementations on {escape(where)}; copy bandwidth "
@@ -323,6 +341,11 @@ def kernels_command(
         fail(str(exc))
 
     _print_table(new_records)
+    writer.metadata["load_average_end"] = machine.load_average()
+    writer.flush()
+    busy = machine.busy_warning(writer.metadata["load_average_end"], thread_count, at_end=True)
+    if busy:
+        error_console.print(f"[yellow]warning:[/] {escape(busy)}", highlight=False)
     charts = [] if no_charts else render_kernel_charts(writer.records, out_dir)
     console.print(f"results: {escape(str(out_dir / results.RESULTS_JSON))}, "
                   f"{escape(str(out_dir / results.RESULTS_CSV))}; {len(charts)} charts", highlight=False)

@@ -319,3 +319,23 @@ def test_rows_whose_samples_spread_widely_are_marked_and_explained(tmp_path, mon
     cli_bench._print_table(records)
     text = printed.getvalue()
     assert "10.0-35.0 ~" in text and "10.0-15.0 ~" not in text and "1 rows have p80 above 2x p20" in text
+
+
+def test_schedule_shapes_the_inputs_and_threads_and_load_are_recorded(tmp_path):
+    result = run("kernels", *TINY, "--mode", "greedy", "--batch-size", "8", "--num-spec-tokens", "3",
+                 "--acceptance-length", "2.5", "--schedule", "geometric", "--threads", "1", "--impl", "torch",
+                 "--output", str(tmp_path), "--no-charts")
+    assert result.exit_code == 0, result.output
+    payload = json.loads((tmp_path / "results.json").read_text())
+    (record,) = payload["records"]
+    assert record["acceptance"] == "2.5 geometric" and record["acceptance_length"] == pytest.approx(2.5)
+    # the geometric schedule spreads A over 0..3; the planned counts of 8 requests follow it
+    assert record["measured_acceptance_length"] == pytest.approx(2.5, abs=1 / 16)
+    metadata = payload["metadata"]
+    assert metadata["threads"] == 1
+    assert isinstance(metadata["load_average_start"], float) and isinstance(metadata["load_average_end"], float)
+    for args, message in ((["--threads", "0"], "--threads must lie in [1, 1024], got 0"),
+                          (["--schedule", "flat"], "schedule must be one of min-variance, geometric, got 'flat'"),
+                          (["--scenario", "default", "--schedule", "geometric"], "give --scenario or")):
+        bad = run("kernels", *args)
+        assert bad.exit_code == 2 and message in _one_line(bad.stderr), bad.output

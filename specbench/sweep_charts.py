@@ -1,11 +1,16 @@
 """PNG charts of sweep records (``kind == "sweep"``); they read records only and never re-run anything.
 
 - ``acceptance_per_position.png``: configured vs measured unconditional (``p_i``) and
-  conditional (``c_i``) rates per position, with 95% interval bars; one panel per case.
+  conditional (``c_i``) rates per position, with 95% interval bars; one panel per case. Where the
+  configured ``p`` and ``c`` are the same numbers (``K = 1``, or a min-variance profile), one line
+  labelled ``configured p_i = c_i`` stands for both.
 - ``accepted_distribution.png``: ``P(A = j)``, closed form (bars) vs measured (points with
-  95% interval bars); one panel per case.
+  95% interval bars); one panel per case, its subtitle the configured and the measured ``L``.
 - ``expected_speedup.png``: ``S = L / (1 + K c)`` against the mean acceptance length for
-  several ``K``, with each case's measured point on it; one panel per cost ratio ``c`` among the cases.
+  several ``K`` (each ``K`` its own colour and dash, ending in a labelled marker at ``L = K + 1``,
+  so lines that lie on top of each other, as all do at ``c = 0``, stay apart), with each case's
+  measured point (one marker shape per case, named in the panel's legend); one panel per cost ratio
+  ``c`` among the cases, all on one y scale.
 
 Figures with more than ``PANELS_PER_FIGURE`` cases continue in ``NAME-2.png``, ``NAME-3.png``.
 """
@@ -25,6 +30,9 @@ _SPEEDUP_KS = (1, 2, 3, 5, 7)
 _CONFIGURED = "#4c72b0"
 _MEASURED = "#dd8452"
 _CONDITIONAL = "#55a868"
+_BOTH = "#2f8f8a"  # between the two above: one line standing for p and c
+_DASHES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)), (0, (8, 2)))
+_CASE_MARKERS = ("o", "s", "D", "^", "v", "P", "X", "*", "h", "<", ">", "p")
 
 
 def render_sweep_charts(records: Sequence[dict], out_dir: str | Path) -> list[Path]:
@@ -75,7 +83,13 @@ def _paneled(cases: list[dict], draw, path: Path, title: str) -> Path:
     fig, axes = _panels(len(cases), 4.6, 3.4)
     for ax, record in zip(axes, cases):
         draw(ax, record)
-    axes[0].legend(fontsize=7, loc="best")
+    # one legend for the figure, holding every entry any panel drew (each label once)
+    entries: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncols=min(len(entries), 5),
+               fontsize=8, frameon=False)
     fig.suptitle(title)
     fig.savefig(path, dpi=110)
     return path
@@ -84,9 +98,13 @@ def _paneled(cases: list[dict], draw, path: Path, title: str) -> Path:
 def _draw_rates(ax, record: dict) -> None:
     k = record["num_spec_tokens"]
     positions = list(range(1, k + 1))
-    ax.plot(positions, record["configured_rates"], "s-", color=_CONFIGURED, label="configured p_i", mfc="none")
-    ax.plot(positions, record["configured_conditional_rates"], "^--", color=_CONDITIONAL,
-            label="configured c_i", mfc="none")
+    configured, conditional = record["configured_rates"], record["configured_conditional_rates"]
+    if all(math.isclose(p, c, abs_tol=1e-12) for p, c in zip(configured, conditional)):
+        # the same numbers: one line, or a second one would hide exactly under it
+        ax.plot(positions, configured, "D-", color=_BOTH, label="configured p_i = c_i", mfc="none")
+    else:
+        ax.plot(positions, configured, "s-", color=_CONFIGURED, label="configured p_i", mfc="none")
+        ax.plot(positions, conditional, "^--", color=_CONDITIONAL, label="configured c_i", mfc="none")
     for name, color, label, shift in (("rates", _MEASURED, "measured p_i", 0.0),
                                       ("conditional_rates", "#8172b2", "measured c_i", 0.08)):
         index, values, bars = _error_bars(record[f"measured_{name}"], record[f"measured_{name}_ci_low"],
@@ -114,7 +132,8 @@ def _draw_distribution(ax, record: dict) -> None:
     ax.set_xticks(counts)
     ax.set_xlabel("drafts accepted A")
     ax.set_ylabel("P(A = j)")
-    ax.set_title(f"{_title(record)}  L={record['mean_acceptance_length']:.3f}", fontsize=9)
+    ax.set_title(f"{_title(record)}\nL configured {record['expected_acceptance_length']:.3f}, "
+                 f"measured {record['mean_acceptance_length']:.3f}", fontsize=9)
     ax.grid(alpha=0.3, axis="y")
 
 
@@ -126,24 +145,39 @@ def _speedup_chart(records: list[dict], path: Path) -> Path:
 def _speedup_figure(records: list[dict]) -> Figure:
     # one panel per cost ratio, so that every case sits on the curves of its own c
     cost_ratios = list(dict.fromkeys(r["cost_ratio"] for r in records))
-    fig, axes = _panels(len(cost_ratios), 5.6, 4.4)
+    fig, axes = _panels(len(cost_ratios), 5.6, 4.8)
     ks = sorted(set(_SPEEDUP_KS) | {r["num_spec_tokens"] for r in records})
-    colors = {k: f"C{i % 10}" for i, k in enumerate(ks)}
+    styles = {k: (f"C{i % 10}", _DASHES[i % len(_DASHES)]) for i, k in enumerate(ks)}
+    top = 0.0
     for ax, cost_ratio in zip(axes, cost_ratios):
-        for k in ks:
+        # widest first: where lines coincide (c = 0: S = L for every K) each shows as a band around the next
+        for rank, k in enumerate(reversed(ks)):
+            color, dash = styles[k]
             lengths = [1 + (k * step) / 100 for step in range(101)]
-            ax.plot(lengths, [acceptance.expected_speedup(length, k, cost_ratio) for length in lengths],
-                    color=colors[k], label=f"K={k}")
-        for record in records:
-            if record["cost_ratio"] == cost_ratio:
-                ax.plot(record["mean_acceptance_length"], record["measured_speedup"], "o",
-                        color=colors[record["num_spec_tokens"]], mec="black", ms=6)
+            speedups = [acceptance.expected_speedup(length, k, cost_ratio) for length in lengths]
+            top = max(top, speedups[-1])
+            ax.plot(lengths, speedups, color=color, ls=dash, lw=1.3 + 0.7 * (len(ks) - 1 - rank), alpha=0.85,
+                    label=f"K={k}", zorder=1 + rank)
+            ax.plot(lengths[-1], speedups[-1], "|", color=color, ms=12, mew=2, zorder=10)
+            # above the line's end: every line rises to the right, so this spot is clear of it
+            ax.annotate(f"K={k}", (lengths[-1], speedups[-1]), xytext=(-3, 5), textcoords="offset points",
+                        fontsize=7, color=color, ha="right", va="bottom")
+        cases = [r for r in records if r["cost_ratio"] == cost_ratio]
+        for number, record in enumerate(cases):
+            ax.plot(record["mean_acceptance_length"], record["measured_speedup"],
+                    _CASE_MARKERS[number % len(_CASE_MARKERS)], color=styles[record["num_spec_tokens"]][0],
+                    mec="black", ms=7, zorder=20, ls="none", label=f"{record['profile']} (K={record['num_spec_tokens']})")
         ax.axhline(1.0, color="grey", lw=0.8, ls=":")
         ax.set_xlabel("mean acceptance length L (tokens per target step)")
         ax.set_ylabel("expected speed-up S = L / (1 + K c)")
         ax.set_title(f"c = {cost_ratio:g}")
         ax.grid(alpha=0.3)
-    axes[0].plot([], [], "o", color="white", mec="black", label="measured cases")
-    axes[0].legend(fontsize=8)
-    fig.suptitle("Expected speed-up over plain decoding; c = draft step cost / target step cost")
+        handles, labels = ax.get_legend_handles_labels()
+        measured = [(h, lab) for h, lab in zip(handles, labels) if not lab.startswith("K=")]
+        ax.legend([h for h, _ in measured], [lab for _, lab in measured], title="measured cases", fontsize=7,
+                  title_fontsize=7, loc="upper left")
+    for ax in axes:  # one y scale, so panels compare at a glance
+        ax.set_ylim(0, top * 1.05)
+    fig.suptitle("Expected speed-up over plain decoding; c = draft step cost / target step cost; "
+                 "lines: the model for each K")
     return fig

@@ -296,12 +296,34 @@ def test_charts_render_from_records_only(tmp_path):
 
 def test_speedup_chart_shows_every_case_at_its_own_cost_ratio():
     profiles = [make_profile(3, rates=EAGLE), make_profile(3, rates=[0.5, 0.3, 0.1], cost_ratio=0.0),
-                make_profile(1, rates=[0.85], cost_ratio=0.04)]
+                make_profile(1, rates=[0.85], cost_ratio=0.04), make_profile(5, alpha=0.6, cost_ratio=0.0)]
     records = sweep.run_sweep(profiles, num_requests=300, backend="torch", device="cpu")
     figure = sweep_charts._speedup_figure(records)
     panels = [ax for ax in figure.axes if ax.get_visible()]
     assert [ax.get_title() for ax in panels] == ["c = 0.05", "c = 0", "c = 0.04"]
-    for ax, record in zip(panels, records):
-        points = [(line.get_xdata()[0], line.get_ydata()[0]) for line in ax.lines
-                  if line.get_marker() == "o" and len(line.get_xdata())]
-        assert points == [(record["mean_acceptance_length"], record["measured_speedup"])]
+    for ax, cases in zip(panels, ([records[0]], [records[1], records[3]], [records[2]])):
+        cases_drawn = [line for line in ax.lines if line.get_linestyle() == "None" and line.get_label()[0] != "_"]
+        points = [(line.get_xdata()[0], line.get_ydata()[0], line.get_label()) for line in cases_drawn]
+        # each measured case is a point of its own marker, named in the panel's legend
+        assert points == [(r["mean_acceptance_length"], r["measured_speedup"], f"{r['profile']} (K={r['num_spec_tokens']})")
+                          for r in cases]
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == [p[2] for p in points]
+        assert len({line.get_marker() for line in cases_drawn}) == len(cases)
+    assert len({ax.get_ylim() for ax in panels}) == 1  # one y scale
+    # at c = 0 every K's line is S = L: each keeps its own colour and dash, and a label where it ends
+    curves = [line for line in panels[1].lines if line.get_label().startswith("K=")]
+    assert len({(line.get_color(), str(line.get_linestyle())) for line in curves}) == len(curves) == 5  # K 1,2,3,5,7
+    assert sorted(t.get_text() for t in panels[1].texts) == sorted(line.get_label() for line in curves)
+
+
+def test_rate_chart_draws_one_line_where_p_and_c_coincide_and_the_distribution_names_both_lengths(tmp_path):
+    profiles = [make_profile(3, acceptance_length=2.5), make_profile(3, acceptance_length=2.5, schedule="geometric")]
+    records = sweep.run_sweep(profiles, num_requests=300, backend="torch", device="cpu")
+    _, axes = sweep_charts._panels(2, 4.6, 3.4)
+    for ax, record in zip(axes, records):
+        sweep_charts._draw_rates(ax, record)
+    configured = [[line.get_label() for line in ax.lines if line.get_label().startswith("configured")] for ax in axes]
+    assert configured == [["configured p_i = c_i"], ["configured p_i", "configured c_i"]]
+    sweep_charts._draw_distribution(axes[0], records[0])
+    assert axes[0].get_title() == (f"L=2.5 min-variance  (K=3)\nL configured 2.500, measured "
+                                   f"{records[0]['mean_acceptance_length']:.3f}")

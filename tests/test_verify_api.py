@@ -88,7 +88,8 @@ BAD_SIMULATIONS = [
     ({"seed": -1}, ["seed", "-1"]),
     ({"seed": 1.5}, ["seed", "1.5"]),
     ({"seed": "a"}, ["seed", "'a'"]),
-    ({"seed": 2**62 - 1, "first_request": 5}, ["seed", str(2**62 + 4)]),
+    ({"seed": 2**62, "first_request": 5}, ["seed", str(2**62)]),
+    ({"seed": 2**62 - 1, "first_request": 2**62 - 5}, ["first_request + num_requests", str(2**62 + 5)]),
     ({"device": "bogus"}, ["device", "'bogus'"]),
     ({"device": "meta"}, ["device", "'meta'"]),
 ]

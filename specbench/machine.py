@@ -1,10 +1,10 @@
 """The CPU a run shares: how many threads torch uses, and how busy the machine was around the run.
 
 Measured on a 2-core machine (torch 2.13, the sweep's torch simulation, K = 3, 2M steps): one
-thread gave 30M draft positions/s whether the machine was idle or one other process kept a core
-busy; two threads gave 50M idle but 22M beside that one busy process (the issue that asked for
-this saw 0.9M: with more threads than free cores, each parallel step waits for the thread that
-was descheduled). One thread is the default because it never falls off that cliff; pass more
+thread gave 29-31M draft positions/s whether the machine was idle or one other process kept a
+core busy; two threads gave 37-50M idle but 13-22M beside that one busy process (two measurements
+of 3 runs each; the issue that asked for this saw 0.9M: with more threads than free cores, each
+parallel step waits for the thread that was descheduled). One thread is the default because it never falls off that cliff; pass more
 with ``--threads`` on a machine you know is quiet.
 
 Busy rule: the 1-minute load average counts the processes that want a core. At the start of a run

@@ -332,6 +332,8 @@ def kernels_command(
                 on_case=lambda index, case: progress.update(task, completed=index, description=escape(case.describe())),
             )
     except KeyboardInterrupt:
+        writer.metadata["load_average_end"] = machine.load_average()
+        writer.flush()
         _print_table(new_records)
         console.print(f"[yellow]interrupted:[/] {len(writer.records)} finished rows ({len(new_records)} new) are in "
                       f"{escape(str(out_dir))}/; "

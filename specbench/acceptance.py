@@ -21,12 +21,19 @@ import math
 from collections.abc import Sequence
 from typing import Literal
 
-from scipy import optimize
-
 from specbench.errors import SpecbenchError
 
 Schedule = Literal["min-variance", "geometric"]
 SCHEDULES: tuple[str, ...] = ("min-variance", "geometric")
+
+# c = draft step / target step. 0.05 is the memory-bound cost of an EAGLE-3 head on Llama-3.1-8B:
+# one decoder layer (~0.22B weights) plus a 32k-token draft LM head (~0.13B) against 32 layers and
+# a 128k-token head (~7.5B): 0.35 / 7.5 ~ 0.05. Scenarios may set their own.
+DEFAULT_COST_RATIO = 0.05
+# K at most 64: drafters in use propose a few to a few tens of tokens (EAGLE/MTP chains of 1-8,
+# n-gram lookups of 10-20); past that every table (3K + 3 rows a case) and the default step count
+# (9604 K^2: 39M steps, 2.5G positions at K = 64) grow with K for profiles nobody runs.
+MAX_NUM_SPEC_TOKENS = 64
 
 
 def format_rates(values: Sequence[float]) -> str:
@@ -128,6 +135,8 @@ def length_to_alpha(mean_acceptance_length: float, num_spec_tokens: int) -> floa
 
     def excess(alpha: float) -> float:
         return 1.0 + sum(alpha**i for i in range(1, num_spec_tokens + 1)) - length
+
+    from scipy import optimize  # here, not at the top: the command line's --help stays free of scipy
 
     return float(optimize.brentq(excess, 0.0, 1.0, xtol=1e-15))
 

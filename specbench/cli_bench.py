@@ -14,20 +14,24 @@ import platform
 from pathlib import Path
 from typing import Annotated
 
-import torch
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from specbench import acceptance, bench, machine, models, results, rng, scenarios, timing
-from specbench.bench_charts import render_kernel_charts
-from specbench.console import console, error_console, fail
+from specbench import acceptance, machine, models, scenarios
+from specbench.console import console, error_console, fail, lazy_module, print_table
 from specbench.errors import SpecbenchError
-from specbench.sweep import resolve_device
-from specbench.sweep_charts import render_sweep_charts
-from specbench.verification import MODES
+
+# loaded on first use: torch, numpy, pandas and matplotlib stay out of `specbench --help`
+bench = lazy_module("specbench.bench")
+bench_charts = lazy_module("specbench.bench_charts")
+results = lazy_module("specbench.results")
+rng = lazy_module("specbench.rng")
+sweep = lazy_module("specbench.sweep")
+sweep_charts = lazy_module("specbench.sweep_charts")
+timing = lazy_module("specbench.timing")
+verification = lazy_module("specbench.verification")
 
 
 class Grid:
@@ -121,6 +125,8 @@ def _vocabularies(vocab_sizes: list[int], model_names: list[str], grid: Grid) ->
 
 
 def _implementations(names: list[str], device: str, interpret: bool) -> list[bench.Implementation]:
+    import torch
+
     chosen = bench.resolve_implementations(list(dict.fromkeys(names)) or list(bench.IMPLEMENTATIONS))  # once each
     usable, skipped = [], []
     for impl in chosen:
@@ -184,12 +190,10 @@ def _noisy(record: dict) -> bool:
 
 
 def _print_table(records: list[dict]) -> None:
-    # a terminal wraps to its width; a log file (no terminal) gets rows wide enough to read
-    out = console if console.is_terminal else Console(file=console.file, width=200)
-    out.print(results_table(records))
+    print_table(results_table(records), console)
     noisy = sum(map(_noisy, records))
     if noisy:
-        out.print(f"[yellow]~[/] {noisy} rows have p80 above {NOISY_SPREAD:g}x p20: other work on the machine or a "
+        console.print(f"[yellow]~[/] {noisy} rows have p80 above {NOISY_SPREAD:g}x p20: other work on the machine or a "
                   f"changing clock moved their samples; rerun them on a quiet machine before quoting the medians",
                   highlight=False)
 
@@ -227,7 +231,7 @@ def kernels_command(
         "--scenario", "-s", metavar="FILE|NAME", help="Acceptance profiles (K and rates) from a scenario file "
         "instead of --acceptance-length and --num-spec-tokens.", show_default=False)] = None,
     impl: Annotated[str | None, typer.Option(
-        "--impl", metavar="NAMES", help=f"Implementations to time: {', '.join(bench.IMPLEMENTATIONS)} (default all "
+        "--impl", metavar="NAMES", help="Implementations to time: torch, triton (default all "
         "that can run here).", show_default=False)] = None,
     cuda_graph: Annotated[bool | None, typer.Option(
         "--cuda-graph/--no-cuda-graph", help="Also time every case captured in a CUDA graph (extra rows; GPU "
@@ -264,13 +268,13 @@ def kernels_command(
                 raise SpecbenchError("--interpret runs Triton on the CPU; it cannot be combined with --device cuda")
             os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton
             device = "cpu"
-        device_name = resolve_device(device)
+        device_name = sweep.resolve_device(device)
         on_gpu = device_name == "cuda"
         grid = Grid(on_gpu, interpret)
         graph_choice = grid.cuda_graph if cuda_graph is None else ([False, True] if cuda_graph else [False])
         if cuda_graph and not on_gpu:
             raise SpecbenchError("--cuda-graph needs a CUDA GPU, and this run is on the CPU")
-        modes = [m for item in _items("--mode", mode) or ["all"] for m in (MODES if item == "all" else [item])]
+        modes = [m for item in _items("--mode", mode) or ["all"] for m in (verification.MODES if item == "all" else [item])]
         config = timing.TimingConfig(
             warmup=_one_whole("--warmup", warmup, 0), min_samples=_one_whole("--min-samples", min_samples, 1),
             max_samples=_one_whole("--max-samples", max_samples, 1), max_ms=_number("--max-ms", max_ms),
@@ -348,7 +352,7 @@ def kernels_command(
     busy = machine.busy_warning(writer.metadata["load_average_end"], thread_count, at_end=True)
     if busy:
         error_console.print(f"[yellow]warning:[/] {escape(busy)}", highlight=False)
-    charts = [] if no_charts else render_kernel_charts(writer.records, out_dir)
+    charts = [] if no_charts else bench_charts.render_kernel_charts(writer.records, out_dir)
     console.print(f"results: {escape(str(out_dir / results.RESULTS_JSON))}, "
                   f"{escape(str(out_dir / results.RESULTS_CSV))}; {len(charts)} charts", highlight=False)
     failed = [r for r in new_records if r["status"] == "FAIL"]
@@ -373,7 +377,7 @@ def plot_command(
     if out_dir.exists() and not out_dir.is_dir():
         fail(f"--output {out_dir} is a file, not a folder")
     try:
-        charts = render_kernel_charts(records, out_dir) + render_sweep_charts(records, out_dir)
+        charts = bench_charts.render_kernel_charts(records, out_dir) + sweep_charts.render_sweep_charts(records, out_dir)
     except OSError as exc:
         fail(f"cannot write charts into {out_dir}: {exc.strerror or exc}")
     except (KeyError, TypeError, ValueError) as exc:
@@ -396,6 +400,8 @@ def env_command() -> None:
     table.add_row("platform", escape(platform.platform()))
     table.add_row("cpu", escape(metadata["device"]))
     table.add_row("cpu copy bandwidth", _fmt(timing.peak_bandwidth_gbps("cpu"), ",.1f", " GB/s"))
+    import torch
+
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if not count:
         table.add_row("gpu", "none (torch sees no CUDA device)")

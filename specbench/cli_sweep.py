@@ -16,10 +16,15 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from specbench import acceptance, machine, results, rng, scenarios, sweep
-from specbench.console import console, error_console, fail
+from specbench import acceptance, machine, scenarios
+from specbench.console import console, error_console, fail, lazy_module, print_table
 from specbench.errors import SpecbenchError
-from specbench.sweep_charts import render_sweep_charts
+
+# loaded on first use: torch, numpy, pandas and scipy stay out of `specbench --help`
+results = lazy_module("specbench.results")
+rng = lazy_module("specbench.rng")
+sweep = lazy_module("specbench.sweep")
+sweep_charts = lazy_module("specbench.sweep_charts")
 
 DEFAULT_NUM_SPEC_TOKENS = 3
 _MAX_VALUES = 1000
@@ -83,9 +88,9 @@ def _profiles(
             raise SpecbenchError(f"--schedule {schedule} turns --acceptance-length into rates; give it with "
                                  f"--acceptance-length (--alpha is the geometric schedule itself)")
     num_spec_tokens = [k for text in ks for k in _numbers("--num-spec-tokens", text, int)]
-    too_large = [k for k in num_spec_tokens if k > sweep.MAX_NUM_SPEC_TOKENS]
+    too_large = [k for k in num_spec_tokens if k > acceptance.MAX_NUM_SPEC_TOKENS]
     if too_large:
-        raise SpecbenchError(f"--num-spec-tokens must be at most {sweep.MAX_NUM_SPEC_TOKENS}, got {too_large[0]}")
+        raise SpecbenchError(f"--num-spec-tokens must be at most {acceptance.MAX_NUM_SPEC_TOKENS}, got {too_large[0]}")
     if num_spec_tokens and not (lengths or rates or alphas):
         raise SpecbenchError(
             f"--num-spec-tokens {' '.join(ks)} needs --acceptance-length, --rates or --alpha (a scenario sets its own K)"
@@ -222,7 +227,7 @@ def sweep_command(
         help="A scenario TOML file, or the name of a shipped one. No profile option at all runs the embedded 'default'.")] = None,
     num_spec_tokens: Annotated[list[str] | None, typer.Option(
         "--num-spec-tokens", "-k", metavar="K", show_default=False,
-        help=f"Draft tokens per step, at most {sweep.MAX_NUM_SPEC_TOKENS}: one value, several or a range (default "
+        help=f"Draft tokens per step, at most {acceptance.MAX_NUM_SPEC_TOKENS}: one value, several or a range (default "
              f"{DEFAULT_NUM_SPEC_TOKENS} with --acceptance-length or --alpha, the number of rates with --rates).")] = None,
     num_requests: Annotated[str | None, typer.Option(
         "--num-requests", "-n", metavar="N", show_default=False,
@@ -239,7 +244,7 @@ def sweep_command(
     cost_ratio: Annotated[str | None, typer.Option(
         "--cost-ratio", "-c", metavar="C", show_default=False,
         help=f"Draft/target step cost ratio c in S = L / (1 + K c) (default: the scenario's, else "
-             f"{sweep.DEFAULT_COST_RATIO:g}).")] = None,
+             f"{acceptance.DEFAULT_COST_RATIO:g}).")] = None,
     output: Annotated[str | None, typer.Option(
         "--output", "-o", metavar="DIR", show_default=False,
         help="Results folder (default results/sweep-<timestamp>/).")] = None,
@@ -296,7 +301,7 @@ def sweep_command(
         writer.metadata["finished_cases"] = len(writer.records) + 1
         writer.add(record)
         sweep.write_long_csv(writer.records, out_dir)
-        console.print(case_table(record))
+        print_table(case_table(record))
         console.print()
 
     def finish(interrupted: bool) -> list[dict]:
@@ -327,7 +332,7 @@ def sweep_command(
             )
     except KeyboardInterrupt:
         records = finish(interrupted=True)
-        charts = [] if no_charts or not records else render_sweep_charts(records, out_dir)
+        charts = [] if no_charts or not records else sweep_charts.render_sweep_charts(records, out_dir)
         console.print(f"[yellow]interrupted:[/] {len(records)} of {len(profiles)} cases finished; their results "
                       f"{'and charts ' if charts else ''}are in {escape(str(out_dir))}/; continue with --output "
                       f"{escape(str(out_dir))} --resume", highlight=False)
@@ -337,7 +342,7 @@ def sweep_command(
 
     records = finish(interrupted=False)
     seconds, positions = writer.metadata["simulation_seconds"], writer.metadata["simulated_positions"]
-    console.print(summary_table(records))
+    print_table(summary_table(records))
     console.print(f"[dim]ok: every closed form lies in its 95% interval or misses it by no more than chance; BUG: "
                   f"p < {records[0]['bug_p_threshold']:.1e} (0.1% over the sweep's checks, Bonferroni)[/]",
                   highlight=False)
@@ -345,7 +350,7 @@ def sweep_command(
         console.print(f"simulated {positions:,} draft positions in {seconds:.2f} s: "
                       f"{positions / seconds / 1e6:,.1f}M positions/s ({backend_name} on {device_name}, "
                       f"{thread_count} CPU thread{'s' if thread_count > 1 else ''})", highlight=False)
-    charts = [] if no_charts else render_sweep_charts(records, out_dir)
+    charts = [] if no_charts else sweep_charts.render_sweep_charts(records, out_dir)
     files = ", ".join(str(out_dir / name) for name in (results.RESULTS_JSON, results.RESULTS_CSV, sweep.LONG_CSV))
     console.print(f"results: {escape(files)}", highlight=False)
     for path in charts:

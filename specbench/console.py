@@ -6,12 +6,51 @@ Nothing here imports torch, so ``specbench --help`` stays fast.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from types import ModuleType
+
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
-console = Console()
-error_console = Console(stderr=True)
+from specbench.errors import SpecbenchError
+
+TABLE_FORMATS: tuple[str, ...] = ("rich", "plain", "markdown")
+# Without a terminal (a CI log, a file, a pipe) rich would wrap everything at 80 columns, cutting
+# profile names and folding table headers: lines there are as long as their content.
+PIPED_WIDTH = 1000
+
+
+def _console(stderr: bool = False) -> Console:
+    on_terminal = Console(stderr=stderr).is_terminal
+    return Console(stderr=stderr) if on_terminal else Console(stderr=stderr, width=PIPED_WIDTH)
+
+
+console = _console()
+error_console = _console(stderr=True)
+_table_format = "rich"
+
+
+def set_table_format(name: str) -> None:
+    """How ``print_table`` renders: ``rich`` (boxes, colours), ``plain`` or ``markdown``."""
+    global _table_format
+    if name not in TABLE_FORMATS:
+        raise SpecbenchError(f"--format must be one of {', '.join(TABLE_FORMATS)}, got {name!r}")
+    _table_format = name
+
+
+def print_table(table: Table, out: Console | None = None) -> None:
+    """Print ``table`` in the chosen format (``--format``) on ``out`` (default: stdout)."""
+    out = out or console
+    if _table_format != "rich":
+        table.box = box.MARKDOWN if _table_format == "markdown" else None
+        table.show_edge = _table_format == "markdown"  # a markdown row starts and ends with a pipe
+        out = Console(file=out.file, width=max(out.width, PIPED_WIDTH), no_color=True, highlight=False,
+                      emoji=False)
+    out.print(table)
 
 
 def print_error(message: str) -> None:
@@ -23,3 +62,22 @@ def fail(message: str) -> None:
     """Print one red sentence on stderr and exit with status 2."""
     print_error(message)
     raise typer.Exit(2)
+
+
+def lazy_module(name: str) -> ModuleType:
+    """``name`` imported on first attribute access (``importlib.util.LazyLoader``).
+
+    Command modules take torch, pandas, matplotlib and the modules that use them this way, so
+    building the command line (``specbench --help``) imports none of them.
+    """
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"no module named {name!r}")
+    loader = importlib.util.LazyLoader(spec.loader)
+    spec.loader = loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    loader.exec_module(module)
+    return module

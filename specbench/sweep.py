@@ -54,6 +54,7 @@ import torch
 from scipy import stats
 
 from specbench import acceptance, rng
+from specbench.acceptance import DEFAULT_COST_RATIO, MAX_NUM_SPEC_TOKENS
 from specbench.errors import SpecbenchError
 from specbench.scenarios import Profile
 from specbench.verification import backend_module, resolve_backend, simulate_acceptance
@@ -62,10 +63,6 @@ DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
 CONFIDENCE = 0.95
 _Z = float(stats.norm.ppf(0.5 + CONFIDENCE / 2))  # two-sided: 1.96
 FAMILY_BUG_ALPHA = 1e-3
-# c = draft step / target step. 0.05 is the memory-bound cost of an EAGLE-3 head on Llama-3.1-8B:
-# one decoder layer (~0.22B weights) plus a 32k-token draft LM head (~0.13B) against 32 layers and
-# a 128k-token head (~7.5B): 0.35 / 7.5 ~ 0.05. Scenarios may set their own.
-DEFAULT_COST_RATIO = 0.05
 # N: the 95% half-width of the mean length is z sigma / sqrt(N), and Var(A) <= K^2 / 4 for any A
 # in [0, K] (Popoviciu), so N >= (z K / (2 * 0.01))^2 = 9604 K^2 guarantees +-0.01 for every
 # profile. 2,000,000 covers K <= 14 (larger K get the formula), gives per-position rate intervals
@@ -73,10 +70,6 @@ DEFAULT_COST_RATIO = 0.05
 TARGET_HALF_WIDTH = 0.01
 MIN_DEFAULT_REQUESTS = 2_000_000
 _CHUNK_POSITIONS = 1 << 24
-# K at most 64: drafters in use propose a few to a few tens of tokens (EAGLE/MTP chains of 1-8,
-# n-gram lookups of 10-20); past that every table (3K + 3 rows a case) and the default step count
-# (9604 K^2: 39M steps, 2.5G positions at K = 64) grow with K for profiles nobody runs.
-MAX_NUM_SPEC_TOKENS = 64
 
 Progress = Callable[[int], None]
 

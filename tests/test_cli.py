@@ -1,0 +1,97 @@
+"""The command line as a whole: start-up cost, --version, flags, output formats, exit status."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from specbench import __version__, console
+from specbench.cli import app
+
+runner = CliRunner()
+
+
+def _python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TERM": "dumb"})
+
+
+def test_building_the_command_line_loads_no_torch_pandas_scipy_or_matplotlib():
+    # what `specbench --help` costs: a module that is imported shows its submodules in sys.modules
+    heavy = ("torch._C", "pandas.core", "scipy.stats", "scipy.optimize", "matplotlib.pyplot", "numpy.linalg")
+    done = _python(f"import sys, specbench.cli; print([m for m in {heavy!r} if m in sys.modules])")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_public_api_is_still_one_import_away():
+    done = _python("from specbench import verify, VerifyResult, simulate_acceptance; import specbench; "
+                   "print(verify.__module__, VerifyResult.__name__, specbench.simulate_acceptance is simulate_acceptance)")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["specbench.verification", "VerifyResult", "True"]
+    missing = _python("import specbench; specbench.no_such_thing")
+    assert missing.returncode == 1 and "no attribute 'no_such_thing'" in missing.stderr
+
+
+def test_version():
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.strip() == f"specbench {__version__}"
+
+
+def test_help_shows_flags_without_a_value_type_and_lists_exit_codes():
+    result = runner.invoke(app, ["sweep", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    lines = [line for line in result.output.splitlines() if "--no-charts" in line or "--resume" in line]
+    assert len(lines) == 2 and not any("<bool>" in line for line in lines)
+    assert "<bool>" not in result.output
+    assert "Exit status: 0 done, 1 a finding" in result.output
+    # a flag takes no value: giving one is a usage error (Click's own, exit 2)
+    assert runner.invoke(app, ["sweep", "--no-charts", "true"]).exit_code == 2
+
+
+def test_a_closed_pipe_ends_quietly_and_is_not_a_finding(tmp_path):
+    # `specbench sweep | head -1`: the reader leaves after one line; exit 1 would read as a BUG
+    script = (f"{sys.executable} -m specbench sweep -l 2.5 -n 20000 --no-charts -o {tmp_path / 'out'} | head -1; "
+              "echo \"status=${PIPESTATUS[0]}\"")
+    done = subprocess.run(["bash", "-c", script], check=False, capture_output=True, text=True, timeout=300)
+    status = int(done.stdout.strip().splitlines()[-1].removeprefix("status="))
+    assert status in (0, 141), done.stdout + done.stderr  # 141 = 128 + SIGPIPE, as `yes | head` gives
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
+
+
+def _sweep_table(tmp_path, *options: str) -> str:
+    result = runner.invoke(app, [*options, "sweep", "-l", "2.5", "-n", "20000", "--no-charts", "-o", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_table_formats(tmp_path, monkeypatch):
+    monkeypatch.setattr(console, "_table_format", "rich")  # the app's callback sets it per invocation
+    markdown = _sweep_table(tmp_path / "md", "--format", "markdown")
+    rows = [line for line in markdown.splitlines() if line.startswith("|")]
+    assert any(set(line) <= set("|-: ") for line in rows)  # the header's separator row
+    assert any("L=2.5 min-variance" in line for line in rows)
+    plain = _sweep_table(tmp_path / "plain", "--format", "plain")
+    assert "L=2.5 min-variance" in plain and not any(ch in plain for ch in "│┃━─|")
+    assert runner.invoke(app, ["--format", "html", "env"]).exit_code == 2
+    console.set_table_format("rich")
+
+
+def test_piped_output_is_not_cut_at_80_columns(tmp_path):
+    # a real subprocess whose stdout is a file: rich must not fall back to 80 columns
+    log = tmp_path / "log.txt"
+    with log.open("w") as handle:
+        done = subprocess.run([sys.executable, "-m", "specbench", "sweep", "--rates", "0.95,0.9,0.85,0.8,0.75",
+                               "-n", "20000", "--no-charts", "-o", str(tmp_path / "out")],
+                              check=False, stdout=handle, stderr=subprocess.PIPE, text=True, timeout=300,
+                              env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
+    assert done.returncode == 0, done.stderr
+    text = log.read_text()
+    metadata = json.loads((tmp_path / "out" / "results.json").read_text())["metadata"]
+    name = metadata["profiles"][0]
+    assert any(name in line for line in text.splitlines())  # the whole profile name on one line
+    assert max(len(line) for line in text.splitlines()) > 80

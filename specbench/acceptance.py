@@ -1,6 +1,6 @@
 """Acceptance math: profiles, the two length schedules, closed forms, the throughput model.
 
-Notation (DOMAIN.md §1): ``K`` drafts per step; ``A`` drafts accepted, ``0..K``; the step emits
+Notation (the README's "Notation" table): ``K`` drafts per step; ``A`` drafts accepted, ``0..K``; the step emits
 ``A + 1`` tokens; ``p_i = P(A >= i)`` are the unconditional per-position rates (non-increasing);
 ``c_i = p_i / p_{i-1}`` the conditional ones (``p_0 = 1``); ``L = 1 + E[A]`` the mean acceptance
 length. Plain Python floats in, plain lists out: nothing here needs a tensor.

@@ -363,7 +363,7 @@ def kernels_command(
 
 
 def plot_command(
-    directory: Annotated[Path, typer.Argument(metavar="DIR", help="A results folder (with results.json).")],
+    directory: Annotated[Path, typer.Argument(metavar="DIR", help="A results folder, or its results.json.")],
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", metavar="DIR", help="Where to write the charts (default: DIR itself).",
         show_default=False)] = None,
@@ -373,17 +373,20 @@ def plot_command(
         _, records = results.read_results(directory)
     except SpecbenchError as exc:
         fail(str(exc))
-    out_dir = output or directory
+    folder = directory.parent if directory.is_file() else directory
+    out_dir = output or folder
     if out_dir.exists() and not out_dir.is_dir():
         fail(f"--output {out_dir} is a file, not a folder")
     try:
         charts = bench_charts.render_kernel_charts(records, out_dir) + sweep_charts.render_sweep_charts(records, out_dir)
     except OSError as exc:
         fail(f"cannot write charts into {out_dir}: {exc.strerror or exc}")
-    except (KeyError, TypeError, ValueError) as exc:
-        fail(f"{directory}/{results.RESULTS_JSON} has a record without the fields its charts need ({exc!r})")
+    except KeyError as exc:
+        fail(f"{folder}/{results.RESULTS_JSON} has a record without the field {exc.args[0]!r} its charts need")
+    except (TypeError, ValueError) as exc:
+        fail(f"{folder}/{results.RESULTS_JSON} has a record whose values its charts cannot use ({exc})")
     if not charts:
-        fail(f"{directory} has no records to chart (kinds: "
+        fail(f"{folder} has no records to chart (kinds: "
              f"{', '.join(sorted({str(r.get('kind')) for r in records})) or 'none'})")
     for path in charts:
         console.print(f"chart: {escape(str(path))}", highlight=False)

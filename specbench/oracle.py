@@ -7,7 +7,7 @@ probability ``a_i``, the residual or the target's own token otherwise; the bonus
 ``p``). The rules are those of ``specbench/verification.py``'s docstring, computed in float64 with no
 randomness, so any backend's empirical frequencies can be tested against them.
 
-Notation (DOMAIN.md §1): ``p`` the target distribution of a row, ``q`` the draft's, ``x`` the
+Notation (the README's "Notation" table): ``p`` the target distribution of a row, ``q`` the draft's, ``x`` the
 draft token, ``K`` draft slots, ``V`` the vocabulary, ``n`` the request's own draft count.
 Meant for small ``V``: nothing here is vectorized for speed.
 """

@@ -25,6 +25,8 @@ from specbench.errors import SpecbenchError
 
 RESULTS_JSON = "results.json"
 RESULTS_CSV = "results.csv"
+# the fields of results.json, as a JSON Schema (draft 2020-12) shipped with the package
+SCHEMA_FILE = Path(__file__).resolve().parent / "schema" / "results.schema.json"
 
 
 def git_commit() -> str:
@@ -205,16 +207,26 @@ def records_frame(records: list[dict]) -> pd.DataFrame:
 
 
 def read_results(directory: str | Path) -> tuple[dict[str, Any], list[dict]]:
-    """``(metadata, records)`` of a results folder; a missing or broken file is a usage error."""
-    path = Path(directory) / RESULTS_JSON
+    """``(metadata, records)`` of a results folder (or its ``results.json`` itself); a missing or
+    broken file is a usage error."""
+    given = Path(directory)
+    path = given if given.is_file() else given / RESULTS_JSON
     if not path.is_file():
-        raise SpecbenchError(f"no {RESULTS_JSON} in {directory}: not a specbench results folder")
+        what = "no such folder" if not given.exists() else f"no {RESULTS_JSON} in it"
+        raise SpecbenchError(f"{directory} is not a specbench results folder ({what})")
     try:
         payload = json.loads(path.read_text())
-        metadata, records = payload["metadata"], list(payload["records"])
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SpecbenchError(f"{path} is not a readable specbench results file ({exc})") from exc
-    if not isinstance(metadata, dict) or not all(isinstance(record, dict) and "kind" in record for record in records):
-        raise SpecbenchError(f"{path} is not a readable specbench results file (metadata and every record must be "
-                             f"objects, each record with a kind)")
+    if not isinstance(payload, dict):
+        found = {list: "a JSON list", str: "a JSON string"}.get(type(payload), f"a JSON {type(payload).__name__}")
+        raise SpecbenchError(f"{path} is not a specbench results file: it holds {found}, not an object with "
+                             f"'metadata' and 'records'")
+    if not isinstance(payload.get("metadata"), dict) or not isinstance(payload.get("records"), list):
+        raise SpecbenchError(f"{path} is not a specbench results file: it needs 'metadata' (an object) and 'records' "
+                             f"(a list)")
+    metadata, records = payload["metadata"], payload["records"]
+    if not all(isinstance(record, dict) and "kind" in record for record in records):
+        raise SpecbenchError(f"{path} is not a readable specbench results file (every record must be an object with "
+                             f"a kind)")
     return metadata, records

@@ -2,7 +2,7 @@
 
 For every case the synthetic kernel (``verify.simulate_acceptance``) runs ``N`` steps; their
 drafts-accepted counts ``A`` are binned into a histogram ``h[0..K]``, which holds everything
-measured (DOMAIN.md §1 notation):
+measured (notation of the README's "Notation" table):
 
 - unconditional rate ``p_i``: ``#(A >= i)`` successes in ``N`` Bernoulli trials;
 - conditional rate ``c_i``: ``#(A >= i)`` successes in ``#(A >= i-1)`` trials (decisions at

@@ -1,6 +1,6 @@
 """The one entry point for the verification step: ``verify(...)``, for all three modes.
 
-Layout (padded, one row per draft slot plus the bonus row; DOMAIN.md §1 names ``B``, ``K``, ``V``):
+Layout (padded, one row per draft slot plus the bonus row; ``B``, ``K``, ``V`` as in the README's "Notation" table):
 
 - ``target_logits`` ``[B, K + 1, V]`` float32, bfloat16 or float16: row ``i < n_b`` is the target
   at draft slot ``i`` of request ``b``; row ``n_b`` (``n_b = num_draft_tokens[b]``) is its bonus

@@ -15,7 +15,7 @@ import pytest
 from specbench import acceptance
 from specbench.errors import SpecbenchError
 
-# ---- validation (DOMAIN.md §2) ---------------------------------------------------------------
+# ---- validation (the profile rules of specbench/acceptance.py) ---------------------------------------------------------------
 
 def test_validate_rates_returns_floats():
     assert acceptance.validate_rates([1, 0.5, 0], 3) == [1.0, 0.5, 0.0]
@@ -67,7 +67,7 @@ def test_resolve_rates_needs_exactly_one_profile():
 @pytest.mark.parametrize(
     ("length", "k", "rates"),
     [
-        (2.5, 3, [1.0, 0.5, 0.0]),  # DOMAIN.md's example
+        (2.5, 3, [1.0, 0.5, 0.0]),  # the README's example
         (1.0, 3, [0.0, 0.0, 0.0]),
         (4.0, 3, [1.0, 1.0, 1.0]),
         (3.0, 3, [1.0, 1.0, 0.0]),

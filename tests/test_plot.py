@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from specbench import results, sweep
@@ -81,7 +82,28 @@ def test_plot_can_write_elsewhere(tmp_path):
 
 def test_plot_of_a_folder_without_results_is_a_usage_error(tmp_path):
     result = CliRunner().invoke(app, ["plot", str(tmp_path / "nothing")])
-    assert result.exit_code == 2 and "no results.json in" in result.stderr
+    assert result.exit_code == 2 and "is not a specbench results folder (no such folder)" in result.stderr
+    (tmp_path / "empty").mkdir()
+    result = CliRunner().invoke(app, ["plot", str(tmp_path / "empty")])
+    assert result.exit_code == 2 and "(no results.json in it)" in result.stderr
+
+
+def test_plot_takes_the_results_file_itself(tmp_path):
+    _write(tmp_path / "run", _grid())
+    result = CliRunner().invoke(app, ["plot", str(tmp_path / "run" / "results.json")])
+    assert result.exit_code == 0, result.output
+    assert len(list((tmp_path / "run").glob("*.png"))) == 6  # beside the file, as for the folder
+
+
+@pytest.mark.parametrize("payload, said", [("[1, 2]", "it holds a JSON list, not an object"),
+                                           ('"text"', "it holds a JSON string, not an object"),
+                                           ('{"metadata": [], "records": []}', "it needs 'metadata' (an object)")])
+def test_plot_of_json_that_is_not_a_results_file_says_what_it_holds(tmp_path, payload, said):
+    (tmp_path / "results.json").write_text(payload)
+    result = CliRunner().invoke(app, ["plot", str(tmp_path)])
+    message = " ".join(result.stderr.split())
+    assert result.exit_code == 2 and said in message
+    assert "Traceback" not in result.output and "indices" not in message
 
 
 def test_plot_of_a_folder_with_nothing_to_draw_says_so(tmp_path):

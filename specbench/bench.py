@@ -395,7 +395,8 @@ def _record(case: Case, impl: str, status: str, reason: str | None = None, **val
         "kind": "kernels", "mode": case.mode, "impl": impl, "batch_size": case.batch_size,
         "num_spec_tokens": case.num_spec_tokens, "vocab_size": case.vocab_size, "model": case.model,
         "dtype": case.dtype, "draft": case.draft, "acceptance": case.acceptance,
-        "acceptance_length": case.acceptance_length, "measured_acceptance_length": None,
+        "acceptance_length": case.acceptance_length, "expected_acceptance_length": None,
+        "measured_acceptance_length": None,
         "median_us": None, "p20_us": None, "p80_us": None, "samples": 0, "cuda_graph": case.cuda_graph,
         "l2_flush": None, "bytes_needed": None, "bytes_all_rows": None, "gbps": None, "pct_peak": None,
         "speedup_vs_torch": None, "tokens_per_s": None, "token_agreement": None, "status": status, "reason": reason,
@@ -436,7 +437,19 @@ def run_case(
         gc.collect()
         if device.type == "cuda":
             torch.cuda.empty_cache()
+    expected = expected_acceptance_length(case, seed)
+    for impl in implementations:
+        records[impl.name]["expected_acceptance_length"] = expected
     return [records[impl.name] for impl in implementations]
+
+
+def expected_acceptance_length(case: Case, seed: int = 0) -> float:
+    """The mean L a case's inputs are built for: the planned counts' mean (within ``1 / (2B)`` of the
+    profile's), or in the synthetic mode, where acceptance is drawn at the profile's rates, the profile's L."""
+    if case.mode == "synthetic":
+        return case.acceptance_length
+    planned = assign_accepted_counts(case.rates, case.batch_size, seed)
+    return 1.0 + sum(planned) / len(planned)
 
 
 def _check_and_time(case, implementations, device, config, peak_gbps, baselines, reference, seed,

@@ -165,7 +165,7 @@ def results_table(records: list[dict]) -> Table:
     """One row per implementation x case: times, bandwidth, speed-up, tokens/s, acceptance, status."""
     table = Table(title="specbench kernels", title_justify="left", show_edge=False, pad_edge=False)
     for column in ("impl", "case", "median µs", "p20-p80 µs", "GB/s", "% peak", "vs torch", "tokens/s",
-                   "measured L", "status"):
+                   "expected L", "measured L", "status"):
         table.add_column(column, justify="left" if column in ("impl", "case", "status") else "right",
                          no_wrap=column != "status")
     for r in records:
@@ -177,7 +177,8 @@ def results_table(records: list[dict]) -> Table:
             status += escape(f" ({r['reason']})")
         table.add_row(escape(r["impl"]), escape(bench.describe_record(r)), _fmt(r["median_us"], ".1f"), spread,
                       _fmt(r["gbps"], ".1f"), _fmt(r["pct_peak"], ".1f"), _fmt(r["speedup_vs_torch"], ".2f", "x"),
-                      _si(r["tokens_per_s"]), _fmt(r["measured_acceptance_length"], ".2f"), status)
+                      _si(r["tokens_per_s"]), _fmt(r.get("expected_acceptance_length"), ".2f"),
+                      _fmt(r["measured_acceptance_length"], ".2f"), status)
     return table
 
 
@@ -275,6 +276,9 @@ def kernels_command(
         if cuda_graph and not on_gpu:
             raise SpecbenchError("--cuda-graph needs a CUDA GPU, and this run is on the CPU")
         modes = [m for item in _items("--mode", mode) or ["all"] for m in (verification.MODES if item == "all" else [item])]
+        if draft is not None and "probabilistic" not in modes:
+            console.print(f"[yellow]note:[/] --draft {escape(draft)} is ignored: only the probabilistic mode takes a "
+                          f"draft distribution, and this run has {escape(', '.join(modes))}", highlight=False)
         config = timing.TimingConfig(
             warmup=_one_whole("--warmup", warmup, 0), min_samples=_one_whole("--min-samples", min_samples, 1),
             max_samples=_one_whole("--max-samples", max_samples, 1), max_ms=_number("--max-ms", max_ms),

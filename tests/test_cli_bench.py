@@ -339,3 +339,25 @@ def test_schedule_shapes_the_inputs_and_threads_and_load_are_recorded(tmp_path):
                           (["--scenario", "default", "--schedule", "geometric"], "give --scenario or")):
         bad = run("kernels", *args)
         assert bad.exit_code == 2 and message in _one_line(bad.stderr), bad.output
+
+
+def test_draft_kind_outside_the_probabilistic_mode_is_named_as_ignored(tmp_path):
+    result = run("kernels", *TINY, "--mode", "greedy", "--draft", "probs", "--impl", "torch", "--no-charts",
+                 "-o", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert "--draft probs is ignored: only the probabilistic mode takes a draft distribution" in _one_line(result.output)
+    assert {r["draft"] for r in _records(tmp_path)} == {"none"}
+
+
+def test_the_table_shows_the_expected_length_beside_the_measured_one(tmp_path):
+    # synthetic: drawn at the profile's rates, so one request measures a whole number around L = 2.5
+    result = run("kernels", *TINY, "--mode", "synthetic,greedy", "--batch-size", "1", "--acceptance-length", "2.5",
+                 "--impl", "torch", "--no-charts", "-o", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    by_mode = {r["mode"]: r for r in _records(tmp_path)}
+    assert by_mode["synthetic"]["expected_acceptance_length"] == 2.5
+    assert by_mode["synthetic"]["measured_acceptance_length"] in (1.0, 2.0, 3.0, 4.0)
+    # greedy at B = 1: one request is planned a whole number of drafts, the nearest the profile allows
+    assert by_mode["greedy"]["expected_acceptance_length"] == by_mode["greedy"]["measured_acceptance_length"]
+    assert by_mode["greedy"]["expected_acceptance_length"] in (2.0, 3.0)
+    assert "expected L" in result.output and "measured L" in result.output

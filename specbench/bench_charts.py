@@ -22,7 +22,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.colors import LogNorm
+from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
+
+_PLAIN = FuncFormatter(lambda value, _: f"{value:,.0f}" if value >= 1 else f"{value:g}")
 
 _MODE_ORDER = {"greedy": 0, "probabilistic": 1, "synthetic": 2}
 _DRAFT_ORDER = {"logits": 0, "probs": 1, "none": 2}
@@ -82,6 +85,8 @@ def _line_chart(group: pd.DataFrame, column: str, ylabel: str, title: str, path:
                 continue
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(_PLAIN)  # 100, 1000, not 10^2, 10^3
+            ax.yaxis.set_minor_formatter(NullFormatter())
             low, high = panel[column].min(), panel[column].max()
             if low == high:  # one point, or a flat line: give the log axis some room
                 ax.set_ylim(low / 2, high * 2)
@@ -103,6 +108,9 @@ def _line_chart(group: pd.DataFrame, column: str, ylabel: str, title: str, path:
     for ax in axes.flat:
         legend.update(zip(*reversed(ax.get_legend_handles_labels())))
     order = sorted(legend, key=lambda label: (label.split()[0] != "torch", label))
+    if band:
+        order.append("shaded: p20-p80 of the samples")
+        legend[order[-1]] = Patch(color="0.5", alpha=0.3)
     fig.legend([legend[label] for label in order], order, loc="outside lower center", ncols=min(len(order), 6))
     return _save(fig, path)
 

@@ -156,6 +156,13 @@ def case_table(record: dict) -> Table:
                   "", "")
     table.add_row(f"speed-up (c={record['cost_ratio']:g})", _fmt(record["expected_speedup"], 3),
                   _fmt(record["measured_speedup"], 3), "", "")
+    rates = record.get("min_variance_rates")
+    if rates is not None and any(abs(a - b) > 1e-9 for a, b in zip(rates, record["configured_rates"])):
+        # a measured or geometric profile beside the minimum-variance one of the same mean length
+        table.add_row("[dim]min-variance, same L: Var(A)[/]", _fmt(record["min_variance_accepted_variance"]), "", "",
+                      "")
+        table.add_row(f"[dim]min-variance, same L: speed-up (c={record['cost_ratio']:g})[/]",
+                      _fmt(record["min_variance_speedup"], 3), "", "", "")
     return table
 
 

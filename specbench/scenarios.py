@@ -23,6 +23,9 @@ from. The schema (every field optional unless marked)::
     rates = [0.85]                     # num_spec_tokens and rates | acceptance_length (+ schedule)
                                        # | alpha; name, source and cost_ratio default to the top level's
 
+    [fit]                              # written by `specbench profile fit`: the counts, intervals and
+    num_drafts = 120000                # raw rates behind `rates`; for people, the sweep ignores it
+
 A file has either a top-level ``rates``/``acceptance_length``/``alpha`` (one profile) or
 ``[[profiles]]``, not both. A list of ``num_spec_tokens``, ``acceptance_length`` or ``alpha``
 expands into one profile per combination. Profile names must differ within a file. Anything
@@ -55,7 +58,8 @@ DEFAULT_SCENARIO = EMBEDDED_DIR / "default.toml"  # what `specbench sweep` runs 
 _PROFILE_FIELDS = ("name", "description", "source", "cost_ratio", "num_spec_tokens", "rates", "acceptance_length",
                    "schedule", "alpha")
 _VALUE_FIELDS = ("rates", "acceptance_length", "alpha")
-_TOP_FIELDS = (*_PROFILE_FIELDS, "profiles")
+# `fit`: what `specbench profile fit` measured (counts, intervals, raw rates); kept for people, not read
+_TOP_FIELDS = (*_PROFILE_FIELDS, "profiles", "fit")
 
 
 @dataclass(frozen=True)
@@ -173,6 +177,8 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
 
 def _parse(data: dict[str, Any], path: Path) -> Scenario:
     _check_fields(data, _TOP_FIELDS, "", path)
+    if "fit" in data and not isinstance(data["fit"], dict):
+        raise _error(path, "fit", data["fit"], "must be a table ([fit]), as `specbench profile fit` writes it")
     name = _text(data, "name", path.stem, "", path)
     description = _text(data, "description", "", "", path)
     source = _text(data, "source", "", "", path)

@@ -341,11 +341,25 @@ def run_case(
         cost_ratio=cost_ratio,
         expected_speedup=acceptance.expected_speedup(record["expected_acceptance_length"], k, cost_ratio),
         measured_speedup=acceptance.expected_speedup(record["mean_acceptance_length"], k, cost_ratio),
+        **_min_variance_comparison(profile, cost_ratio),
         simulated_positions=positions,
         simulation_seconds=seconds,
         positions_per_second=positions / seconds if seconds > 0 else None,
     )
     return record
+
+
+def _min_variance_comparison(profile: Profile, cost_ratio: float) -> dict[str, Any]:
+    # the minimum-variance schedule of the profile's own mean and K: what a real profile is set beside
+    # (the speed-up model L / (1 + K c) sees only the mean, so the two differ in Var(A), not in S)
+    mean_length = acceptance.mean_acceptance_length(profile.rates)
+    rates = acceptance.length_to_rates(mean_length, profile.num_spec_tokens, "min-variance")
+    return {
+        "min_variance_rates": rates,
+        "min_variance_accepted_variance": acceptance.accepted_variance(rates),
+        "min_variance_speedup": acceptance.expected_speedup(acceptance.mean_acceptance_length(rates),
+                                                            profile.num_spec_tokens, cost_ratio),
+    }
 
 
 def run_sweep(

@@ -1,0 +1,413 @@
+"""Acceptance profiles from a real vLLM server: its spec-decode counters, or its periodic log line.
+
+Two sources, both from vLLM's V1 engine (``vllm/v1/spec_decode/metrics.py``, as of vLLM 0.9-0.11):
+
+- A Prometheus text scrape of ``/metrics``. The counters (with the ``_total`` suffix the Python
+  client adds, ``_created`` companions and any other labels, such as ``model_name`` and
+  ``engine``) are ``vllm:spec_decode_num_drafts`` (verification steps that had drafts),
+  ``vllm:spec_decode_num_draft_tokens``, ``vllm:spec_decode_num_accepted_tokens`` and
+  ``vllm:spec_decode_num_accepted_tokens_per_pos`` with a ``position`` label ``0..K-1`` (drafts
+  whose position ``i`` was accepted, so ``p_{i+1} = per_pos[i] / num_drafts``). Series of several
+  engines (data parallel) are summed; one scrape gives the counts since the server started, two
+  (before and after) the counts of the interval between them.
+- The log line vLLM prints every few seconds::
+
+      SpecDecoding metrics: Mean acceptance length: 2.61, Accepted throughput: 40.1 tokens/s,
+      Drafted throughput: 75.0 tokens/s, Accepted: 401 tokens, Drafted: 750 tokens,
+      Per-position acceptance rate: 0.731, 0.519, 0.360, Avg Draft acceptance rate: 53.5%
+
+  (one line). Each line covers the drafts since the previous one: ``Drafted / K`` of them, ``K``
+  the number of per-position rates; lines are combined by adding their counts (each line weighted
+  by its drafts), the per-position counts rebuilt from rates printed to three decimals.
+
+``fit_profile`` turns the counts into unconditional rates with 95% Wilson intervals, the mean
+acceptance length, and where the measured rates rise with position (noise can do that) the nearest
+non-increasing profile (least squares, every position weighted by the same draft count).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specbench import acceptance
+from specbench.errors import SpecbenchError
+
+DRAFTS = "vllm:spec_decode_num_drafts"
+DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
+ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
+PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos"
+COUNTERS = (DRAFTS, DRAFT_TOKENS, ACCEPTED, PER_POSITION)
+MODEL_LABELS = ("model_name", "model")
+LOG_MARKER = "SpecDecoding metrics:"
+CONFIDENCE = 0.95
+
+_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+_SAMPLE = re.compile(rf"^({_NAME})(?:\{{(.*)\}})?\s+(\S+)(?:\s+(-?\d+))?\s*$")
+_LABEL = re.compile(rf'\s*({_NAME})\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
+_LOG_FIELDS = {
+    "length": re.compile(r"Mean acceptance length:\s*([0-9.]+)"),
+    "accepted": re.compile(r"Accepted:\s*(\d+)\s*tokens"),
+    "drafted": re.compile(r"Drafted:\s*(\d+)\s*tokens"),
+    "rates": re.compile(r"Per-position acceptance rate:\s*((?:[0-9.]+(?:,\s*)?)+)"),
+}
+_LOG_TIME = re.compile(r"(\d{2}-\d{2} \d{2}:\d{2}:\d{2}|\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})")
+
+
+@dataclass
+class Counts:
+    """Spec-decode counts over some span: drafts, draft tokens, accepted tokens, accepted per position."""
+
+    num_drafts: int
+    num_draft_tokens: int
+    num_accepted_tokens: int
+    accepted_per_position: list[int]
+    sources: list[str] = field(default_factory=list)
+    model: str | None = None
+    span: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FittedProfile:
+    """What ``fit_profile`` returns; ``rates`` are the valid (non-increasing) ones a sweep can run."""
+
+    num_spec_tokens: int
+    num_drafts: int
+    measured_rates: list[float]
+    rates: list[float]
+    ci_low: list[float]
+    ci_high: list[float]
+    mean_acceptance_length: float
+    non_increasing: bool
+    counts: Counts
+
+
+# ---- Prometheus text scrapes -------------------------------------------------------------------
+
+
+def _unescape(value: str) -> str:
+    return value.replace("\\\\", "\0").replace('\\"', '"').replace("\\n", "\n").replace("\0", "\\")
+
+
+def _labels(text: str, where: str) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    position = 0
+    text = text.strip()
+    while position < len(text):
+        match = _LABEL.match(text, position)
+        if not match:
+            raise SpecbenchError(f"{where}: cannot read the labels {{{text}}}")
+        labels[match.group(1)] = _unescape(match.group(2))
+        position = match.end()
+    return labels
+
+
+def _counter_name(name: str) -> str | None:
+    # the Python client writes a counter `x` as `x_total` (and `x_created`, its start time)
+    base = name.removesuffix("_total")
+    return base if base in COUNTERS else None
+
+
+def read_scrape(path: Path, model: str | None = None) -> tuple[dict[tuple, float], dict[str, float]]:
+    """The spec-decode series of one scrape: ``{(counter, labels...): value}`` and the ``_created`` times.
+
+    Lines that are not spec-decode counters are read (a malformed one is an error naming its line)
+    and left out. ``model`` keeps only series whose model label has that value.
+    """
+    series: dict[tuple, float] = {}
+    created: dict[str, float] = {}
+    models: set[str] = set()
+    for number, line in enumerate(_lines(path), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        match = _SAMPLE.match(line)
+        where = f"{path}:{number}"
+        if not match:
+            raise SpecbenchError(f"{where}: not a Prometheus sample line: {line[:80]!r}")
+        name, label_text, value_text = match.group(1), match.group(2) or "", match.group(3)
+        try:
+            value = float(value_text)
+        except ValueError:
+            raise SpecbenchError(f"{where}: the value {value_text!r} of {name} is not a number") from None
+        is_created = name.endswith("_created") and name.removesuffix("_created") in COUNTERS
+        counter = _counter_name(name)
+        if counter is None and not is_created:
+            continue
+        labels = _labels(label_text, where)
+        found = next((labels[key] for key in MODEL_LABELS if key in labels), None)
+        if found is not None:
+            models.add(found)
+        if model is not None and found != model:
+            continue
+        if is_created:
+            created[name] = min(created.get(name, math.inf), value)
+            continue
+        if not math.isfinite(value) or value < 0:
+            raise SpecbenchError(f"{where}: counter {name} has the value {value_text}, not a count")
+        key = (counter, *sorted(labels.items()))
+        if key in series:
+            raise SpecbenchError(f"{where}: {name} with these labels appears twice in one scrape")
+        series[key] = value
+    if model is not None and model not in models:
+        raise SpecbenchError(f"{path} has no spec-decode series of model {model!r} "
+                             f"(models there: {', '.join(sorted(models)) or 'none'})")
+    if model is None and len(models) > 1:
+        raise SpecbenchError(f"{path} holds several models ({', '.join(sorted(models))}); pick one with --model")
+    return series, created
+
+
+def _sum_counts(series: dict[tuple, float], path: str) -> Counts:
+    totals: dict[str, float] = defaultdict(float)
+    positions: dict[int, float] = defaultdict(float)
+    for (counter, *labels), value in series.items():
+        if counter == PER_POSITION:
+            label_map = dict(labels)
+            try:
+                position = int(label_map["position"])
+            except (KeyError, ValueError):
+                raise SpecbenchError(f"{path}: a {PER_POSITION} series has no whole-number position label "
+                                     f"({label_map})") from None
+            positions[position] += value
+        else:
+            totals[counter] += value
+    for counter in (DRAFTS, ACCEPTED):
+        if counter not in totals:
+            raise SpecbenchError(f"{path} has no {counter} counter: is speculative decoding on, and is this vLLM's "
+                                 f"/metrics?")
+    if not positions:
+        raise SpecbenchError(f"{path} has no {PER_POSITION} series (per-position counts need vLLM 0.9 or newer)")
+    num_spec = max(positions) + 1
+    missing = [i for i in range(num_spec) if i not in positions]
+    if missing:
+        raise SpecbenchError(f"{path}: {PER_POSITION} has positions up to {num_spec - 1} but not {missing[0]}")
+    return Counts(num_drafts=round(totals[DRAFTS]), num_draft_tokens=round(totals.get(DRAFT_TOKENS, 0.0)),
+                  num_accepted_tokens=round(totals[ACCEPTED]),
+                  accepted_per_position=[round(positions[i]) for i in range(num_spec)], sources=[path])
+
+
+def counts_from_scrapes(paths: list[Path], model: str | None = None) -> Counts:
+    """Counts of one scrape (since the server started) or of the interval between two."""
+    if len(paths) not in (1, 2):
+        raise SpecbenchError(f"give one Prometheus scrape, or two (before and after), got {len(paths)}")
+    after_series, created = read_scrape(paths[-1], model)
+    if len(paths) == 1:
+        counts = _sum_counts(after_series, str(paths[0]))
+        start = min(created.values(), default=None)
+        counts.span = None if start is None else f"since the counters were created ({_utc(start)}) until the scrape"
+    else:
+        before_series, _ = read_scrape(paths[0], model)
+        difference = {}
+        for key, value in after_series.items():
+            before = before_series.get(key, 0.0)
+            if value < before:
+                name, *labels = key
+                label_text = ",".join(f'{k}="{v}"' for k, v in labels)
+                raise SpecbenchError(f"{name}{{{label_text}}} went down from {before:g} in {paths[0]} to {value:g} in "
+                                     f"{paths[1]}: the server restarted between the scrapes; take both from one run")
+            difference[key] = value - before
+        gone = [key for key in before_series if key not in after_series]
+        if gone:
+            raise SpecbenchError(f"{paths[1]} lacks the series {gone[0][0]} {dict(gone[0][1:])} that {paths[0]} has: "
+                                 f"the server restarted or the scrapes come from different servers")
+        counts = _sum_counts(difference, f"{paths[1]} - {paths[0]}")
+        counts.sources = [str(p) for p in paths]
+        counts.span = f"between the scrapes {paths[0].name} and {paths[1].name}"
+    counts.model = model or _only_model(paths[-1])
+    return counts
+
+
+def _only_model(path: Path) -> str | None:
+    for line in _lines(path):
+        if line.startswith("vllm:spec_decode"):
+            match = re.search(r'model_name="((?:[^"\\]|\\.)*)"', line)
+            if match:
+                return _unescape(match.group(1))
+    return None
+
+
+def _utc(seconds: float) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).isoformat(timespec="seconds")
+
+
+# ---- vLLM log lines ------------------------------------------------------------------------------
+
+
+def counts_from_logs(paths: list[Path]) -> Counts:
+    """Counts of every ``SpecDecoding metrics`` line in ``paths``, added up (weighted by drafts)."""
+    num_spec = None
+    drafts = draft_tokens = accepted = 0
+    per_position: list[float] = []
+    times: list[str] = []
+    lines_read = 0
+    for path in paths:
+        for number, line in enumerate(_lines(path), start=1):
+            if LOG_MARKER not in line:
+                continue
+            where = f"{path}:{number}"
+            found = {key: pattern.search(line) for key, pattern in _LOG_FIELDS.items()}
+            lacking = [key for key in ("accepted", "drafted", "rates") if not found[key]]
+            if lacking:
+                raise SpecbenchError(f"{where}: a 'SpecDecoding metrics' line without its {lacking[0]} field: "
+                                     f"{line.strip()[:100]!r}")
+            rates = [float(x) for x in found["rates"].group(1).replace(" ", "").strip(",").split(",")]
+            if num_spec is None:
+                num_spec, per_position = len(rates), [0.0] * len(rates)
+            elif len(rates) != num_spec:
+                raise SpecbenchError(f"{where}: {len(rates)} per-position rates where earlier lines have {num_spec}: "
+                                     f"lines of two configurations cannot be combined")
+            line_tokens, line_accepted = int(found["drafted"].group(1)), int(found["accepted"].group(1))
+            line_drafts = round(line_tokens / num_spec)  # every V1 draft proposes K tokens
+            if line_drafts == 0:
+                continue  # an idle interval: nothing drafted, nothing to weigh
+            drafts += line_drafts
+            draft_tokens += line_tokens
+            accepted += line_accepted
+            for i, rate in enumerate(rates):
+                per_position[i] += rate * line_drafts
+            lines_read += 1
+            stamp = _LOG_TIME.search(line)
+            if stamp:
+                times.append(stamp.group(1))
+    if num_spec is None:
+        raise SpecbenchError(f"{', '.join(map(str, paths))}: no '{LOG_MARKER}' line found")
+    counts = Counts(num_drafts=drafts, num_draft_tokens=draft_tokens, num_accepted_tokens=accepted,
+                    accepted_per_position=[round(x) for x in per_position], sources=[str(p) for p in paths])
+    counts.span = f"{lines_read} log lines" + (f", {times[0]} to {times[-1]}" if times else "")
+    counts.notes.append("per-position counts rebuilt from rates the log prints to three decimals; drafts = "
+                        "drafted tokens / K")
+    return counts
+
+
+# ---- reading any file ----------------------------------------------------------------------------
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError as exc:
+        raise SpecbenchError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def file_format(path: Path) -> str:
+    """``"prometheus"``, ``"log"``, or a usage error for a file that is neither."""
+    lines = _lines(path)
+    if any(LOG_MARKER in line for line in lines):
+        return "log"
+    samples = any(line.startswith(("# TYPE ", "# HELP ")) or _SAMPLE.match(line.strip()) for line in lines if line.strip())
+    if samples and any(line.lstrip().startswith("vllm:") for line in lines):
+        return "prometheus"
+    raise SpecbenchError(f"{path} is neither a Prometheus scrape of vLLM's /metrics (vllm:spec_decode_* counters) nor "
+                         f"a vLLM log with '{LOG_MARKER}' lines")
+
+
+def read_counts(paths: list[Path], model: str | None = None) -> Counts:
+    """Counts from scrapes (one, or two for an interval) or from log files (any number), not both."""
+    if not paths:
+        raise SpecbenchError("give at least one file: a /metrics scrape or a vLLM log")
+    formats = {path: file_format(path) for path in paths}
+    kinds = set(formats.values())
+    if len(kinds) > 1:
+        raise SpecbenchError("give Prometheus scrapes or log files, not both: " +
+                             ", ".join(f"{p} ({k})" for p, k in formats.items()))
+    if kinds == {"log"}:
+        if model is not None:
+            raise SpecbenchError("--model picks a model in a Prometheus scrape; a vLLM log line does not name its model")
+        return counts_from_logs(paths)
+    return counts_from_scrapes(paths, model)
+
+
+# ---- the fit -------------------------------------------------------------------------------------
+
+
+def nearest_non_increasing(values: list[float]) -> list[float]:
+    """The non-increasing sequence closest to ``values`` in least squares (equal weights)."""
+    from scipy.optimize import isotonic_regression
+
+    return [float(v) for v in isotonic_regression(values, increasing=False).x]
+
+
+def fit_profile(counts: Counts) -> FittedProfile:
+    """Unconditional rates ``p_i`` with 95% Wilson intervals, ``L``, and a valid profile to sweep."""
+    from scipy import stats
+
+    drafts = counts.num_drafts
+    if drafts <= 0:
+        raise SpecbenchError(f"{', '.join(counts.sources)}: zero drafts were verified ({counts.span or 'no span'}), "
+                             f"so there is no acceptance to measure")
+    for i, accepted in enumerate(counts.accepted_per_position):
+        if accepted > drafts:
+            raise SpecbenchError(f"{', '.join(counts.sources)}: position {i} accepted {accepted} of {drafts} drafts")
+    measured = [accepted / drafts for accepted in counts.accepted_per_position]
+    intervals = [stats.binomtest(accepted, drafts).proportion_ci(CONFIDENCE, method="wilson")
+                 for accepted in counts.accepted_per_position]
+    non_increasing = all(a >= b for a, b in itertools.pairwise(measured))
+    rates = measured if non_increasing else nearest_non_increasing(measured)
+    rates = [min(max(r, 0.0), 1.0) for r in rates]
+    acceptance.validate_rates(rates, len(rates))
+    return FittedProfile(
+        num_spec_tokens=len(measured), num_drafts=drafts, measured_rates=measured, rates=rates,
+        ci_low=[float(ci.low) for ci in intervals], ci_high=[float(ci.high) for ci in intervals],
+        mean_acceptance_length=1.0 + sum(measured), non_increasing=non_increasing, counts=counts,
+    )
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, str):
+        return json.dumps(value)  # a JSON string is a TOML basic string
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(round(value, 6))
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return str(value)
+
+
+def scenario_toml(fit: FittedProfile, name: str, cost_ratio: float | None = None) -> str:
+    """A scenario file (``specbench sweep --scenario`` reads it) holding the fitted profile."""
+    counts = fit.counts
+    source = (f"specbench profile fit of {', '.join(counts.sources)}" + (f", model {counts.model}" if counts.model else "")
+              + (f", {counts.span}" if counts.span else "") + f"; {fit.num_drafts} drafts verified")
+    top = {
+        "name": name,
+        "description": f"measured on a vLLM server: K={fit.num_spec_tokens}, L={fit.mean_acceptance_length:.3f}",
+        "source": source,
+        "num_spec_tokens": fit.num_spec_tokens,
+        "rates": [round(r, 6) for r in fit.rates],
+    }
+    if cost_ratio is not None:
+        top["cost_ratio"] = cost_ratio
+    fit_table = {
+        "num_drafts": fit.num_drafts,
+        "num_draft_tokens": counts.num_draft_tokens,
+        "num_accepted_tokens": counts.num_accepted_tokens,
+        "accepted_per_position": counts.accepted_per_position,
+        "measured_rates": [round(r, 6) for r in fit.measured_rates],
+        "rates_ci_low": [round(r, 6) for r in fit.ci_low],
+        "rates_ci_high": [round(r, 6) for r in fit.ci_high],
+        "confidence": CONFIDENCE,
+        "mean_acceptance_length": round(fit.mean_acceptance_length, 6),
+        "non_increasing": fit.non_increasing,
+    }
+    if counts.model:
+        fit_table["model"] = counts.model
+    if counts.span:
+        fit_table["span"] = counts.span
+    if counts.notes:
+        fit_table["notes"] = counts.notes
+    header = "# Written by `specbench profile fit`: per-position acceptance measured on a vLLM server.\n"
+    if not fit.non_increasing:
+        header += ("# The measured rates rise with position somewhere (noise can do that); `rates` holds the nearest\n"
+                   "# non-increasing profile, [fit].measured_rates what was measured.\n")
+    body = "".join(f"{key} = {_toml_value(value)}\n" for key, value in top.items())
+    table = "".join(f"{key} = {_toml_value(value)}\n" for key, value in fit_table.items())
+    return header + body + "\n[fit]  # what was measured; the sweep reads only the fields above\n" + table

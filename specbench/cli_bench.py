@@ -35,17 +35,29 @@ verification = lazy_module("specbench.verification")
 
 
 class Grid:
-    """The default grid of a machine (every option left out takes its value from here)."""
+    """The default grid of a machine (every option left out takes its value from here).
 
-    def __init__(self, gpu: bool, interpret: bool):
-        self.drafts = list(bench.DRAFTS) if gpu else ["logits"]
-        self.batch_sizes = [1, 8, 64, 256, 512] if gpu else [1, 8]
-        self.num_spec_tokens = [3, 7] if gpu else [3]
-        self.vocabularies = ([(m, models.resolve_model(m).vocab_size) for m in ("llama3", "qwen3")] if gpu
-                             else [(None, 4096 if interpret else 32000)])
-        self.acceptance = ["3", "full"] if gpu else ["3"]
+    ``quick`` is the fixed grid of ``--quick`` (the CI gate's): every mode and draft kind, a small
+    and a large batch, L = 3 and all accepted, with and without a CUDA graph on a GPU; about a
+    minute on an H100 or H200, seconds for torch on a CPU.
+    """
+
+    def __init__(self, gpu: bool, interpret: bool, quick: bool = False):
+        self.drafts = list(bench.DRAFTS) if gpu or quick else ["logits"]
+        self.batch_sizes = ([1, 256] if gpu else [1, 8]) if quick else ([1, 8, 64, 256, 512] if gpu else [1, 8])
+        self.num_spec_tokens = ([4] if gpu else [3]) if quick else ([3, 7] if gpu else [3])
+        if gpu:
+            self.vocabularies = [(m, models.resolve_model(m).vocab_size) for m in (("llama3",) if quick
+                                                                                   else ("llama3", "qwen3"))]
+        else:
+            self.vocabularies = [(None, 4096 if interpret or quick else 32000)]
+        self.acceptance = ["3", "full"] if gpu or quick else ["3"]
         self.dtypes = ["float32"]
         self.cuda_graph = [False, True] if gpu else [False]
+
+
+QUICK_GRID = ("--quick: every mode and draft kind at K=4, V=128256 (llama3), B=1 and 256, L=3 and full, with and "
+              "without a CUDA graph on a GPU; on a CPU K=3, V=4096, B=1 and 8")
 
 
 def _items(option: str, text: str | None) -> list[str]:
@@ -261,6 +273,7 @@ def kernels_command(
     resume: Annotated[bool, typer.Option(
         "--resume", help="Continue the run in --output: cases already there are not run again.")] = False,
     no_charts: Annotated[bool, typer.Option("--no-charts", help="Skip the PNG charts.")] = False,
+    quick: Annotated[bool, typer.Option("--quick", help=QUICK_GRID + " (fixed seed 0 unless --seed).")] = False,
 ) -> None:
     """Time the verification implementations on a grid of cases, checked against the torch reference first."""
     try:
@@ -271,7 +284,16 @@ def kernels_command(
             device = "cpu"
         device_name = sweep.resolve_device(device)
         on_gpu = device_name == "cuda"
-        grid = Grid(on_gpu, interpret)
+        if quick:
+            given = [name for name, value in (("--mode", mode), ("--batch-size", batch_size),
+                                              ("--num-spec-tokens", num_spec_tokens), ("--vocab-size", vocab_size),
+                                              ("--model", model), ("--dtype", dtype), ("--draft", draft),
+                                              ("--acceptance-length", acceptance_length), ("--scenario", scenario),
+                                              ("--cuda-graph/--no-cuda-graph", cuda_graph)) if value is not None]
+            if given:
+                raise SpecbenchError(f"--quick runs a fixed grid, so it cannot be combined with {given[0]}; "
+                                     f"drop one of them")
+        grid = Grid(on_gpu, interpret, quick)
         graph_choice = grid.cuda_graph if cuda_graph is None else ([False, True] if cuda_graph else [False])
         if cuda_graph and not on_gpu:
             raise SpecbenchError("--cuda-graph needs a CUDA GPU, and this run is on the CPU")

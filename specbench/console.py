@@ -6,8 +6,8 @@ Nothing here imports torch, so ``specbench --help`` stays fast.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
-import sys
 from types import ModuleType
 
 import typer
@@ -64,20 +64,25 @@ def fail(message: str) -> None:
     raise typer.Exit(2)
 
 
+class _Deferred:
+    """A module imported on first attribute access (a plain import then: nothing half-loaded in sys.modules)."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> object:
+        return getattr(importlib.import_module(self._name), attribute)
+
+    def __repr__(self) -> str:
+        return f"<module {self._name!r}, imported on first use>"
+
+
 def lazy_module(name: str) -> ModuleType:
-    """``name`` imported on first attribute access (``importlib.util.LazyLoader``).
+    """``name``, imported when an attribute is first read.
 
     Command modules take torch, pandas, matplotlib and the modules that use them this way, so
     building the command line (``specbench --help``) imports none of them.
     """
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.loader is None:
+    if importlib.util.find_spec(name) is None:
         raise ImportError(f"no module named {name!r}")
-    loader = importlib.util.LazyLoader(spec.loader)
-    spec.loader = loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    loader.exec_module(module)
-    return module
+    return _Deferred(name)  # type: ignore[return-value]

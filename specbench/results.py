@@ -25,6 +25,10 @@ from specbench.errors import SpecbenchError
 
 RESULTS_JSON = "results.json"
 RESULTS_CSV = "results.csv"
+# 2: kernels records keep their timing samples (`samples_us`); files without `schema_version` are 1
+SCHEMA_VERSION = 2
+# long per-record lists that belong in results.json, not in a spreadsheet's cells
+_JSON_ONLY_FIELDS = ("samples_us",)
 # the fields of results.json, as a JSON Schema (draft 2020-12) shipped with the package
 SCHEMA_FILE = Path(__file__).resolve().parent / "schema" / "results.schema.json"
 
@@ -87,6 +91,7 @@ def collect_metadata(device: str = "cpu", **extra: Any) -> dict[str, Any]:
         "commit": git_commit(),
         "command": " ".join(shlex.quote(a) for a in ["specbench", *sys.argv[1:]]),
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "schema_version": SCHEMA_VERSION,
         **device_description(device),
         **extra,
     }
@@ -183,7 +188,9 @@ class ResultsWriter:
         try:
             tmp.write_text(json.dumps(payload, indent=2, default=_json_default) + "\n")
             tmp.replace(self.directory / RESULTS_JSON)
-            records_frame(self.records).to_csv(self.directory / RESULTS_CSV, index=False)
+            frame = records_frame(self.records)
+            frame.drop(columns=[c for c in _JSON_ONLY_FIELDS if c in frame.columns]).to_csv(
+                self.directory / RESULTS_CSV, index=False)
         except OSError as exc:
             raise SpecbenchError(f"cannot write results into {self.directory}: {exc.strerror or exc}") from exc
 

@@ -78,12 +78,14 @@ class TimingConfig:
 
 
 class Timing(NamedTuple):
-    """Summary of one implementation's samples, in microseconds per call."""
+    """Summary of one implementation's samples, in microseconds per call, and the samples themselves
+    (in the order taken; ``specbench compare`` builds its confidence intervals from them)."""
 
     median_us: float
     p20_us: float
     p80_us: float
     samples: int
+    samples_us: tuple[float, ...] = ()
 
 
 class Measurement(NamedTuple):
@@ -109,7 +111,7 @@ def summarize(samples_us: Sequence[float]) -> Timing:
     if len(samples_us) == 0:
         raise SpecbenchError("cannot summarise zero timing samples")
     p20, median, p80 = np.percentile(np.asarray(samples_us, dtype=np.float64), [20, 50, 80])
-    return Timing(float(median), float(p20), float(p80), len(samples_us))
+    return Timing(float(median), float(p20), float(p80), len(samples_us), tuple(float(x) for x in samples_us))
 
 
 @functools.cache

@@ -1,0 +1,349 @@
+"""Two results files side by side: the CI perf-regression gate behind ``specbench compare``.
+
+Kernels runs. Cases are matched by ``bench.record_key`` (mode, implementation, shape, dtype,
+draft kind, acceptance, graph). For each pair with timings on both sides, the statistic is the
+ratio of medians ``current / baseline`` with a 95% percentile-bootstrap interval (both sides'
+samples resampled with replacement, ``BOOTSTRAP_RESAMPLES`` times, from a fixed seed, so the
+same files always give the same interval). With threshold ``t`` the verdict is:
+
+- ``slower``: the whole interval lies above ``1 + t`` (the change costs more than ``t``, beyond noise);
+- ``faster``: the whole interval lies below ``1 - t``;
+- ``unchanged``: the whole interval lies inside ``[1 - t, 1 + t]``;
+- ``inconclusive``: the interval straddles a boundary: the samples are too spread to decide at
+  ``t`` (never a silent pass: it is counted and listed).
+
+Files without samples (schema 1) are compared by their medians alone: ``slower`` when the ratio
+exceeds ``1 + t``, with a note that no interval could be formed.
+
+Sweep runs. Cases are matched by profile name, ``K`` and rates. Made with the same seed and step
+count, a case is deterministic: any difference in its histogram of accepted counts is ``changed``.
+Otherwise the two histograms are tested for homogeneity (chi-square, ``scipy.stats``) with a
+Bonferroni budget of ``SWEEP_FAMILY_ALPHA`` over the cases: ``differs`` below it, else ``same``.
+
+``compare_runs`` returns a ``Comparison``; ``to_markdown``/``to_json`` render it. Failing verdicts
+(``slower``, ``changed``, ``differs``) make ``Comparison.failed`` true.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from specbench import results
+from specbench.errors import SpecbenchError
+
+MODES = ("greedy", "probabilistic", "synthetic")
+DEFAULT_THRESHOLD = 0.05
+CONFIDENCE = 0.95
+BOOTSTRAP_RESAMPLES = 4000
+BOOTSTRAP_SEED = 20261123
+SWEEP_FAMILY_ALPHA = 1e-3
+FAILING = ("slower", "changed", "differs")
+ENVIRONMENT_FIELDS = ("commit", "device", "driver", "cuda", "torch", "triton")
+# worst first: what a reviewer must read before anything else
+_ORDER = {"slower": 0, "changed": 0, "differs": 0, "inconclusive": 1, "faster": 2, "unchanged": 3, "same": 3}
+
+
+@dataclass
+class CaseComparison:
+    """One case in both runs: what was measured and the verdict."""
+
+    case: str
+    kind: str
+    verdict: str
+    baseline: float | None = None  # median µs (kernels) or mean acceptance length (sweep)
+    current: float | None = None
+    ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    threshold: float | None = None
+    p_value: float | None = None
+    note: str = ""
+
+
+@dataclass
+class Comparison:
+    """Everything ``specbench compare`` reports."""
+
+    kind: str
+    cases: list[CaseComparison]
+    baseline_metadata: dict[str, Any]
+    current_metadata: dict[str, Any]
+    only_in_baseline: list[str] = field(default_factory=list)
+    only_in_current: list[str] = field(default_factory=list)
+    not_compared: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return any(case.verdict in FAILING for case in self.cases)
+
+    def counts(self) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for case in self.cases:
+            found[case.verdict] = found.get(case.verdict, 0) + 1
+        return found
+
+    def summary(self) -> str:
+        """``2 slower, 1 faster, 37 unchanged, 1 inconclusive``: every verdict that occurs, worst first."""
+        counts = self.counts()
+        order = ("slower", "changed", "differs", "faster", "unchanged", "same", "inconclusive")
+        return ", ".join(f"{counts[v]} {v}" for v in order if v in counts) or "no case compared"
+
+    def environment_differences(self) -> list[str]:
+        """One line per field of the machine or software stack that differs between the runs."""
+        lines = []
+        for key in ENVIRONMENT_FIELDS[1:]:
+            before, after = self.baseline_metadata.get(key), self.current_metadata.get(key)
+            if before != after:
+                lines.append(f"{key} differs: {before} (baseline) vs {after} (current)")
+        return lines
+
+
+def parse_thresholds(texts: Sequence[str]) -> dict[str | None, float]:
+    """``["5%", "greedy=3%", "0.02"]`` into ``{None: default, "greedy": 0.03}``; fractions or percents."""
+    thresholds: dict[str | None, float] = {None: DEFAULT_THRESHOLD}
+    for text in texts:
+        for item in (part.strip() for part in text.split(",")):
+            if not item:
+                raise SpecbenchError(f"--threshold takes 5% or MODE=5%, got {text!r}")
+            mode, _, value = item.rpartition("=")
+            if mode and mode not in MODES:
+                raise SpecbenchError(f"--threshold names an unknown mode {mode!r}; choose from {', '.join(MODES)}")
+            thresholds[mode or None] = _fraction(value, item)
+    return thresholds
+
+
+def _fraction(value: str, item: str) -> float:
+    text = value.strip()
+    try:
+        number = float(text.removesuffix("%"))
+    except ValueError:
+        raise SpecbenchError(f"--threshold takes a percentage such as 5% (or a fraction such as 0.05), got "
+                             f"{item!r}") from None
+    fraction = number / 100 if text.endswith("%") else number
+    if not (math.isfinite(fraction) and 0 < fraction < 1):
+        raise SpecbenchError(f"--threshold must lie between 0% and 100%, got {item!r}")
+    return fraction
+
+
+def load_run(path: str | Path) -> tuple[dict[str, Any], list[dict]]:
+    """A results folder or ``results.json`` whose schema this code knows."""
+    metadata, records = results.read_results(path)
+    version = metadata.get("schema_version", 1)
+    if not isinstance(version, int) or version > results.SCHEMA_VERSION:
+        raise SpecbenchError(f"{path} was written with results schema {version!r}, newer than this specbench reads "
+                             f"({results.SCHEMA_VERSION}); update specbench to compare it")
+    if metadata.get("kind") not in ("kernels", "sweep"):
+        raise SpecbenchError(f"{path} holds a {metadata.get('kind')!r} run; compare reads kernels and sweep runs")
+    return metadata, records
+
+
+def compare_runs(baseline: str | Path, current: str | Path,
+                 thresholds: dict[str | None, float] | None = None) -> Comparison:
+    """Match the cases of two runs of one kind and judge each (see the module docstring)."""
+    thresholds = thresholds or {None: DEFAULT_THRESHOLD}
+    base_meta, base_records = load_run(baseline)
+    cur_meta, cur_records = load_run(current)
+    if base_meta["kind"] != cur_meta["kind"]:
+        raise SpecbenchError(f"{baseline} holds a {base_meta['kind']} run and {current} a {cur_meta['kind']} run; "
+                             f"compare two runs of one kind")
+    if base_meta["kind"] == "kernels":
+        comparison = _compare_kernels(base_records, cur_records, thresholds, base_meta, cur_meta)
+    else:
+        comparison = _compare_sweeps(base_records, cur_records, base_meta, cur_meta)
+    if not comparison.cases and not comparison.not_compared:
+        raise SpecbenchError(f"{baseline} and {current} have no case in common (baseline: "
+                             f"{len(comparison.only_in_baseline)} cases, current: {len(comparison.only_in_current)})")
+    comparison.cases.sort(key=lambda c: (_ORDER.get(c.verdict, 9), -(c.ratio or 0.0)))
+    return comparison
+
+
+# ---- kernels -------------------------------------------------------------------------------------
+
+
+def _kernels_label(record: dict) -> str:
+    from specbench.bench import describe_record
+
+    return f"{record['impl']}: {describe_record(record)}"
+
+
+def bootstrap_ratio(baseline: Sequence[float], current: Sequence[float],
+                    resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> tuple[float, float, float]:
+    """``(ratio of medians, low, high)``: current over baseline with a 95% percentile-bootstrap interval."""
+    generator = np.random.default_rng(seed)
+    base = np.asarray(baseline, dtype=np.float64)
+    cur = np.asarray(current, dtype=np.float64)
+    base_medians = np.median(base[generator.integers(0, base.size, (resamples, base.size))], axis=1)
+    cur_medians = np.median(cur[generator.integers(0, cur.size, (resamples, cur.size))], axis=1)
+    ratios = cur_medians / base_medians
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low, high = np.percentile(ratios, [tail, 100 - tail])
+    return float(np.median(cur) / np.median(base)), float(low), float(high)
+
+
+def verdict_for(low: float, high: float, threshold: float) -> str:
+    """slower / faster / unchanged / inconclusive for an interval of the ratio (module docstring)."""
+    if low > 1 + threshold:
+        return "slower"
+    if high < 1 - threshold:
+        return "faster"
+    if low >= 1 - threshold and high <= 1 + threshold:
+        return "unchanged"
+    return "inconclusive"
+
+
+def _compare_kernels(base_records, cur_records, thresholds, base_meta, cur_meta) -> Comparison:
+    from specbench.bench import record_key
+
+    base = {record_key(r): r for r in base_records}
+    cur = {record_key(r): r for r in cur_records}
+    comparison = Comparison("kernels", [], base_meta, cur_meta)
+    comparison.only_in_baseline = [_kernels_label(base[k]) for k in base if k not in cur]
+    comparison.only_in_current = [_kernels_label(cur[k]) for k in cur if k not in base]
+    medians_only = 0
+    for key in (k for k in base if k in cur):
+        before, after = base[key], cur[key]
+        label = _kernels_label(after)
+        if before.get("status") != "ok" or after.get("status") != "ok" or not before.get("median_us") \
+                or not after.get("median_us"):
+            comparison.not_compared.append(f"{label} ({before.get('status')} -> {after.get('status')})")
+            continue
+        threshold = thresholds.get(after["mode"], thresholds[None])
+        row = CaseComparison(label, "kernels", "", baseline=before["median_us"], current=after["median_us"],
+                             threshold=threshold)
+        samples_before, samples_after = before.get("samples_us") or [], after.get("samples_us") or []
+        if len(samples_before) >= 2 and len(samples_after) >= 2:
+            row.ratio, row.ci_low, row.ci_high = bootstrap_ratio(samples_before, samples_after)
+            row.verdict = verdict_for(row.ci_low, row.ci_high, threshold)
+        else:
+            medians_only += 1
+            row.ratio = after["median_us"] / before["median_us"]
+            row.verdict = "slower" if row.ratio > 1 + threshold else ("faster" if row.ratio < 1 - threshold
+                                                                       else "unchanged")
+            row.note = "medians only: no samples to form an interval"
+        comparison.cases.append(row)
+    if medians_only:
+        comparison.notes.append(f"{medians_only} cases were compared by their medians alone: one run has no timing "
+                                f"samples (a results file written before schema 2), so no interval could be formed")
+    return comparison
+
+
+# ---- sweeps --------------------------------------------------------------------------------------
+
+
+def _sweep_key(record: dict) -> tuple:
+    return (record["profile"], record["num_spec_tokens"], tuple(round(float(r), 9) for r in record["configured_rates"]))
+
+
+def _compare_sweeps(base_records, cur_records, base_meta, cur_meta) -> Comparison:
+    from scipy import stats
+
+    base = {_sweep_key(r): r for r in base_records}
+    cur = {_sweep_key(r): r for r in cur_records}
+    comparison = Comparison("sweep", [], base_meta, cur_meta)
+    comparison.only_in_baseline = [f"{k[0]} K={k[1]}" for k in base if k not in cur]
+    comparison.only_in_current = [f"{k[0]} K={k[1]}" for k in cur if k not in base]
+    common = [k for k in base if k in cur]
+    alpha = SWEEP_FAMILY_ALPHA / max(len(common), 1)
+    for key in common:
+        before, after = base[key], cur[key]
+        label = f"{key[0]} K={key[1]}"
+        row = CaseComparison(label, "sweep", "", baseline=before["mean_acceptance_length"],
+                             current=after["mean_acceptance_length"],
+                             ratio=after["mean_acceptance_length"] / before["mean_acceptance_length"])
+        same_stream = (before.get("seed") == after.get("seed") and before.get("num_requests") == after.get("num_requests")
+                       and before.get("case_seed") == after.get("case_seed"))
+        hist_before, hist_after = before["accepted_histogram"], after["accepted_histogram"]
+        if same_stream:
+            changed = [j for j, (a, b) in enumerate(zip(hist_before, hist_after)) if a != b]
+            row.verdict = "changed" if changed or len(hist_before) != len(hist_after) else "same"
+            row.note = ("same seed and steps: the counts must repeat exactly" if not changed else
+                        f"same seed and steps, yet P(A={changed[0]}) counts {hist_before[changed[0]]} -> "
+                        f"{hist_after[changed[0]]}")
+        else:
+            table = np.array([hist_before, hist_after], dtype=np.float64)
+            table = table[:, table.sum(axis=0) > 0]
+            if table.shape[1] < 2:
+                row.verdict, row.p_value = "same", 1.0
+            else:
+                row.p_value = float(stats.chi2_contingency(table, correction=False).pvalue)
+                row.verdict = "differs" if row.p_value < alpha else "same"
+            row.note = f"other seeds or steps: chi-square homogeneity of the histograms, Bonferroni alpha {alpha:.1e}"
+        comparison.cases.append(row)
+    return comparison
+
+
+# ---- rendering -----------------------------------------------------------------------------------
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def case_cells(case: CaseComparison) -> list[str]:
+    """The table row of a case: case, baseline, current, ratio, 95% interval, threshold, verdict, note."""
+    interval = "-" if case.ci_low is None else f"[{case.ci_low:.3f}, {case.ci_high:.3f}]"
+    if case.kind == "sweep" and case.p_value is not None:
+        interval = f"p = {case.p_value:.3g}"
+    spec = ".1f" if case.kind == "kernels" else ".4f"
+    threshold = "-" if case.threshold is None else f"±{case.threshold:.0%}"
+    return [case.case, _fmt(case.baseline, spec), _fmt(case.current, spec), _fmt(case.ratio, ".3f"), interval,
+            threshold, case.verdict, case.note]
+
+
+def columns(kind: str) -> list[str]:
+    what = "median µs" if kind == "kernels" else "mean L"
+    return ["case", f"baseline {what}", f"current {what}", "ratio", "95% interval", "threshold", "verdict", "note"]
+
+
+def _run_line(label: str, metadata: dict) -> str:
+    parts = [f"{key} `{metadata.get(key)}`" for key in ENVIRONMENT_FIELDS if metadata.get(key) is not None]
+    return f"- **{label}**: " + ", ".join(parts)
+
+
+def to_markdown(comparison: Comparison, baseline: str, current: str) -> str:
+    """A pull-request comment or CI step summary: runs, summary line, table, unmatched cases."""
+    status = "FAIL" if comparison.failed else "pass"
+    lines = [f"## specbench compare: {status}", "", f"**{comparison.summary()}**", "",
+             _run_line(f"baseline ({baseline})", comparison.baseline_metadata),
+             _run_line(f"current ({current})", comparison.current_metadata), ""]
+    for warning in comparison.environment_differences():
+        lines.append(f"> warning: {warning}")
+    for note in comparison.notes:
+        lines.append(f"> note: {note}")
+    if comparison.environment_differences() or comparison.notes:
+        lines.append("")
+    header = columns(comparison.kind)
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for case in comparison.cases:
+        cells = [cell.replace("|", "\\|") for cell in case_cells(case)]
+        if case.verdict in FAILING:
+            cells[6] = f"**{cells[6]}**"
+        lines.append("| " + " | ".join(cells) + " |")
+    for title, names in (("Only in the baseline", comparison.only_in_baseline),
+                         ("Only in the current run", comparison.only_in_current),
+                         ("In both, not timed in both (FAIL or skipped)", comparison.not_compared)):
+        if names:
+            lines += ["", f"{title} ({len(names)}):", *[f"- {name}" for name in names]]
+    return "\n".join(lines) + "\n"
+
+
+def to_json(comparison: Comparison, baseline: str, current: str) -> dict[str, Any]:
+    """Everything in the comparison as plain data (``--json``)."""
+    widest = max((c.ci_high - c.ci_low for c in comparison.cases if c.ci_low is not None), default=None)
+    return {
+        "kind": comparison.kind, "baseline": baseline, "current": current, "failed": comparison.failed,
+        "summary": comparison.summary(), "counts": comparison.counts(), "widest_interval": widest,
+        "environment_differences": comparison.environment_differences(), "notes": comparison.notes,
+        "baseline_run": {k: comparison.baseline_metadata.get(k) for k in ENVIRONMENT_FIELDS},
+        "current_run": {k: comparison.current_metadata.get(k) for k in ENVIRONMENT_FIELDS},
+        "cases": [asdict(case) for case in comparison.cases],
+        "only_in_baseline": comparison.only_in_baseline, "only_in_current": comparison.only_in_current,
+        "not_compared": comparison.not_compared,
+    }

@@ -1,0 +1,43 @@
+"""The chart of ``specbench compare --chart``: each case's ratio current/baseline with its interval."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+
+from specbench.compare import Comparison
+
+_COLORS = {"slower": "tab:red", "changed": "tab:red", "differs": "tab:red", "faster": "tab:green",
+           "unchanged": "tab:gray", "same": "tab:gray", "inconclusive": "tab:orange"}
+
+
+def render_comparison_chart(comparison: Comparison, path: Path) -> Path:
+    """One row per case, worst on top: the ratio as a dot, its 95% interval as a bar, the thresholds as lines."""
+    cases = comparison.cases
+    fig, ax = plt.subplots(figsize=(10, 1.2 + 0.28 * max(len(cases), 1)), layout="constrained")
+    for row, case in enumerate(reversed(cases)):
+        if case.ratio is None:
+            continue
+        color = _COLORS.get(case.verdict, "black")
+        if case.ci_low is not None:
+            ax.plot([case.ci_low, case.ci_high], [row, row], color=color, linewidth=3, alpha=0.5)
+        ax.plot([case.ratio], [row], "o", color=color)
+    ax.set_yticks(range(len(cases)), [f"{c.case}  ({c.verdict})" for c in reversed(cases)], fontsize=7)
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    thresholds = sorted({c.threshold for c in cases if c.threshold is not None})
+    for threshold in thresholds:
+        for edge in (1 - threshold, 1 + threshold):
+            ax.axvline(edge, color="tab:gray", linestyle="--", linewidth=0.8)
+    what = "median time" if comparison.kind == "kernels" else "mean acceptance length"
+    ax.set_xlabel(f"current / baseline {what} (dot), 95% bootstrap interval (bar); dashed: the threshold")
+    ax.set_title(f"specbench compare: {comparison.summary()}", fontsize=10)
+    ax.grid(True, axis="x", alpha=0.3)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -375,13 +375,40 @@ IMPLEMENTATIONS: dict[str, Implementation] = {
 }
 
 
+def _triton_forced(strategy: str) -> Callable[[CaseInputs], Callable[[], VerifyResult]]:
+    # the Triton backend with its launch path forced, for timing the launcher's choice (the strategy
+    # is set around each call, so implementations interleaved in one run never see each other's)
+    def prepare(inputs: CaseInputs) -> Callable[[], VerifyResult]:
+        from specbench.kernels import launch
+
+        call = inputs.backend_call("triton")
+
+        def forced() -> VerifyResult:
+            with launch.strategy(strategy):
+                return call()
+
+        return forced
+
+    return prepare
+
+
+# Not in the default set (--impl names them): the two launch paths the Triton launcher chooses between.
+VARIANTS: dict[str, Implementation] = {
+    f"triton-{path}": Implementation(f"triton-{path}", f"Triton, always the {path} path ({what})",
+                                     _triton_forced(path), _triton_unavailable, _triton_unsupported, needs_gpu=True)
+    for path, what in (("sequential", "one program per request, early exit"),
+                       ("split", "the vocabulary split across programs"))
+}
+
+
 def resolve_implementations(names: Iterable[str]) -> list[Implementation]:
     """The registered implementations called ``names``; an unknown name is a usage error."""
     chosen = []
+    known = {**IMPLEMENTATIONS, **VARIANTS}
     for name in names:
-        if name not in IMPLEMENTATIONS:
-            raise SpecbenchError(f"unknown implementation {name!r}; choose from {', '.join(IMPLEMENTATIONS)}")
-        chosen.append(IMPLEMENTATIONS[name])
+        if name not in known:
+            raise SpecbenchError(f"unknown implementation {name!r}; choose from {', '.join(known)}")
+        chosen.append(known[name])
     return chosen
 
 

@@ -9,8 +9,9 @@ same files always give the same interval). With threshold ``t`` the verdict is:
 - ``slower``: the whole interval lies above ``1 + t`` (the change costs more than ``t``, beyond noise);
 - ``faster``: the whole interval lies below ``1 - t``;
 - ``unchanged``: the whole interval lies inside ``[1 - t, 1 + t]``;
-- ``inconclusive``: the interval straddles a boundary: the samples are too spread to decide at
-  ``t`` (never a silent pass: it is counted and listed).
+- ``inconclusive``: the interval straddles a boundary, or either side's samples are spread wider
+  than ``MAX_SPREAD`` (p80 over p20: a busy host or a moving clock, which the interval of one run
+  does not describe): too noisy to decide at ``t`` (never a silent pass: counted and listed).
 
 Files without samples (schema 1) are compared by their medians alone: ``slower`` when the ratio
 exceeds ``1 + t``, with a note that no interval could be formed.
@@ -43,6 +44,9 @@ CONFIDENCE = 0.95
 BOOTSTRAP_RESAMPLES = 4000
 BOOTSTRAP_SEED = 20261123
 SWEEP_FAMILY_ALPHA = 1e-3
+# a side whose p80 is above this multiple of its p20 cannot make a case slower or faster (the
+# kernels table marks the same rows with ~)
+MAX_SPREAD = 2.0
 FAILING = ("slower", "changed", "differs")
 ENVIRONMENT_FIELDS = ("commit", "device", "driver", "cuda", "torch", "triton")
 # worst first: what a reviewer must read before anything else
@@ -187,6 +191,11 @@ def bootstrap_ratio(baseline: Sequence[float], current: Sequence[float],
     return float(np.median(cur) / np.median(base)), float(low), float(high)
 
 
+def _spread(record: dict) -> float:
+    low, high = record.get("p20_us"), record.get("p80_us")
+    return high / low if low and high else 1.0
+
+
 def verdict_for(low: float, high: float, threshold: float) -> str:
     """slower / faster / unchanged / inconclusive for an interval of the ratio (module docstring)."""
     if low > 1 + threshold:
@@ -221,6 +230,12 @@ def _compare_kernels(base_records, cur_records, thresholds, base_meta, cur_meta)
         if len(samples_before) >= 2 and len(samples_after) >= 2:
             row.ratio, row.ci_low, row.ci_high = bootstrap_ratio(samples_before, samples_after)
             row.verdict = verdict_for(row.ci_low, row.ci_high, threshold)
+            spread = max(_spread(before), _spread(after))
+            if row.verdict in ("slower", "faster") and spread > MAX_SPREAD:
+                # samples this spread come from a busy host or a changing clock: the interval of the
+                # median describes that run, not the code, so it cannot decide
+                row.verdict = "inconclusive"
+                row.note = f"too spread to decide: p80/p20 = {spread:.1f} (above {MAX_SPREAD:g})"
         else:
             medians_only += 1
             row.ratio = after["median_us"] / before["median_us"]

@@ -209,3 +209,16 @@ def test_quick_refuses_grid_options_and_runs_on_the_cpu(quick_run):
     assert all(len(r["samples_us"]) == r["samples"] >= 5 for r in records)
     result = runner.invoke(app, ["kernels", "--quick", "--batch-size", "4"])
     assert result.exit_code == 2 and "--quick runs a fixed grid" in result.stderr
+
+
+def test_a_side_with_widely_spread_samples_cannot_decide(quick_run, tmp_path):
+    baseline = _with_samples(quick_run, tmp_path / "base", seed=1)
+    current = _with_samples(quick_run, tmp_path / "cur", seed=2, scale={3: 1.2})
+    payload = json.loads((current / "results.json").read_text())
+    record = payload["records"][3]
+    record.update(p20_us=record["median_us"] / 2, p80_us=record["median_us"] * 1.5)  # p80/p20 = 3: a busy host
+    (current / "results.json").write_text(json.dumps(payload))
+    result = _compare(baseline, current, "--json", tmp_path / "c.json")
+    assert result.exit_code == 0, result.output
+    case = next(c for c in json.loads((tmp_path / "c.json").read_text())["cases"] if c["ratio"] > 1.1)
+    assert case["verdict"] == "inconclusive" and "too spread to decide: p80/p20 = 3.0" in case["note"]

@@ -78,12 +78,26 @@ def _splits_per_row(batch: int, num_slots: int, vocab: int, block: int, device: 
     return max(1, min(wanted, triton.cdiv(vocab, block), 256))
 
 
-def _use_split(batch: int, device: torch.device) -> bool:
+# Which path wins, from `specbench kernels --impl triton-sequential,triton-split` on an H100 across
+# B = 1..512, K = 4 and 7, V = 128256 and 151936, L = 3 and all accepted (results/kernels-launch-h100.md):
+# greedy keeps the split until B * (K + 1) rows reach 5 per multiprocessor (B = 64 K = 4 V = 151936:
+# 109 against 135 µs at L = 3, 82 against 212 all accepted; at B = 128 K = 4 equal at L = 3, 1.6x
+# faster all accepted; at B = 128 K = 7 one program per request is 1.6x faster at L = 3). The other
+# modes read a draft distribution or sample a row, and one program per request already wins from
+# B = 64 at L = 3 (0.4-0.8x), so they split only while 4 programs per request fit on the GPU.
+SPLIT_ROWS_PER_SM = {"greedy": 5.0}
+SPLIT_REQUESTS_PER_SM = 0.25
+
+
+def _use_split(batch: int, num_slots: int, mode: str, device: torch.device) -> bool:
     if _strategy != "auto":
         return _strategy == "split"
     if device.type != "cuda":
         return False
-    return batch * 4 <= _num_sms(device.index or 0)
+    num_sms = _num_sms(device.index or 0)
+    if mode in SPLIT_ROWS_PER_SM:
+        return batch * num_slots <= SPLIT_ROWS_PER_SM[mode] * num_sms
+    return batch <= SPLIT_REQUESTS_PER_SM * num_sms
 
 
 _arrivals: dict[tuple[str, int, int], torch.Tensor] = {}
@@ -155,7 +169,7 @@ def verify(
         draft = target_logits  # never read: DRAFT == 0
     draft_ids = draft_token_ids if draft_token_ids.numel() else torch.full((batch, 1), -1, dtype=torch.int64,
                                                                            device=device)
-    split = _use_split(batch, device)
+    split = _use_split(batch, num_slots, mode, device)
     block, num_warps = _launch_shape(vocab, device, split, mode)
     common = {"MODE": _MODE_IDS[mode], "DRAFT": draft_kind}
     inputs = (

@@ -53,6 +53,9 @@ def compare_command(
     threshold: Annotated[list[str] | None, typer.Option(
         "--threshold", "-t", metavar="T", help="Slowdown that fails the gate: 5% (default), or per mode such as "
         "greedy=3% (repeat or comma-separate).", show_default=False)] = None,
+    host_threshold: Annotated[str, typer.Option(
+        "--host-threshold", metavar="T", help="Slowdown that fails a GPU row timed outside a CUDA graph (host launch "
+        "overhead moves between processes).")] = "30%",
     markdown: Annotated[Path | None, typer.Option(
         "--markdown", metavar="FILE", help="Append a markdown report (for a pull request or $GITHUB_STEP_SUMMARY).",
         show_default=False)] = None,
@@ -65,7 +68,8 @@ def compare_command(
     """Compare two kernels runs (or two sweeps): exit 1 when a case is significantly slower, or a sweep changed."""
     try:
         thresholds = compare.parse_thresholds(threshold or [])
-        comparison = compare.compare_runs(baseline, current, thresholds)
+        host = compare.parse_thresholds([host_threshold])[None]
+        comparison = compare.compare_runs(baseline, current, thresholds, host)
     except SpecbenchError as exc:
         fail(str(exc))
     for warning in comparison.environment_differences():

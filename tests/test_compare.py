@@ -222,3 +222,16 @@ def test_a_side_with_widely_spread_samples_cannot_decide(quick_run, tmp_path):
     assert result.exit_code == 0, result.output
     case = next(c for c in json.loads((tmp_path / "c.json").read_text())["cases"] if c["ratio"] > 1.1)
     assert case["verdict"] == "inconclusive" and "too spread to decide: p80/p20 = 3.0" in case["note"]
+
+
+def test_gpu_rows_outside_a_graph_are_gated_at_the_host_threshold(quick_run, tmp_path):
+    runs = []
+    for name, seed, scale in (("base", 1, {}), ("cur", 2, {3: 1.2})):
+        run = _with_samples(quick_run, tmp_path / name, seed=seed, scale=scale)
+        payload = json.loads((run / "results.json").read_text())
+        payload["metadata"]["device"] = "NVIDIA H100 80GB HBM3"  # a GPU run: these rows carry launch overhead
+        (run / "results.json").write_text(json.dumps(payload))
+        runs.append(run)
+    assert _compare(*runs).exit_code == 0  # 20% is inside the 30% a host-bound row may move between processes
+    result = _compare(*runs, "--host-threshold", "10%")
+    assert result.exit_code == 1 and "±10%" in result.output

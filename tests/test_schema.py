@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import jsonschema
 import pytest
 from typer.testing import CliRunner
 
 from specbench import results
 from specbench.cli import app
+
+jsonschema = pytest.importorskip("jsonschema", reason="the test extra installs jsonschema")
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parent.parent

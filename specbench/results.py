@@ -34,7 +34,13 @@ SCHEMA_FILE = Path(__file__).resolve().parent / "schema" / "results.schema.json"
 
 
 def git_commit() -> str:
-    """The commit of the specbench checkout (with ``-dirty`` when it has changes), or ``unknown``."""
+    """The commit of the specbench checkout (with ``-dirty`` when it has changes), or ``unknown``.
+
+    ``SPECBENCH_COMMIT`` in the environment wins: a copy of a working tree run elsewhere (a GPU
+    machine, a container) may carry no ``.git`` or a stale one.
+    """
+    if os.environ.get("SPECBENCH_COMMIT"):
+        return os.environ["SPECBENCH_COMMIT"]
     here = Path(__file__).resolve().parent.parent
     try:
         commit = subprocess.run(
@@ -45,7 +51,7 @@ def git_commit() -> str:
             capture_output=True, text=True, timeout=5, check=True,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return os.environ.get("SPECBENCH_COMMIT", "unknown")
+        return "unknown"
     return commit + ("-dirty" if dirty else "")
 
 

@@ -19,9 +19,9 @@ SWEEP_REFERENCE = Path(__file__).resolve().parent / "data" / "sweep-reference"
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory) -> Path:
-    """A real `specbench kernels --quick` run on this CPU (torch only, few samples)."""
+    """A real `specbench kernels --quick` run on the CPU (torch only, few samples), also on a GPU machine."""
     out = tmp_path_factory.mktemp("quick") / "run"
-    result = runner.invoke(app, ["kernels", "--quick", "--max-ms", "5", "--min-samples", "5", "--warmup", "0",
+    result = runner.invoke(app, ["kernels", "--quick", "--device", "cpu", "--max-ms", "5", "--min-samples", "5", "--warmup", "0",
                                  "--no-charts", "-o", str(out)])
     assert result.exit_code == 0, result.output
     return out

@@ -75,6 +75,8 @@ def compare_command(
     for warning in comparison.environment_differences():
         error_console.print(f"[yellow]warning:[/] {escape(warning)}: timings may differ for that reason alone",
                             highlight=False)
+    for warning in comparison.busy_runs():
+        error_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     print_table(_table(comparison))
     for note in comparison.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)

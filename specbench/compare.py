@@ -107,6 +107,21 @@ class Comparison:
         order = ("slower", "changed", "differs", "faster", "unchanged", "same", "inconclusive")
         return ", ".join(f"{counts[v]} {v}" for v in order if v in counts) or "no case compared"
 
+    def busy_runs(self) -> list[str]:
+        """One line per run whose metadata says its CPU was busy (load above its cores, as ``machine`` judges)."""
+        lines = []
+        for label, metadata in (("baseline", self.baseline_metadata), ("current", self.current_metadata)):
+            cores, threads = metadata.get("cpu_count"), metadata.get("threads") or 1
+            loads = [metadata.get("load_average_start"), metadata.get("load_average_end")]
+            if not cores or all(load is None for load in loads):
+                continue
+            limits = (cores - threads + 0.5, cores + 0.5)
+            busy = [load for load, limit in zip(loads, limits) if load is not None and load > limit]
+            if busy:
+                lines.append(f"the {label} run's machine was busy (1-minute load average {max(busy):.2f} on {cores} "
+                             f"cores): its times may be too slow, so a verdict on a CPU-bound row can be wrong")
+        return lines
+
     def environment_differences(self) -> list[str]:
         """One line per field of the machine or software stack that differs between the runs."""
         lines = []
@@ -343,11 +358,11 @@ def to_markdown(comparison: Comparison, baseline: str, current: str) -> str:
     lines = [f"## specbench compare: {status}", "", f"**{comparison.summary()}**", "",
              _run_line(f"baseline ({baseline})", comparison.baseline_metadata),
              _run_line(f"current ({current})", comparison.current_metadata), ""]
-    for warning in comparison.environment_differences():
+    for warning in comparison.environment_differences() + comparison.busy_runs():
         lines.append(f"> warning: {warning}")
     for note in comparison.notes:
         lines.append(f"> note: {note}")
-    if comparison.environment_differences() or comparison.notes:
+    if comparison.environment_differences() or comparison.busy_runs() or comparison.notes:
         lines.append("")
     header = columns(comparison.kind)
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -370,7 +385,8 @@ def to_json(comparison: Comparison, baseline: str, current: str) -> dict[str, An
     return {
         "kind": comparison.kind, "baseline": baseline, "current": current, "failed": comparison.failed,
         "summary": comparison.summary(), "counts": comparison.counts(), "widest_interval": widest,
-        "environment_differences": comparison.environment_differences(), "notes": comparison.notes,
+        "environment_differences": comparison.environment_differences(), "busy_runs": comparison.busy_runs(),
+        "notes": comparison.notes,
         "baseline_run": {k: comparison.baseline_metadata.get(k) for k in ENVIRONMENT_FIELDS},
         "current_run": {k: comparison.current_metadata.get(k) for k in ENVIRONMENT_FIELDS},
         "cases": [asdict(case) for case in comparison.cases],

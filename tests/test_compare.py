@@ -36,7 +36,9 @@ def _with_samples(source: Path, target: Path, seed: int, scale: dict[int, float]
     for index, record in enumerate(payload["records"]):
         factor = (scale or {}).get(index, 1.0)
         samples = record["median_us"] * factor * (1 + noise * generator.standard_normal(count))
-        record.update(samples_us=samples.tolist(), median_us=float(np.median(samples)), samples=count)
+        p20, median, p80 = np.percentile(samples, [20, 50, 80])
+        record.update(samples_us=samples.tolist(), median_us=float(median), p20_us=float(p20), p80_us=float(p80),
+                      samples=count)
     target.mkdir(parents=True)
     (target / results.RESULTS_JSON).write_text(json.dumps(payload))
     return target
@@ -235,3 +237,14 @@ def test_gpu_rows_outside_a_graph_are_gated_at_the_host_threshold(quick_run, tmp
     assert _compare(*runs).exit_code == 0  # 20% is inside the 30% a host-bound row may move between processes
     result = _compare(*runs, "--host-threshold", "10%")
     assert result.exit_code == 1 and "±10%" in result.output
+
+
+def test_a_run_made_on_a_busy_machine_is_named(quick_run, tmp_path):
+    current = tmp_path / "cur"
+    shutil.copytree(quick_run, current)
+    payload = json.loads((current / "results.json").read_text())
+    payload["metadata"].update(cpu_count=2, threads=1, load_average_start=4.6, load_average_end=4.7)
+    (current / "results.json").write_text(json.dumps(payload))
+    result = _compare(quick_run, current, "--markdown", tmp_path / "r.md")
+    said = "the current run's machine was busy (1-minute load average 4.70 on 2 cores)"
+    assert said in " ".join(result.stderr.split()) and said in (tmp_path / "r.md").read_text()

@@ -211,6 +211,9 @@ def kernels_command(
     draft: Annotated[str | None, typer.Option(
         "--draft", metavar="KINDS", help="Draft distribution of the probabilistic mode: logits, probs or none "
         "(GPU default all three; CPU logits).", show_default=False)] = None,
+    target: Annotated[str | None, typer.Option(
+        "--target", metavar="KINDS", help="Target input: logits or probs (probabilities built outside the timed "
+        "region), comma-separated for both (default logits).", show_default=False)] = None,
     acceptance_length: Annotated[str | None, typer.Option(
         "--acceptance-length", "-l", metavar="L", help="Mean acceptance length the inputs are built for; numbers "
         "or 'full' (K+1), e.g. 3,full (GPU default 3,full; CPU 3).", show_default=False)] = None,
@@ -272,6 +275,7 @@ def kernels_command(
                                _whole("--num-spec-tokens", num_spec_tokens, 1), scenario, grid),
             dtypes=_items("--dtype", dtype) or grid.dtypes,
             drafts=_items("--draft", draft) or grid.drafts,
+            targets=_items("--target", target) or ["logits"],
             cuda_graph=graph_choice,
         )
         seed_value = rng.check_seed(_one_whole("--seed", seed, 0))

@@ -132,3 +132,27 @@ def test_emitted_tokens_follow_the_exact_law_with_target_probabilities(run_verif
         reached = result.num_accepted >= slot
         observed = torch.bincount(result.output_token_ids[reached, slot], minlength=vocab)
         assert chi_square(observed, law.emit_probs[slot]) > ALPHA, f"slot {slot}: {observed.tolist()}"
+
+
+def test_kernels_cases_take_target_probabilities_with_the_planned_counts():
+    from specbench import bench
+
+    cases = bench.plan_cases(modes=["probabilistic"], batch_sizes=[5], vocabularies=[(None, 64)],
+                             profiles=[_profile()], drafts=["none", "probs"], targets=["logits", "probs"])
+    assert sorted({c.target for c in cases}) == ["logits", "probs"]
+    for case in cases:
+        inputs = bench.make_inputs(case, seed=3)
+        kwargs = inputs.verify_kwargs()
+        assert ("target_probs" in kwargs) == (case.target == "probs")
+        result = verify(**kwargs, backend="torch")
+        assert torch.equal(result.num_accepted.long(), inputs.planned_accepted)
+        assert ("target-probs" in case.describe()) == (case.target == "probs")
+    with pytest.raises(SpecbenchError, match="unknown target input 'foo'"):
+        bench.plan_cases(modes=["greedy"], batch_sizes=[1], vocabularies=[(None, 64)], profiles=[_profile()],
+                         targets=["foo"])
+
+
+def _profile():
+    from specbench import scenarios
+
+    return scenarios.make_profile(3, rates=[0.9, 0.7, 0.4], name="3")

@@ -384,11 +384,42 @@ def _triton_unsupported(case: Case, device: torch.device) -> str | None:
     return None
 
 
+def _triton_variant(strategy: str, block: int | None = None, num_warps: int | None = None):
+    """``prepare`` of a Triton launch variant: the strategy and launch shape are forced inside each
+    call only (a context around the call), so variants timed in one process never leak into each other."""
+
+    def prepare(inputs: CaseInputs) -> Callable[[], VerifyResult]:
+        from specbench.kernels import launch
+
+        call = inputs.backend_call("triton")
+
+        def run() -> VerifyResult:
+            saved = dict(launch.TUNING)
+            launch.TUNING.update(block=block, num_warps=num_warps)
+            try:
+                with launch.strategy(strategy):
+                    return call()
+            finally:
+                launch.TUNING.update(saved)
+
+        return run
+
+    return prepare
+
+
 IMPLEMENTATIONS: dict[str, Implementation] = {
     "torch": Implementation("torch", "specbench.reference: vectorized torch, the baseline",
                             lambda inputs: inputs.backend_call("torch")),
     "triton": Implementation("triton", "specbench.kernels: Triton kernels", lambda inputs: inputs.backend_call("triton"),
                              _triton_unavailable, _triton_unsupported, needs_gpu=True),
+    "triton-seq": Implementation("triton-seq", "Triton, one program per request forced",
+                                 _triton_variant("sequential"), _triton_unavailable, _triton_unsupported,
+                                 needs_gpu=True),
+    "triton-split": Implementation("triton-split", "Triton, the vocabulary-split kernels forced",
+                                   _triton_variant("split"), _triton_unavailable, _triton_unsupported, needs_gpu=True),
+    "triton-seq-w16": Implementation("triton-seq-w16", "Triton, one program per request, 8192 tokens x 16 warps",
+                                     _triton_variant("sequential", 8192, 16), _triton_unavailable,
+                                     _triton_unsupported, needs_gpu=True),
 }
 
 

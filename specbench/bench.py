@@ -423,6 +423,10 @@ IMPLEMENTATIONS: dict[str, Implementation] = {
 }
 
 
+# what a run times unless --impl names others (the launch variants are for side-by-side runs)
+DEFAULT_IMPLEMENTATIONS: tuple[str, ...] = ("torch", "triton")
+
+
 def resolve_implementations(names: Iterable[str]) -> list[Implementation]:
     """The registered implementations called ``names``; an unknown name is a usage error."""
     chosen = []

@@ -115,7 +115,7 @@ def _vocabularies(vocab_sizes: list[int], model_names: list[str], grid: Grid) ->
 
 
 def _implementations(names: list[str], device: str, interpret: bool) -> list[bench.Implementation]:
-    chosen = bench.resolve_implementations(list(dict.fromkeys(names)) or list(bench.IMPLEMENTATIONS))  # once each
+    chosen = bench.resolve_implementations(list(dict.fromkeys(names)) or list(bench.DEFAULT_IMPLEMENTATIONS))  # once each
     usable, skipped = [], []
     for impl in chosen:
         if impl.needs_gpu and device == "cpu" and not interpret:

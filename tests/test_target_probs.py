@@ -156,3 +156,20 @@ def _profile():
     from specbench import scenarios
 
     return scenarios.make_profile(3, rates=[0.9, 0.7, 0.4], name="3")
+
+
+@pytest.mark.parametrize("name", ["triton-seq", "triton-split", "triton-seq-w16"])
+def test_launch_variants_match_torch_and_leave_no_launch_state_behind(name):
+    from conftest import triton_launch
+
+    from specbench import bench
+
+    launch = triton_launch()
+    case = bench.plan_cases(modes=["probabilistic"], batch_sizes=[3], vocabularies=[(None, 50)],
+                            profiles=[_profile()], drafts=["logits"], targets=["probs"])[0]
+    inputs = bench.make_inputs(case, seed=1)
+    result = bench.IMPLEMENTATIONS[name].prepare(inputs)()
+    expected = bench.torch_reference(inputs)
+    assert torch.equal(result.output_token_ids.cpu(), expected.output_token_ids)
+    assert launch.TUNING == {"block": None, "num_warps": None}
+    assert launch._strategy == "auto"

@@ -55,6 +55,7 @@ from specbench.timing import is_out_of_memory
 from specbench.verification import MODES, VerifyResult, prepare_verify, verify
 
 DRAFTS: tuple[str, ...] = ("logits", "probs", "none")
+TARGETS: tuple[str, ...] = ("logits", "probs")
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 BASELINE = "torch"
 MIN_TOKEN_AGREEMENT = 0.999
@@ -81,6 +82,7 @@ class Case:
     acceptance: str = ""
     cuda_graph: bool = False
     model: str | None = None
+    target: str = "logits"
 
     @property
     def acceptance_length(self) -> float:
@@ -99,6 +101,7 @@ def describe_record(record: dict) -> str:
     """The case of a record in one line (as ``Case.describe``)."""
     draft = f"/{record['draft']}" if record["mode"] == "probabilistic" else ""
     graph = " graph" if record["cuda_graph"] else ""
+    graph += " target-probs" if record.get("target", "logits") == "probs" else ""
     return (f"{record['mode']}{draft} B={record['batch_size']} K={record['num_spec_tokens']} "
             f"V={record['vocab_size']} {record['dtype']} L={record['acceptance_length']:g}{graph}")
 
@@ -107,7 +110,7 @@ def record_key(record: dict) -> tuple:
     """``Case.key`` of a written record (the acceptance label tells apart profiles of one mean length)."""
     return (record["mode"], record["impl"], record["batch_size"], record["num_spec_tokens"], record["vocab_size"],
             record["dtype"], record["draft"], record["acceptance"], round(float(record["acceptance_length"]), 6),
-            bool(record["cuda_graph"]))
+            bool(record["cuda_graph"]), record.get("target", "logits"))
 
 
 def plan_cases(
@@ -119,6 +122,7 @@ def plan_cases(
     dtypes: Sequence[str] = ("float32",),
     drafts: Sequence[str] = ("logits",),
     cuda_graph: Sequence[bool] = (False,),
+    targets: Sequence[str] = ("logits",),
 ) -> list[Case]:
     """Every combination, validated: ``vocabularies`` are ``(model name or None, V)``; each
     acceptance profile brings its ``K`` and rates. Greedy and synthetic cases take no draft
@@ -130,6 +134,9 @@ def plan_cases(
     for draft in drafts:
         if draft not in DRAFTS:
             raise SpecbenchError(f"unknown draft kind {draft!r}; choose from {', '.join(DRAFTS)}")
+    for target in targets:
+        if target not in TARGETS:
+            raise SpecbenchError(f"unknown target input {target!r}; choose from {', '.join(TARGETS)}")
     for dtype in dtypes:
         if dtype not in DTYPES:
             raise SpecbenchError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
@@ -147,8 +154,9 @@ def plan_cases(
                     for dtype in dtypes:
                         for batch in batch_sizes:
                             for graph in cuda_graph:
-                                cases.append(Case(mode, batch, profile.num_spec_tokens, vocab, dtype, draft,
-                                                  profile.rates, profile.name, graph, model))
+                                for target in targets:
+                                    cases.append(Case(mode, batch, profile.num_spec_tokens, vocab, dtype, draft,
+                                                      profile.rates, profile.name, graph, model, target))
     return list(dict.fromkeys(cases))
 
 
@@ -195,7 +203,12 @@ class CaseInputs:
     def verify_kwargs(self) -> dict[str, Any]:
         """Arguments of the public ``specbench.verification.verify`` (without ``backend``)."""
         synthetic = self.case.mode == "synthetic"
-        return dict(target_logits=self.target_logits, draft_token_ids=self.draft_token_ids, mode=self.case.mode,
+        if self.case.target == "probs":
+            # built outside the timed region: softmax of the planned logits in float32, then the case dtype
+            target = {"target_probs": torch.softmax(self.target_logits.float(), dim=-1).to(self.target_logits.dtype)}
+        else:
+            target = {"target_logits": self.target_logits}
+        return dict(**target, draft_token_ids=self.draft_token_ids, mode=self.case.mode,
                     draft_logits=self.draft_logits, draft_probs=self.draft_probs,
                     acceptance_rates=list(self.case.rates) if synthetic else None, **self.extra)
 
@@ -260,7 +273,11 @@ def bytes_moved(case: Case, num_accepted: torch.Tensor) -> tuple[int, int]:
     # num_draft_tokens (int32), seed and position (int64), temperature (float32) read
     small = batch * (num_spec * 8 + (num_spec + 1) * 8 + 4 + 4) + batch * (4 + 8 + 8 + 4)
     target_rows = batch if case.mode == "synthetic" else int((accepted + 1).sum())
-    needed = target_rows * row
+    if case.target == "probs" and case.mode == "probabilistic":
+        # probabilities: p(x) gathered per accepted draft, the terminal row read whole
+        needed = batch * row + int(accepted.sum()) * elem
+    else:
+        needed = target_rows * row
     has_draft = case.mode == "probabilistic" and case.draft != "none"
     if has_draft and case.draft == "logits":
         needed += int(torch.clamp(accepted + 1, max=num_spec).sum()) * row
@@ -367,48 +384,56 @@ def _triton_unsupported(case: Case, device: torch.device) -> str | None:
     return None
 
 
-IMPLEMENTATIONS: dict[str, Implementation] = {
-    "torch": Implementation("torch", "specbench.reference: vectorized torch, the baseline",
-                            lambda inputs: inputs.backend_call("torch")),
-    "triton": Implementation("triton", "specbench.kernels: Triton kernels", lambda inputs: inputs.backend_call("triton"),
-                             _triton_unavailable, _triton_unsupported, needs_gpu=True),
-}
+def _triton_variant(strategy: str, block: int | None = None, num_warps: int | None = None):
+    """``prepare`` of a Triton launch variant: the strategy and launch shape are forced inside each
+    call only (a context around the call), so variants timed in one process never leak into each other."""
 
-
-def _triton_forced(strategy: str) -> Callable[[CaseInputs], Callable[[], VerifyResult]]:
-    # the Triton backend with its launch path forced, for timing the launcher's choice (the strategy
-    # is set around each call, so implementations interleaved in one run never see each other's)
     def prepare(inputs: CaseInputs) -> Callable[[], VerifyResult]:
         from specbench.kernels import launch
 
         call = inputs.backend_call("triton")
 
-        def forced() -> VerifyResult:
-            with launch.strategy(strategy):
-                return call()
+        def run() -> VerifyResult:
+            saved = dict(launch.TUNING)
+            launch.TUNING.update(block=block, num_warps=num_warps)
+            try:
+                with launch.strategy(strategy):
+                    return call()
+            finally:
+                launch.TUNING.update(saved)
 
-        return forced
+        return run
 
     return prepare
 
 
-# Not in the default set (--impl names them): the two launch paths the Triton launcher chooses between.
-VARIANTS: dict[str, Implementation] = {
-    f"triton-{path}": Implementation(f"triton-{path}", f"Triton, always the {path} path ({what})",
-                                     _triton_forced(path), _triton_unavailable, _triton_unsupported, needs_gpu=True)
-    for path, what in (("sequential", "one program per request, early exit"),
-                       ("split", "the vocabulary split across programs"))
+IMPLEMENTATIONS: dict[str, Implementation] = {
+    "torch": Implementation("torch", "specbench.reference: vectorized torch, the baseline",
+                            lambda inputs: inputs.backend_call("torch")),
+    "triton": Implementation("triton", "specbench.kernels: Triton kernels", lambda inputs: inputs.backend_call("triton"),
+                             _triton_unavailable, _triton_unsupported, needs_gpu=True),
+    "triton-sequential": Implementation("triton-sequential", "Triton, one program per request forced",
+                                 _triton_variant("sequential"), _triton_unavailable, _triton_unsupported,
+                                 needs_gpu=True),
+    "triton-split": Implementation("triton-split", "Triton, the vocabulary-split kernels forced",
+                                   _triton_variant("split"), _triton_unavailable, _triton_unsupported, needs_gpu=True),
+    "triton-sequential-w16": Implementation("triton-sequential-w16", "Triton, one program per request, 8192 tokens x 16 warps",
+                                     _triton_variant("sequential", 8192, 16), _triton_unavailable,
+                                     _triton_unsupported, needs_gpu=True),
 }
+
+
+# what a run times unless --impl names others (the launch variants are for side-by-side runs)
+DEFAULT_IMPLEMENTATIONS: tuple[str, ...] = ("torch", "triton")
 
 
 def resolve_implementations(names: Iterable[str]) -> list[Implementation]:
     """The registered implementations called ``names``; an unknown name is a usage error."""
     chosen = []
-    known = {**IMPLEMENTATIONS, **VARIANTS}
     for name in names:
-        if name not in known:
-            raise SpecbenchError(f"unknown implementation {name!r}; choose from {', '.join(known)}")
-        chosen.append(known[name])
+        if name not in IMPLEMENTATIONS:
+            raise SpecbenchError(f"unknown implementation {name!r}; choose from {', '.join(IMPLEMENTATIONS)}")
+        chosen.append(IMPLEMENTATIONS[name])
     return chosen
 
 
@@ -425,7 +450,7 @@ def _record(case: Case, impl: str, status: str, reason: str | None = None, **val
         "acceptance_length": case.acceptance_length, "expected_acceptance_length": None,
         "measured_acceptance_length": None,
         "median_us": None, "p20_us": None, "p80_us": None, "samples": 0, "samples_us": [],
-        "cuda_graph": case.cuda_graph,
+        "cuda_graph": case.cuda_graph, "target": case.target,
         "l2_flush": None, "bytes_needed": None, "bytes_all_rows": None, "gbps": None, "pct_peak": None,
         "speedup_vs_torch": None, "tokens_per_s": None, "token_agreement": None, "status": status, "reason": reason,
     }

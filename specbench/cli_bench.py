@@ -145,7 +145,7 @@ def _vocabularies(vocab_sizes: list[int], model_names: list[str], grid: Grid) ->
 def _implementations(names: list[str], device: str, interpret: bool) -> list[bench.Implementation]:
     import torch
 
-    chosen = bench.resolve_implementations(list(dict.fromkeys(names)) or list(bench.IMPLEMENTATIONS))  # once each
+    chosen = bench.resolve_implementations(list(dict.fromkeys(names)) or list(bench.DEFAULT_IMPLEMENTATIONS))  # once each
     usable, skipped = [], []
     for impl in chosen:
         if impl.needs_gpu and device == "cpu" and not interpret:
@@ -240,6 +240,9 @@ def kernels_command(
     draft: Annotated[str | None, typer.Option(
         "--draft", metavar="KINDS", help="Draft distribution of the probabilistic mode: logits, probs or none "
         "(GPU default all three; CPU logits).", show_default=False)] = None,
+    target: Annotated[str | None, typer.Option(
+        "--target", metavar="KINDS", help="Target input: logits or probs (probabilities built outside the timed "
+        "region), comma-separated for both (default logits).", show_default=False)] = None,
     acceptance_length: Annotated[str | None, typer.Option(
         "--acceptance-length", "-l", metavar="L", help="Mean acceptance length the inputs are built for; numbers "
         "or 'full' (K+1), e.g. 3,full (GPU default 3,full; CPU 3).", show_default=False)] = None,
@@ -320,6 +323,7 @@ def kernels_command(
                                _whole("--num-spec-tokens", num_spec_tokens, 1), scenario, grid, schedule),
             dtypes=_items("--dtype", dtype) or grid.dtypes,
             drafts=_items("--draft", draft) or grid.drafts,
+            targets=_items("--target", target) or ["logits"],
             cuda_graph=graph_choice,
         )
         if quick:

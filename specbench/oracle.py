@@ -61,6 +61,26 @@ def greedy_token(logits: torch.Tensor) -> int:
     return int(torch.nonzero(cleaned == cleaned.max())[0, 0])
 
 
+def clean_probs(probs: torch.Tensor) -> torch.Tensor:
+    """One target-probability row ``[V]`` in float64 as the contract reads it: NaN and negative
+    entries 0, the ``+inf`` entries sharing the mass equally when there are any, divided by the
+    row's sum; all zeros when no entry is positive (an invalid row)."""
+    row = probs.to(torch.float64)
+    row = torch.where(torch.isnan(row) | (row < 0), torch.zeros_like(row), row)
+    if bool(torch.isinf(row).any()):
+        row = torch.isinf(row).to(torch.float64)
+    total = float(row.sum())
+    return row / total if total > 0 else torch.zeros_like(row)
+
+
+def greedy_token_of_probs(probs: torch.Tensor) -> int:
+    """Argmax of one cleaned probability row (ties to the lowest id), or ``-1`` for an invalid row."""
+    row = clean_probs(probs)
+    if not bool((row > 0).any()):
+        return -1
+    return int(torch.nonzero(row == row.max())[0, 0])
+
+
 def _point_mass(token: int, vocab: int) -> torch.Tensor:
     mass = torch.zeros(vocab, dtype=torch.float64)
     if 0 <= token < vocab:
@@ -128,7 +148,8 @@ def sampled_draft_emitted_distribution(p: torch.Tensor, q: torch.Tensor) -> torc
 def step_distribution(
     *,
     mode: str,
-    target_logits: torch.Tensor,
+    target_logits: torch.Tensor | None = None,
+    target_probs: torch.Tensor | None = None,
     draft_token_ids: torch.Tensor,
     num_draft_tokens: int,
     draft_logits: torch.Tensor | None = None,
@@ -141,6 +162,8 @@ def step_distribution(
     Args:
         mode: ``"greedy"``, ``"probabilistic"`` or ``"synthetic"``.
         target_logits: ``[K + 1, V]`` float (any dtype; read as float64).
+        target_probs: ``[K + 1, V]`` float instead of ``target_logits``: taken as already tempered
+            (``temperature`` only says greedy or not), cleaned and normalised by ``clean_probs``.
         draft_token_ids: ``[K]`` integer; ids outside ``[0, V)`` are rejected drafts.
         num_draft_tokens: ``n`` in ``0..K``.
         draft_logits / draft_probs: ``[K, V]`` or None (probabilistic mode).
@@ -151,17 +174,21 @@ def step_distribution(
         ``StepDistribution`` with ``accept_probs [n]``, ``reach_probs [n + 1]``,
         ``emit_probs [n + 1, V]``, ``num_accepted_probs [n + 1]``.
     """
-    vocab = target_logits.shape[-1]
+    if draft_token_ids is None or (target_logits is None) == (target_probs is None):
+        raise ValueError("step_distribution needs draft_token_ids and one of target_logits or target_probs")
+    vocab = (target_logits if target_probs is None else target_probs).shape[-1]
     greedy = mode == "greedy" or temperature == 0
     accept_probs = []
     emit_rows = []
     for i in range(num_draft_tokens + 1):
-        row = target_logits[i]
-        if greedy:
-            own_token = greedy_token(row)
+        if target_probs is not None:
+            own_token = greedy_token_of_probs(target_probs[i]) if greedy else -1
+            own = _point_mass(own_token, vocab) if greedy else clean_probs(target_probs[i])
+        elif greedy:
+            own_token = greedy_token(target_logits[i])
             own = _point_mass(own_token, vocab)  # zeros for an invalid row
         else:
-            own = softmax(row, temperature)
+            own = softmax(target_logits[i], temperature)
         if i == num_draft_tokens:
             emit_rows.append(own)  # the bonus row
             break

@@ -8,6 +8,16 @@ Layout (padded, one row per draft slot plus the bonus row; ``B``, ``K``, ``V`` a
 - ``draft_token_ids`` ``[B, K]`` int32 or int64; ``-1`` (or any id outside ``[0, V)``) is a
   draft that is rejected without a test and without an out-of-bounds read.
 - ``draft_logits`` or ``draft_probs`` ``[B, K, V]`` (at most one; neither means one-hot drafts).
+- ``target_probs`` ``[B, K + 1, V]`` (keyword) instead of ``target_logits``: exactly one of the two.
+  Probabilities are cleaned (NaN and negative entries count as 0; several ``+inf`` entries share
+  the row's mass equally), a row is normalised by its sum, and a row with no positive mass is
+  invalid like a row of ``-inf`` logits. They are taken as already tempered: ``temperatures[b]``
+  only says greedy (0) or not (a negative or NaN one still makes the request's rows invalid).
+  Greedy is the argmax of the probabilities (ties to the lowest id). Every rule below then holds
+  with ``p`` the normalised row and the same random streams, so the outputs equal the logits
+  path's wherever the probabilities are the softmax of those logits, up to float rounding.
+  Today every backend takes them as ``log p`` (``probs_as_logits``, one extra pass over the
+  rows): the same results, not yet the faster read of two values per draft.
 
 What each mode computes, exactly (every backend follows this to the bit, up to float rounding
 of the probabilities):
@@ -113,6 +123,18 @@ def _checked_rates(rates: Any, num_spec: int) -> list[float]:
     )
 
 
+def probs_as_logits(target_probs: torch.Tensor) -> torch.Tensor:
+    """Cleaned log-probabilities ``[B, K + 1, V]`` float32 for ``target_probs`` (same shape, any float dtype).
+
+    NaN and negative entries become 0 (``-inf``), ``+inf`` stays ``+inf`` (the logit rules then
+    share the row's mass equally among its ``+inf`` entries), so ``softmax`` of the result is the
+    row divided by its sum, and a row with no positive mass is all ``-inf``: invalid.
+    """
+    probs = target_probs.to(torch.float32)
+    probs = torch.where(torch.isnan(probs) | (probs < 0), torch.zeros_like(probs), probs)
+    return torch.log(probs).contiguous()
+
+
 def resolve_backend(backend: str, device: torch.device) -> str:
     """``auto`` is Triton on a GPU and torch on the CPU; ``triton`` on the CPU needs the interpreter."""
     if backend not in BACKENDS:
@@ -133,9 +155,10 @@ def backend_module(backend: str):
 
 
 def verify(
-    target_logits: torch.Tensor,
-    draft_token_ids: torch.Tensor,
+    target_logits: torch.Tensor | None = None,
+    draft_token_ids: torch.Tensor | None = None,
     *,
+    target_probs: torch.Tensor | None = None,
     mode: Mode = "probabilistic",
     num_draft_tokens: torch.Tensor | None = None,
     draft_logits: torch.Tensor | None = None,
@@ -151,6 +174,9 @@ def verify(
 
     Args:
         target_logits: ``[B, K + 1, V]`` float32/bfloat16/float16, last dim contiguous.
+        draft_token_ids: ``[B, K]`` int32/int64 (required; the second positional argument).
+        target_probs: ``[B, K + 1, V]`` float32/bfloat16/float16, the target distribution itself
+            (already tempered), instead of ``target_logits``: give exactly one of the two.
         draft_token_ids: ``[B, K]`` int32/int64; ``-1`` or out of range is a rejected draft.
         mode: ``"greedy"``, ``"probabilistic"`` (default) or ``"synthetic"``.
         num_draft_tokens: ``[B]`` integer in ``0..K``; default ``K`` for every request.
@@ -171,7 +197,8 @@ def verify(
         num_accepted [B] int32)`` on the device of ``target_logits``.
     """
     backend_verify, kwargs = prepare_verify(
-        target_logits, draft_token_ids, mode=mode, num_draft_tokens=num_draft_tokens, draft_logits=draft_logits,
+        target_logits, draft_token_ids, target_probs=target_probs, mode=mode, num_draft_tokens=num_draft_tokens,
+        draft_logits=draft_logits,
         draft_probs=draft_probs, temperatures=temperatures, seeds=seeds, positions=positions,
         acceptance_rates=acceptance_rates, backend=backend, check_values=check_values,
     )
@@ -179,9 +206,10 @@ def verify(
 
 
 def prepare_verify(
-    target_logits: torch.Tensor,
-    draft_token_ids: torch.Tensor,
+    target_logits: torch.Tensor | None = None,
+    draft_token_ids: torch.Tensor | None = None,
     *,
+    target_probs: torch.Tensor | None = None,
     mode: Mode = "probabilistic",
     num_draft_tokens: torch.Tensor | None = None,
     draft_logits: torch.Tensor | None = None,
@@ -200,6 +228,20 @@ def prepare_verify(
     """
     if mode not in MODES:
         raise SpecbenchError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if (target_logits is None) == (target_probs is None):
+        raise SpecbenchError("give target_logits or target_probs (exactly one of the two)")
+    if draft_token_ids is None:
+        raise SpecbenchError("draft_token_ids is required ([B, K] int32 or int64)")
+    if target_probs is not None:
+        if not isinstance(target_probs, torch.Tensor) or target_probs.dim() != 3:
+            shape = list(target_probs.shape) if isinstance(target_probs, torch.Tensor) else type(target_probs).__name__
+            raise SpecbenchError(f"target_probs must be a [B, K + 1, V] tensor, got {shape}")
+        if target_probs.dtype not in _FLOAT_DTYPES:
+            raise SpecbenchError(
+                f"target_probs must have dtype float32, bfloat16 or float16, got "
+                f"{str(target_probs.dtype).removeprefix('torch.')}"
+            )
+        target_logits = target_probs  # shape and device checks below; converted in each call
     if not isinstance(target_logits, torch.Tensor) or target_logits.dim() != 3:
         shape = list(target_logits.shape) if isinstance(target_logits, torch.Tensor) else type(target_logits).__name__
         raise SpecbenchError(f"target_logits must be a [B, K + 1, V] tensor, got {shape}")
@@ -252,6 +294,9 @@ def prepare_verify(
         bad = temperatures[~(temperatures >= 0)][0].item()
         raise SpecbenchError(f"temperatures must be non-negative numbers, got {bad}")
     temperatures = temperatures.to(torch.float32)
+    if target_probs is not None:
+        # probabilities are already tempered: only "0 = greedy" (and an invalid negative/NaN) is kept
+        temperatures = torch.where(temperatures > 0, torch.ones_like(temperatures), temperatures)
     if mode == "greedy":
         temperatures = torch.zeros_like(temperatures)
 
@@ -275,7 +320,14 @@ def prepare_verify(
         raise SpecbenchError(f"acceptance_rates is only used by the synthetic mode, got mode {mode!r}")
 
     impl = backend_module(resolve_backend(backend, device))
-    return impl.verify, {
+    backend_verify = impl.verify
+    if target_probs is not None:
+        # inside the returned call, so a benchmark times the conversion with the kernels
+
+        def backend_verify(target_logits: torch.Tensor, **rest: Any) -> VerifyResult:
+            return impl.verify(target_logits=probs_as_logits(target_logits), **rest)
+
+    return backend_verify, {
         "mode": mode,
         "target_logits": target_logits,
         # the kernels index these densely: any strides (a transposed or expanded view) are copied out

@@ -110,16 +110,16 @@ def run_verify(backend, monkeypatch):
     ``backend="torch"`` among the keywords overrides the fixture's backend for that call.
     """
 
-    def call(target_logits: torch.Tensor, draft_token_ids: torch.Tensor, **keywords) -> VerifyResult:
+    def call(target_logits: torch.Tensor | None, draft_token_ids: torch.Tensor, **keywords) -> VerifyResult:
         which = keywords.pop("backend", backend)
         device = device_for(which)
         moved = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in keywords.items()}
-        batch, num_rows, vocab = target_logits.shape
+        batch, num_rows, vocab = (keywords["target_probs"] if target_logits is None else target_logits).shape
         if device.type == "cuda":
             _poison_cuda_allocator(batch, num_rows, device)
         with _backend_context(which, monkeypatch):
             result = verify(
-                target_logits.to(device),
+                None if target_logits is None else target_logits.to(device),
                 draft_token_ids.to(device),
                 backend="torch" if which == "torch" else "triton",
                 **moved,

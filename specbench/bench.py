@@ -40,9 +40,8 @@ GB/s in a record is ``bytes_needed`` over the median time.
 from __future__ import annotations
 
 import gc
-import importlib.util
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -50,9 +49,10 @@ import torch
 
 from specbench import acceptance, rng, timing
 from specbench.errors import SpecbenchError
+from specbench.implementations import Implementation
 from specbench.scenarios import Profile
 from specbench.timing import is_out_of_memory
-from specbench.verification import MODES, VerifyResult, prepare_verify, verify
+from specbench.verification import MODES, VerifyResult, verify
 
 DRAFTS: tuple[str, ...] = ("logits", "probs", "none")
 TARGETS: tuple[str, ...] = ("logits", "probs")
@@ -88,9 +88,10 @@ class Case:
     def acceptance_length(self) -> float:
         return acceptance.mean_acceptance_length(self.rates)
 
-    def key(self, impl: str) -> tuple:
-        """What identifies one implementation's row of this case (``--resume`` skips known keys)."""
-        return record_key(_record(self, impl, "planned"))
+    def key(self, impl: str, conversion: str | None = None) -> tuple:
+        """What identifies one implementation's row of this case (``--resume`` skips known keys);
+        ``conversion`` is where its inputs were converted, None when it took them as given."""
+        return record_key(_record(self, impl, "planned", conversion=conversion))
 
     def describe(self) -> str:
         """``probabilistic/logits B=8 K=3 V=128256 float32 L=3 graph``: the case in one line."""
@@ -102,6 +103,8 @@ def describe_record(record: dict) -> str:
     draft = f"/{record['draft']}" if record["mode"] == "probabilistic" else ""
     graph = " graph" if record["cuda_graph"] else ""
     graph += " target-probs" if record.get("target", "logits") == "probs" else ""
+    if record.get("converted"):
+        graph += f" ({', '.join(record['converted'])}, {record['conversion']} the timed call)"
     return (f"{record['mode']}{draft} B={record['batch_size']} K={record['num_spec_tokens']} "
             f"V={record['vocab_size']} {record['dtype']} L={record['acceptance_length']:g}{graph}")
 
@@ -110,7 +113,7 @@ def record_key(record: dict) -> tuple:
     """``Case.key`` of a written record (the acceptance label tells apart profiles of one mean length)."""
     return (record["mode"], record["impl"], record["batch_size"], record["num_spec_tokens"], record["vocab_size"],
             record["dtype"], record["draft"], record["acceptance"], round(float(record["acceptance_length"]), 6),
-            bool(record["cuda_graph"]), record.get("target", "logits"))
+            bool(record["cuda_graph"]), record.get("target", "logits"), record.get("conversion"))
 
 
 def plan_cases(
@@ -211,15 +214,6 @@ class CaseInputs:
         return dict(**target, draft_token_ids=self.draft_token_ids, mode=self.case.mode,
                     draft_logits=self.draft_logits, draft_probs=self.draft_probs,
                     acceptance_rates=list(self.case.rates) if synthetic else None, **self.extra)
-
-    def backend_call(self, backend: str) -> Callable[[], VerifyResult]:
-        """The backend's own ``verify`` bound to this case's arguments, checked once up front.
-
-        Timed calls skip the public entry point's per-call checks (``prepare_verify`` runs them
-        once), so the timings hold only the backend's work, as a serving loop would call it.
-        """
-        backend_verify, kwargs = prepare_verify(**self.verify_kwargs(), backend=backend)
-        return lambda: backend_verify(**kwargs)
 
 
 def make_inputs(case: Case, device: str | torch.device = "cpu", seed: int = 0) -> CaseInputs:
@@ -349,92 +343,18 @@ def check_output(mode: str, result: VerifyResult, expected: VerifyResult, vocab_
     return Check(True, None, agreement)
 
 
-@dataclass(frozen=True)
-class Implementation:
-    """A verification implementation the benchmark can time.
-
-    - ``prepare(inputs)`` returns a zero-argument call doing one verification step on those
-      inputs (conversions happen here, outside the timed call) and returning a ``VerifyResult``.
-    - ``unavailable(device)``: why it cannot run on this machine at all, or None.
-    - ``unsupported(case, device)``: why it cannot run this case, or None.
-    - ``same_rng``: whether it draws its random numbers from ``specbench.rng`` (token agreement
-      with the reference is then required in the probabilistic mode).
-    - ``needs_gpu``: runs Triton kernels, so on a CPU only under the Triton interpreter (the CLI
-      allows that with ``--interpret`` only).
-    """
-
-    name: str
-    description: str
-    prepare: Callable[[CaseInputs], Callable[[], VerifyResult]]
-    unavailable: Callable[[torch.device], str | None] = lambda device: None
-    unsupported: Callable[[Case, torch.device], str | None] = lambda case, device: None
-    same_rng: bool = True
-    needs_gpu: bool = False
-
-
-def _triton_unavailable(device: torch.device) -> str | None:
-    return "Triton is not installed" if importlib.util.find_spec("triton") is None else None
-
-
-def _triton_unsupported(case: Case, device: torch.device) -> str | None:
+def _unsupported(impl: Implementation, case: Case, device: torch.device) -> str | None:
+    """Why ``impl`` does not run ``case`` here: its declaration, or a shape too large for the Triton interpreter."""
+    reason = impl.unsupported(case.mode, device)
+    if reason:
+        return reason
+    if case.cuda_graph and not impl.cuda_graph:
+        return f"{impl.name} declares that its calls cannot be captured in a CUDA graph"
     elements = case.batch_size * (case.num_spec_tokens + 1) * case.vocab_size
-    if device.type != "cuda" and elements > INTERPRET_MAX_ELEMENTS:
+    if impl.needs_gpu and device.type != "cuda" and elements > INTERPRET_MAX_ELEMENTS:
         return (f"too large for the Triton interpreter ({elements} logits > {INTERPRET_MAX_ELEMENTS}); "
                 f"use a smaller --vocab-size or --batch-size")
     return None
-
-
-def _triton_variant(strategy: str, block: int | None = None, num_warps: int | None = None):
-    """``prepare`` of a Triton launch variant: the strategy and launch shape are forced inside each
-    call only (a context around the call), so variants timed in one process never leak into each other."""
-
-    def prepare(inputs: CaseInputs) -> Callable[[], VerifyResult]:
-        from specbench.kernels import launch
-
-        call = inputs.backend_call("triton")
-
-        def run() -> VerifyResult:
-            saved = dict(launch.TUNING)
-            launch.TUNING.update(block=block, num_warps=num_warps)
-            try:
-                with launch.strategy(strategy):
-                    return call()
-            finally:
-                launch.TUNING.update(saved)
-
-        return run
-
-    return prepare
-
-
-IMPLEMENTATIONS: dict[str, Implementation] = {
-    "torch": Implementation("torch", "specbench.reference: vectorized torch, the baseline",
-                            lambda inputs: inputs.backend_call("torch")),
-    "triton": Implementation("triton", "specbench.kernels: Triton kernels", lambda inputs: inputs.backend_call("triton"),
-                             _triton_unavailable, _triton_unsupported, needs_gpu=True),
-    "triton-sequential": Implementation("triton-sequential", "Triton, one program per request forced",
-                                 _triton_variant("sequential"), _triton_unavailable, _triton_unsupported,
-                                 needs_gpu=True),
-    "triton-split": Implementation("triton-split", "Triton, the vocabulary-split kernels forced",
-                                   _triton_variant("split"), _triton_unavailable, _triton_unsupported, needs_gpu=True),
-    "triton-sequential-w16": Implementation("triton-sequential-w16", "Triton, one program per request, 8192 tokens x 16 warps",
-                                     _triton_variant("sequential", 8192, 16), _triton_unavailable,
-                                     _triton_unsupported, needs_gpu=True),
-}
-
-
-# what a run times unless --impl names others (the launch variants are for side-by-side runs)
-DEFAULT_IMPLEMENTATIONS: tuple[str, ...] = ("torch", "triton")
-
-
-def resolve_implementations(names: Iterable[str]) -> list[Implementation]:
-    """The registered implementations called ``names``; an unknown name is a usage error."""
-    chosen = []
-    for name in names:
-        if name not in IMPLEMENTATIONS:
-            raise SpecbenchError(f"unknown implementation {name!r}; choose from {', '.join(IMPLEMENTATIONS)}")
-        chosen.append(IMPLEMENTATIONS[name])
-    return chosen
 
 
 def torch_reference(inputs: CaseInputs) -> VerifyResult:
@@ -450,7 +370,7 @@ def _record(case: Case, impl: str, status: str, reason: str | None = None, **val
         "acceptance_length": case.acceptance_length, "expected_acceptance_length": None,
         "measured_acceptance_length": None,
         "median_us": None, "p20_us": None, "p80_us": None, "samples": 0, "samples_us": [],
-        "cuda_graph": case.cuda_graph, "target": case.target,
+        "cuda_graph": case.cuda_graph, "target": case.target, "converted": [], "conversion": None,
         "l2_flush": None, "bytes_needed": None, "bytes_all_rows": None, "gbps": None, "pct_peak": None,
         "speedup_vs_torch": None, "tokens_per_s": None, "token_agreement": None, "status": status, "reason": reason,
     }
@@ -468,8 +388,13 @@ def run_case(
     baselines: dict[tuple, float] | None = None,
     reference: Callable[[CaseInputs], VerifyResult] = torch_reference,
     seed: int = 0,
+    conversion: str = "outside",
 ) -> list[dict[str, Any]]:
     """Check, then time, every implementation on one case; one record per implementation.
+
+    ``conversion``: where an implementation that takes its inputs in another form (a plugin taking
+    probabilities, on a case with logits) gets them converted: ``"outside"`` the timed call, or
+    ``"inside"`` it. Its record lists what was converted (``converted``) and where (``conversion``).
 
     ``baselines`` maps ``case.key("torch")`` to a torch median already measured (``--resume``).
     Out of memory anywhere marks the implementations not yet done as skipped; the run goes on.
@@ -478,7 +403,8 @@ def run_case(
     config = replace(config or timing.TimingConfig(), cuda_graph=case.cuda_graph)
     records: dict[str, dict] = {}
     try:
-        _check_and_time(case, implementations, device, config, peak_gbps, baselines or {}, reference, seed, records)
+        _check_and_time(case, implementations, device, config, peak_gbps, baselines or {}, reference, seed, records,
+                        conversion)
     except Exception as exc:  # out of memory anywhere skips what is not done; a FAIL found before it stays
         if not is_out_of_memory(exc):
             raise
@@ -506,7 +432,7 @@ def expected_acceptance_length(case: Case, seed: int = 0) -> float:
 
 
 def _check_and_time(case, implementations, device, config, peak_gbps, baselines, reference, seed,
-                    records: dict[str, dict]) -> None:
+                    records: dict[str, dict], conversion: str) -> None:
     # fills ``records`` as it goes, so an out-of-memory error leaves the rows already decided
     inputs = make_inputs(case, device, seed)
     try:
@@ -517,14 +443,17 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
         reason = f"the torch reference failed, nothing to check against: {type(exc).__name__}: {exc}"
         records.update((impl.name, _record(case, impl.name, "skipped", reason)) for impl in implementations)
         return
-    calls, outputs, agreements = {}, {}, {}
+    calls, outputs, agreements, converted = {}, {}, {}, {}
+    kwargs = inputs.verify_kwargs()
     for impl in implementations:
-        reason = impl.unsupported(case, device)
+        reason = _unsupported(impl, case, device)
         if reason:
             records[impl.name] = _record(case, impl.name, "skipped", reason)
             continue
+        done = impl.conversions(kwargs)
+        converted[impl.name] = {"converted": done, "conversion": conversion if done else None}
         try:
-            call = impl.prepare(inputs)
+            call = impl.bind(kwargs, conversion)
             result = call()
         except SpecbenchError as exc:
             records[impl.name] = _record(case, impl.name, "skipped", str(exc))
@@ -541,7 +470,7 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
         measured = 1.0 + float(result.num_accepted.double().mean())
         if not check.ok:
             records[impl.name] = _record(case, impl.name, "FAIL", check.reason, measured_acceptance_length=measured,
-                                         token_agreement=check.token_agreement)
+                                         token_agreement=check.token_agreement, **converted[impl.name])
             continue
         calls[impl.name], outputs[impl.name], agreements[impl.name] = call, result, check.token_agreement
 
@@ -549,7 +478,7 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
     for name, reason in measurement.errors.items():
         records[name] = _record(case, name, "skipped", reason)
     for name, reason in measurement.failures.items():
-        records[name] = _record(case, name, "FAIL", reason, token_agreement=agreements[name])
+        records[name] = _record(case, name, "FAIL", reason, token_agreement=agreements[name], **converted[name])
     needed, all_rows = bytes_moved(case, expected.num_accepted)
     baseline = measurement.timings.get(BASELINE)
     baseline_us = baseline.median_us if baseline else baselines.get(case.key(BASELINE))
@@ -565,7 +494,7 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
             pct_peak=100.0 * gbps / peak_gbps if peak_gbps else None,
             speedup_vs_torch=baseline_us / t.median_us if baseline_us else None,
             tokens_per_s=int(outputs[name].num_emitted.sum()) / seconds,
-            token_agreement=agreements[name],
+            token_agreement=agreements[name], **converted[name],
         )
 
 
@@ -581,6 +510,7 @@ def run_benchmark(
     on_case: Callable[[int, Case], None] = lambda index, case: None,
     reference: Callable[[CaseInputs], VerifyResult] = torch_reference,
     seed: int = 0,
+    conversion: str = "outside",
 ) -> list[dict[str, Any]]:
     """Run ``cases`` in order; implementations with a row in ``previous`` are not run again.
 
@@ -593,11 +523,12 @@ def run_benchmark(
     new_records = []
     for index, case in enumerate(cases):
         on_case(index, case)
-        todo = [impl for impl in implementations if case.key(impl.name) not in done]
+        todo = [impl for impl in implementations
+                if case.key(impl.name) not in done and case.key(impl.name, conversion) not in done]
         if not todo:
             continue
         for record in run_case(case, todo, device=device, config=config, peak_gbps=peak_gbps, baselines=baselines,
-                               reference=reference, seed=seed):
+                               reference=reference, seed=seed, conversion=conversion):
             new_records.append(record)
             on_record(record)
     return new_records

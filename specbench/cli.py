@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from specbench import __version__, cli_bench, cli_compare, cli_profile, cli_sweep, console
+from specbench import __version__, cli_bench, cli_compare, cli_profile, cli_sweep, cli_verify, console
 from specbench.errors import SpecbenchError
 
 EXIT_CODES = "Exit status: 0 done, 1 a finding (BUG, FAIL, slower, failed check), 2 usage error, 130 interrupted."
@@ -71,7 +71,7 @@ def _options(
 
 for name, command in (("sweep", cli_sweep.sweep_command), ("kernels", cli_bench.kernels_command),
                       ("plot", cli_bench.plot_command), ("env", cli_bench.env_command),
-                      ("compare", cli_compare.compare_command)):
+                      ("compare", cli_compare.compare_command), ("verify", cli_verify.verify_command)):
     app.command(name, epilog=EXIT_CODES)(command)
 
 profile_app = typer.Typer(help="Acceptance profiles from real servers.", no_args_is_help=True, add_completion=False)

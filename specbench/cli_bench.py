@@ -9,7 +9,6 @@ grid, a CPU a small torch-only one.
 
 from __future__ import annotations
 
-import os
 import platform
 from pathlib import Path
 from typing import Annotated
@@ -25,6 +24,7 @@ from specbench.errors import SpecbenchError
 
 # loaded on first use: torch, numpy, pandas and matplotlib stay out of `specbench --help`
 bench = lazy_module("specbench.bench")
+implementations_registry = lazy_module("specbench.implementations.registry")
 bench_charts = lazy_module("specbench.bench_charts")
 results = lazy_module("specbench.results")
 rng = lazy_module("specbench.rng")
@@ -142,14 +142,17 @@ def _vocabularies(vocab_sizes: list[int], model_names: list[str], grid: Grid) ->
     return [(None, v) for v in vocab_sizes] or grid.vocabularies
 
 
-def _implementations(names: list[str], device: str, interpret: bool) -> list[bench.Implementation]:
+def _implementations(names: list[str], device: str, interpret: bool) -> list:
     import torch
 
-    chosen = bench.resolve_implementations(list(dict.fromkeys(names)) or list(bench.DEFAULT_IMPLEMENTATIONS))  # once each
+    registry = implementations_registry
+    chosen = registry.resolve_all(names or list(registry.DEFAULT_IMPLEMENTATIONS))
     usable, skipped = [], []
     for impl in chosen:
         if impl.needs_gpu and device == "cpu" and not interpret:
             reason = "no GPU here (pass --interpret to run it under the Triton interpreter, small shapes only)"
+        elif device not in impl.devices:
+            reason = f"declared for {' and '.join(impl.devices)} only"
         else:
             reason = impl.unavailable(torch.device(device))
         if reason:
@@ -253,8 +256,13 @@ def kernels_command(
         "--scenario", "-s", metavar="FILE|NAME", help="Acceptance profiles (K and rates) from a scenario file "
         "instead of --acceptance-length and --num-spec-tokens.", show_default=False)] = None,
     impl: Annotated[str | None, typer.Option(
-        "--impl", metavar="NAMES", help="Implementations to time: torch, triton (default all "
-        "that can run here).", show_default=False)] = None,
+        "--impl", metavar="NAMES", help="Implementations to time, comma-separated: torch, triton, triton-split, "
+        "triton-sequential, flashinfer, vllm, a plugin's name, module:function or file.py:function (default torch, "
+        "triton where they run).", show_default=False)] = None,
+    convert: Annotated[str, typer.Option(
+        "--convert", metavar="WHERE", help="For an implementation that takes its inputs in another form "
+        "(probabilities, when the case gives logits): convert them outside the timed call (what a caller that "
+        "has them pays) or inside it (what a caller that has the other form pays).")] = "outside",
     cuda_graph: Annotated[bool | None, typer.Option(
         "--cuda-graph/--no-cuda-graph", help="Also time every case captured in a CUDA graph (extra rows; GPU "
         "default on).", show_default=False)] = None,
@@ -287,10 +295,7 @@ def kernels_command(
     """Time the verification implementations on a grid of cases, checked against the torch reference first."""
     try:
         if interpret:
-            if device == "cuda":
-                raise SpecbenchError("--interpret runs Triton on the CPU; it cannot be combined with --device cuda")
-            os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton
-            device = "cpu"
+            device = machine.use_triton_interpreter(device)
         device_name = sweep.resolve_device(device)
         on_gpu = device_name == "cuda"
         if quick:
@@ -333,6 +338,8 @@ def kernels_command(
         # the gate times the project's kernels on a GPU, the torch backend on a CPU (--impl overrides)
         quick_impls = (["triton"] if on_gpu else ["torch"]) if quick else []
         implementations = _implementations(_items("--impl", impl) or quick_impls, device_name, interpret)
+        if convert not in ("outside", "inside"):
+            raise SpecbenchError(f"--convert must be outside or inside, got {convert!r}")
         timing_settings = {
             "warmup": config.warmup, "min_samples": config.min_samples, "max_samples": config.max_samples,
             "max_ms": config.max_ms, "l2_flush": config.l2_flush, "graph_calls": config.graph_calls,
@@ -340,6 +347,7 @@ def kernels_command(
         }
         metadata = results.collect_metadata(
             device_name, kind="kernels", seed=seed_value, implementations=[i.name for i in implementations],
+            implementation_facts=[i.facts() for i in implementations], conversion=convert,
             interpreted=interpret, timing=timing_settings, threads=thread_count, cpu_count=machine.cpu_count(),
             load_average_start=machine.load_average(), load_average_end=None,
         )
@@ -372,7 +380,7 @@ def kernels_command(
             task = progress.add_task("kernels", total=len(cases))
             bench.run_benchmark(
                 cases, implementations, device=device_name, config=config, peak_gbps=peak, previous=previous,
-                on_record=on_record, seed=seed_value,
+                on_record=on_record, seed=seed_value, conversion=convert,
                 on_case=lambda index, case: progress.update(task, completed=index, description=escape(case.describe())),
             )
     except KeyboardInterrupt:

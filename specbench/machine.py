@@ -68,3 +68,11 @@ def busy_warning(load: float | None, threads: int, *, at_end: bool) -> str | Non
     when = "at the end of the run" if at_end else "when the run started"
     return (f"the machine was busy {when}: 1-minute load average {load:.2f} on {cores} cores, above {limit:g} "
             f"with this run's {threads} thread(s); CPU times and rates may be far too slow, rerun on a quiet machine")
+
+
+def use_triton_interpreter(device: str) -> str:
+    """``--interpret``: run Triton kernels on the CPU (set before anything imports triton); returns ``"cpu"``."""
+    if device == "cuda":
+        raise SpecbenchError("--interpret runs Triton on the CPU; it cannot be combined with --device cuda")
+    os.environ["TRITON_INTERPRET"] = "1"
+    return "cpu"

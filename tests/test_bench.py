@@ -11,8 +11,9 @@ import torch
 
 from specbench import acceptance, bench, timing
 from specbench.errors import SpecbenchError
+from specbench.implementations import Implementation, resolve_all
 from specbench.scenarios import make_profile
-from specbench.verification import VerifyResult
+from specbench.verification import VerifyResult, verify
 
 FAST = timing.TimingConfig(warmup=0, min_samples=2, max_samples=2, l2_flush=False)
 
@@ -242,24 +243,19 @@ def test_a_bad_plan_names_the_value(fields, message):
         bench.plan_cases(**arguments)
 
 
-def test_unknown_implementation_is_a_usage_error():
-    with pytest.raises(SpecbenchError, match="unknown implementation 'vllm'; choose from torch, triton"):
-        bench.resolve_implementations(["torch", "vllm"])
-
-
 # --- running cases with stand-in implementations ---------------------------------------------------------------
 
 
 def _stand_in(name, transform=lambda result: result, calls=None, **fields):
-    def prepare(inputs):
+    def prepare(kwargs):
         def call():
             if calls is not None:
                 calls.append(name)
-            return transform(bench.torch_reference(inputs))
+            return transform(verify(**kwargs, backend="torch"))
 
         return call
 
-    return bench.Implementation(name, "stand-in", prepare, **fields)
+    return Implementation(name, "stand-in", prepare=prepare, **fields)
 
 
 def _wrong(result):
@@ -274,7 +270,7 @@ def _crash(result):
 
 def test_a_run_times_the_correct_and_records_why_the_others_were_not():
     impls = [_stand_in("torch"), _stand_in("wrong", _wrong), _stand_in("crash", _crash),
-             _stand_in("picky", unsupported=lambda case, device: "not for this shape")]
+             _stand_in("picky", modes=("probabilistic",))]
     records = bench.run_case(_case(), impls, config=FAST, peak_gbps=100.0)
     by_name = {r["impl"]: r for r in records}
     assert [r["impl"] for r in records] == ["torch", "wrong", "crash", "picky"]
@@ -288,7 +284,8 @@ def test_a_run_times_the_correct_and_records_why_the_others_were_not():
     assert by_name["wrong"]["reason"] == "tokens differ from the torch reference in 1 of 6 requests"
     assert by_name["crash"]["status"] == "FAIL" and "raised RuntimeError: illegal memory access" in \
         by_name["crash"]["reason"]
-    assert by_name["picky"]["status"] == "skipped" and by_name["picky"]["reason"] == "not for this shape"
+    assert by_name["picky"]["status"] == "skipped"
+    assert by_name["picky"]["reason"] == "picky declares the modes probabilistic, not greedy"
     json.dumps(records)  # records are plain JSON
 
 
@@ -375,7 +372,7 @@ def test_resume_tells_apart_profiles_with_the_same_mean_length():
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
 def test_the_triton_backend_passes_the_check_against_the_reference():
     device = "cuda" if torch.cuda.is_available() else "cpu"  # the CPU runs the interpreter (tests/conftest.py)
-    impls = bench.resolve_implementations(["torch", "triton"])
+    impls = resolve_all(["torch", "triton"])
     for mode, draft in (("greedy", "none"), ("probabilistic", "logits"), ("synthetic", "none")):
         case = _case(mode, batch=3, k=2, vocab=40, draft=draft, length=2.0)
         records = bench.run_case(case, impls, device=device, config=FAST)

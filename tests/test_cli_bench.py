@@ -105,7 +105,7 @@ def test_a_scenario_sets_k_and_the_rates(tmp_path):
     [
         (["--mode", "warp"], "unknown mode 'warp'"),
         (["--model", "gpt-5"], "unknown model 'gpt-5'"),
-        (["--impl", "torch,vllm"], "unknown implementation 'vllm'"),
+        (["--impl", "torch,sglang"], "unknown implementation 'sglang'"),
         (["--vocab-size", "100", "--model", "llama3"], "give --vocab-size or --model, not both"),
         (["--batch-size", "1,x"], "--batch-size takes comma-separated whole numbers, got 'x'"),
         (["--batch-size", "0"], "--batch-size values must be at least 1, got 0"),
@@ -153,14 +153,17 @@ def test_an_existing_results_folder_needs_resume(tmp_path):
 
 
 def test_a_wrong_implementation_is_shown_as_fail_and_not_timed(tmp_path, monkeypatch):
-    def prepare(inputs):
+    from specbench.implementations import Implementation, builtin
+    from specbench.verification import verify
+
+    def prepare(kwargs):
         def call():
-            result = bench.torch_reference(inputs)
+            result = verify(**kwargs, backend="torch")
             return result._replace(num_accepted=result.num_accepted + 1)
 
         return call
 
-    monkeypatch.setitem(bench.IMPLEMENTATIONS, "wrong", bench.Implementation("wrong", "off by one", prepare))
+    monkeypatch.setitem(builtin.BUILT_IN, "wrong", Implementation("wrong", "off by one", prepare=prepare))
     result = run("kernels", *TINY, "--mode", "greedy", "--batch-size", "2", "--impl", "torch,wrong",
                  "--output", str(tmp_path), "--no-charts")
     assert result.exit_code == 1

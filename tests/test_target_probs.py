@@ -168,7 +168,9 @@ def test_launch_variants_match_torch_and_leave_no_launch_state_behind(name):
     case = bench.plan_cases(modes=["probabilistic"], batch_sizes=[3], vocabularies=[(None, 50)],
                             profiles=[_profile()], drafts=["logits"], targets=["probs"])[0]
     inputs = bench.make_inputs(case, "cuda" if torch.cuda.is_available() else "cpu", seed=1)
-    result = bench.IMPLEMENTATIONS[name].prepare(inputs)()
+    from specbench.implementations import resolve
+
+    result = resolve(name).bind(inputs.verify_kwargs())()
     expected = bench.torch_reference(inputs)
     assert torch.equal(result.output_token_ids.cpu(), expected.output_token_ids.cpu())
     assert launch.TUNING == {"block": None, "num_warps": None}

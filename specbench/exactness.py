@@ -1,0 +1,532 @@
+"""The exactness suite behind ``specbench verify``: is an implementation's output law the one the
+contract fixes (``specbench/verification.py``), for any implementation.
+
+Each check builds small inputs (``V = 16``, ``K = 3``, many requests with the same rows and their
+own seeds), runs the implementation once, and tests what came out:
+
+- Token law (probabilistic): with drafts drawn from ``q``, the token in output slot ``i`` of the
+  requests that reach row ``i`` follows ``sum_x q(x) emit_i(x)`` (``p_i`` itself for a correct
+  sampler; the oracle computes it in float64). One chi-square test per slot, at several
+  temperatures, draft distances and draft kinds, and once with fixed drafts (the law of
+  ``specbench/oracle.py``'s ``step_distribution``).
+- Accepted-count law: the histogram of ``num_accepted`` against ``P(A = k)``; the detail names
+  the acceptance measured at each position beside the acceptance due.
+- Greedy identity: tokens and counts equal to the torch reference's, on rows with ties, NaN and
+  ``+-inf`` logits, in the greedy mode and for temperature-0 rows of the probabilistic mode.
+- ``-1`` and out-of-range draft ids: never accepted; the token there follows ``p``.
+- ``num_draft_tokens < K``: nothing accepted past a request's count; the joint law of (count,
+  accepted) and the first slot's token law.
+- Poisoned buffers: the memory allocator is filled with garbage first, and the implementation
+  runs after a call that emitted more tokens: every slot past the last emitted must be ``-1``.
+- Seed reproducibility and batch invariance, where the implementation declares them; equality
+  with the reference's tokens, where it declares specbench's random streams.
+
+Statistical checks share one Bonferroni budget: each fails below ``alpha / m`` (``m`` tests).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from scipy import stats
+
+from specbench import oracle, rng
+from specbench.implementations.contract import Implementation
+from specbench.verification import VerifyResult, verify
+
+VOCAB = 16
+NUM_SPEC = 3
+DEFAULT_SAMPLES = 20000
+DEFAULT_ALPHA = 1e-3
+MIN_EXPECTED = 5.0  # chi-square bins are pooled until each expects at least this many
+
+
+@dataclass
+class CheckResult:
+    """One check's outcome. ``verdict`` is ``pass``, ``FAIL`` or ``skipped``; ``test`` names the test
+    (``chi-square``, ``exact``); ``p_value`` is None for exact checks; ``samples`` counts what was tested."""
+
+    name: str
+    mode: str
+    verdict: str
+    test: str
+    statistic: float | None = None
+    p_value: float | None = None
+    samples: int | None = None
+    detail: str = ""
+    total_variation: float | None = None  # between the frequencies and the law, chi-square checks
+    acceptance_measured: list[float] | None = None  # by position, accepted-count checks
+    acceptance_due: list[float] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        record = asdict(self)
+        if record["statistic"] is not None and not math.isfinite(record["statistic"]):
+            record["statistic"] = None  # JSON has no infinity; the detail says what happened
+        if record["acceptance_measured"] is not None:
+            record["acceptance_measured"] = [None if math.isnan(x) else x for x in record["acceptance_measured"]]
+        return record
+
+
+@dataclass(frozen=True)
+class _Config:
+    label: str
+    temperature: float
+    draft_kind: str  # logits, probs, none
+    distance: str  # close (high acceptance), far (low), sharp (large spread, close), offset (close, near 40)
+    fixed_drafts: bool = False
+
+
+LAW_CONFIGS = (
+    _Config("T=1, close draft logits", 1.0, "logits", "close"),
+    _Config("T=1, far draft probs", 1.0, "probs", "far"),
+    _Config("T=0.6, close draft probs", 0.6, "probs", "close"),
+    _Config("T=0.6, far draft logits", 0.6, "logits", "far"),
+    _Config("T=1, one-hot drafts", 1.0, "none", "far"),
+    _Config("T=1, sharp draft logits", 1.0, "logits", "sharp"),
+    _Config("T=1, close draft logits near 40", 1.0, "logits", "offset"),
+    _Config("T=1, fixed drafts, draft logits", 1.0, "logits", "far", fixed_drafts=True),
+)
+
+
+class Suite:
+    """Runs every check on one implementation; ``run()`` returns the results with Bonferroni verdicts."""
+
+    def __init__(self, impl: Implementation, device: torch.device, modes: list[str], samples: int = DEFAULT_SAMPLES,
+                 alpha: float = DEFAULT_ALPHA, seed: int = 0,
+                 on_check: Callable[[str], None] = lambda name: None) -> None:
+        self.impl, self.device, self.modes = impl, device, modes
+        self.samples, self.alpha, self.seed = samples, alpha, seed
+        self.on_check = on_check
+        self.results: list[CheckResult] = []
+
+    # --- running ------------------------------------------------------------------------------------------------
+
+    def run(self) -> list[CheckResult]:
+        for mode in self.modes:
+            reason = self.impl.unsupported(mode, self.device)
+            if reason:
+                self.results.append(CheckResult("all checks", mode, "skipped", "-", detail=reason))
+                continue
+            if mode == "probabilistic":
+                for index, config in enumerate(LAW_CONFIGS):
+                    self._guard(f"token and count law ({config.label})", mode, self._law, config, index)
+                self._guard("greedy identity (temperature-0 rows)", mode, self._greedy_identity, "probabilistic")
+            if mode == "greedy":
+                self._guard("greedy identity (ties, NaN, +-inf)", mode, self._greedy_identity, "greedy")
+            if mode == "synthetic":
+                self._guard("accepted-count law (profile rates)", mode, self._synthetic_law)
+            self._declared("-1 and out-of-range draft ids", mode, self.impl.invalid_drafts, self._invalid_drafts)
+            self._declared("num_draft_tokens < K", mode, self.impl.ragged, self._ragged)
+            self._guard("poisoned output buffers", mode, self._poisoned, mode)
+            self._declared("seed reproducibility", mode, self.impl.seeded, self._seeded)
+            self._declared("batch invariance", mode, self.impl.batch_invariant, self._batch_invariant)
+            self._declared("same tokens as the reference (specbench streams)", mode, self.impl.same_rng,
+                           self._same_streams)
+        return self._bonferroni()
+
+    def _declared(self, name: str, mode: str, declared: bool, check: Callable) -> None:
+        if declared:
+            self._guard(name, mode, check, mode)
+        else:
+            self.results.append(CheckResult(name, mode, "skipped", "-", detail=f"{self.impl.name} does not declare it"))
+
+    def _guard(self, name: str, mode: str, check: Callable, *args: Any) -> None:
+        self.on_check(f"{mode}: {name}")
+        try:
+            found = check(*args)
+        except _Broken as exc:
+            found = [CheckResult(name, mode, "FAIL", "exact", detail=str(exc))]
+        for result in found:
+            result.name = result.name or name
+            result.mode = mode
+            self.results.append(result)
+
+    def _bonferroni(self) -> list[CheckResult]:
+        level = self.level
+        for result in self.results:
+            if result.p_value is not None and result.verdict != "FAIL":
+                result.verdict = "pass" if result.p_value >= level else "FAIL"
+        return self.results
+
+    @property
+    def level(self) -> float:
+        """The per-test significance level after the run: ``alpha / m``."""
+        return self.alpha / max(sum(r.p_value is not None for r in self.results), 1)
+
+    def _call(self, kwargs: dict[str, Any]) -> VerifyResult:
+        try:
+            result = self.impl.bind(kwargs)()
+        except Exception as exc:  # the implementation under test crashed: that is its verdict, not ours
+            raise _Broken(f"raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+        if not isinstance(result, VerifyResult):
+            raise _Broken(f"returned {type(result).__name__}, not a VerifyResult")
+        batch, num_rows = kwargs["draft_token_ids"].shape[0], kwargs["draft_token_ids"].shape[1] + 1
+        shapes = [list(result.output_token_ids.shape), list(result.num_emitted.shape), list(result.num_accepted.shape)]
+        if shapes != [[batch, num_rows], [batch], [batch]]:
+            raise _Broken(f"returned shapes {shapes}, expected [[{batch}, {num_rows}], [{batch}], [{batch}]]")
+        return VerifyResult(*(t.detach().to("cpu", torch.int64) for t in result))
+
+    # --- inputs -------------------------------------------------------------------------------------------------
+
+    def _rows(self, config: _Config, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Target logits ``[K + 1, V]`` and draft logits ``[K, V]`` (float32) for a config."""
+        gen = torch.Generator().manual_seed(self.seed * 1000 + index)
+        scale = 6.0 if config.distance == "sharp" else 1.5
+        target = torch.randn(NUM_SPEC + 1, VOCAB, generator=gen) * scale
+        if config.distance == "far":
+            draft = torch.randn(NUM_SPEC, VOCAB, generator=gen) * scale
+        else:
+            draft = target[:NUM_SPEC] + torch.randn(NUM_SPEC, VOCAB, generator=gen) * (0.3 * scale)
+        if config.distance == "offset":
+            # as large as a real model's top logits: bfloat16 steps there are 0.25, float32's 4e-6
+            target, draft = target + 40.0, draft + 40.0
+        return target, draft
+
+    def _kwargs(self, mode: str, target: torch.Tensor, drafts: torch.Tensor, temperature: float, n: int, *,
+                draft_logits: torch.Tensor | None = None, draft_probs: torch.Tensor | None = None,
+                num_draft_tokens: torch.Tensor | None = None, seed_offset: int = 0) -> dict[str, Any]:
+        device = self.device
+        expand = lambda rows: None if rows is None else rows.expand(n, *rows.shape).contiguous().to(device)
+        seeds = rng.request_seed(self.seed + seed_offset, torch.arange(n, dtype=torch.int64))
+        kwargs = {"mode": mode, "target_logits": expand(target), "draft_token_ids": drafts.to(device),
+                  "draft_logits": expand(draft_logits), "draft_probs": expand(draft_probs),
+                  "temperatures": torch.full((n,), temperature, dtype=torch.float32, device=device),
+                  "seeds": seeds.to(device), "positions": torch.zeros(n, dtype=torch.int64, device=device)}
+        if num_draft_tokens is not None:
+            kwargs["num_draft_tokens"] = num_draft_tokens.to(device)
+        return kwargs
+
+    # --- the checks ---------------------------------------------------------------------------------------------
+
+    def _law(self, config: _Config, index: int) -> list[CheckResult]:
+        target, draft_logits = self._rows(config, index)
+        temperature, n = config.temperature, self.samples
+        q = torch.stack([oracle.softmax(row, temperature) for row in draft_logits])  # [K, V] float64
+        given = {"logits": {"draft_logits": draft_logits}, "probs": {"draft_probs": q.to(torch.float32)},
+                 "none": {}}[config.draft_kind]
+        if config.fixed_drafts:
+            # per slot a draft with q(x) > p(x), accepted near half the time: both the draft and the residual show
+            p = torch.stack([oracle.softmax(row, temperature) for row in target[:NUM_SPEC]])
+            ratio = torch.where(q > p, p / q, 2.0)
+            fixed = (ratio - 0.5).abs().argmin(dim=-1)
+            drafts = fixed.expand(n, NUM_SPEC).contiguous()
+        else:
+            drafts = oracle.sample_drafts(q, n, seed=self.seed * 7919 + index)
+        kwargs = self._kwargs("probabilistic", target, drafts, temperature, n, **given)
+        result = self._call(kwargs)
+        if config.fixed_drafts:
+            law = oracle.step_distribution(mode="probabilistic", target_logits=target, draft_token_ids=fixed,
+                                           num_draft_tokens=NUM_SPEC, draft_logits=draft_logits,
+                                           temperature=temperature)
+            emit, accept = law.emit_probs, law.accept_probs
+        else:
+            emit, accept = _sampled_draft_law(target, q, given.get("draft_probs"), config.draft_kind, temperature)
+        return _token_and_count_checks(result, emit, accept, config.label)
+
+    def _greedy_identity(self, mode: str) -> list[CheckResult]:
+        gen = torch.Generator().manual_seed(self.seed + 11)
+        n = self._few(64)
+        target = torch.randn(n, NUM_SPEC + 1, VOCAB, generator=gen)
+        target[0::4, :, 3] = target[0::4, :, 5] = 9.0  # a tie: the lowest id wins
+        target[1::4, :, 2] = float("nan")  # NaN counts as -inf
+        target[2::4, :, 7] = float("inf")
+        target[2::4, :, 9] = float("inf")  # two +inf share the mass: a tie again
+        target[3::4, :, 0] = float("-inf")
+        top = target.nan_to_num(nan=float("-inf"), posinf=3e38).argmax(dim=-1)[:, :NUM_SPEC]
+        other = torch.randint(0, VOCAB, (n, NUM_SPEC), generator=gen)
+        drafts = torch.where(torch.rand(n, NUM_SPEC, generator=gen) < 0.7, top, other)
+        kwargs = {"mode": mode, "target_logits": target.to(self.device), "draft_token_ids": drafts.to(self.device),
+                  "temperatures": torch.zeros(n, dtype=torch.float32, device=self.device),
+                  "seeds": torch.arange(n, dtype=torch.int64, device=self.device)}
+        if mode == "probabilistic":
+            kwargs["draft_probs"] = torch.softmax(torch.randn(n, NUM_SPEC, VOCAB, generator=gen), -1).to(self.device)
+        got, want = self._call(kwargs), _reference(kwargs)
+        return [_exact_equal(got, want, n)]
+
+    def _synthetic_law(self) -> list[CheckResult]:
+        rates = [0.8, 0.6, 0.3]
+        target, _ = self._rows(LAW_CONFIGS[0], 0)
+        drafts = torch.zeros(self.samples, NUM_SPEC, dtype=torch.int64)
+        kwargs = self._kwargs("synthetic", target, drafts, 1.0, self.samples)
+        kwargs["acceptance_rates"] = rates
+        result = self._call(kwargs)
+        conditional = torch.tensor([rates[0]] + [rates[i] / rates[i - 1] for i in range(1, NUM_SPEC)],
+                                   dtype=torch.float64)
+        return [_count_check(result.num_accepted, conditional, "accepted-count law (profile rates)")]
+
+    def _invalid_drafts(self, mode: str) -> list[CheckResult]:
+        target, draft_logits = self._rows(LAW_CONFIGS[1], 1)
+        n = self.samples if mode == "probabilistic" else self._few(64)
+        drafts = torch.randint(0, VOCAB, (n, NUM_SPEC), generator=torch.Generator().manual_seed(self.seed + 3))
+        drafts[:, 0] = torch.tensor([-1, VOCAB, VOCAB + 1000])[torch.arange(n) % 3]
+        given = {"draft_logits": draft_logits} if mode == "probabilistic" else {}
+        kwargs = self._kwargs(mode, target, drafts, 0.0 if mode == "greedy" else 1.0, n, **given)
+        if mode == "synthetic":
+            kwargs["acceptance_rates"] = [0.8, 0.6, 0.3]
+        result = self._call(kwargs)
+        accepted = int((result.num_accepted > 0).sum())
+        tokens = result.output_token_ids[:, 0]
+        bad = int(((tokens < 0) | (tokens >= VOCAB)).sum())
+        if accepted or bad:
+            return [CheckResult("-1 and out-of-range draft ids", mode, "FAIL", "exact", samples=n,
+                                detail=f"{accepted} requests accepted an invalid draft, {bad} emitted no valid token")]
+        if mode == "greedy":
+            want = oracle.greedy_token(target[0])
+            wrong = int((tokens != want).sum())
+            verdict = "FAIL" if wrong else "pass"
+            return [CheckResult("-1 and out-of-range draft ids", mode, verdict, "exact", samples=n,
+                                detail=f"{wrong} requests emitted another token than the argmax {want}")]
+        p = oracle.softmax(target[0], 1.0)
+        return [_chi_square_check("-1 and out-of-range draft ids: token law (p)", tokens, p)]
+
+    def _ragged(self, mode: str) -> list[CheckResult]:
+        target_row, draft_row = self._rows(LAW_CONFIGS[0], 0)
+        target = target_row[0].expand(NUM_SPEC + 1, VOCAB).contiguous()  # every row the same p
+        draft_logits = draft_row[0].expand(NUM_SPEC, VOCAB).contiguous()
+        n = self.samples if mode == "probabilistic" else self._few(64)
+        counts = torch.arange(n, dtype=torch.int32) % (NUM_SPEC + 1)
+        q = oracle.softmax(draft_logits[0], 1.0)
+        drafts = oracle.sample_drafts(q.expand(NUM_SPEC, VOCAB), n, seed=self.seed + 5)
+        given = {"draft_logits": draft_logits} if mode == "probabilistic" else {}
+        rates = [0.8, 0.6, 0.3]
+        kwargs = self._kwargs(mode, target, drafts, 0.0 if mode == "greedy" else 1.0, n, num_draft_tokens=counts,
+                              **given)
+        if mode == "synthetic":
+            kwargs["acceptance_rates"] = rates
+        result = self._call(kwargs)
+        problems = _structure_problems(result, counts.to(torch.int64))
+        structural = CheckResult("num_draft_tokens < K: nothing past a request's count", mode,
+                                 "FAIL" if problems else "pass", "exact", samples=n, detail=problems)
+        if mode != "probabilistic" or problems:
+            if mode == "greedy" and not problems:
+                got_equal = _exact_equal(result, _reference(kwargs), n)
+                got_equal.name = "num_draft_tokens < K: same as the reference"
+                return [structural, got_equal]
+            return [structural]
+        p = oracle.softmax(target[0], 1.0)
+        accept = float(sum(q[x] * oracle.acceptance_probability(p, q, x) for x in range(VOCAB)))
+        joint = []
+        for count in range(NUM_SPEC + 1):
+            law = [accept**k * (1 - accept) for k in range(count)] + [accept**count]
+            joint.extend(law)
+        observed = torch.zeros(len(joint), dtype=torch.int64)
+        start = torch.tensor([sum(range(1, c + 1)) for c in range(NUM_SPEC + 1)])  # offset of group c
+        observed.index_add_(0, start[counts.to(torch.int64)] + result.num_accepted, torch.ones(n, dtype=torch.int64))
+        group = torch.bincount(counts.to(torch.int64), minlength=NUM_SPEC + 1).to(torch.float64)
+        weights = torch.tensor(joint, dtype=torch.float64) * torch.repeat_interleave(group, torch.arange(1, NUM_SPEC + 2))
+        return [structural,
+                _chi_square_counts("num_draft_tokens < K: joint law of (count, accepted)", observed, weights / n),
+                _chi_square_check("num_draft_tokens < K: first slot's token law (p)", result.output_token_ids[:, 0], p)]
+
+    def _poisoned(self, mode: str) -> list[CheckResult]:
+        target, draft_logits = self._rows(LAW_CONFIGS[0], 0)
+        n = self._few(256)
+        given = {"draft_logits": draft_logits} if mode == "probabilistic" else {}
+        temperature = 0.0 if mode == "greedy" else 1.0
+        top = torch.stack([oracle.softmax(row, 1.0).argmax() for row in target[:NUM_SPEC]])
+        accepted = top.expand(n, NUM_SPEC).contiguous()  # greedy and synthetic accept these; often the others
+        rejected = (accepted + 1 + torch.arange(n)[:, None] % (VOCAB - 1)) % VOCAB
+        rejected[::2] = accepted[::2]
+        rates = {"acceptance_rates": [1.0, 1.0, 1.0]} if mode == "synthetic" else {}
+        first = self._kwargs(mode, target, accepted, temperature, n, **given) | rates
+        if mode == "synthetic":
+            rates = {"acceptance_rates": [0.5, 0.25, 0.1]}
+        second = self._kwargs(mode, target, rejected, temperature, n, seed_offset=1, **given) | rates
+        self._call(first)  # long outputs first: a reused buffer must be overwritten
+        _poison_allocator(self.device)
+        result = self._call(second)
+        problems = _structure_problems(result, torch.full((n,), NUM_SPEC, dtype=torch.int64))
+        return [CheckResult("poisoned output buffers", mode, "FAIL" if problems else "pass", "exact", samples=n,
+                            detail=problems or "every slot past the last emitted token is -1")]
+
+    def _seeded(self, mode: str) -> list[CheckResult]:
+        n = self._few(512)
+        kwargs = self._small_batch(mode, n)
+        first, again = self._call(kwargs), self._call(kwargs)
+        other = self._call({**kwargs, "seeds": kwargs["seeds"] + 1})
+        same = all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
+        differs = mode == "greedy" or not torch.equal(first.output_token_ids, other.output_token_ids)
+        detail = "" if same else "the same seeds gave different outputs"
+        detail += "" if differs else ("; " if detail else "") + "other seeds gave the very same outputs (seeds ignored?)"
+        return [CheckResult("seed reproducibility", mode, "pass" if same and differs else "FAIL", "exact",
+                            samples=n, detail=detail or "same seeds, same outputs; other seeds, other outputs")]
+
+    def _batch_invariant(self, mode: str) -> list[CheckResult]:
+        n = self._few(64)
+        kwargs = self._small_batch(mode, n)
+        whole = self._call(kwargs)
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(self.seed + 9)).to(self.device)
+        permuted = {k: (v[order] if isinstance(v, torch.Tensor) and v.dim() > 0 else v) for k, v in kwargs.items()}
+        again = self._call(permuted)
+        alone = self._call({k: (v[:5] if isinstance(v, torch.Tensor) and v.dim() > 0 else v)
+                            for k, v in kwargs.items()})
+        order = order.cpu()
+        moved = sum(int((whole[i][order] != again[i]).reshape(n, -1).any(dim=1).sum()) for i in range(3))
+        apart = sum(int((whole[i][:5] != alone[i]).reshape(5, -1).any(dim=1).sum()) for i in range(3))
+        verdict = "FAIL" if moved or apart else "pass"
+        return [CheckResult("batch invariance", mode, verdict, "exact", samples=n,
+                            detail=f"{moved} outputs changed when the batch was shuffled, {apart} when 5 ran alone")]
+
+    def _same_streams(self, mode: str) -> list[CheckResult]:
+        from specbench.bench import check_output
+
+        n = self._few(2000)
+        kwargs = self._small_batch(mode, n)
+        got, want = self._call(kwargs), _reference(kwargs)
+        check = check_output(mode, got, want, VOCAB, same_rng=True, draft_token_ids=kwargs["draft_token_ids"])
+        return [CheckResult("same tokens as the reference (specbench streams)", mode,
+                            "pass" if check.ok else "FAIL", "exact", samples=n,
+                            detail=check.reason or f"{check.token_agreement:.2%} of sampled tokens agree")]
+
+    def _few(self, n: int) -> int:
+        # the deterministic checks need no more requests than the statistical ones (the interpreter is slow)
+        return max(min(n, self.samples), 8)
+
+    def _small_batch(self, mode: str, n: int) -> dict[str, Any]:
+        target, draft_logits = self._rows(LAW_CONFIGS[0], 0)
+        q = torch.stack([oracle.softmax(row, 1.0) for row in draft_logits])
+        drafts = oracle.sample_drafts(q, n, seed=self.seed + 21)
+        given = {"draft_logits": draft_logits} if mode == "probabilistic" else {}
+        kwargs = self._kwargs(mode, target, drafts, 0.0 if mode == "greedy" else 1.0, n, **given)
+        if mode == "synthetic":
+            kwargs["acceptance_rates"] = [0.8, 0.6, 0.3]
+        return kwargs
+
+
+class _Broken(Exception):
+    """The implementation under test crashed or returned something else than a VerifyResult."""
+
+
+def _reference(kwargs: dict[str, Any]) -> VerifyResult:
+    return VerifyResult(*(t.cpu().to(torch.int64) for t in verify(**kwargs, backend="torch")))
+
+
+def _poison_allocator(device: torch.device) -> None:
+    # freed memory full of a large id: an output slot the implementation forgets to write reads as garbage
+    junk = torch.full((1 << 22,), 0x5A5A5A5A5A5A5A5A, dtype=torch.int64, device=device)
+    del junk
+
+
+def _exact_equal(got: VerifyResult, want: VerifyResult, n: int) -> CheckResult:
+    wrong = (got.output_token_ids != want.output_token_ids).any(dim=1) | (got.num_accepted != want.num_accepted) \
+        | (got.num_emitted != want.num_emitted)
+    count = int(wrong.sum())
+    detail = f"{count} of {n} requests differ from the torch reference" if count else "tokens and counts equal"
+    if count:
+        first = int(wrong.nonzero()[0, 0])
+        detail += (f" (request {first}: {got.output_token_ids[first].tolist()} where "
+                   f"{want.output_token_ids[first].tolist()} was due)")
+    return CheckResult("", "", "FAIL" if count else "pass", "exact", samples=n, detail=detail)
+
+
+def _structure_problems(result: VerifyResult, counts: torch.Tensor) -> str:
+    tokens, emitted, accepted = result
+    slots = torch.arange(tokens.shape[1])[None, :]
+    problems = []
+    if bool((accepted > counts).any()):
+        problems.append(f"{int((accepted > counts).sum())} requests accepted more drafts than they had")
+    if bool(((emitted != accepted + 1) & (emitted != accepted)).any()):
+        problems.append("num_emitted is not num_accepted + 1")
+    past = tokens[slots >= emitted[:, None]]
+    if bool((past != -1).any()):
+        problems.append(f"{int((past != -1).sum())} slots past the last emitted token are not -1 "
+                        f"(e.g. {int(past[past != -1][0])})")
+    used = tokens[slots < emitted[:, None]]
+    if bool(((used < 0) | (used >= VOCAB)).any()):
+        problems.append("emitted ids outside [0, V)")
+    return "; ".join(problems)
+
+
+def _sampled_draft_law(target: torch.Tensor, q: torch.Tensor, draft_probs: torch.Tensor | None, kind: str,
+                       temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per slot: the law of the emitted token when drafts are drawn from ``q`` ``[K + 1, V]``, and the
+    acceptance probability ``[K]``, for the distribution the sampler is told (``kind``)."""
+    emit, accept = [], []
+    for i in range(NUM_SPEC):
+        p = oracle.softmax(target[i], temperature)
+        told = q[i] if draft_probs is None else draft_probs[i].to(torch.float64)
+        row, rate = torch.zeros(VOCAB, dtype=torch.float64), 0.0
+        for x in range(VOCAB):
+            q_told = oracle._point_mass(x, VOCAB) if kind == "none" else told
+            row += q[i, x] * oracle.emitted_distribution(p, q_told, x)
+            rate += float(q[i, x]) * oracle.acceptance_probability(p, q_told, x)
+        emit.append(row)
+        accept.append(rate)
+    emit.append(oracle.softmax(target[NUM_SPEC], temperature))
+    return torch.stack(emit), torch.tensor(accept, dtype=torch.float64)
+
+
+def _token_and_count_checks(result: VerifyResult, emit: torch.Tensor, accept: torch.Tensor,
+                            label: str) -> list[CheckResult]:
+    checks = []
+    for i in range(NUM_SPEC + 1):
+        reached = result.num_accepted >= i if i < NUM_SPEC else result.num_accepted == NUM_SPEC
+        name = f"token law, slot {i}" if i < NUM_SPEC else "token law, bonus slot"
+        checks.append(_chi_square_check(f"{name} ({label})", result.output_token_ids[reached, i], emit[i]))
+    checks.append(_count_check(result.num_accepted, accept, f"accepted-count law ({label})"))
+    return checks
+
+
+def _count_check(num_accepted: torch.Tensor, accept: torch.Tensor, name: str) -> CheckResult:
+    reach = torch.cat([torch.ones(1, dtype=torch.float64), torch.cumprod(accept, 0)])
+    law = reach - torch.cat([reach[1:], torch.zeros(1, dtype=torch.float64)])  # P(A = k)
+    observed = torch.bincount(num_accepted.clamp(0, len(accept)), minlength=len(accept) + 1)
+    result = _chi_square_counts(name, observed, law)
+    rates, measured_rates = [], []
+    for i in range(len(accept)):
+        at = int((num_accepted >= i).sum())
+        measured = int((num_accepted > i).sum()) / at if at else float("nan")
+        rates.append(f"{measured:.3f} (due {float(accept[i]):.3f})")
+        measured_rates.append(measured)
+    result.acceptance_measured, result.acceptance_due = measured_rates, accept.tolist()
+    result.detail = "acceptance by position: " + ", ".join(rates) + (f"; {result.detail}" if result.detail else "")
+    return result
+
+
+def _chi_square_check(name: str, tokens: torch.Tensor, law: torch.Tensor) -> CheckResult:
+    """Chi-square of emitted ``tokens`` against ``law`` ``[V]`` (ids outside ``[0, V)`` fail outright)."""
+    outside = int(((tokens < 0) | (tokens >= VOCAB)).sum())
+    if outside:
+        return CheckResult(name, "", "FAIL", "chi-square", math.inf, 0.0, int(tokens.numel()),
+                           f"{outside} emitted ids outside [0, {VOCAB})")
+    return _chi_square_counts(name, torch.bincount(tokens, minlength=VOCAB), law)
+
+
+def _chi_square_counts(name: str, observed: torch.Tensor, law: torch.Tensor) -> CheckResult:
+    """Chi-square goodness of fit of counts against a law (bins pooled until each expects ``MIN_EXPECTED``);
+    the detail gives the total-variation distance between the frequencies and the law."""
+    counts = observed.to(torch.float64).numpy()
+    law = law.to(torch.float64).numpy()
+    n = int(counts.sum())
+    if n == 0:
+        return CheckResult(name, "", "skipped", "chi-square", samples=0, detail="no request reached this slot")
+    law = law / law.sum()
+    tv = 0.5 * float(np.abs(counts / n - law).sum())
+    impossible = counts[law <= 0].sum()
+    if impossible:
+        return CheckResult(name, "", "FAIL", "chi-square", math.inf, 0.0, n,
+                           f"{int(impossible)} outcomes the law gives probability 0; total variation {tv:.4f}",
+                           total_variation=tv)
+    expected = law * n
+    order = np.argsort(expected)
+    bins_obs, bins_exp, pool_obs, pool_exp = [], [], 0.0, 0.0
+    for index in order:  # smallest first: pool until the pool expects enough
+        pool_obs, pool_exp = pool_obs + counts[index], pool_exp + expected[index]
+        if pool_exp >= MIN_EXPECTED:
+            bins_obs.append(pool_obs)
+            bins_exp.append(pool_exp)
+            pool_obs = pool_exp = 0.0
+    if pool_exp > 0 and bins_exp:
+        bins_obs[-1] += pool_obs
+        bins_exp[-1] += pool_exp
+    if len(bins_exp) < 2:
+        return CheckResult(name, "", "skipped", "chi-square", samples=n,
+                           detail=f"too few samples for a test ({n})", total_variation=tv)
+    statistic, p_value = stats.chisquare(np.array(bins_obs), np.array(bins_exp))
+    return CheckResult(name, "", "pass", "chi-square", float(statistic), float(p_value), n,
+                       f"total variation {tv:.4f} over {len(bins_exp)} bins", total_variation=tv)

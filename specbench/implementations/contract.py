@@ -1,0 +1,258 @@
+"""The plugin contract: what an implementation declares, and how the harness calls it.
+
+An implementation is a callable plus a few facts about it (``Implementation``). A plugin writes
+the callable and declares the facts with ``@sampler(...)``:
+
+- ``modes``: the modes it runs (``greedy``, ``probabilistic``, ``synthetic``).
+- ``target`` and ``draft``: the form it takes the target and draft distributions in, ``"logits"``
+  or ``"probs"``. Inputs in the other form are converted for it (see ``convert``): softmax of the
+  logits at the request's temperature (a greedy row, temperature 0, becomes the one-hot at its
+  argmax), or the log of the probabilities. ``one_hot``: it takes ``draft_<form>=None`` for drafts
+  without a distribution; otherwise it is given the one-hot rows.
+- ``rng``: ``"specbench"`` when it draws from ``specbench.rng``'s streams (its outputs must then
+  equal the reference's), ``"own"`` when it has its own generator (it is judged statistically).
+- ``seeded``: the same ``seeds`` give the same outputs; ``batch_invariant``: a request's outputs do
+  not depend on the other requests in the batch; ``ragged``: it honours ``num_draft_tokens < K``;
+  ``invalid_drafts``: it takes draft ids of ``-1`` or outside ``[0, V)`` (rejected without a test);
+  ``cuda_graph``: its calls can be captured in a CUDA graph. ``specbench verify`` runs the checks
+  of a fact only when it is declared.
+- ``devices``: ``cpu``, ``cuda`` or both.
+
+The callable is called with keyword arguments, the same names as ``specbench.verify``:
+``mode``, ``target_logits`` or ``target_probs`` (the declared form, ``[B, K + 1, V]``),
+``draft_token_ids`` ``[B, K]`` int64, ``draft_logits`` or ``draft_probs`` (the declared form,
+``[B, K, V]``; present in the probabilistic mode only), ``num_draft_tokens`` ``[B]`` int32,
+``temperatures`` ``[B]`` float32 (probabilities are already tempered: there a temperature only
+says greedy (0) or not), ``seeds`` ``[B]`` int64, ``positions`` ``[B]`` int64 and
+``acceptance_rates`` (the synthetic mode's ``K`` rates, else None). It returns a
+``specbench.VerifyResult``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from specbench.errors import SpecbenchError
+from specbench.verification import MODES, VerifyResult, prepare_verify
+
+FORMS: tuple[str, ...] = ("logits", "probs")
+RNG_KINDS: tuple[str, ...] = ("specbench", "own")
+CONVERSIONS: tuple[str, ...] = ("outside", "inside")
+DEVICES: tuple[str, ...] = ("cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """A verification implementation the harness can check and time (module docstring).
+
+    Exactly one of ``fn`` (a plugin: called with the keywords above, in its declared form) and
+    ``prepare`` (built in: ``prepare(kwargs)`` takes ``specbench.verify``'s keywords as given and
+    returns a zero-argument step) is set. ``target``/``draft`` None means any form as given.
+    ``unavailable(device)`` says why it cannot run on this machine at all (a missing package),
+    ``unsupported(mode, device)`` why not in one mode; both None when it can.
+    """
+
+    name: str
+    description: str
+    fn: Callable[..., VerifyResult] | None = None
+    prepare: Callable[[dict[str, Any]], Callable[[], VerifyResult]] | None = None
+    modes: tuple[str, ...] = MODES
+    target: str | None = None
+    draft: str | None = None
+    one_hot: bool = True
+    rng: str = "own"
+    seeded: bool = False
+    batch_invariant: bool = False
+    ragged: bool = True
+    invalid_drafts: bool = True
+    cuda_graph: bool = False
+    devices: tuple[str, ...] = DEVICES
+    needs_gpu: bool = False
+    unavailable: Callable[[torch.device], str | None] = field(default=lambda device: None)
+    source: str = "built-in"
+
+    @property
+    def same_rng(self) -> bool:
+        return self.rng == "specbench"
+
+    def facts(self) -> dict[str, Any]:
+        """The declared facts, as a results file records them."""
+        return {"name": self.name, "description": self.description, "source": self.source, "modes": list(self.modes),
+                "target": self.target or "any", "draft": self.draft or "any", "one_hot": self.one_hot,
+                "rng": self.rng, "seeded": self.seeded, "batch_invariant": self.batch_invariant,
+                "ragged": self.ragged, "invalid_drafts": self.invalid_drafts, "cuda_graph": self.cuda_graph,
+                "devices": list(self.devices)}
+
+    def unsupported(self, mode: str, device: torch.device) -> str | None:
+        """Why this implementation cannot run ``mode`` on ``device`` (its declaration), or None."""
+        if mode not in self.modes:
+            return f"{self.name} declares the modes {', '.join(self.modes)}, not {mode}"
+        if device.type not in self.devices:
+            return f"{self.name} runs on {' and '.join(self.devices)}, not {device.type}"
+        return None
+
+    def conversions(self, kwargs: dict[str, Any]) -> list[str]:
+        """What the harness converts for this implementation on ``verify``-style ``kwargs``,
+        e.g. ``["target logits -> probs"]``; empty when it takes the inputs as given."""
+        if self.fn is None:
+            return []
+        done = []
+        target_form = "probs" if kwargs.get("target_probs") is not None else "logits"
+        if self.target and target_form != self.target:
+            done.append(f"target {target_form} -> {self.target}")
+        if kwargs.get("mode") == "probabilistic" and self.draft:
+            draft_form = next((form for form in FORMS if kwargs.get(f"draft_{form}") is not None), "one-hot")
+            if draft_form != self.draft and not (draft_form == "one-hot" and self.one_hot):
+                done.append(f"draft {draft_form} -> {self.draft}")
+        return done
+
+    def bind(self, kwargs: dict[str, Any], conversion: str = "outside") -> Callable[[], VerifyResult]:
+        """A zero-argument call doing one step on ``specbench.verify``'s ``kwargs`` (no ``backend``).
+
+        ``conversion``: ``"outside"`` converts the inputs once, here (what a caller that already
+        holds them in the declared form pays), ``"inside"`` in every call (what a caller holding
+        the other form pays, so a timer counts it).
+        """
+        if conversion not in CONVERSIONS:
+            raise SpecbenchError(f"conversion must be one of {', '.join(CONVERSIONS)}, got {conversion!r}")
+        if self.prepare is not None:
+            return self.prepare(kwargs)
+        fn = self.fn
+        if conversion == "inside" and self.conversions(kwargs):
+            convert(self, kwargs)  # a bad argument fails here, once; the timed call converts again
+            return lambda: fn(**convert(self, kwargs))
+        converted = convert(self, kwargs)
+        return lambda: fn(**converted)
+
+
+def sampler(
+    *,
+    name: str | None = None,
+    description: str = "",
+    modes: tuple[str, ...] | list[str] = ("probabilistic",),
+    target: str = "logits",
+    draft: str = "logits",
+    one_hot: bool = False,
+    rng: str = "own",
+    seeded: bool = False,
+    batch_invariant: bool = False,
+    ragged: bool = True,
+    invalid_drafts: bool = True,
+    cuda_graph: bool = False,
+    devices: tuple[str, ...] | list[str] = DEVICES,
+) -> Callable[[Callable[..., VerifyResult]], Implementation]:
+    """Declare a function as a specbench implementation (the facts: module docstring).
+
+    ``@sampler(target="probs", draft="probs")`` above ``def my_sampler(**inputs) -> VerifyResult``
+    makes ``my_sampler`` an ``Implementation`` that ``--impl path/to/file.py:my_sampler`` loads.
+    """
+    modes, devices = tuple(modes), tuple(devices)
+    for label, values, allowed in (("modes", modes, MODES), ("devices", devices, DEVICES)):
+        if not values or any(value not in allowed for value in values):
+            raise SpecbenchError(f"{label} must be some of {', '.join(allowed)}, got {list(values)}")
+    for label, value, allowed in (("target", target, FORMS), ("draft", draft, FORMS), ("rng", rng, RNG_KINDS)):
+        if value not in allowed:
+            raise SpecbenchError(f"{label} must be one of {', '.join(allowed)}, got {value!r}")
+
+    def declare(fn: Callable[..., VerifyResult]) -> Implementation:
+        if not callable(fn):
+            raise SpecbenchError(f"@sampler must decorate a function, got {type(fn).__name__}")
+        doc = (fn.__doc__ or "").strip().splitlines()
+        return Implementation(
+            name=name or fn.__name__, description=description or (doc[0] if doc else fn.__name__), fn=fn,
+            modes=modes, target=target, draft=draft, one_hot=one_hot, rng=rng, seeded=seeded,
+            batch_invariant=batch_invariant, ragged=ragged, invalid_drafts=invalid_drafts, cuda_graph=cuda_graph,
+            devices=devices, source=f"{fn.__module__}:{fn.__qualname__}",
+        )
+
+    return declare
+
+
+# --- conversions ---------------------------------------------------------------------------------------------------
+
+_F32_MAX = torch.finfo(torch.float32).max
+
+
+def _clean(logits: torch.Tensor, temperatures: torch.Tensor) -> torch.Tensor:
+    # [B, R, V] logits over [B] temperatures (0 -> 1) in float32; NaN -> -inf, +inf -> f32 max (the verify rules)
+    scale = torch.where(temperatures > 0, 1.0 / torch.where(temperatures > 0, temperatures, 1.0), 1.0)
+    scaled = logits.to(torch.float32) * scale[:, None, None]
+    return torch.nan_to_num(scaled, nan=float("-inf"), posinf=_F32_MAX, neginf=float("-inf"))
+
+
+def logits_to_probs(logits: torch.Tensor, temperatures: torch.Tensor) -> torch.Tensor:
+    """``[B, R, V]`` probabilities (float32) of ``[B, R, V]`` logits at ``[B]`` temperatures.
+
+    Softmax of the cleaned logits over the temperature; a greedy request (temperature 0) gets the
+    one-hot at each row's argmax (ties to the lowest id), and a row with no finite logit all zeros.
+    """
+    cleaned = _clean(logits, temperatures)
+    row_max, argmax = cleaned.max(dim=-1, keepdim=True)
+    valid = row_max > float("-inf")
+    probs = torch.exp(cleaned - torch.where(valid, row_max, 0.0))
+    probs = probs / probs.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float32).tiny)
+    one_hot = torch.zeros_like(probs).scatter_(-1, argmax, 1.0)
+    probs = torch.where((temperatures == 0)[:, None, None], one_hot, probs)
+    return torch.where(valid, probs, 0.0)
+
+
+def probs_to_logits(probs: torch.Tensor) -> torch.Tensor:
+    """``log p`` (float32) with NaN and negative entries as 0: softmax of the result is the row over its sum."""
+    probs = probs.to(torch.float32)
+    return torch.log(torch.where(torch.isnan(probs) | (probs < 0), 0.0, probs))
+
+
+def one_hot_rows(draft_token_ids: torch.Tensor, vocab: int) -> torch.Tensor:
+    """``[B, K, V]`` float32 one-hot at each draft; a row of zeros for an id outside ``[0, V)``."""
+    valid = (draft_token_ids >= 0) & (draft_token_ids < vocab)
+    rows = torch.zeros(*draft_token_ids.shape, vocab, dtype=torch.float32, device=draft_token_ids.device)
+    rows.scatter_(-1, draft_token_ids.clamp(0, vocab - 1)[..., None], valid[..., None].to(torch.float32))
+    return rows
+
+
+def convert(impl: Implementation, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``specbench.verify``'s ``kwargs`` checked (as ``verify`` checks them) and turned into the keywords
+    ``impl.fn`` is called with, in its declared forms (module docstring)."""
+    _, checked = prepare_verify(**kwargs, backend="torch")
+    mode = checked["mode"]
+    given_probs = kwargs.get("target_probs") is not None
+    target = checked["target_logits"]  # target_probs sits here when those were given
+    temperatures = checked["temperatures"]
+    dtype = target.dtype
+    if impl.target == "probs" and not given_probs:
+        target = logits_to_probs(target, temperatures).to(dtype)
+    elif impl.target == "logits" and given_probs:
+        target = probs_to_logits(target).to(dtype)
+    call = {"mode": mode, f"target_{impl.target}": target, "draft_token_ids": checked["draft_token_ids"],
+            "num_draft_tokens": checked["num_draft_tokens"], "temperatures": temperatures, "seeds": checked["seeds"],
+            "positions": checked["positions"], "acceptance_rates": kwargs.get("acceptance_rates")}
+    if mode == "probabilistic":
+        call[f"draft_{impl.draft}"] = _draft_in_form(impl, checked, temperatures, target.shape[-1], dtype)
+    return call
+
+
+def _draft_in_form(impl: Implementation, checked: dict[str, Any], temperatures: torch.Tensor, vocab: int,
+                   dtype: torch.dtype) -> torch.Tensor | None:
+    draft_logits, draft_probs = checked["draft_logits"], checked["draft_probs"]
+    drafts = checked["draft_token_ids"]
+    if draft_logits is None and draft_probs is None:
+        if impl.one_hot:
+            return None
+        rows = one_hot_rows(drafts, vocab)
+        return (rows if impl.draft == "probs" else torch.log(rows)).to(dtype)
+    if impl.draft == "probs":
+        if draft_probs is not None:
+            return draft_probs
+        probs = logits_to_probs(draft_logits, torch.where(temperatures == 0, 1.0, temperatures))
+        # a draft-logit row with no finite value is a one-hot draft (the verify rules)
+        invalid = ~(probs.sum(dim=-1, keepdim=True) > 0)
+        return torch.where(invalid, one_hot_rows(drafts, vocab), probs).to(dtype)
+    if draft_logits is not None:
+        return draft_logits
+    # log q times T: the callee divides draft logits by the temperature, and q is already tempered
+    scale = torch.where(temperatures > 0, temperatures, 1.0)[:, None, None]
+    return (probs_to_logits(draft_probs) * scale).to(dtype)

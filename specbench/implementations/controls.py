@@ -1,0 +1,109 @@
+"""Negative controls: samplers with known bugs, shipped so ``specbench verify`` is seen to catch them.
+
+Each is the textbook chain sampler (vectorized torch, its own ``torch.Generator`` seeded from the
+batch's seeds) with one rule changed, after a bug found in a serving engine:
+
+- ``control-onehot-acceptance`` accepts as if the draft were one-hot, ``u < p(x)``, while the
+  drafts come from ``q`` (vLLM PR #40269). On rejection it samples ``p`` without the draft (the
+  one-hot residual), so every emitted token still follows ``p``: only the accepted-count law shows
+  the bug, as acceptance ``sum_x q(x) p(x)`` where ``sum_x min(p(x), q(x))`` is due.
+- ``control-bf16-draft`` rounds the draft logits to bfloat16 before its softmax (vLLM PR #37639):
+  the ``q`` it tests against is not the ``q`` the drafts came from, which shifts acceptance and the
+  emitted law by an amount that grows with the logits' magnitude.
+- ``control-residual-from-p`` samples the rejection's replacement from ``p`` instead of
+  ``norm(max(p - q, 0))``: the emitted tokens lean towards the drafts.
+
+``textbook`` is the same code with no rule changed: the positive control, which passes.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specbench.implementations.contract import Implementation, sampler
+from specbench.verification import VerifyResult
+
+
+def _generator(seeds: torch.Tensor) -> torch.Generator:
+    # one stream per call, from the whole batch's seeds (a host read: these are test samplers)
+    mixed = int((seeds.to(torch.int64).cpu() * 0x9E3779B1).sum()) & ((1 << 63) - 1)
+    return torch.Generator(device=seeds.device).manual_seed(mixed)
+
+
+def chain_sample(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_token_ids: torch.Tensor,
+                 num_draft_tokens: torch.Tensor, seeds: torch.Tensor, *, accept: str = "ratio",
+                 residual: str = "difference") -> VerifyResult:
+    """The chain sampler, vectorized: ``accept`` is ``"ratio"`` (``u * q(x) < p(x)``) or ``"one-hot"``
+    (``u < p(x)``); ``residual`` is ``"difference"`` (``max(p - q, 0)``), ``"without-draft"`` (``p``
+    with ``x`` removed) or ``"target"`` (``p``). Shapes as ``specbench.verify``; probabilities float."""
+    batch, num_rows, vocab = target_probs.shape
+    num_spec = num_rows - 1
+    device = target_probs.device
+    generator = _generator(seeds)
+    p, q = target_probs.to(torch.float32), draft_probs.to(torch.float32)
+    drafts = draft_token_ids.to(torch.int64)
+    valid = (drafts >= 0) & (drafts < vocab)
+    x = drafts.clamp(0, vocab - 1)[..., None]
+    p_x, q_x = p[:, :num_spec].gather(2, x)[..., 0], q.gather(2, x)[..., 0]  # [B, K]
+    u = torch.rand(batch, num_spec, generator=generator, device=device)
+    passed = u * q_x < p_x if accept == "ratio" else u < p_x
+    slots = torch.arange(num_spec, device=device)
+    alive = passed & valid & (slots[None, :] < num_draft_tokens[:, None])
+    num_accepted = alive.to(torch.int32).cumprod(dim=1).sum(dim=1, dtype=torch.int32)
+    terminal = num_accepted.to(torch.int64)
+    rows = torch.arange(batch, device=device)
+    weights = p[rows, terminal]  # [B, V]: the bonus row's p, or the rejected row's
+    rejected = terminal < num_draft_tokens.to(torch.int64)
+    if num_spec > 0:
+        slot = terminal.clamp(max=num_spec - 1)
+        draft = drafts[rows, slot]
+        if residual == "difference":
+            left = (weights - q[rows, slot]).clamp_min(0.0)
+        elif residual == "without-draft":
+            left = weights.scatter(1, x[rows, slot], 0.0)
+        else:
+            left = weights
+        left = torch.where(left.sum(dim=1, keepdim=True) > 0, left, weights)
+        use = (rejected & (draft >= 0) & (draft < vocab))[:, None]
+        weights = torch.where(use, left, weights)
+    token = torch.multinomial(weights, 1, generator=generator)[:, 0]
+    output = torch.where(slots[None, :] < terminal[:, None], drafts, -1)
+    output = torch.cat([output, torch.full((batch, 1), -1, dtype=torch.int64, device=device)], dim=1)
+    output.scatter_(1, terminal[:, None], token[:, None])
+    return VerifyResult(output, num_accepted + 1, num_accepted)
+
+
+_FACTS = {"modes": ["probabilistic"], "target": "probs", "rng": "own", "seeded": True}
+
+
+@sampler(name="textbook", description="the chain sampler in plain torch, no rule changed (positive control)",
+         draft="probs", **_FACTS)
+def textbook(*, target_probs, draft_probs, draft_token_ids, num_draft_tokens, seeds, **_) -> VerifyResult:
+    return chain_sample(target_probs, draft_probs, draft_token_ids, num_draft_tokens, seeds)
+
+
+@sampler(name="control-onehot-acceptance", description="accepts by u < p(x) as if drafts were one-hot "
+         "(vLLM PR #40269)", draft="probs", **_FACTS)
+def onehot_acceptance(*, target_probs, draft_probs, draft_token_ids, num_draft_tokens, seeds, **_) -> VerifyResult:
+    return chain_sample(target_probs, draft_probs, draft_token_ids, num_draft_tokens, seeds, accept="one-hot",
+                        residual="without-draft")
+
+
+@sampler(name="control-bf16-draft", description="rounds draft logits to bfloat16 before the softmax "
+         "(vLLM PR #37639)", draft="logits", **_FACTS)
+def bf16_draft(*, target_probs, draft_logits, draft_token_ids, num_draft_tokens, temperatures, seeds,
+               **_) -> VerifyResult:
+    scale = torch.where(temperatures > 0, temperatures, 1.0)[:, None, None]
+    rounded = draft_logits.to(torch.bfloat16).to(torch.float32)
+    draft_probs = torch.softmax(torch.nan_to_num(rounded, nan=float("-inf")) / scale, dim=-1)
+    return chain_sample(target_probs, draft_probs, draft_token_ids, num_draft_tokens, seeds)
+
+
+@sampler(name="control-residual-from-p", description="samples a rejection's replacement from p, not "
+         "max(p - q, 0)", draft="probs", **_FACTS)
+def residual_from_p(*, target_probs, draft_probs, draft_token_ids, num_draft_tokens, seeds, **_) -> VerifyResult:
+    return chain_sample(target_probs, draft_probs, draft_token_ids, num_draft_tokens, seeds, residual="target")
+
+
+CONTROLS: dict[str, Implementation] = {impl.name: impl for impl in
+                                       (textbook, onehot_acceptance, bf16_draft, residual_from_p)}

@@ -1,0 +1,120 @@
+"""Finding implementations by name: built in, shipped controls and adapters, installed plugins, files.
+
+``--impl`` takes, comma-separated:
+
+- a registered name: ``torch``, ``triton`` (and its forced launch variants), the adapters
+  ``flashinfer`` and ``vllm``, the negative controls ``control-*``;
+- a name an installed package registers under the entry-point group ``specbench.implementations``
+  (``[project.entry-points."specbench.implementations"] my-sampler = "my_pkg.verify:my_sampler"``);
+- ``package.module:function`` or ``path/to/file.py:function``, where ``function`` was declared with
+  ``@specbench.implementations.sampler(...)``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.metadata
+import importlib.util
+import sys
+from pathlib import Path
+
+from specbench.errors import SpecbenchError
+from specbench.implementations import adapters, controls
+from specbench.implementations.builtin import BUILT_IN
+from specbench.implementations.contract import Implementation
+
+ENTRY_POINT_GROUP = "specbench.implementations"
+
+# what `specbench kernels` times unless --impl names others (the launch variants are for side-by-side runs)
+DEFAULT_IMPLEMENTATIONS: tuple[str, ...] = ("torch", "triton")
+
+
+def registered() -> dict[str, Implementation]:
+    """Every implementation known by name without importing a plugin: built in, adapters, controls."""
+    return {**BUILT_IN, **adapters.ADAPTERS, **controls.CONTROLS}
+
+
+@functools.lru_cache(maxsize=1)
+def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+    return {point.name: point for point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def known_names() -> list[str]:
+    """Registered names, then installed plugins' names (not imported)."""
+    names = list(registered())
+    return names + [name for name in sorted(_entry_points()) if name not in names]
+
+
+def resolve(spec: str) -> Implementation:
+    """The implementation ``spec`` names (module docstring); an unknown or broken one is a ``SpecbenchError``."""
+    spec = spec.strip()
+    table = registered()
+    if spec in table:
+        return table[spec]
+    points = _entry_points()
+    if spec in points:
+        try:
+            found = points[spec].load()
+        except Exception as exc:  # noqa: BLE001 -- a broken plugin is the user's input: one sentence, not a traceback
+            raise SpecbenchError(f"the installed plugin {spec!r} ({points[spec].value}) failed to import: "
+                                 f"{type(exc).__name__}: {exc}") from None
+        return _declared(found, f"the installed plugin {spec!r} ({points[spec].value})")
+    if ":" in spec:
+        where, _, attribute = spec.rpartition(":")
+        module = _load_file(where) if where.endswith(".py") or "/" in where else _load_module(where)
+        if not attribute or not hasattr(module, attribute):
+            raise SpecbenchError(f"{where} has no attribute {attribute!r} (--impl takes module:function or "
+                                 f"file.py:function)")
+        return _declared(getattr(module, attribute), spec)
+    raise SpecbenchError(f"unknown implementation {spec!r}; choose from {', '.join(known_names())}, or give "
+                         f"package.module:function or path/to/file.py:function")
+
+
+def resolve_all(specs: list[str]) -> list[Implementation]:
+    """``resolve`` for each spec, once each; two implementations with one name are a usage error."""
+    chosen: dict[str, Implementation] = {}
+    for spec in dict.fromkeys(specs):
+        impl = resolve(spec)
+        if impl.name in chosen:
+            raise SpecbenchError(f"two implementations are called {impl.name!r} ({chosen[impl.name].source} and "
+                                 f"{impl.source}); give one a different name with @sampler(name=...)")
+        chosen[impl.name] = impl
+    return list(chosen.values())
+
+
+def _declared(found: object, where: str) -> Implementation:
+    if isinstance(found, Implementation):
+        return found
+    if callable(found):
+        raise SpecbenchError(f"{where} is a plain function: declare what it takes and supports with "
+                             f"@specbench.implementations.sampler(...) above it")
+    raise SpecbenchError(f"{where} is a {type(found).__name__}, not an implementation declared with "
+                         f"@specbench.implementations.sampler(...)")
+
+
+def _load_module(name: str):
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        raise SpecbenchError(f"cannot import {name!r}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 -- whatever a plugin raises on import is reported in one sentence
+        raise SpecbenchError(f"importing {name!r} failed: {type(exc).__name__}: {exc}") from None
+
+
+def _load_file(path: str):
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise SpecbenchError(f"no such plugin file: {path}")
+    module_name = f"specbench_plugin_{abs(hash(str(file.resolve())))}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, file)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # noqa: BLE001 -- whatever a plugin file raises is reported in one sentence
+        del sys.modules[module_name]
+        raise SpecbenchError(f"loading {path} failed: {type(exc).__name__}: {exc}") from None
+    return module

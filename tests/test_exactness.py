@@ -1,0 +1,216 @@
+"""`specbench verify`: our backends and the positive control pass; each negative control fails the check
+that catches its bug; peers' adapters keep the contract (vLLM's against its documented signature)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from specbench import oracle
+from specbench.cli import app
+from specbench.exactness import LAW_CONFIGS, Suite
+from specbench.implementations import resolve
+
+CPU = torch.device("cpu")
+SAMPLES = 6000
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "my_sampler.py"
+
+
+def _run(name, modes=("greedy", "probabilistic", "synthetic"), samples=SAMPLES, impl=None, seed=1):
+    impl = impl or resolve(name)
+    return Suite(impl, CPU, [m for m in modes if m in impl.modes], samples=samples, seed=seed).run()
+
+
+def _by_name(checks):
+    return {(c.mode, c.name): c for c in checks}
+
+
+@pytest.mark.parametrize("name", ["torch", "textbook"])
+def test_correct_samplers_pass_every_check(name):
+    checks = _run(name)
+    failed = [(c.name, c.detail) for c in checks if c.verdict == "FAIL"]
+    assert not failed
+    tested = [c for c in checks if c.p_value is not None]
+    assert len(tested) >= 30 and all(c.samples > 0 for c in tested)
+
+
+def test_onehot_acceptance_keeps_the_token_law_and_loses_acceptance():
+    checks = _by_name(_run("control-onehot-acceptance"))
+    label = LAW_CONFIGS[0].label
+    for slot in ("slot 0", "slot 1", "bonus slot"):  # drafts drawn from q: every emitted token still follows p
+        assert checks["probabilistic", f"token law, {slot} ({label})"].verdict == "pass"
+    count = checks["probabilistic", f"accepted-count law ({label})"]
+    assert count.verdict == "FAIL"
+    # accepts sum_x q(x) p(x) where sum_x min(p, q) is due
+    assert count.acceptance_measured[0] < 0.6 * count.acceptance_due[0]
+
+
+def test_residual_from_p_fails_the_token_law():
+    checks = _by_name(_run("control-residual-from-p"))
+    label = LAW_CONFIGS[1].label
+    assert checks["probabilistic", f"token law, slot 0 ({label})"].verdict == "FAIL"
+    assert checks["probabilistic", f"accepted-count law ({label})"].verdict == "pass"  # acceptance is right
+
+
+def test_bf16_draft_logits_shift_acceptance_and_the_token_law_by_what_the_oracle_predicts():
+    samples = 20000
+    checks = _run("control-bf16-draft", modes=["probabilistic"], samples=samples, seed=0)
+    index = next(i for i, c in enumerate(LAW_CONFIGS) if c.distance == "offset")
+    label = LAW_CONFIGS[index].label
+    assert any(c.verdict == "FAIL" for c in checks if c.name.endswith(f"({label})"))
+    count = _by_name(checks)["probabilistic", f"accepted-count law ({label})"]
+    # the exact effect, from the oracle: q from float32 logits (the drafts' law) against q from the same
+    # logits rounded to bfloat16 (what the control tests against)
+    target, draft_logits = Suite(resolve("torch"), CPU, [], seed=0)._rows(LAW_CONFIGS[index], index)
+    effects = []
+    for slot in range(3):
+        p = oracle.softmax(target[slot], 1.0)
+        q32, q16 = oracle.softmax(draft_logits[slot], 1.0), oracle.softmax(draft_logits[slot].bfloat16().float(), 1.0)
+        due = sum(float(q32[x]) * oracle.acceptance_probability(p, q32, x) for x in range(16))
+        shifted = sum(float(q32[x]) * oracle.acceptance_probability(p, q16, x) for x in range(16))
+        emitted = sum(q32[x] * oracle.emitted_distribution(p, q16, x) for x in range(16))
+        effects.append((due, shifted, 0.5 * float((emitted - p).abs().sum())))
+    slot = max(range(3), key=lambda i: abs(effects[i][1] - effects[i][0]))
+    due, shifted, _ = effects[slot]
+    assert count.acceptance_due[slot] == pytest.approx(due)
+    at_slot = samples * math.prod(count.acceptance_measured[:slot])  # requests that reached the slot
+    standard_error = (shifted * (1 - shifted) / max(at_slot, 1)) ** 0.5
+    assert abs(count.acceptance_measured[slot] - shifted) < 4 * standard_error < abs(shifted - due)
+    token = _by_name(checks)["probabilistic", f"token law, slot 0 ({label})"]
+    assert effects[0][2] > 0.01 and token.total_variation == pytest.approx(effects[0][2], abs=0.01)
+
+
+def test_a_crashing_or_misshapen_sampler_fails_without_stopping_the_suite():
+    from specbench.implementations import sampler
+
+    @sampler(modes=["greedy"], rng="own")
+    def crashes(**_):
+        raise RuntimeError("illegal memory access")
+
+    checks = _run("", modes=["greedy"], samples=200, impl=crashes)
+    assert checks and all(c.verdict in ("FAIL", "skipped") for c in checks)
+    assert "raised RuntimeError: illegal memory access" in checks[0].detail
+
+
+FAKE_VLLM = textwrap.dedent('''
+    """A stand-in written to vLLM V1's documented rejection_sample signature and semantics."""
+    import torch
+
+    GREEDY_TEMPERATURE = -1
+    PLACEHOLDER_TOKEN_ID = -1
+
+    def rejection_sample(draft_token_ids, num_draft_tokens, max_spec_len, cu_num_draft_tokens, draft_probs,
+                         target_probs, bonus_token_ids, sampling_metadata):
+        batch = len(num_draft_tokens)
+        out = torch.full((batch, max_spec_len + 1), PLACEHOLDER_TOKEN_ID, dtype=torch.int32)
+        start = 0
+        for b, n in enumerate(num_draft_tokens):
+            greedy = sampling_metadata.all_greedy or bool(sampling_metadata.temperature[b] == GREEDY_TEMPERATURE)
+            for i in range(n + 1):
+                if i == n:
+                    out[b, i] = bonus_token_ids[b, 0]
+                    break
+                p, x = target_probs[start + i], int(draft_token_ids[start + i])
+                q = torch.zeros_like(p).index_fill_(0, torch.tensor([x]), 1.0) if draft_probs is None \\
+                    else draft_probs[start + i]
+                if greedy:
+                    if x == int(p.argmax()):
+                        out[b, i] = x
+                        continue
+                    out[b, i] = int(p.argmax())
+                    break
+                if q[x] > 0 and p[x] / q[x] >= torch.rand(()):
+                    out[b, i] = x
+                    continue
+                left = (p - q).clamp_min(0)
+                out[b, i] = int(torch.multinomial(left if left.sum() > 0 else p, 1))
+                break
+            start += n
+        return out
+''')
+
+
+@pytest.fixture
+def fake_vllm(tmp_path, monkeypatch):
+    package = tmp_path / "vllm" / "v1" / "sample"
+    package.mkdir(parents=True)
+    for folder in (tmp_path / "vllm", tmp_path / "vllm" / "v1", package):
+        (folder / "__init__.py").write_text("")
+    (package / "rejection_sampler.py").write_text(FAKE_VLLM)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield
+    import sys
+
+    for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
+        del sys.modules[name]
+
+
+def test_the_vllm_adapter_keeps_the_contract_through_vllms_signature(fake_vllm):
+    adapter = resolve("vllm")
+    assert adapter.unavailable(CPU) is None
+    on_cpu = dataclasses.replace(adapter, devices=("cpu",))  # the real kernels need a GPU; the stand-in does not
+    checks = _run("", modes=["greedy", "probabilistic"], samples=3000, impl=on_cpu)
+    failed = [(c.name, c.detail) for c in checks if c.verdict == "FAIL"]
+    assert not failed
+    names = {c.name for c in checks if c.verdict == "pass"}
+    assert "num_draft_tokens < K: joint law of (count, accepted)" in names  # ragged batches, flattened for vLLM
+    assert any(name.startswith("token law, slot 0 (T=1, one-hot drafts)") for name in names)
+
+
+# --- the command ------------------------------------------------------------------------------------------------
+
+runner = CliRunner()
+
+
+def test_verify_passes_our_backend_and_writes_json(tmp_path):
+    report = tmp_path / "verify.json"
+    result = runner.invoke(app, ["verify", "--impl", "torch", "--samples", "3000", "--json", str(report)])
+    assert result.exit_code == 0, result.output
+    assert "torch: 0 failed" in result.stdout and "each held to alpha /" in result.stdout
+    data = json.loads(report.read_text())
+    (entry,) = data["implementations"]
+    assert entry["facts"]["rng"] == "specbench" and data["metadata"]["alpha"] == 0.001
+    assert {c["verdict"] for c in entry["checks"]} <= {"pass", "skipped"} and len(entry["checks"]) > 50
+
+
+def test_verify_exits_1_on_a_negative_control():
+    result = runner.invoke(app, ["verify", "--impl", "control-residual-from-p", "--samples", "3000"])
+    assert result.exit_code == 1
+    assert "FAIL" in result.stdout and "control-residual-from-p:" in result.stdout
+
+
+def test_the_example_plugin_runs_through_verify_and_kernels(tmp_path):
+    spec = f"{EXAMPLE}:my_sampler"
+    result = runner.invoke(app, ["verify", "--impl", spec, "--samples", "1500"])
+    assert result.exit_code == 0, result.output
+    assert "my_sampler: 0 failed" in result.stdout
+    out = tmp_path / "kernels"
+    result = runner.invoke(app, ["kernels", "--impl", f"torch,{spec}", "--mode", "probabilistic", "--batch-size", "4",
+                                 "--vocab-size", "64", "--num-spec-tokens", "3", "--no-charts", "--max-ms", "20",
+                                 "--min-samples", "2", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    records = json.loads((out / "results.json").read_text())["records"]
+    mine = [r for r in records if r["impl"] == "my_sampler"]
+    assert mine and all(r["status"] == "ok" for r in mine)
+    assert mine[0]["converted"] == ["target logits -> probs", "draft logits -> probs"]
+    assert mine[0]["conversion"] == "outside"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--impl", "sglang"], "unknown implementation 'sglang'"),
+    (["--impl", "torch", "--mode", "beam"], "unknown mode 'beam'"),
+    (["--impl", "torch", "--samples", "many"], "--samples takes a whole number, got 'many'"),
+    (["--impl", "torch", "--alpha", "2"], "--alpha must be in [1e-12, 1), got 2"),
+    (["--impl", "flashinfer", "--device", "cpu"], "no implementation given can run here"),
+])
+def test_unusable_input_is_one_sentence_and_exit_2(args, message):
+    result = runner.invoke(app, ["verify", *args])
+    assert result.exit_code == 2
+    assert message in " ".join(result.stderr.split())

@@ -1,0 +1,152 @@
+"""The plugin contract: loading by name, file, module and entry point; declared facts; conversions."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from specbench import oracle
+from specbench.errors import SpecbenchError
+from specbench.implementations import contract, registry, resolve, resolve_all, sampler
+from specbench.verification import verify
+
+PLUGIN = textwrap.dedent('''
+    from specbench import verify
+    from specbench.implementations import sampler
+
+    @sampler(name="copy-of-torch", modes=["greedy", "probabilistic"], target="logits", draft="logits",
+             rng="specbench", one_hot=True)
+    def declared(**inputs):
+        return verify(backend="torch", **inputs)
+
+    def plain(**inputs):
+        return None
+''')
+
+
+@pytest.fixture
+def plugin_file(tmp_path):
+    path = tmp_path / "my_plugin.py"
+    path.write_text(PLUGIN)
+    return path
+
+
+def test_a_file_plugin_loads_and_matches_the_reference(plugin_file):
+    impl = resolve(f"{plugin_file}:declared")
+    assert (impl.name, impl.modes, impl.rng) == ("copy-of-torch", ("greedy", "probabilistic"), "specbench")
+    assert impl.source.endswith(":declared")
+    target, drafts = torch.randn(4, 3, 20), torch.randint(0, 20, (4, 2))
+    kwargs = {"mode": "probabilistic", "target_logits": target, "draft_token_ids": drafts,
+              "draft_logits": torch.randn(4, 2, 20), "seeds": torch.arange(4)}
+    got, want = impl.bind(kwargs)(), verify(**kwargs, backend="torch")
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+
+
+def test_a_module_plugin_and_an_installed_entry_point_load(plugin_file, monkeypatch):
+    monkeypatch.syspath_prepend(str(plugin_file.parent))
+    assert resolve("my_plugin:declared").name == "copy-of-torch"
+    point = importlib.metadata.EntryPoint("mine", "my_plugin:declared", registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(registry, "_entry_points", lambda: {"mine": point})
+    assert resolve("mine").name == "copy-of-torch"
+    assert "mine" in registry.known_names()
+    broken = importlib.metadata.EntryPoint("broken", "no_such_module_here:x", registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(registry, "_entry_points", lambda: {"broken": broken})
+    with pytest.raises(SpecbenchError, match="the installed plugin 'broken' .* failed to import: ModuleNotFound"):
+        resolve("broken")
+    sys.modules.pop("my_plugin", None)
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("sglang", "unknown implementation 'sglang'; choose from torch, triton, .* or give package.module:function"),
+    ("{file}:plain", "is a plain function: declare what it takes and supports with @specbench"),
+    ("{file}:nothing", "has no attribute 'nothing'"),
+    ("{dir}/missing.py:f", "no such plugin file: .*missing.py"),
+    ("no_such_package_x.mod:f", "cannot import 'no_such_package_x.mod'"),
+])
+def test_a_bad_impl_is_one_sentence(plugin_file, spec, message):
+    with pytest.raises(SpecbenchError, match=message):
+        resolve(spec.format(file=plugin_file, dir=plugin_file.parent))
+
+
+def test_a_plugin_that_fails_to_import_names_the_error(tmp_path):
+    path = tmp_path / "broken.py"
+    path.write_text("raise RuntimeError('needs a GPU driver')\n")
+    with pytest.raises(SpecbenchError, match="loading .*broken.py failed: RuntimeError: needs a GPU driver"):
+        resolve(f"{path}:f")
+
+
+def test_two_implementations_with_one_name_are_refused(plugin_file):
+    with pytest.raises(SpecbenchError, match="two implementations are called 'copy-of-torch'"):
+        resolve_all([f"{plugin_file}:declared", f"{plugin_file.parent}/./my_plugin.py:declared"])
+
+
+@pytest.mark.parametrize(("facts", "message"), [
+    ({"modes": ["beam"]}, "modes must be some of greedy, probabilistic, synthetic, got \\['beam'\\]"),
+    ({"target": "logprobs"}, "target must be one of logits, probs, got 'logprobs'"),
+    ({"rng": "curand"}, "rng must be one of specbench, own, got 'curand'"),
+    ({"devices": []}, "devices must be some of cpu, cuda, got \\[\\]"),
+])
+def test_a_bad_declaration_is_refused(facts, message):
+    with pytest.raises(SpecbenchError, match=message):
+        sampler(**facts)
+
+
+def test_logits_become_the_probabilities_the_contract_reads():
+    logits = torch.randn(3, 2, 12) * 3
+    logits[0, 0, :] = float("-inf")  # an invalid row
+    logits[1, 1, 4] = float("nan")
+    temperatures = torch.tensor([0.7, 0.0, 1.3])
+    probs = contract.logits_to_probs(logits, temperatures)
+    assert torch.equal(probs[0, 0], torch.zeros(12))
+    assert torch.allclose(probs[0, 1].double(), oracle.softmax(logits[0, 1], 0.7), atol=1e-6)
+    assert torch.allclose(probs[2, 0].double(), oracle.softmax(logits[2, 0], 1.3), atol=1e-6)
+    for row in range(2):  # a greedy request: the one-hot at the argmax
+        assert probs[1, row].sum() == 1 and int(probs[1, row].argmax()) == oracle.greedy_token(logits[1, row])
+
+
+def test_each_form_is_converted_and_conversions_are_listed():
+    seen = {}
+
+    @sampler(target="probs", draft="logits")
+    def spy(**inputs):
+        seen.update(inputs)
+        return verify(backend="torch", **{k: v for k, v in inputs.items() if k != "target_probs"},
+                      target_probs=inputs["target_probs"])
+
+    target, drafts = torch.randn(2, 3, 8), torch.randint(0, 8, (2, 2))
+    draft_probs = torch.softmax(torch.randn(2, 2, 8), -1)
+    kwargs = {"mode": "probabilistic", "target_logits": target, "draft_token_ids": drafts,
+              "draft_probs": draft_probs, "seeds": torch.arange(2), "temperatures": torch.tensor([0.5, 2.0])}
+    assert spy.conversions(kwargs) == ["target logits -> probs", "draft probs -> logits"]
+    spy.bind(kwargs)()
+    assert set(seen) >= {"target_probs", "draft_logits"} and "target_logits" not in seen
+    # the draft logits it gets give back q at the request's temperature
+    recovered = torch.softmax(seen["draft_logits"] / torch.tensor([0.5, 2.0])[:, None, None], -1)
+    assert torch.allclose(recovered, draft_probs, atol=1e-6)
+    one_hot = {k: v for k, v in kwargs.items() if k != "draft_probs"}
+    assert spy.conversions(one_hot) == ["target logits -> probs", "draft one-hot -> logits"]
+
+
+def test_conversion_inside_the_call_gives_the_same_outputs():
+    impl = resolve("textbook")
+    kwargs = {"mode": "probabilistic", "target_logits": torch.randn(5, 4, 30), "draft_logits": torch.randn(5, 3, 30),
+              "draft_token_ids": torch.randint(0, 30, (5, 3)), "seeds": torch.arange(5)}
+    outside, inside = impl.bind(kwargs, "outside")(), impl.bind(kwargs, "inside")()
+    assert all(torch.equal(a, b) for a, b in zip(outside, inside, strict=True))
+    with pytest.raises(SpecbenchError, match="conversion must be one of outside, inside, got 'later'"):
+        impl.bind(kwargs, "later")
+
+
+def test_missing_peers_are_a_one_line_note(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("flashinfer", "vllm") else real(name, *a))
+    assert resolve("flashinfer").unavailable(torch.device("cuda")) == \
+        "FlashInfer is not installed (pip install flashinfer-python)"
+    assert resolve("vllm").unavailable(torch.device("cuda")) == "vLLM is not installed (pip install vllm)"

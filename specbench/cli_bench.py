@@ -149,12 +149,7 @@ def _implementations(names: list[str], device: str, interpret: bool) -> list:
     chosen = registry.resolve_all(names or list(registry.DEFAULT_IMPLEMENTATIONS))
     usable, skipped = [], []
     for impl in chosen:
-        if impl.needs_gpu and device == "cpu" and not interpret:
-            reason = "no GPU here (pass --interpret to run it under the Triton interpreter, small shapes only)"
-        elif device not in impl.devices:
-            reason = f"declared for {' and '.join(impl.devices)} only"
-        else:
-            reason = impl.unavailable(torch.device(device))
+        reason = impl.cannot_run(torch.device(device), interpret)
         if reason:
             skipped.append(f"{impl.name}: {reason}")
         else:

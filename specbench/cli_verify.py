@@ -101,12 +101,7 @@ def verify_command(
     torch_device = torch.device(device_name)
     runnable = []
     for chosen_impl in chosen:
-        if chosen_impl.needs_gpu and device_name == "cpu" and not interpret:
-            reason = "no GPU here (pass --interpret to run it under the Triton interpreter)"
-        elif device_name not in chosen_impl.devices:
-            reason = f"declared for {' and '.join(chosen_impl.devices)} only, and this run is on {device_name}"
-        else:
-            reason = chosen_impl.unavailable(torch_device)
+        reason = chosen_impl.cannot_run(torch_device, interpret)
         if reason:
             error_console.print(f"[yellow]skipped[/] {escape(chosen_impl.name)}: {escape(reason)}", highlight=False)
         else:

@@ -87,6 +87,14 @@ class Implementation:
                 "ragged": self.ragged, "invalid_drafts": self.invalid_drafts, "cuda_graph": self.cuda_graph,
                 "devices": list(self.devices)}
 
+    def cannot_run(self, device: torch.device, interpret: bool = False) -> str | None:
+        """Why it cannot run on ``device`` in this process at all (``interpret``: the Triton interpreter is on)."""
+        if self.needs_gpu and device.type == "cpu" and not interpret:
+            return "no GPU here (pass --interpret to run it under the Triton interpreter, small shapes only)"
+        if device.type not in self.devices:
+            return f"declared for {' and '.join(self.devices)} only, and this run is on {device.type}"
+        return self.unavailable(device)
+
     def unsupported(self, mode: str, device: torch.device) -> str | None:
         """Why this implementation cannot run ``mode`` on ``device`` (its declaration), or None."""
         if mode not in self.modes:

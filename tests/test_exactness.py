@@ -192,15 +192,19 @@ def test_the_example_plugin_runs_through_verify_and_kernels(tmp_path):
     assert result.exit_code == 0, result.output
     assert "my_sampler: 0 failed" in result.stdout
     out = tmp_path / "kernels"
+    # every option that has a machine default is given, so a GPU machine runs the same rows (its default
+    # grid adds CUDA-graph rows, which this plugin, declared without graph support, would skip)
     result = runner.invoke(app, ["kernels", "--impl", f"torch,{spec}", "--mode", "probabilistic", "--batch-size", "4",
-                                 "--vocab-size", "64", "--num-spec-tokens", "3", "--no-charts", "--max-ms", "20",
+                                 "--vocab-size", "64", "--num-spec-tokens", "3", "--draft", "logits,probs,none",
+                                 "--acceptance-length", "3,full", "--no-cuda-graph", "--no-charts", "--max-ms", "20",
                                  "--min-samples", "2", "--output", str(out)])
     assert result.exit_code == 0, result.output
     records = json.loads((out / "results.json").read_text())["records"]
     mine = [r for r in records if r["impl"] == "my_sampler"]
-    assert mine and all(r["status"] == "ok" for r in mine)
-    assert mine[0]["converted"] == ["target logits -> probs", "draft logits -> probs"]
-    assert mine[0]["conversion"] == "outside"
+    assert len(mine) == 6 and all(r["status"] == "ok" for r in mine), [(r["draft"], r["reason"]) for r in mine]
+    from_logits = [r for r in mine if r["draft"] == "logits"]
+    assert all(r["converted"] == ["target logits -> probs", "draft logits -> probs"] for r in from_logits)
+    assert all(r["conversion"] == "outside" for r in mine)
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -131,8 +131,10 @@ class Implementation:
             return self.prepare(kwargs)
         fn = self.fn
         if conversion == "inside" and self.conversions(kwargs):
-            convert(self, kwargs)  # a bad argument fails here, once; the timed call converts again
-            return lambda: fn(**convert(self, kwargs))
+            # a bad argument fails here, once; whether any row is greedy is read here too, so the
+            # timed call converts as a caller would (a softmax) without a host read of its own
+            greedy = bool((convert(self, kwargs)["temperatures"] == 0).any())
+            return lambda: fn(**convert(self, kwargs, greedy_rows=greedy))
         converted = convert(self, kwargs)
         return lambda: fn(**converted)
 
@@ -185,27 +187,28 @@ def sampler(
 _F32_MAX = torch.finfo(torch.float32).max
 
 
-def _clean(logits: torch.Tensor, temperatures: torch.Tensor) -> torch.Tensor:
-    # [B, R, V] logits over [B] temperatures (0 -> 1) in float32; NaN -> -inf, +inf -> f32 max (the verify rules)
-    scale = torch.where(temperatures > 0, 1.0 / torch.where(temperatures > 0, temperatures, 1.0), 1.0)
-    scaled = logits.to(torch.float32) * scale[:, None, None]
-    return torch.nan_to_num(scaled, nan=float("-inf"), posinf=_F32_MAX, neginf=float("-inf"))
-
-
-def logits_to_probs(logits: torch.Tensor, temperatures: torch.Tensor) -> torch.Tensor:
+def logits_to_probs(logits: torch.Tensor, temperatures: torch.Tensor, greedy_rows: bool | None = None) -> torch.Tensor:
     """``[B, R, V]`` probabilities (float32) of ``[B, R, V]`` logits at ``[B]`` temperatures.
 
-    Softmax of the cleaned logits over the temperature; a greedy request (temperature 0) gets the
-    one-hot at each row's argmax (ties to the lowest id), and a row with no finite logit all zeros.
+    Softmax of the cleaned logits (NaN -> -inf, +inf -> the largest float32, as ``verify`` reads
+    them) over the temperature; a greedy request (temperature 0) gets the one-hot at each row's
+    argmax (ties to the lowest id), and a row with no finite logit all zeros. ``greedy_rows``:
+    whether any temperature is 0, when the caller knows (None: read it, a host read on a GPU).
+    Four passes over the rows (scale, clean, softmax, the invalid rows' NaN to 0), one more with
+    a greedy row: about what a caller holding logits pays for a softmax.
     """
-    cleaned = _clean(logits, temperatures)
-    row_max, argmax = cleaned.max(dim=-1, keepdim=True)
-    valid = row_max > float("-inf")
-    probs = torch.exp(cleaned - torch.where(valid, row_max, 0.0))
-    probs = probs / probs.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float32).tiny)
-    one_hot = torch.zeros_like(probs).scatter_(-1, argmax, 1.0)
-    probs = torch.where((temperatures == 0)[:, None, None], one_hot, probs)
-    return torch.where(valid, probs, 0.0)
+    scale = torch.where(temperatures > 0, 1.0 / torch.where(temperatures > 0, temperatures, 1.0), 1.0)
+    cleaned = logits.to(torch.float32) * scale[:, None, None]
+    torch.nan_to_num_(cleaned, nan=float("-inf"), posinf=_F32_MAX, neginf=float("-inf"))
+    probs = torch.nan_to_num_(torch.softmax(cleaned, dim=-1), nan=0.0)  # a row of -inf gives NaN: all zeros
+    if greedy_rows is None:
+        greedy_rows = bool((temperatures == 0).any())
+    if greedy_rows:
+        greedy = (temperatures == 0)[:, None, None]
+        row_max, argmax = cleaned.max(dim=-1, keepdim=True)
+        probs.masked_fill_(greedy, 0.0)
+        probs.scatter_add_(-1, argmax, (greedy & (row_max > float("-inf"))).to(torch.float32).expand_as(argmax))
+    return probs
 
 
 def probs_to_logits(probs: torch.Tensor) -> torch.Tensor:
@@ -222,9 +225,10 @@ def one_hot_rows(draft_token_ids: torch.Tensor, vocab: int) -> torch.Tensor:
     return rows
 
 
-def convert(impl: Implementation, kwargs: dict[str, Any]) -> dict[str, Any]:
+def convert(impl: Implementation, kwargs: dict[str, Any], greedy_rows: bool | None = None) -> dict[str, Any]:
     """``specbench.verify``'s ``kwargs`` checked (as ``verify`` checks them) and turned into the keywords
-    ``impl.fn`` is called with, in its declared forms (module docstring)."""
+    ``impl.fn`` is called with, in its declared forms (module docstring); ``greedy_rows``: whether any
+    temperature is 0, when known (``logits_to_probs``)."""
     _, checked = prepare_verify(**kwargs, backend="torch")
     mode = checked["mode"]
     given_probs = kwargs.get("target_probs") is not None
@@ -232,7 +236,7 @@ def convert(impl: Implementation, kwargs: dict[str, Any]) -> dict[str, Any]:
     temperatures = checked["temperatures"]
     dtype = target.dtype
     if impl.target == "probs" and not given_probs:
-        target = logits_to_probs(target, temperatures).to(dtype)
+        target = logits_to_probs(target, temperatures, greedy_rows).to(dtype)
     elif impl.target == "logits" and given_probs:
         target = probs_to_logits(target).to(dtype)
     call = {"mode": mode, f"target_{impl.target}": target, "draft_token_ids": checked["draft_token_ids"],
@@ -255,10 +259,12 @@ def _draft_in_form(impl: Implementation, checked: dict[str, Any], temperatures: 
     if impl.draft == "probs":
         if draft_probs is not None:
             return draft_probs
-        probs = logits_to_probs(draft_logits, torch.where(temperatures == 0, 1.0, temperatures))
-        # a draft-logit row with no finite value is a one-hot draft (the verify rules)
-        invalid = ~(probs.sum(dim=-1, keepdim=True) > 0)
-        return torch.where(invalid, one_hot_rows(drafts, vocab), probs).to(dtype)
+        probs = logits_to_probs(draft_logits, torch.where(temperatures == 0, 1.0, temperatures), greedy_rows=False)
+        # a draft-logit row with no finite value (all zeros now) is a one-hot draft (the verify rules)
+        invalid = ~(probs.amax(dim=-1, keepdim=True) > 0)
+        valid_id = (drafts >= 0) & (drafts < vocab)
+        probs.scatter_add_(-1, drafts.clamp(0, vocab - 1)[..., None], (invalid & valid_id[..., None]).to(torch.float32))
+        return probs.to(dtype)
     if draft_logits is not None:
         return draft_logits
     # log q times T: the callee divides draft logits by the temperature, and q is already tempered

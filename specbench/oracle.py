@@ -63,12 +63,14 @@ def greedy_token(logits: torch.Tensor) -> int:
 
 def clean_probs(probs: torch.Tensor) -> torch.Tensor:
     """One target-probability row ``[V]`` in float64 as the contract reads it: NaN and negative
-    entries 0, the ``+inf`` entries sharing the mass equally when there are any, divided by the
-    row's sum; all zeros when no entry is positive (an invalid row)."""
+    entries 0, entries above 1 (``+inf`` too) 1, and nothing renormalised (the acceptance test
+    reads ``p(x)`` as given; ``normalised`` gives the law a token drawn from the row follows)."""
     row = probs.to(torch.float64)
-    row = torch.where(torch.isnan(row) | (row < 0), torch.zeros_like(row), row)
-    if bool(torch.isinf(row).any()):
-        row = torch.isinf(row).to(torch.float64)
+    return torch.where(row > 0, row.clamp(max=1.0), torch.zeros_like(row))
+
+
+def normalised(row: torch.Tensor) -> torch.Tensor:
+    """``row / row.sum()``, all zeros for a row with no mass (an invalid row)."""
     total = float(row.sum())
     return row / total if total > 0 else torch.zeros_like(row)
 
@@ -163,7 +165,8 @@ def step_distribution(
         mode: ``"greedy"``, ``"probabilistic"`` or ``"synthetic"``.
         target_logits: ``[K + 1, V]`` float (any dtype; read as float64).
         target_probs: ``[K + 1, V]`` float instead of ``target_logits``: taken as already tempered
-            (``temperature`` only says greedy or not), cleaned and normalised by ``clean_probs``.
+            (``temperature`` only says greedy or not), cleaned by ``clean_probs``: the acceptance
+            test reads them as given, a drawn token follows them normalised.
         draft_token_ids: ``[K]`` integer; ids outside ``[0, V)`` are rejected drafts.
         num_draft_tokens: ``n`` in ``0..K``.
         draft_logits / draft_probs: ``[K, V]`` or None (probabilistic mode).
@@ -181,14 +184,17 @@ def step_distribution(
     accept_probs = []
     emit_rows = []
     for i in range(num_draft_tokens + 1):
+        # own: the law of the row's own token; p: what the acceptance test reads (the same, but for
+        # target probabilities, which it reads as given)
         if target_probs is not None:
             own_token = greedy_token_of_probs(target_probs[i]) if greedy else -1
-            own = _point_mass(own_token, vocab) if greedy else clean_probs(target_probs[i])
+            p = clean_probs(target_probs[i])
+            own = _point_mass(own_token, vocab) if greedy else normalised(p)
         elif greedy:
             own_token = greedy_token(target_logits[i])
-            own = _point_mass(own_token, vocab)  # zeros for an invalid row
+            own = p = _point_mass(own_token, vocab)  # zeros for an invalid row
         else:
-            own = softmax(target_logits[i], temperature)
+            own = p = softmax(target_logits[i], temperature)
         if i == num_draft_tokens:
             emit_rows.append(own)  # the bonus row
             break
@@ -209,8 +215,8 @@ def step_distribution(
                 temperature,
                 vocab,
             )
-            accept = acceptance_probability(own, q, draft) if bool(own.any()) else 0.0
-            emit = emitted_distribution(own, q, draft)
+            accept = acceptance_probability(p, q, draft) if bool(p.any()) else 0.0
+            emit = emitted_distribution(p, q, draft)
         accept_probs.append(accept)
         emit_rows.append(emit)
 

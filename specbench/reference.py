@@ -47,6 +47,17 @@ def _clean(logits: torch.Tensor, inv_temperature: torch.Tensor) -> torch.Tensor:
     return torch.nan_to_num(scaled, nan=_NEG_INF, posinf=_F32_MAX, neginf=_NEG_INF)
 
 
+def _clean_probs(probs: torch.Tensor) -> torch.Tensor:
+    # target probabilities as read: NaN and negative -> 0, above 1 (+inf too) -> 1, in float32
+    probs = probs.to(torch.float32)
+    return torch.where(probs > 0, probs.clamp(max=1.0), 0.0)
+
+
+def _ranked(row: torch.Tensor, is_probs: bool) -> torch.Tensor:
+    # what argmax and validity read: cleaned logits, or probabilities with no mass as -inf
+    return torch.where(row > 0, row, _NEG_INF) if is_probs else row
+
+
 def _softmax(cleaned: torch.Tensor, row_max: torch.Tensor) -> torch.Tensor:
     # exp(z - max) / sum; an invalid row (max = -inf) gives zeros, never NaN
     shifted = torch.exp(cleaned - torch.where(row_max > _NEG_INF, row_max, 0.0)[..., None])
@@ -71,7 +82,8 @@ def _accept_uniforms(seed_keys: torch.Tensor, positions: torch.Tensor, slots: to
 def verify(
     *,
     mode: str,
-    target_logits: torch.Tensor,
+    target_logits: torch.Tensor | None,
+    target_probs: torch.Tensor | None,
     draft_token_ids: torch.Tensor,
     num_draft_tokens: torch.Tensor,
     draft_logits: torch.Tensor | None,
@@ -85,7 +97,9 @@ def verify(
 
     Args:
         mode: ``"greedy"``, ``"probabilistic"`` or ``"synthetic"``.
-        target_logits: ``[B, K + 1, V]`` float32/bfloat16/float16 (upcast to float32).
+        target_logits: ``[B, K + 1, V]`` float32/bfloat16/float16 (upcast to float32), or None.
+        target_probs: ``[B, K + 1, V]`` float, the target distribution as given (exactly one of the
+            two): entries cleaned one by one, never renormalised (``specbench/verification.py``).
         draft_token_ids: ``[B, K]`` int64; ids outside ``[0, V)`` are rejected without a test.
         num_draft_tokens: ``[B]`` int32 in ``0..K``.
         draft_logits: ``[B, K, V]`` float or None (probabilistic mode only).
@@ -99,9 +113,11 @@ def verify(
         ``VerifyResult``: ``output_token_ids [B, K + 1]`` int64 (``-1`` past the last emitted
         token), ``num_emitted [B]`` int32, ``num_accepted [B]`` int32.
     """
-    batch, num_rows, vocab = target_logits.shape
+    is_probs = target_probs is not None
+    target_rows = target_probs if is_probs else target_logits
+    batch, num_rows, vocab = target_rows.shape
     num_spec = num_rows - 1
-    device = target_logits.device
+    device = target_rows.device
     num_draft_tokens = num_draft_tokens.clamp(0, num_spec)  # unchecked counts, as the kernels clamp them
     greedy_row = temperatures == 0  # [B]
     inv_temperature = torch.where(greedy_row, 1.0, 1.0 / torch.where(greedy_row, 1.0, temperatures))  # [B]
@@ -120,15 +136,21 @@ def verify(
         alive = accept & in_request
     else:
         # per-row stats for every row at once: max (validity), argmax (greedy rows), p(x) (the others)
-        target = _clean(target_logits[:, :num_spec], inv_temperature[:, None])  # [B, K, V]
-        row_max, row_argmax = target.max(dim=-1)  # [B, K]; argmax ties go to the lowest id
-        row_valid = row_max > _NEG_INF  # a row with no finite value stops its request
+        if is_probs:
+            target = _clean_probs(target_probs[:, :num_spec])  # [B, K, V]
+        else:
+            target = _clean(target_logits[:, :num_spec], inv_temperature[:, None])  # [B, K, V]
+        row_max, row_argmax = _ranked(target, is_probs).max(dim=-1)  # [B, K]; argmax ties go to the lowest id
+        row_valid = row_max > _NEG_INF  # a row with no finite value (no mass) stops its request
         accept = drafts == row_argmax
         if mode == "probabilistic":
-            target_max = torch.where(row_valid, row_max, 0.0)[..., None]
-            target_sum = torch.exp(target - target_max).sum(dim=-1)  # [B, K]
-            p_draft = torch.exp(target.gather(2, drafts_in_range[..., None]) - target_max)
-            p_draft = p_draft[..., 0] / target_sum  # [B, K]: p(x)
+            if is_probs:
+                p_draft = target.gather(2, drafts_in_range[..., None])[..., 0]  # [B, K]: p(x) as given
+            else:
+                target_max = torch.where(row_valid, row_max, 0.0)[..., None]
+                target_sum = torch.exp(target - target_max).sum(dim=-1)  # [B, K]
+                p_draft = torch.exp(target.gather(2, drafts_in_range[..., None]) - target_max)
+                p_draft = p_draft[..., 0] / target_sum  # [B, K]: p(x)
             q_draft, draft_one_hot = _draft_prob_at_draft(draft_logits, draft_probs, inv_temperature, drafts_in_range)
             q_draft = torch.where(draft_one_hot, 1.0, q_draft)  # q(x) = 1 for one-hot drafts
             # accept iff u * q(x) < p(x)  (Leviathan et al. 2022, alg. 1)
@@ -140,12 +162,16 @@ def verify(
     num_accepted = alive.to(torch.int32).cumprod(dim=1).sum(dim=1, dtype=torch.int32)  # [B]
     terminal = num_accepted.to(torch.int64)  # [B]
     batch_index = torch.arange(batch, device=device)
-    terminal_row = _clean(target_logits[batch_index, terminal], inv_temperature)  # [B, V]
-    terminal_max, token = terminal_row.max(dim=-1)  # greedy rows emit the argmax (ties to the lowest id)
+    if is_probs:
+        terminal_row = _clean_probs(target_probs[batch_index, terminal])  # [B, V]
+    else:
+        terminal_row = _clean(target_logits[batch_index, terminal], inv_temperature)  # [B, V]
+    terminal_max, token = _ranked(terminal_row, is_probs).max(dim=-1)  # greedy rows: the argmax, ties to the lowest id
     terminal_valid = terminal_max > _NEG_INF
 
     if mode != "greedy":
-        weights = _softmax(terminal_row, terminal_max)  # p
+        # p: the probabilities as given (a race needs no normaliser), or the softmax of the logits
+        weights = terminal_row if is_probs else _softmax(terminal_row, terminal_max)
         rejected = terminal < num_draft_tokens.to(torch.int64)
         residual = rejected if mode == "probabilistic" else torch.zeros_like(rejected)
         if mode == "probabilistic" and num_spec > 0:

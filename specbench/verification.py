@@ -9,15 +9,19 @@ Layout (padded, one row per draft slot plus the bonus row; ``B``, ``K``, ``V`` a
   draft that is rejected without a test and without an out-of-bounds read.
 - ``draft_logits`` or ``draft_probs`` ``[B, K, V]`` (at most one; neither means one-hot drafts).
 - ``target_probs`` ``[B, K + 1, V]`` (keyword) instead of ``target_logits``: exactly one of the two.
-  Probabilities are cleaned (NaN and negative entries count as 0; several ``+inf`` entries share
-  the row's mass equally), a row is normalised by its sum, and a row with no positive mass is
-  invalid like a row of ``-inf`` logits. They are taken as already tempered: ``temperatures[b]``
-  only says greedy (0) or not (a negative or NaN one still makes the request's rows invalid).
-  Greedy is the argmax of the probabilities (ties to the lowest id). Every rule below then holds
-  with ``p`` the normalised row and the same random streams, so the outputs equal the logits
-  path's wherever the probabilities are the softmax of those logits, up to float rounding.
-  Today every backend takes them as ``log p`` (``probs_as_logits``, one extra pass over the
-  rows): the same results, not yet the faster read of two values per draft.
+  Probabilities are read as given, entry by entry, and never renormalised: NaN and negative
+  entries count as 0, entries above 1 (``+inf`` too) as 1. So the acceptance test reads two values
+  per draft, ``p(x)`` and ``q(x)``, and a request reads a whole target row only at its terminal
+  position (greedy rows excepted: their argmax needs every row). A row that sums to 1 (a float32
+  softmax does, to about 1e-6) gives the exact law; a row that sums to ``c != 1`` is tested with
+  its values as they are (acceptance ``min(1, p(x) / q(x))`` with the raw ``p(x)``), while a token
+  drawn from it (residual or bonus) follows the row divided by its sum. A terminal row with no
+  positive entry is *invalid*, as a row of ``-inf`` logits; a draft row with no mass rejects its
+  draft (``p(x) = 0``) and is then the terminal row. They are taken as already tempered:
+  ``temperatures[b]`` only says greedy (0) or not (a negative or NaN one still makes the request's
+  rows invalid). Greedy is the argmax of the probabilities (ties to the lowest id). Every rule below
+  then holds with the same random streams, so the outputs equal the logits path's wherever the
+  probabilities are the softmax of those logits, up to float rounding.
 
 What each mode computes, exactly (every backend follows this to the bit, up to float rounding
 of the probabilities):
@@ -121,18 +125,6 @@ def _checked_rates(rates: Any, num_spec: int) -> list[float]:
         f"acceptance rates must have one entry per draft position (0: target_logits has only the bonus row), "
         f"got {rates!r}"
     )
-
-
-def probs_as_logits(target_probs: torch.Tensor) -> torch.Tensor:
-    """Cleaned log-probabilities ``[B, K + 1, V]`` float32 for ``target_probs`` (same shape, any float dtype).
-
-    NaN and negative entries become 0 (``-inf``), ``+inf`` stays ``+inf`` (the logit rules then
-    share the row's mass equally among its ``+inf`` entries), so ``softmax`` of the result is the
-    row divided by its sum, and a row with no positive mass is all ``-inf``: invalid.
-    """
-    probs = target_probs.to(torch.float32)
-    probs = torch.where(torch.isnan(probs) | (probs < 0), torch.zeros_like(probs), probs)
-    return torch.log(probs).contiguous()
 
 
 def resolve_backend(backend: str, device: torch.device) -> str:
@@ -320,16 +312,10 @@ def prepare_verify(
         raise SpecbenchError(f"acceptance_rates is only used by the synthetic mode, got mode {mode!r}")
 
     impl = backend_module(resolve_backend(backend, device))
-    backend_verify = impl.verify
-    if target_probs is not None:
-        # inside the returned call, so a benchmark times the conversion with the kernels
-
-        def backend_verify(target_logits: torch.Tensor, **rest: Any) -> VerifyResult:
-            return impl.verify(target_logits=probs_as_logits(target_logits), **rest)
-
-    return backend_verify, {
+    return impl.verify, {
         "mode": mode,
-        "target_logits": target_logits,
+        "target_logits": None if target_probs is not None else target_logits,
+        "target_probs": target_probs,
         # the kernels index these densely: any strides (a transposed or expanded view) are copied out
         "draft_token_ids": draft_token_ids.to(torch.int64).contiguous(),
         "num_draft_tokens": num_draft_tokens.to(torch.int32).contiguous(),

@@ -26,37 +26,37 @@ from triton.backends.compiler import GPUTarget
 
 from specbench.kernels import launch
 from specbench.kernels.sequential import _verify_sequential_kernel
-from specbench.kernels.split import _split_residual_kernel, _split_stats_kernel
+from specbench.kernels.split import _split_rows_kernel, _split_terminal_kernel
 from specbench.kernels.synthetic import _simulate_kernel
 
 # pointer arguments by name (target and draft rows take the logits dtype)
 POINTERS = {
     "out_ptr": "*i64", "num_emitted_ptr": "*i32", "num_accepted_ptr": "*i32", "draft_ids_ptr": "*i64",
     "num_draft_ptr": "*i32", "temperature_ptr": "*fp32", "seed_ptr": "*i64", "position_ptr": "*i64",
-    "conditional_rates_ptr": "*fp32", "stats_f_ptr": "*fp32", "stats_i_ptr": "*i32", "arrivals_ptr": "*i32",
-    "residual_f_ptr": "*fp32", "residual_i_ptr": "*i32",
+    "conditional_rates_ptr": "*fp32", "scratch_f_ptr": "*fp32", "scratch_i_ptr": "*i32", "arrivals_ptr": "*i32",
 }
 MODES = {"greedy": 0, "probabilistic": 1, "synthetic": 2}
 DRAFTS = (0, 1, 2)  # none, logits, probs
 
 
 def variants() -> list[tuple[object, dict[str, int], int, str]]:
-    """(kernel, constexprs, warps, logits dtype) for every shape ``specbench/kernels/launch.py`` launches."""
+    """(kernel, constexprs, warps, logits dtype) for every kernel ``specbench/kernels/launch.py`` launches."""
     out = []
     split_block, split_warps = launch.SPLIT_SHAPE
+    sizes = {"S_BLOCK": 64, "OUT_BLOCK": 8}
     for mode, mode_id in MODES.items():
-        block, warps = launch.SEQUENTIAL_SHAPE[mode]
-        for draft in DRAFTS:
-            for dtype in ("fp32", "bf16"):
-                out.append((_verify_sequential_kernel, {"MODE": mode_id, "DRAFT": draft, "BLOCK": block,
-                                                        "OUT_BLOCK": 8}, warps, dtype))
-                residual_pass = mode == "probabilistic" and draft != 0
-                out.append((_split_stats_kernel, {"MODE": mode_id, "DRAFT": draft, "FINALIZE": int(not residual_pass),
-                                                  "BLOCK": split_block, "S_BLOCK": 64, "OUT_BLOCK": 8},
-                            split_warps, dtype))
-                if residual_pass:
-                    out.append((_split_residual_kernel, {"MODE": mode_id, "DRAFT": draft, "BLOCK": split_block,
-                                                         "S_BLOCK": 64, "OUT_BLOCK": 8}, split_warps, dtype))
+        for draft in DRAFTS if mode == "probabilistic" else (0,):
+            for target_probs in (0, 1):
+                common = {"MODE": mode_id, "DRAFT": draft, "TARGET_PROBS": target_probs}
+                inline = launch.decided_at_drafts(mode, bool(target_probs), draft)
+                for dtype in ("fp32", "bf16"):
+                    if not inline:
+                        block, warps = launch.SEQUENTIAL_SHAPE["greedy" if mode == "greedy" else "probabilistic"]
+                        out.append((_verify_sequential_kernel, {**common, "BLOCK": block, "OUT_BLOCK": 8}, warps, dtype))
+                        out.append((_split_rows_kernel, {**common, "BLOCK": split_block, **sizes}, split_warps, dtype))
+                    if mode != "greedy":
+                        out.append((_split_terminal_kernel, {**common, "DECIDE_INLINE": int(inline),
+                                                             "BLOCK": split_block, **sizes}, split_warps, dtype))
     out.append((_simulate_kernel, {"BLOCK": launch._SIMULATE_BLOCK}, 4, "fp32"))
     return out
 

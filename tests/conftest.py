@@ -98,8 +98,14 @@ def _backend_context(backend: str, monkeypatch):
             return torch.full(shape, value, dtype=dtype, device=device)
 
         monkeypatch.setattr(launch, "_alloc_scratch", poisoned_scratch)
-    with launch.strategy("split" if backend == "triton-split" else "auto"):
-        yield
+    # scratch is kept between launches: drop it, so this call's comes fresh and poisoned
+    cache = getattr(launch, "_scratch_cache", {})
+    cache.clear()
+    try:
+        with launch.strategy("split" if backend == "triton-split" else "auto"):
+            yield
+    finally:
+        cache.clear()
 
 
 @pytest.fixture

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from specbench.errors import SpecbenchError
 from specbench.implementations.contract import Implementation
 from specbench.verification import VerifyResult, prepare_verify
 
@@ -25,7 +27,8 @@ def _triton_unavailable(device: torch.device) -> str | None:
     return "Triton is not installed" if importlib.util.find_spec("triton") is None else None
 
 
-def _triton_variant(strategy: str, block: int | None = None, num_warps: int | None = None):
+def _triton_variant(strategy: str, block: int | None = None, num_warps: int | None = None,
+                    split_chunk: int | None = None):
     """``prepare`` of a Triton launch variant: the strategy and launch shape are forced inside each
     call only (a context around the call), so variants timed in one process never leak into each other."""
 
@@ -36,7 +39,7 @@ def _triton_variant(strategy: str, block: int | None = None, num_warps: int | No
 
         def run() -> VerifyResult:
             saved = dict(launch.TUNING)
-            launch.TUNING.update(block=block, num_warps=num_warps)
+            launch.TUNING.update(block=block, num_warps=num_warps, split_chunk=split_chunk)
             try:
                 with launch.strategy(strategy):
                     return call()
@@ -46,6 +49,30 @@ def _triton_variant(strategy: str, block: int | None = None, num_warps: int | No
         return run
 
     return prepare
+
+
+_SHAPE_NAME = re.compile(r"triton-(sequential|split)-(\d+)x(\d+)(?:-chunk(\d+))?")
+
+
+def launch_variant(name: str) -> Implementation | None:
+    """The Triton launch variant a name like ``triton-sequential-4096x16`` or ``triton-split-2048x8-chunk32768``
+    spells (kernel shape, tokens per block x warps per program, most tokens a split program reads of a row),
+    None for a name of another form; a shape Triton cannot launch is a ``SpecbenchError``."""
+    match = _SHAPE_NAME.fullmatch(name)
+    if match is None:
+        return None
+    strategy, block, warps = match.group(1), int(match.group(2)), int(match.group(3))
+    chunk = int(match.group(4)) if match.group(4) else None
+    if block < 128 or block > 16384 or block & (block - 1):
+        raise SpecbenchError(f"{name}: tokens per block must be a power of two from 128 to 16384, got {block}")
+    if warps not in (1, 2, 4, 8, 16, 32) or warps * 32 > block:
+        raise SpecbenchError(f"{name}: warps per program must be 1, 2, 4, 8, 16 or 32 and at most block / 32, "
+                             f"got {warps}")
+    if chunk is not None and (strategy != "split" or chunk < block or chunk % block):
+        raise SpecbenchError(f"{name}: -chunkN is for split variants and must be a multiple of the block, got {chunk}")
+    shape = f"{block} tokens x {warps} warps" + (f", at most {chunk} tokens of a row per program" if chunk else "")
+    what = "one program per request forced" if strategy == "sequential" else "the vocabulary split forced"
+    return _triton(name, f"Triton, {what}, {shape}", _triton_variant(strategy, block, warps, chunk))
 
 
 def _ours(name: str, description: str, prepare, **facts) -> Implementation:
@@ -64,6 +91,4 @@ BUILT_IN: dict[str, Implementation] = {
     "triton-sequential": _triton("triton-sequential", "Triton, one program per request forced",
                                  _triton_variant("sequential")),
     "triton-split": _triton("triton-split", "Triton, the vocabulary-split kernels forced", _triton_variant("split")),
-    "triton-sequential-w16": _triton("triton-sequential-w16", "Triton, one program per request, 8192 tokens x 16 "
-                                     "warps", _triton_variant("sequential", 8192, 16)),
 }

@@ -232,7 +232,7 @@ def convert(impl: Implementation, kwargs: dict[str, Any], greedy_rows: bool | No
     _, checked = prepare_verify(**kwargs, backend="torch")
     mode = checked["mode"]
     given_probs = kwargs.get("target_probs") is not None
-    target = checked["target_logits"]  # target_probs sits here when those were given
+    target = checked["target_probs"] if given_probs else checked["target_logits"]
     temperatures = checked["temperatures"]
     dtype = target.dtype
     if impl.target == "probs" and not given_probs:

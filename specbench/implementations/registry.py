@@ -2,8 +2,10 @@
 
 ``--impl`` takes, comma-separated:
 
-- a registered name: ``torch``, ``triton`` (and its forced launch variants), the adapters
-  ``flashinfer`` and ``vllm``, the negative controls ``control-*``;
+- a registered name: ``torch``, ``triton`` (and its forced kernel shapes ``triton-sequential`` and
+  ``triton-split``), the adapters ``flashinfer`` and ``vllm``, the negative controls ``control-*``;
+- a Triton launch variant spelled out: ``triton-sequential-4096x16`` (tokens per block x warps per
+  program), ``triton-split-2048x8-chunk32768`` (and the most tokens a split program reads of a row);
 - a name an installed package registers under the entry-point group ``specbench.implementations``
   (``[project.entry-points."specbench.implementations"] my-sampler = "my_pkg.verify:my_sampler"``);
 - ``package.module:function`` or ``path/to/file.py:function``, where ``function`` was declared with
@@ -21,7 +23,7 @@ from pathlib import Path
 
 from specbench.errors import SpecbenchError
 from specbench.implementations import adapters, controls
-from specbench.implementations.builtin import BUILT_IN
+from specbench.implementations.builtin import BUILT_IN, launch_variant
 from specbench.implementations.contract import Implementation
 
 ENTRY_POINT_GROUP = "specbench.implementations"
@@ -52,6 +54,9 @@ def resolve(spec: str) -> Implementation:
     table = registered()
     if spec in table:
         return table[spec]
+    variant = launch_variant(spec)
+    if variant is not None:
+        return variant
     points = _entry_points()
     if spec in points:
         try:

@@ -1,9 +1,17 @@
 """The Triton backend: launchers with the same signatures as ``specbench/reference.py``.
 
 Inputs arrive checked and normalised by ``specbench.verification.verify``. The launcher picks the
-kernel shape: one program per request that stops at the first rejection when the batch fills
-the GPU (``specbench/kernels/sequential.py``), and the vocabulary split across programs when it
-does not (``specbench/kernels/split.py``). Both give the same tokens for the same seeds.
+kernels (``specbench/kernels/sequential.py`` and ``specbench/kernels/split.py``):
+
+- requests decided by values at their drafts alone (the synthetic mode; target probabilities with
+  one-hot drafts or draft probabilities) read only their terminal row: one launch of the split
+  terminal kernel at every batch size;
+- the others (greedy rows; the probabilistic mode with target logits or draft logits) read their
+  rows in order: one program per request that stops at the first rejection when the batch fills
+  the GPU, the vocabulary split across programs (row statistics, then the terminal race) when it
+  does not.
+
+Every path gives the same tokens for the same seeds.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ import triton
 
 from specbench.errors import SpecbenchError
 from specbench.kernels.sequential import _verify_sequential_kernel
-from specbench.kernels.split import _split_residual_kernel, _split_stats_kernel
+from specbench.kernels.split import _split_rows_kernel, _split_terminal_kernel
 from specbench.kernels.synthetic import _simulate_kernel
 from specbench.verification import VerifyResult
 
@@ -46,15 +54,20 @@ _SIMULATE_BLOCK = 1024
 STRATEGIES = ("auto", "sequential", "split")
 _strategy = "auto"
 # Launch shapes (tokens per chunk, warps per program) chosen from H200 measurements; TUNING
-# overrides them when set (benchmarks use it to explore).
-SEQUENTIAL_SHAPE = {"greedy": (2048, 8), "probabilistic": (8192, 32), "synthetic": (8192, 32)}
+# overrides them when set (benchmarks use it to explore): `block`/`num_warps` for the kernel the
+# strategy picks, `split_chunk` for the most tokens one split program reads of a row.
+SEQUENTIAL_SHAPE = {"greedy": (2048, 8), "probabilistic": (8192, 32)}
 SPLIT_SHAPE = (2048, 8)
-TUNING: dict[str, int | None] = {"block": None, "num_warps": None}
+SPLIT_CHUNK = 16384
+TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk": None}
 
 
 @contextlib.contextmanager
 def strategy(name: str) -> Iterator[None]:
-    """Force the kernel shape (``sequential`` or ``split``) inside a ``with`` block; for tests and timing."""
+    """Force the kernel shape (``sequential`` or ``split``) inside a ``with`` block; for tests and timing.
+
+    Requests decided at their drafts alone always take the split terminal kernel.
+    """
     global _strategy
     if name not in STRATEGIES:
         raise SpecbenchError(f"strategy must be one of {', '.join(STRATEGIES)}, got {name!r}")
@@ -70,12 +83,15 @@ def _num_sms(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
-def _splits_per_row(batch: int, num_slots: int, vocab: int, block: int, device: torch.device) -> int:
-    """Vocabulary slices per row so that the split grid gives every multiprocessor a few programs."""
+def _splits(programs_per_split: int, vocab: int, block: int, device: torch.device) -> int:
+    """Vocabulary slices per row: enough that the grid gives every multiprocessor a few programs,
+    and that no program reads more than ``SPLIT_CHUNK`` tokens of a row, in whole blocks."""
+    blocks = triton.cdiv(vocab, block)
     if device.type != "cuda":
-        return min(3, triton.cdiv(vocab, block))  # the interpreter: a few slices exercise the merge
-    wanted = triton.cdiv(4 * _num_sms(device.index or 0), batch * num_slots)
-    return max(1, min(wanted, triton.cdiv(vocab, block), 256))
+        return min(3, blocks)  # the interpreter: a few slices exercise the merge
+    wanted = max(triton.cdiv(4 * _num_sms(device.index or 0), programs_per_split),
+                 triton.cdiv(vocab, TUNING["split_chunk"] or SPLIT_CHUNK))
+    return max(1, min(wanted, blocks, 256))
 
 
 # Which path wins, from `specbench kernels --impl triton-sequential,triton-split` on an H100 across
@@ -101,15 +117,19 @@ def _use_split(batch: int, num_slots: int, mode: str, device: torch.device) -> b
 
 
 _arrivals: dict[tuple[str, int, int], torch.Tensor] = {}
+_scratch_cache: dict[tuple[str, int, int, torch.dtype], torch.Tensor] = {}
 
 
-def _arrival_counters(batch: int, device: torch.device) -> torch.Tensor:
+def _stream_key(device: torch.device) -> tuple[str, int, int]:
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    return device.type, device.index or 0, stream
+
+
+def _arrival_counters(batch: int, device: torch.device, key: tuple[str, int, int]) -> torch.Tensor:
     """Per-request arrival counters of the split kernels: zero on entry, left at zero on exit.
 
     Kept per (device, stream), so launches that may run at the same time never share one.
     """
-    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
-    key = (device.type, device.index or 0, stream)
     counters = _arrivals.get(key)
     if counters is None or counters.numel() < batch:
         counters = torch.zeros(max(batch, 64), dtype=torch.int32, device=device)
@@ -120,6 +140,17 @@ def _arrival_counters(batch: int, device: torch.device) -> torch.Tensor:
 def _alloc_scratch(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     # the kernels read only scratch slots an earlier kernel of the same step wrote (tests poison this)
     return torch.empty(shape, dtype=dtype, device=device)
+
+
+def _scratch(numel: int, dtype: torch.dtype, device: torch.device, key: tuple[str, int, int]) -> torch.Tensor:
+    """A scratch buffer of at least ``numel`` elements, kept per (device, stream, dtype) and grown as
+    needed: launches on one stream run in order, so one step's scratch is free when the next starts."""
+    cache_key = (*key, dtype)
+    buffer = _scratch_cache.get(cache_key)
+    if buffer is None or buffer.numel() < numel:
+        buffer = _alloc_scratch((max(numel, 1024),), dtype, device)
+        _scratch_cache[cache_key] = buffer
+    return buffer
 
 
 def _draft_kind(draft_logits: torch.Tensor | None, draft_probs: torch.Tensor | None) -> int:
@@ -135,17 +166,24 @@ def _launch_shape(vocab: int, device: torch.device, split: bool, mode: str) -> t
     if device.type != "cuda":
         # the interpreter runs a chunk as numpy arrays: small chunks for small rows
         return min(triton.next_power_of_2(vocab), 1024), 4
-    block, num_warps = SPLIT_SHAPE if split else SEQUENTIAL_SHAPE[mode]
+    block, num_warps = SPLIT_SHAPE if split else SEQUENTIAL_SHAPE["greedy" if mode == "greedy" else "probabilistic"]
     block = min(block, max(triton.next_power_of_2(vocab), 128))
     num_warps = min(num_warps, max(block // 256, 1))
     return TUNING["block"] or block, TUNING["num_warps"] or num_warps
+
+
+def decided_at_drafts(mode: str, target_is_probs: bool, draft_kind: int) -> bool:
+    """Whether a request's decision needs only values at its drafts (no row statistics): the
+    synthetic mode, and target probabilities with one-hot drafts or draft probabilities."""
+    return mode == "synthetic" or (mode == "probabilistic" and target_is_probs and draft_kind != 1)
 
 
 @_quiet_under_interpreter
 def verify(
     *,
     mode: str,
-    target_logits: torch.Tensor,
+    target_logits: torch.Tensor | None,
+    target_probs: torch.Tensor | None,
     draft_token_ids: torch.Tensor,
     num_draft_tokens: torch.Tensor,
     draft_logits: torch.Tensor | None,
@@ -156,69 +194,62 @@ def verify(
     conditional_rates: torch.Tensor,
 ) -> VerifyResult:
     """Triton verification step; see ``specbench.verification.verify`` for arguments and results."""
-    batch, num_slots, vocab = target_logits.shape
-    device = target_logits.device
+    target = target_logits if target_probs is None else target_probs
+    target_is_probs = target_probs is not None
+    batch, num_slots, vocab = target.shape
+    device = target.device
     out = torch.empty((batch, num_slots), dtype=torch.int64, device=device)
-    num_emitted = torch.empty(batch, dtype=torch.int32, device=device)
-    num_accepted = torch.empty(batch, dtype=torch.int32, device=device)
+    num_emitted, num_accepted = torch.empty((2, batch), dtype=torch.int32, device=device).unbind(0)
     if batch == 0:
         return VerifyResult(out, num_emitted, num_accepted)
     draft_kind = _draft_kind(draft_logits, draft_probs)
     draft = draft_logits if draft_logits is not None else draft_probs
     if draft is None:
-        draft = target_logits  # never read: DRAFT == 0
+        draft = target  # never read: DRAFT == 0
     draft_ids = draft_token_ids if draft_token_ids.numel() else torch.full((batch, 1), -1, dtype=torch.int64,
                                                                            device=device)
-    split = _use_split(batch, num_slots, mode, device)
-    block, num_warps = _launch_shape(vocab, device, split, mode)
-    common = {"MODE": _MODE_IDS[mode], "DRAFT": draft_kind}
-    inputs = (
-        target_logits, target_logits.stride(0), target_logits.stride(1),
+    common = {"MODE": _MODE_IDS[mode], "DRAFT": draft_kind, "TARGET_PROBS": target_is_probs}
+    outputs = (out, out.stride(0), num_emitted, num_accepted)
+    rows = (
+        target, target.stride(0), target.stride(1),
         draft, draft.stride(0), draft.stride(1),
         draft_ids, draft_ids.stride(0),
         num_draft_tokens, temperatures, seeds, positions,
     )
-    if split:
-        splits = _splits_per_row(batch, num_slots, vocab, block, device)
-        chunk = triton.cdiv(triton.cdiv(vocab, splits), block) * block
-        splits = triton.cdiv(vocab, chunk)
-        sizes = {"S_BLOCK": triton.next_power_of_2(splits), "OUT_BLOCK": triton.next_power_of_2(num_slots)}
-        stats_f = _alloc_scratch((batch, num_slots, splits, 6), torch.float32, device)
-        stats_i = _alloc_scratch((batch, num_slots, splits, 2), torch.int32, device)
-        residual_pass = draft_kind != 0 and mode == "probabilistic"
-        arrivals = _arrival_counters(batch, device)
-        outputs = (out, out.stride(0), num_emitted, num_accepted)
-        _split_stats_kernel[(batch, num_slots, splits)](
-            stats_f, stats_i, *inputs, conditional_rates, arrivals, *outputs, vocab, num_slots, splits, chunk,
-            FINALIZE=not residual_pass, BLOCK=block, num_warps=num_warps, **sizes, **common,
+    inline = decided_at_drafts(mode, target_is_probs, draft_kind)
+    split = inline or _use_split(batch, num_slots, mode, device)
+    block, num_warps = _launch_shape(vocab, device, split, mode)
+    out_block = triton.next_power_of_2(num_slots)
+    if not split:
+        _verify_sequential_kernel[(batch,)](
+            *outputs, *rows, vocab, num_slots, BLOCK=block, OUT_BLOCK=out_block, num_warps=num_warps, **common,
         )
-        if residual_pass:
-            residual_f = _alloc_scratch((batch, splits, 4), torch.float32, device)
-            residual_i = _alloc_scratch((batch, splits, 2), torch.int32, device)
-            _split_residual_kernel[(batch, splits)](
-                *outputs, residual_f, residual_i, arrivals, stats_f, stats_i, *inputs, conditional_rates,
-                vocab, num_slots, splits, chunk, BLOCK=block, num_warps=num_warps, **sizes, **common,
-            )
         return VerifyResult(out, num_emitted, num_accepted)
-    _verify_sequential_kernel[(batch,)](
-        out, out.stride(0),
-        num_emitted,
-        num_accepted,
-        target_logits, target_logits.stride(0), target_logits.stride(1),
-        draft, draft.stride(0), draft.stride(1),
-        draft_ids, draft_ids.stride(0),
-        num_draft_tokens,
-        temperatures,
-        seeds,
-        positions,
-        conditional_rates,
-        vocab, num_slots,
-        MODE=_MODE_IDS[mode],
-        DRAFT=draft_kind,
-        BLOCK=block,
-        OUT_BLOCK=triton.next_power_of_2(num_slots),
-        num_warps=num_warps,
-    )
+
+    key = _stream_key(device)
+    arrivals = _arrival_counters(batch, device, key)
+    race_splits = _splits(batch, vocab, block, device)
+    row_splits = race_splits if inline else _splits(batch * num_slots, vocab, block, device)
+    row_chunk = triton.cdiv(triton.cdiv(vocab, row_splits), block) * block
+    row_splits = triton.cdiv(vocab, row_chunk)
+    race_chunk = triton.cdiv(triton.cdiv(vocab, race_splits), block) * block
+    race_splits = triton.cdiv(vocab, race_chunk)
+    if inline:
+        row_splits, row_chunk = race_splits, race_chunk  # greedy rows of a probabilistic batch use the race grid
+    per_request = num_slots * row_splits
+    scratch_f = _scratch(batch * (per_request * 4 + race_splits * 4 + 4), torch.float32, device, key)
+    scratch_i = _scratch(batch * (per_request + race_splits * 2 + 4), torch.int32, device, key)
+    sizes = {"S_BLOCK": triton.next_power_of_2(max(row_splits, race_splits)), "OUT_BLOCK": out_block}
+    if not inline:
+        _split_rows_kernel[(batch, num_slots, row_splits)](
+            scratch_f, scratch_i, arrivals, *outputs, *rows, vocab, num_slots, row_splits, race_splits, row_chunk,
+            BLOCK=block, num_warps=num_warps, **sizes, **common,
+        )
+    if mode != "greedy":
+        _split_terminal_kernel[(batch, race_splits)](
+            scratch_f, scratch_i, arrivals, *outputs, *rows, conditional_rates, vocab, num_slots, row_splits,
+            race_splits, race_chunk, DECIDE_INLINE=inline, BLOCK=block, num_warps=num_warps, **sizes, **common,
+        )
     return VerifyResult(out, num_emitted, num_accepted)
 
 

@@ -8,6 +8,10 @@ Races sample without normalising: ``argmax_y (log w(y) - log E_y)`` with ``E_y =
 is a draw from ``w / sum(w)`` (the exponential race, equivalently Gumbel-max with
 ``G = -log(-log U)``). Ties go to the lowest token id, as everywhere in specbench.
 
+Target probabilities (``TARGET_PROBS``) are read as given, cleaned entry by entry (``clean_prob``):
+NaN and negative entries are 0 and entries above 1 are 1; nothing is normalised, so the races
+compare the weights themselves.
+
 Running state is kept per lane (a ``[BLOCK]`` vector) and reduced once after the loop, so no
 iteration waits on a block-wide reduction. A race score is kept as the pair ``(z, g)`` (log
 weight, ``-log E``) and compared through differences, ``(z - z') + (g - g') > 0``: with logits
@@ -41,6 +45,27 @@ def load_scaled(row_ptr, offs, stop, inv_temperature):
 
 
 @triton.jit
+def clean_prob(p):
+    # a target probability as the contract reads it: NaN and negative -> 0, above 1 (+inf too) -> 1
+    return tl.where(p > 0.0, tl.minimum(p, 1.0), 0.0)
+
+
+@triton.jit
+def load_probs(row_ptr, offs, stop):
+    # cleaned probabilities in float32; lanes past `stop` are 0
+    return clean_prob(tl.load(row_ptr + offs, mask=offs < stop, other=0.0).to(tl.float32))
+
+
+@triton.jit
+def load_ranked(row_ptr, offs, stop, TARGET_PROBS: tl.constexpr):
+    # what the argmax ranks: cleaned logits, or probabilities with 0 as -inf (no mass: never the argmax)
+    if TARGET_PROBS:
+        p = load_probs(row_ptr, offs, stop)
+        return tl.where(p > 0.0, p, float("-inf"))
+    return load_scaled(row_ptr, offs, stop, 1.0)
+
+
+@triton.jit
 def _lowest_best(values, indices):
     # (max of values, lowest index among the lanes that reach it; -1 if none is above -inf)
     best = tl.max(values, axis=0)
@@ -50,17 +75,18 @@ def _lowest_best(values, indices):
 
 
 @triton.jit
-def argmax_slice(row_ptr, start, stop, BLOCK: tl.constexpr):
-    # (max value, its lowest index) over [start, stop); index -1 when every value is -inf/NaN.
-    # The next chunk is loaded before this one is used, so a load is always in flight.
+def argmax_slice(row_ptr, start, stop, TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr):
+    # (max value, its lowest index) over [start, stop); index -1 when every value is -inf/NaN
+    # (probabilities: when none is positive). The next chunk is loaded before this one is used,
+    # so a load is always in flight.
     lane_val = tl.full([BLOCK], float("-inf"), tl.float32)
     lane_idx = tl.full([BLOCK], -1, tl.int32)
     offs = start + tl.arange(0, BLOCK)
-    z_next = load_scaled(row_ptr, offs, stop, 1.0)
+    z_next = load_ranked(row_ptr, offs, stop, TARGET_PROBS)
     for chunk in range(start, stop, BLOCK):
         z = z_next
         offs = chunk + tl.arange(0, BLOCK)
-        z_next = load_scaled(row_ptr, offs + BLOCK, stop, 1.0)
+        z_next = load_ranked(row_ptr, offs + BLOCK, stop, TARGET_PROBS)
         better = z > lane_val  # strict: each lane keeps its earliest maximum
         lane_idx = tl.where(better, offs, lane_idx)
         lane_val = tl.where(better, z, lane_val)
@@ -129,13 +155,6 @@ def prob_of(z, m, s):
 
 
 @triton.jit
-def _better(z, g, best_z, best_g):
-    # (z + g) > (best_z + best_g), computed through differences; -inf never wins, and anything
-    # finite beats a -inf best (z - best_z = +inf; NaN only where z is -inf, which the mask drops)
-    return (z != float("-inf")) & ((z - best_z) + (g - best_g) > 0)
-
-
-@triton.jit
 def best_pair(zs, gs, indices):
     # reduce per-lane (or per-slice) race pairs: (z, g, index) of the winner, lowest index on ties
     top = tl.max(zs, axis=0)
@@ -150,72 +169,95 @@ def best_pair(zs, gs, indices):
 
 @triton.jit
 def race_logits_slice(t_row, start, stop, inv_temperature, key, exclude, BLOCK: tl.constexpr):
-    # The race over p itself (w = p, read from the cleaned logits, no normaliser needed) on
-    # [start, stop), token `exclude` left out (-1: none). Returns the winner's (z, g, index),
-    # index -1 when every logit is -inf.
+    # The race over p itself, read from the cleaned logits (no normaliser needed), on [start, stop),
+    # token `exclude` left out (-1: none). A lane keeps its best (z, E) and a token beats it iff
+    # z - log E > z_best - log E_best, i.e. exp(z - z_best) * E_best > E: one exp and the one log
+    # of E per token. Returns the winner's (z, -log E, index), index -1 when every logit is -inf.
     lane_z = tl.full([BLOCK], float("-inf"), tl.float32)
-    lane_g = tl.zeros([BLOCK], tl.float32)
+    lane_e = tl.full([BLOCK], 1.0, tl.float32)
     lane_idx = tl.full([BLOCK], -1, tl.int32)
     z_next = load_scaled(t_row, start + tl.arange(0, BLOCK), stop, inv_temperature)
     for chunk in range(start, stop, BLOCK):
         offs = chunk + tl.arange(0, BLOCK)
         z = z_next
         z_next = load_scaled(t_row, offs + BLOCK, stop, inv_temperature)
-        g = -tl.log(-tl.log(uniform_at(key, offs)))  # -log E_y
+        e = -tl.log(uniform_at(key, offs))  # E_y
         z = tl.where(offs == exclude, float("-inf"), z)
-        better = _better(z, g, lane_z, lane_g)
+        # -inf never wins (exp gives 0, or NaN against a -inf best); anything finite beats a -inf best
+        # (exp gives +inf); strict, so each lane keeps its earliest
+        better = tl.exp(z - lane_z) * lane_e > e
         lane_idx = tl.where(better, offs, lane_idx)
         lane_z = tl.where(better, z, lane_z)
-        lane_g = tl.where(better, g, lane_g)
-    return best_pair(lane_z, lane_g, lane_idx)
+        lane_e = tl.where(better, e, lane_e)
+    return best_pair(lane_z, -tl.log(lane_e), lane_idx)
 
 
 @triton.jit
-def race_residual_slice(t_row, d_row, start, stop, inv_temperature, key, m, s, md, sd,
-                        KIND: tl.constexpr, WITH_FALLBACK: tl.constexpr, BLOCK: tl.constexpr):
-    # The race over the residual w = max(p - q, 0) on [start, stop): argmax w / E_y, compared as
-    # w * E' > w' * E (no logarithm per token). q is the softmax of the draft logits
-    # (KIND RACE_RESIDUAL_LOGITS) or given (RACE_RESIDUAL_PROBS). Returns the winner as a pair
-    # (log(w / E), 0, index), index -1 when w is zero everywhere, then, WITH_FALLBACK, the winner
-    # of the race over p with the same E_y (for that case), else (-inf, 0, -1).
+def _target_weight(t_row, offs, stop, inv_temperature, m_safe, inv_s, TARGET_PROBS: tl.constexpr):
+    # p over a chunk: the cleaned probabilities, or exp(z - m) / s from the logits and their statistics
+    if TARGET_PROBS:
+        return load_probs(t_row, offs, stop)
+    return tl.exp(load_scaled(t_row, offs, stop, inv_temperature) - m_safe) * inv_s
+
+
+@triton.jit
+def race_weights_slice(t_row, d_row, start, stop, inv_temperature, key, exclude, m, s, md, sd,
+                       TARGET_PROBS: tl.constexpr, KIND: tl.constexpr, WITH_FALLBACK: tl.constexpr,
+                       BLOCK: tl.constexpr):
+    # The race over weights w on [start, stop): argmax w(y) / E_y over w > 0, compared as
+    # w * E' > w' * E (no logarithm but E's own). p comes from probabilities (TARGET_PROBS) or from
+    # the logits with their statistics (m, s). KIND 0: w = p without token `exclude` (-1: none);
+    # RACE_RESIDUAL_LOGITS: w = max(p - q, 0), q the softmax of the draft logits (statistics md, sd);
+    # RACE_RESIDUAL_PROBS: w = max(p - q, 0), q given. Returns the winner as (log(w / E), 0, index),
+    # index -1 when w is zero everywhere, then, WITH_FALLBACK, the winner of the race over p with
+    # the same E_y (what a residual with no mass falls back to), else (-inf, 0, -1).
     lane_w = tl.zeros([BLOCK], tl.float32)
     lane_e = tl.full([BLOCK], 1.0, tl.float32)
     lane_idx = tl.full([BLOCK], -1, tl.int32)
-    lane_fz = tl.full([BLOCK], float("-inf"), tl.float32)
-    lane_fg = tl.zeros([BLOCK], tl.float32)
+    lane_fw = tl.zeros([BLOCK], tl.float32)
+    lane_fe = tl.full([BLOCK], 1.0, tl.float32)
     lane_fidx = tl.full([BLOCK], -1, tl.int32)
     m_safe = tl.where(m == float("-inf"), 0.0, m)
     md_safe = tl.where(md == float("-inf"), 0.0, md)
     inv_s = 1.0 / tl.where(s == 0.0, 1.0, s)  # a zero sum only where its row has no mass to race
     inv_sd = 1.0 / tl.where(sd == 0.0, 1.0, sd)
     offs = start + tl.arange(0, BLOCK)
-    z_next = load_scaled(t_row, offs, stop, inv_temperature)
-    d_next = tl.load(d_row + offs, mask=offs < stop, other=0.0).to(tl.float32)
+    p_next = _target_weight(t_row, offs, stop, inv_temperature, m_safe, inv_s, TARGET_PROBS)
+    d_next = p_next
+    if KIND != 0:
+        d_next = tl.load(d_row + offs, mask=offs < stop, other=0.0).to(tl.float32)
     for chunk in range(start, stop, BLOCK):
         offs = chunk + tl.arange(0, BLOCK)
-        z = z_next
-        d = d_next
-        z_next = load_scaled(t_row, offs + BLOCK, stop, inv_temperature)
-        d_next = tl.load(d_row + offs + BLOCK, mask=offs + BLOCK < stop, other=0.0).to(tl.float32)
+        p = p_next
+        p_next = _target_weight(t_row, offs + BLOCK, stop, inv_temperature, m_safe, inv_s, TARGET_PROBS)
         e = -tl.log(uniform_at(key, offs))  # E_y
-        p = tl.exp(z - m_safe) * inv_s
-        if KIND == RACE_RESIDUAL_LOGITS:
-            q = tl.exp(clean(d * inv_temperature) - md_safe) * inv_sd
+        if KIND == 0:
+            w = tl.where(offs == exclude, 0.0, p)
         else:
-            q = tl.where(d != d, 0.0, d)  # noqa: PLR0124 (NaN test)
-        w = p - q
-        # residual w = max(p - q, 0); only w > 0 races; strict, so each lane keeps its earliest
+            d = d_next
+            d_next = tl.load(d_row + offs + BLOCK, mask=offs + BLOCK < stop, other=0.0).to(tl.float32)
+            if KIND == RACE_RESIDUAL_LOGITS:
+                q = tl.exp(clean(d * inv_temperature) - md_safe) * inv_sd
+            else:
+                q = tl.where(d != d, 0.0, d)  # noqa: PLR0124 (NaN test)
+            w = p - q
+        # only w > 0 races; strict, so each lane keeps its earliest
         better = (w > 0) & (w * lane_e > lane_w * e)
         lane_idx = tl.where(better, offs, lane_idx)
         lane_w = tl.where(better, w, lane_w)
         lane_e = tl.where(better, e, lane_e)
         if WITH_FALLBACK:
-            g = -tl.log(e)
-            better_fb = _better(z, g, lane_fz, lane_fg)
+            better_fb = (p > 0) & (p * lane_fe > lane_fw * e)
             lane_fidx = tl.where(better_fb, offs, lane_fidx)
-            lane_fz = tl.where(better_fb, z, lane_fz)
-            lane_fg = tl.where(better_fb, g, lane_fg)
-    ratio = tl.where(lane_idx >= 0, tl.log(tl.where(lane_idx >= 0, lane_w, 1.0)) - tl.log(lane_e), float("-inf"))
-    z_best, g_best, idx = best_pair(ratio, tl.zeros([BLOCK], tl.float32), lane_idx)
-    fz, fg, fidx = best_pair(lane_fz, lane_fg, lane_fidx)
+            lane_fw = tl.where(better_fb, p, lane_fw)
+            lane_fe = tl.where(better_fb, e, lane_fe)
+    z_best, g_best, idx = _ratio_best(lane_w, lane_e, lane_idx)
+    fz, fg, fidx = _ratio_best(lane_fw, lane_fe, lane_fidx)
     return z_best, g_best, idx, fz, fg, fidx
+
+
+@triton.jit
+def _ratio_best(lane_w, lane_e, lane_idx):
+    # the lanes' (w, E) bests reduced to one winner as the pair (log(w / E), 0, index)
+    ratio = tl.where(lane_idx >= 0, tl.log(tl.where(lane_idx >= 0, lane_w, 1.0)) - tl.log(lane_e), float("-inf"))
+    return best_pair(ratio, tl.zeros_like(ratio), lane_idx)

@@ -1,77 +1,59 @@
 """One program per request: walk the rows in order and stop at the first rejection.
 
-The large-batch path of every mode. A request reads only the rows it needs: for each draft slot
-one pass (target, and draft logits in the same loop) for the softmax statistics, and after the
-first rejection (or at the bonus row) one race pass over that row. Rows after the first
-rejection are never touched. The synthetic mode reads no row until it must emit the target's
-own token; the greedy mode makes one argmax pass per row.
+The large-batch path of the greedy mode and of probabilistic rows whose acceptance test needs a
+row's statistics (target logits, or draft logits). A request reads only the rows it needs: for
+each draft slot one pass (target, and draft logits in the same loop) for the softmax statistics,
+and after the first rejection (or at the bonus row) one race pass over that row. Rows after the
+first rejection are never touched. Greedy rows make one argmax pass per row.
+
+With target probabilities (``TARGET_PROBS``) only draft logits bring a request here: ``p(x)`` is
+read at the draft, and each draft row's statistics give ``q(x)``.
 """
 
 import triton
 import triton.language as tl
 
-from specbench import rng
-from specbench.kernels.rng import seed_key, stream_key, uniform_at
-from specbench.kernels.rows import (
-    argmax_slice,
-    clean,
-    prob_of,
-    race_logits_slice,
-    race_residual_slice,
-    softmax_stats_slice,
+from specbench.kernels.decide import (
+    ACCEPT,
+    DRAFT_LOGITS,
+    DRAFT_PROBS,
+    RESIDUAL,
+    SAMPLE,
+    accept_test,
+    request_setup,
+    sample_row,
 )
-
-MODE_GREEDY = tl.constexpr(0)
-MODE_PROBABILISTIC = tl.constexpr(1)
-MODE_SYNTHETIC = tl.constexpr(2)
-
-DRAFT_NONE = tl.constexpr(0)
-DRAFT_LOGITS = tl.constexpr(1)
-DRAFT_PROBS = tl.constexpr(2)
-
-ACCEPT = tl.constexpr(rng.ACCEPT)
-RESIDUAL = tl.constexpr(rng.RESIDUAL)
-SAMPLE = tl.constexpr(rng.SAMPLE)
+from specbench.kernels.rng import stream_key, uniform_at
+from specbench.kernels.rows import argmax_slice, race_logits_slice, race_weights_slice, softmax_stats_slice
 
 
 @triton.jit
-def accept_test(u, x, x_valid, t_row, d_row, inv_temperature, m, s, md, sd, DRAFT: tl.constexpr):
-    # accept iff u * q(x) < p(x)  (Leviathan et al. 2022, alg. 1); q(x) = 1 for one-hot drafts.
-    # m, s (and md, sd) are the softmax statistics of the target (and draft) row.
-    x_safe = tl.where(x_valid, x, 0)
-    p_x = prob_of(clean(tl.load(t_row + x_safe).to(tl.float32) * inv_temperature), m, s)
-    q_x = 1.0
-    if DRAFT == DRAFT_LOGITS:
-        q_draft = prob_of(clean(tl.load(d_row + x_safe).to(tl.float32) * inv_temperature), md, sd)
-        q_x = tl.where(md == float("-inf"), 1.0, q_draft)
-    if DRAFT == DRAFT_PROBS:
-        q_x = tl.load(d_row + x_safe).to(tl.float32)
-        q_x = tl.where(q_x != q_x, 0.0, q_x)  # noqa: PLR0124 (NaN test)
-    return x_valid & (u * q_x < p_x)
-
-
-@triton.jit
-def request_setup(b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE: tl.constexpr):
-    # What every kernel reads first about request b: its draft count (clamped so no row past the
-    # bonus row is ever indexed), whether its rows are greedy, 1/T, its position and its seed key.
-    # A negative temperature (possible only unchecked) gives 1/T = NaN: every row is invalid, and
-    # masked lanes (-inf) never turn into +inf.
-    n = tl.minimum(tl.maximum(tl.load(num_draft_ptr + b), 0), NUM_SLOTS - 1)
-    temperature = tl.load(temperature_ptr + b)
-    greedy = (temperature == 0.0) | (MODE == MODE_GREEDY)
-    inv_temperature = tl.where(temperature < 0.0, float("nan"), 1.0 / tl.where(greedy, 1.0, temperature))
-    return n, greedy, inv_temperature, tl.load(position_ptr + b), seed_key(tl.load(seed_ptr + b))
-
-
-@triton.jit
-def sample_row(t_row, V, inv_temperature, greedy, key, BLOCK: tl.constexpr):
-    # the target's own token at a row: argmax for a greedy row, else argmax_y p(y) / E_y;
-    # -1 when the row is invalid
+def _residual_token(t_row, d_row, V, inv_temperature, key, x, x_valid, m, s, md, sd, DRAFT: tl.constexpr,
+                    TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr):
+    # The token emitted after rejecting draft x: the race over w = max(p - q, 0), where w is p
+    # without x for a one-hot draft and p itself for an id outside [0, V); p when w has no mass
+    # (for target logits found by a second pass, since it is rare; probabilities race both at once).
+    one_hot = md == float("-inf")  # one-hot drafts and draft-logit rows with no finite value
+    exclude = tl.where(x_valid, x, -1)
     token = -1
-    if greedy:
-        _v, token = argmax_slice(t_row, 0, V, BLOCK)
+    if TARGET_PROBS:
+        if one_hot | (~x_valid):
+            _z, _g, idx, _fz, _fg, fidx = race_weights_slice(t_row, d_row, 0, V, 1.0, key, exclude, 0.0, 1.0, md, sd,
+                                                             True, 0, True, BLOCK)
+        else:
+            _z, _g, idx, _fz, _fg, fidx = race_weights_slice(t_row, d_row, 0, V, inv_temperature, key, -1, 0.0, 1.0,
+                                                             md, sd, True, DRAFT, True, BLOCK)
+        token = tl.where(idx >= 0, idx, fidx)
+    elif one_hot | (~x_valid):
+        _z, _g, idx = race_logits_slice(t_row, 0, V, inv_temperature, key, exclude, BLOCK)
+        token = tl.where(idx >= 0, idx, x.to(tl.int32))  # the row is valid: no mass left means all of it sat on x
     else:
-        _z, _g, token = race_logits_slice(t_row, 0, V, inv_temperature, key, -1, BLOCK)
+        _z, _g, idx, _fz, _fg, _fi = race_weights_slice(t_row, d_row, 0, V, inv_temperature, key, -1, m, s, md, sd,
+                                                        False, DRAFT, False, BLOCK)
+        if idx < 0:
+            # w is zero everywhere: the race over p with the same E_y
+            _z, _g, idx = race_logits_slice(t_row, 0, V, inv_temperature, key, -1, BLOCK)
+        token = idx
     return token.to(tl.int64)
 
 
@@ -80,17 +62,17 @@ def _verify_sequential_kernel(
     out_ptr, out_stride,  # [B, K + 1] int64
     num_emitted_ptr,  # [B] int32
     num_accepted_ptr,  # [B] int32
-    target_ptr, target_stride_b, target_stride_k,  # [B, K + 1, V]
+    target_ptr, target_stride_b, target_stride_k,  # [B, K + 1, V] logits, or probabilities (TARGET_PROBS)
     draft_ptr, draft_stride_b, draft_stride_k,  # [B, K, V] draft logits or probs (unused if DRAFT == 0)
     draft_ids_ptr, draft_ids_stride,  # [B, K] int64
     num_draft_ptr,  # [B] int32
     temperature_ptr,  # [B] float32
     seed_ptr,  # [B] int64
     position_ptr,  # [B] int64
-    conditional_rates_ptr,  # [K] float32
     V, NUM_SLOTS,
     MODE: tl.constexpr,
     DRAFT: tl.constexpr,
+    TARGET_PROBS: tl.constexpr,
     BLOCK: tl.constexpr,
     OUT_BLOCK: tl.constexpr,
 ):
@@ -111,46 +93,34 @@ def _verify_sequential_kernel(
         x_valid = (x >= 0) & (x < V) & (i < n)
         token = x * 0 - 1
         accepted = x_valid & (i < 0)
-        if MODE == MODE_SYNTHETIC:
-            u = uniform_at(stream_key(key_of_seed, position + i, ACCEPT), 0)
-            rate = tl.load(conditional_rates_ptr + i, mask=i < n, other=0.0)
-            # synthetic: accept iff u < c_i, whatever the distributions say
-            accepted = x_valid & (u < rate)
-            if accepted:
-                token = x
-            else:
-                token = sample_row(t_row, V, inv_temperature, greedy,
-                                   stream_key(key_of_seed, position + i, SAMPLE), BLOCK)
-        elif greedy:
-            _best_val, best_idx = argmax_slice(t_row, 0, V, BLOCK)
+        if greedy:
+            _best_val, best_idx = argmax_slice(t_row, 0, V, TARGET_PROBS, BLOCK)
             accepted = x_valid & (x == best_idx)
             token = tl.where(accepted, x, best_idx.to(tl.int64))
         elif i == n:
-            token = sample_row(t_row, V, inv_temperature, greedy,
-                               stream_key(key_of_seed, position + i, SAMPLE), BLOCK)
+            _z, _g, bonus = sample_row(t_row, 0, V, inv_temperature, greedy,
+                                       stream_key(key_of_seed, position + i, SAMPLE), TARGET_PROBS, BLOCK)
+            token = bonus.to(tl.int64)
         else:
-            m, s, md, sd = softmax_stats_slice(t_row, d_row, 0, V, inv_temperature, DRAFT == DRAFT_LOGITS, BLOCK)
-            if DRAFT == DRAFT_PROBS:
-                md = 0.0  # marks "q is a real distribution" for the one-hot test below
+            if TARGET_PROBS:
+                # p(x) is read at the draft; the draft logits' statistics give q(x)
+                md, sd, _m2, _s2 = softmax_stats_slice(d_row, d_row, 0, V, inv_temperature, False, BLOCK)
+                m = 0.0
+                s = 1.0
+            else:
+                m, s, md, sd = softmax_stats_slice(t_row, d_row, 0, V, inv_temperature, DRAFT == DRAFT_LOGITS, BLOCK)
+                if DRAFT == DRAFT_PROBS:
+                    md = 0.0  # marks "q is a real distribution" for the one-hot test of the residual
             if m != float("-inf"):
                 u = uniform_at(stream_key(key_of_seed, position + i, ACCEPT), 0)
-                accepted = accept_test(u, x, x_valid, t_row, d_row, inv_temperature, m, s, md, sd, DRAFT)
+                accepted = accept_test(u, x, x_valid, t_row, d_row, inv_temperature, m, s, md, sd, DRAFT,
+                                       TARGET_PROBS)
                 if accepted:
                     token = x
                 else:
-                    key = stream_key(key_of_seed, position + i, RESIDUAL)
-                    if (md == float("-inf")) | (~x_valid):
-                        # w = p without x (one-hot draft), or p itself when x is not a valid id
-                        exclude = tl.where(x_valid, x, -1)
-                        _z, _g, res_idx = race_logits_slice(t_row, 0, V, inv_temperature, key, exclude, BLOCK)
-                        token = tl.where(res_idx >= 0, res_idx.to(tl.int64), x)
-                    else:
-                        _z, _g, res_idx, _fz, _fg, _fi = race_residual_slice(
-                            t_row, d_row, 0, V, inv_temperature, key, m, s, md, sd, DRAFT, False, BLOCK)
-                        if res_idx < 0:
-                            # w is zero everywhere: race over p with the same E_y (rare, so a second pass)
-                            _z, _g, res_idx = race_logits_slice(t_row, 0, V, inv_temperature, key, -1, BLOCK)
-                        token = res_idx.to(tl.int64)
+                    token = _residual_token(t_row, d_row, V, inv_temperature,
+                                            stream_key(key_of_seed, position + i, RESIDUAL), x, x_valid,
+                                            m, s, md, sd, DRAFT, TARGET_PROBS, BLOCK)
         tokens = tl.where(slots == i, token, tokens)
         num_emitted += (token >= 0).to(tl.int32)
         num_accepted += accepted.to(tl.int32)

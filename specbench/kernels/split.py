@@ -1,112 +1,63 @@
-"""Small batches: split every row's vocabulary across programs, then decide per request.
+"""The vocabulary split: every row a request needs is read by several programs at once.
 
-At small ``B`` one program per request leaves most multiprocessors idle, and the step is
-latency-bound. Here every (request, row, slice) gets a program:
+For batches too small to fill the GPU with one program per request, and for every request whose
+decision needs no row statistics. Two kernels, both ending in the request's last program to
+finish (an atomic arrival count per request, on counters that start and end at zero, so no launch
+is spent clearing them):
 
-1. ``_split_stats_kernel`` (grid ``B x (K+1) x S``) reads each needed row once, slice by slice,
-   and writes per-slice partials: argmax for greedy rows; softmax max and sum (target and draft
-   logits fused) for draft slots; a race for the bonus row, for the synthetic mode's target
-   token, and, with one-hot drafts, for the residual (``p`` without the draft), so no row is
-   read twice.
-2. ``_split_residual_kernel`` (grid ``B x S``, only when a draft distribution is given) walks the
-   merged partials to the first rejection and races the residual ``max(p - q, 0)`` on its slice.
+1. ``_split_rows_kernel`` (grid ``B x (K+1) x S``): the rows whose statistics a decision needs,
+   one slice per program: the argmax of every row of a greedy request, the target softmax
+   statistics ``(m, s)`` of each draft slot's row (target logits) and the draft's ``(md, sd)``
+   (draft logits). The request's last program merges the slices of every row at once, decides the
+   request (its first rejection ``t``) and writes the accepted drafts. A greedy request ends there;
+   the others leave a decision record (the row, what to race, its statistics) for the second kernel.
+2. ``_split_terminal_kernel`` (grid ``B x S``): the race of the terminal row ``t`` on one slice per
+   program (the residual after a rejection, the target's own sample at the bonus row), merged by
+   the last program, which writes the token. When no statistics are needed (the synthetic mode;
+   target probabilities with one-hot drafts or draft probabilities) every program decides the
+   request itself from values gathered at the drafts (``DECIDE_INLINE``) and the first kernel is
+   not launched: one launch in all.
 
-The last program of a request to finish (counted by an atomic per request, on counters that
-start and end at zero, so no launch is spent clearing them) walks the merged
-partials (the same arithmetic in every program, so the same decisions), merges the residual race
-and writes the outputs: one launch with one-hot drafts, greedy or synthetic rows, two with a
-draft distribution.
-
-Rows past a request's bonus row are never read; every scratch slot that is read was written by
-an earlier kernel of the same step.
+Rows after the terminal row are never read, nor rows past the bonus row; every scratch slot that
+is read was written earlier in the same step. Scratch layout (float32 and int32 buffers, ``R =
+K + 1``, ``S`` the rows kernel's slices, ``S2`` the terminal kernel's): per-(request, row, slice)
+partials ``[B, R, S, 4]`` / ``[B, R, S]``, then the race partials ``[B, S2, 4]`` / ``[B, S2, 2]``,
+then the decision records ``[B, 4]`` / ``[B, 4]``.
 """
 
 import triton
 import triton.language as tl
 
-from specbench import rng
-from specbench.kernels.rng import seed_key, stream_key, uniform_at
-from specbench.kernels.rows import argmax_slice, best_pair, race_logits_slice, race_residual_slice, softmax_stats_slice
-from specbench.kernels.sequential import accept_test, request_setup
+from specbench.kernels.decide import (
+    DRAFT_LOGITS,
+    DRAFT_PROBS,
+    MODE_PROBABILISTIC,
+    MODE_SYNTHETIC,
+    RESIDUAL,
+    SAMPLE,
+    decide_by_gathers,
+    decide_from_rows,
+    merge_rows,
+    request_setup,
+    row_at,
+)
+from specbench.kernels.rng import stream_key
+from specbench.kernels.rows import (
+    argmax_slice,
+    best_pair,
+    race_logits_slice,
+    race_weights_slice,
+    softmax_stats_slice,
+)
 
-ACCEPT = tl.constexpr(rng.ACCEPT)
-RESIDUAL = tl.constexpr(rng.RESIDUAL)
-SAMPLE = tl.constexpr(rng.SAMPLE)
-STATS_F = tl.constexpr(6)  # per slice: max or m, s, md, sd, race z, race g
-STATS_I = tl.constexpr(2)  # per slice: argmax index, race index
-INT32_MAX = tl.constexpr(2147483647)
-
-
-@triton.jit
-def _split_stats_kernel(
-    stats_f_ptr,  # [B, K + 1, S, 6] float32
-    stats_i_ptr,  # [B, K + 1, S, 2] int32
-    target_ptr, target_stride_b, target_stride_k,  # [B, K + 1, V]
-    draft_ptr, draft_stride_b, draft_stride_k,  # [B, K, V]
-    draft_ids_ptr, draft_ids_stride,  # [B, K] int64
-    num_draft_ptr,  # [B] int32
-    temperature_ptr,  # [B] float32
-    seed_ptr,  # [B] int64
-    position_ptr,  # [B] int64
-    conditional_rates_ptr,  # [K] float32
-    arrivals_ptr,  # [B] int32, zero on entry; left at zero on exit
-    out_ptr, out_stride,  # [B, K + 1] int64 (written here only when FINALIZE)
-    num_emitted_ptr, num_accepted_ptr,  # [B] int32
-    V, NUM_SLOTS, NUM_SPLITS, CHUNK,
-    MODE: tl.constexpr,
-    DRAFT: tl.constexpr,
-    FINALIZE: tl.constexpr,
-    BLOCK: tl.constexpr,
-    S_BLOCK: tl.constexpr,
-    OUT_BLOCK: tl.constexpr,
-):
-    b = tl.program_id(0).to(tl.int64)
-    r = tl.program_id(1)
-    split = tl.program_id(2)
-    n, greedy, inv_temperature, position, key_of_seed = request_setup(
-        b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE)
-    if r <= n:
-        start = split * CHUNK
-        stop = tl.minimum(start + CHUNK, V)
-        t_row = target_ptr + b * target_stride_b + r * target_stride_k
-        d_row = draft_ptr + b * draft_stride_b + r * draft_stride_k
-        f_out = stats_f_ptr + ((b * NUM_SLOTS + r) * NUM_SPLITS + split) * STATS_F
-        i_out = stats_i_ptr + ((b * NUM_SLOTS + r) * NUM_SPLITS + split) * STATS_I
-        position = position + r
-        if greedy:
-            best_val, best_idx = argmax_slice(t_row, start, stop, BLOCK)
-            tl.store(f_out, best_val)
-            tl.store(i_out, best_idx)
-        elif (MODE == 1) & (r < n):
-            m, s, md, sd = softmax_stats_slice(t_row, d_row, start, stop, inv_temperature, DRAFT == 1, BLOCK)
-            tl.store(f_out + 0, m)
-            tl.store(f_out + 1, s)
-            tl.store(f_out + 2, md)
-            tl.store(f_out + 3, sd)
-            if DRAFT == 0:
-                # one-hot drafts: the residual is p without x, raced now so the row is read once
-                x = tl.load(draft_ids_ptr + b * draft_ids_stride + r)
-                exclude = tl.where((x >= 0) & (x < V), x, -1)
-                key = stream_key(key_of_seed, position, RESIDUAL)
-                rz, rg, idx = race_logits_slice(t_row, start, stop, inv_temperature, key, exclude, BLOCK)
-                tl.store(f_out + 4, rz)
-                tl.store(f_out + 5, rg)
-                tl.store(i_out + 1, idx)
-        else:
-            # the bonus row, or any row of the synthetic mode: the target's own sample
-            key = stream_key(key_of_seed, position, SAMPLE)
-            rz, rg, idx = race_logits_slice(t_row, start, stop, inv_temperature, key, -1, BLOCK)
-            tl.store(f_out + 4, rz)
-            tl.store(f_out + 5, rg)
-            tl.store(i_out + 1, idx)
-    if FINALIZE:  # noqa: SIM102 (a constexpr test cannot join a run-time one in Triton)
-        # no residual pass follows: the request's last program to finish writes its outputs
-        if _last_to_arrive(arrivals_ptr, b, NUM_SLOTS * NUM_SPLITS):
-            _finalize(b, out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, stats_f_ptr, stats_f_ptr,
-                      stats_f_ptr, stats_i_ptr, target_ptr, target_stride_b, target_stride_k,
-                      draft_ptr, draft_stride_b, draft_stride_k, draft_ids_ptr, draft_ids_stride,
-                      num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, conditional_rates_ptr,
-                      V, NUM_SLOTS, NUM_SPLITS, MODE, DRAFT, S_BLOCK, OUT_BLOCK)
+ROW_FIELDS = tl.constexpr(4)  # per (row, slice): argmax value or m, s, md, sd (+ one int: argmax index)
+RACE_FIELDS = tl.constexpr(4)  # per slice: race (z, g), fallback race (z, g) (+ two ints: their indices)
+# what the terminal kernel races (the decision record's kind)
+DONE = tl.constexpr(-1)  # nothing: the request was finished by the rows kernel
+RACE_P = tl.constexpr(0)  # p without token `exclude` (-1: none)
+RACE_RESIDUAL_LOGITS = tl.constexpr(1)  # max(p - q, 0), q the softmax of the draft logits
+RACE_RESIDUAL_PROBS = tl.constexpr(2)  # max(p - q, 0), q given
+ARGMAX = tl.constexpr(3)  # the argmax (a greedy row's own token in the synthetic mode)
 
 
 @triton.jit
@@ -124,213 +75,305 @@ def _last_to_arrive(arrivals_ptr, b, expected):
 
 
 @triton.jit
-def _merge_best(f_row, i_row, NUM_SPLITS, F_FIELD: tl.constexpr, I_FIELD: tl.constexpr, S_BLOCK: tl.constexpr):
-    # best value over the slices and the lowest index that reaches it (-1 if none)
-    splits = tl.arange(0, S_BLOCK)
-    mask = splits < NUM_SPLITS
-    values = tl.load(f_row + splits * STATS_F + F_FIELD, mask=mask, other=float("-inf"))
-    indices = tl.load(i_row + splits * STATS_I + I_FIELD, mask=mask, other=-1)
-    best = tl.max(values, axis=0)
-    candidates = tl.where((values == best) & (indices >= 0), indices, INT32_MAX)
-    index = tl.min(candidates, axis=0)
-    return best, tl.where(index == INT32_MAX, -1, index).to(tl.int64)
+def _store_row_partial(f_out, i_out, v0, v1, v2, v3, idx):
+    tl.store(f_out + 0, v0)
+    tl.store(f_out + 1, v1)
+    tl.store(f_out + 2, v2)
+    tl.store(f_out + 3, v3)
+    tl.store(i_out, idx)
 
 
 @triton.jit
-def _merge_race(f_row, i_row, NUM_SPLITS, S_BLOCK: tl.constexpr):
-    # the race winner over the slices' (z, g, index) partials (-1 if none)
-    splits = tl.arange(0, S_BLOCK)
-    mask = splits < NUM_SPLITS
-    zs = tl.load(f_row + splits * STATS_F + 4, mask=mask, other=float("-inf"))
-    gs = tl.load(f_row + splits * STATS_F + 5, mask=mask, other=0.0)
-    indices = tl.load(i_row + splits * STATS_I + 1, mask=mask, other=-1)
-    _z, _g, index = best_pair(zs, gs, indices)
-    return index.to(tl.int64)
-
-
-@triton.jit
-def _merge_softmax(f_row, NUM_SPLITS, M_FIELD: tl.constexpr, S_FIELD: tl.constexpr, S_BLOCK: tl.constexpr):
-    splits = tl.arange(0, S_BLOCK)
-    mask = splits < NUM_SPLITS
-    ms = tl.load(f_row + splits * STATS_F + M_FIELD, mask=mask, other=float("-inf"))
-    ss = tl.load(f_row + splits * STATS_F + S_FIELD, mask=mask, other=0.0)
-    m = tl.max(ms, axis=0)
-    m_safe = tl.where(m == float("-inf"), 0.0, m)
-    return m, tl.sum(ss * tl.exp(ms - m_safe), axis=0)
-
-
-@triton.jit
-def _walk_request(
-    b, stats_f_ptr, stats_i_ptr,
-    target_ptr, target_stride_b, target_stride_k,
-    draft_ptr, draft_stride_b, draft_stride_k,
-    draft_ids_ptr, draft_ids_stride,
-    num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, conditional_rates_ptr,
-    V, NUM_SLOTS, NUM_SPLITS,
-    MODE: tl.constexpr, DRAFT: tl.constexpr, S_BLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr,
-):
-    # Decide request b from the merged partials. A rejection whose residual needs a race over a
-    # draft distribution is left pending: its row, its race kind and what the race needs.
-    n, greedy, inv_temperature, position, key_of_seed = request_setup(
-        b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE)
+def _write_request(out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, b, tokens, num_emitted, num_accepted,
+                   NUM_SLOTS, OUT_BLOCK: tl.constexpr):
     slots = tl.arange(0, OUT_BLOCK)
-    tokens = tl.full([OUT_BLOCK], -1, tl.int64)
-    num_emitted = 0
-    num_accepted = 0
-    pending_row = -1
-    pending_kind = 0
-    pending_x = (n * 0 - 1).to(tl.int64)
-    pm = 0.0
-    ps = 1.0
-    pmd = 0.0
-    psd = 1.0
-    i = 0
-    done = 0
-    while done == 0:
-        f_row = stats_f_ptr + (b * NUM_SLOTS + i) * NUM_SPLITS * STATS_F
-        i_row = stats_i_ptr + (b * NUM_SLOTS + i) * NUM_SPLITS * STATS_I
-        t_row = target_ptr + b * target_stride_b + i * target_stride_k
-        d_row = draft_ptr + b * draft_stride_b + i * draft_stride_k
-        x = tl.load(draft_ids_ptr + b * draft_ids_stride + i, mask=i < n, other=-1)
-        x_valid = (x >= 0) & (x < V) & (i < n)
-        token = x * 0 - 1
-        accepted = x_valid & (i < 0)
-        if MODE == 2:
-            u = uniform_at(stream_key(key_of_seed, position + i, ACCEPT), 0)
-            rate = tl.load(conditional_rates_ptr + i, mask=i < n, other=0.0)
-            accepted = x_valid & (u < rate)
-            if accepted:
-                token = x
-            elif greedy:
-                _v, token = _merge_best(f_row, i_row, NUM_SPLITS, 0, 0, S_BLOCK)
-            else:
-                token = _merge_race(f_row, i_row, NUM_SPLITS, S_BLOCK)
-        elif greedy:
-            _v, best_idx = _merge_best(f_row, i_row, NUM_SPLITS, 0, 0, S_BLOCK)
-            accepted = x_valid & (x == best_idx)
-            token = tl.where(accepted, x, best_idx)
-        elif i == n:
-            token = _merge_race(f_row, i_row, NUM_SPLITS, S_BLOCK)
-        else:
-            m, s = _merge_softmax(f_row, NUM_SPLITS, 0, 1, S_BLOCK)
-            md = 0.0
-            sd = 1.0
-            if DRAFT == 0:
-                md = float("-inf")
-            if DRAFT == 1:
-                md, sd = _merge_softmax(f_row, NUM_SPLITS, 2, 3, S_BLOCK)
-            if m != float("-inf"):
-                u = uniform_at(stream_key(key_of_seed, position + i, ACCEPT), 0)
-                accepted = accept_test(u, x, x_valid, t_row, d_row, inv_temperature, m, s, md, sd, DRAFT)
-                if accepted:
-                    token = x
-                elif DRAFT == 0:
-                    res_idx = _merge_race(f_row, i_row, NUM_SPLITS, S_BLOCK)
-                    token = tl.where(res_idx >= 0, res_idx, x)
-                else:
-                    pending_row = i
-                    pending_kind = tl.where((md == float("-inf")) | (~x_valid), 0, DRAFT)
-                    pending_x = tl.where(x_valid, x, -1)
-                    pm = m
-                    ps = s
-                    pmd = md
-                    psd = sd
-        tokens = tl.where(slots == i, token, tokens)
-        num_emitted += (token >= 0).to(tl.int32)
-        num_accepted += accepted.to(tl.int32)
-        i += 1
-        done = ((~accepted) | (i > n)).to(tl.int32)
-    return tokens, num_emitted, num_accepted, pending_row, pending_kind, pending_x, pm, ps, pmd, psd, inv_temperature
-
-
-@triton.jit
-def _finalize(
-    b, out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, residual_f_ptr, residual_i_ptr,
-    stats_f_ptr, stats_i_ptr,
-    target_ptr, target_stride_b, target_stride_k,
-    draft_ptr, draft_stride_b, draft_stride_k,
-    draft_ids_ptr, draft_ids_stride,
-    num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, conditional_rates_ptr,
-    V, NUM_SLOTS, NUM_SPLITS,
-    MODE: tl.constexpr, DRAFT: tl.constexpr, S_BLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr,
-):
-    # Walk request b, merge its pending residual race (if any), write its outputs.
-    tokens, num_emitted, num_accepted, row, kind, x, _m, _s, _md, _sd, _it = _walk_request(
-        b, stats_f_ptr, stats_i_ptr, target_ptr, target_stride_b, target_stride_k,
-        draft_ptr, draft_stride_b, draft_stride_k, draft_ids_ptr, draft_ids_stride,
-        num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, conditional_rates_ptr,
-        V, NUM_SLOTS, NUM_SPLITS, MODE, DRAFT, S_BLOCK, OUT_BLOCK)
-    slots = tl.arange(0, OUT_BLOCK)
-    if row >= 0:
-        residual_f = residual_f_ptr + b * NUM_SPLITS * 4
-        residual_i = residual_i_ptr + b * NUM_SPLITS * 2
-        splits = tl.arange(0, S_BLOCK)
-        mask = splits < NUM_SPLITS
-        _z, _g, idx = best_pair(tl.load(residual_f + splits * 4, mask=mask, other=float("-inf")),
-                                tl.load(residual_f + splits * 4 + 1, mask=mask, other=0.0),
-                                tl.load(residual_i + splits * 2, mask=mask, other=-1))
-        _fz, _fg, fb_idx = best_pair(tl.load(residual_f + splits * 4 + 2, mask=mask, other=float("-inf")),
-                                     tl.load(residual_f + splits * 4 + 3, mask=mask, other=0.0),
-                                     tl.load(residual_i + splits * 2 + 1, mask=mask, other=-1))
-        # no token with w > 0: one-hot draft -> x itself; a real residual -> the race over p
-        fallback = tl.where(kind == 0, x, fb_idx.to(tl.int64))
-        token = tl.where(idx < 0, fallback, idx.to(tl.int64))
-        tokens = tl.where(slots == row, token, tokens)
-        num_emitted += (token >= 0).to(tl.int32)
     tl.store(out_ptr + b * out_stride + slots, tokens, mask=slots < NUM_SLOTS)
     tl.store(num_emitted_ptr + b, num_emitted)
     tl.store(num_accepted_ptr + b, num_accepted)
 
 
 @triton.jit
-def _split_residual_kernel(
+def _finish_greedy(b, n, inv_temperature, position, key_of_seed, rows_f, rows_i, NUM_SPLITS,
+                   target_ptr, target_stride_b, target_stride_k, draft_ids_ptr, draft_ids_stride, V,
+                   out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, NUM_SLOTS,
+                   TARGET_PROBS: tl.constexpr, OUT_BLOCK: tl.constexpr, S_BLOCK: tl.constexpr):
+    # a greedy request from its rows' argmax partials: accept while the draft is the argmax, then
+    # emit the argmax of the terminal row (nothing for a row with no finite value)
+    best_idx, m, s, md, sd = merge_rows(rows_f, rows_i, n + 1, NUM_SPLITS, ROW_FIELDS, OUT_BLOCK, S_BLOCK)
+    t, x, _x_valid, best_at_t, _valid = decide_from_rows(
+        b, n, True, inv_temperature, position, key_of_seed, best_idx, m, s, md, sd,
+        target_ptr + b * target_stride_b, target_stride_k, target_ptr, 0, draft_ids_ptr, draft_ids_stride, V,
+        0, TARGET_PROBS, OUT_BLOCK)
+    slots = tl.arange(0, OUT_BLOCK)
+    tokens = tl.where(slots < t, x, -1)
+    tokens = tl.where(slots == t, best_at_t.to(tl.int64), tokens)
+    _write_request(out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, b, tokens,
+                   t + (best_at_t >= 0).to(tl.int32), t, NUM_SLOTS, OUT_BLOCK)
+
+
+@triton.jit
+def _split_rows_kernel(
+    scratch_f_ptr, scratch_i_ptr,  # float32 and int32 scratch (layout: module docstring)
+    arrivals_ptr,  # [B] int32, zero on entry; left at zero on exit
     out_ptr, out_stride,  # [B, K + 1] int64
     num_emitted_ptr, num_accepted_ptr,  # [B] int32
-    residual_f_ptr,  # [B, S, 4] float32: residual race (z, g), fallback (p) race (z, g)
-    residual_i_ptr,  # [B, S, 2] int32: their indices
-    arrivals_ptr,  # [B] int32, zero on entry; left at zero on exit
-    stats_f_ptr, stats_i_ptr,  # partials of _split_stats_kernel
-    target_ptr, target_stride_b, target_stride_k,  # [B, K + 1, V]
-    draft_ptr, draft_stride_b, draft_stride_k,  # [B, K, V]
+    target_ptr, target_stride_b, target_stride_k,  # [B, K + 1, V] logits, or probabilities (TARGET_PROBS)
+    draft_ptr, draft_stride_b, draft_stride_k,  # [B, K, V] draft logits or probs (unused if DRAFT == 0)
     draft_ids_ptr, draft_ids_stride,  # [B, K] int64
-    num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, conditional_rates_ptr,  # [B] x 4, [K]
-    V, NUM_SLOTS, NUM_SPLITS, CHUNK,
-    MODE: tl.constexpr, DRAFT: tl.constexpr, BLOCK: tl.constexpr, S_BLOCK: tl.constexpr, OUT_BLOCK: tl.constexpr,
+    num_draft_ptr, temperature_ptr, seed_ptr, position_ptr,  # [B] int32, float32, int64, int64
+    V, NUM_SLOTS, NUM_SPLITS, RACE_SPLITS, CHUNK,
+    MODE: tl.constexpr,
+    DRAFT: tl.constexpr,
+    TARGET_PROBS: tl.constexpr,
+    BLOCK: tl.constexpr,
+    S_BLOCK: tl.constexpr,
+    OUT_BLOCK: tl.constexpr,
+):
+    b = tl.program_id(0).to(tl.int64)
+    r = tl.program_id(1)
+    split = tl.program_id(2)
+    batch = tl.num_programs(0)
+    n, greedy, inv_temperature, position, key_of_seed = request_setup(
+        b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE)
+    start = split * CHUNK
+    stop = tl.minimum(start + CHUNK, V)
+    t_row = target_ptr + b * target_stride_b + r * target_stride_k
+    d_row = draft_ptr + b * draft_stride_b + r * draft_stride_k
+    request_f = scratch_f_ptr + b * NUM_SLOTS * NUM_SPLITS * ROW_FIELDS
+    request_i = scratch_i_ptr + b * NUM_SLOTS * NUM_SPLITS
+    f_out = request_f + (r * NUM_SPLITS + split) * ROW_FIELDS
+    i_out = request_i + r * NUM_SPLITS + split
+    if greedy:
+        if r <= n:
+            best_val, best_idx = argmax_slice(t_row, start, stop, TARGET_PROBS, BLOCK)
+            _store_row_partial(f_out, i_out, best_val, 0.0, float("-inf"), 0.0, best_idx)
+    elif r < n:
+        if TARGET_PROBS:
+            # p(x) is read at the draft; only the draft logits need statistics
+            md, sd, _m2, _s2 = softmax_stats_slice(d_row, d_row, start, stop, inv_temperature, False, BLOCK)
+            _store_row_partial(f_out, i_out, 0.0, 0.0, md, sd, -1)
+        else:
+            m, s, md, sd = softmax_stats_slice(t_row, d_row, start, stop, inv_temperature, DRAFT == DRAFT_LOGITS,
+                                               BLOCK)
+            _store_row_partial(f_out, i_out, m, s, md, sd, -1)
+    if _last_to_arrive(arrivals_ptr, b, NUM_SLOTS * NUM_SPLITS):
+        if greedy:
+            _finish_greedy(b, n, inv_temperature, position, key_of_seed, request_f, request_i, NUM_SPLITS,
+                           target_ptr, target_stride_b, target_stride_k, draft_ids_ptr, draft_ids_stride, V,
+                           out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, NUM_SLOTS,
+                           TARGET_PROBS, OUT_BLOCK, S_BLOCK)
+        else:
+            race_end_f = batch * NUM_SLOTS * NUM_SPLITS * ROW_FIELDS + batch * RACE_SPLITS * RACE_FIELDS
+            race_end_i = batch * NUM_SLOTS * NUM_SPLITS + batch * RACE_SPLITS * 2
+            _decide_probabilistic(b, n, inv_temperature, position, key_of_seed, request_f, request_i, NUM_SPLITS,
+                                  scratch_f_ptr + race_end_f + b * 4, scratch_i_ptr + race_end_i + b * 4,
+                                  target_ptr, target_stride_b, target_stride_k, draft_ptr, draft_stride_b,
+                                  draft_stride_k, draft_ids_ptr, draft_ids_stride, V,
+                                  out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, NUM_SLOTS,
+                                  DRAFT, TARGET_PROBS, OUT_BLOCK, S_BLOCK)
+
+
+@triton.jit
+def _decide_probabilistic(b, n, inv_temperature, position, key_of_seed, request_f, request_i, NUM_SPLITS,
+                          record_f, record_i,
+                          target_ptr, target_stride_b, target_stride_k, draft_ptr, draft_stride_b, draft_stride_k,
+                          draft_ids_ptr, draft_ids_stride, V,
+                          out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, NUM_SLOTS,
+                          DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr, OUT_BLOCK: tl.constexpr,
+                          S_BLOCK: tl.constexpr):
+    # A probabilistic request from its draft rows' statistics: write the accepted drafts, and the
+    # decision record the terminal kernel races from: (t, kind, excluded token, stream purpose)
+    # and the terminal row's (m, s, md, sd).
+    best_idx, m, s, md, sd = merge_rows(request_f, request_i, n, NUM_SPLITS, ROW_FIELDS, OUT_BLOCK, S_BLOCK)
+    t, x, x_valid, _best_at_t, row_valid = decide_from_rows(
+        b, n, False, inv_temperature, position, key_of_seed, best_idx, m, s, md, sd,
+        target_ptr + b * target_stride_b, target_stride_k, draft_ptr + b * draft_stride_b, draft_stride_k,
+        draft_ids_ptr, draft_ids_stride, V, DRAFT, TARGET_PROBS, OUT_BLOCK)
+    slots = tl.arange(0, OUT_BLOCK)
+    at_t = slots == t
+    x_t = tl.sum(tl.where(at_t, x, 0), axis=0)
+    x_t_valid = tl.max(tl.where(at_t, x_valid.to(tl.int32), 0), axis=0) > 0
+    md_t = row_at(md, slots, t)
+    kind = t * 0 + RACE_P
+    exclude = x_t * 0 - 1
+    purpose = t * 0 + SAMPLE
+    if t < n:
+        purpose = RESIDUAL
+        exclude = tl.where(x_t_valid, x_t, -1)  # w = p without x (one-hot), or p for an id outside [0, V)
+        if DRAFT == DRAFT_LOGITS:
+            kind = tl.where(x_t_valid & (md_t != float("-inf")), RACE_RESIDUAL_LOGITS, RACE_P)
+        if DRAFT == DRAFT_PROBS:
+            kind = tl.where(x_t_valid, RACE_RESIDUAL_PROBS, RACE_P)
+        if not TARGET_PROBS:
+            kind = tl.where(row_valid, kind, DONE)  # no finite target logit: the request stops, emitting nothing
+    tl.store(record_i + 0, t)
+    tl.store(record_i + 1, kind)
+    tl.store(record_i + 2, exclude.to(tl.int32))
+    tl.store(record_i + 3, purpose)
+    tl.store(record_f + 0, row_at(m, slots, t))
+    tl.store(record_f + 1, row_at(s, slots, t))
+    tl.store(record_f + 2, md_t)
+    tl.store(record_f + 3, row_at(sd, slots, t))
+    _write_request(out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, b, tl.where(slots < t, x, -1), t, t,
+                   NUM_SLOTS, OUT_BLOCK)
+
+
+@triton.jit
+def _race_slice(t_row, d_row, start, stop, inv_temperature, key, kind, exclude, m, s, md, sd,
+                DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr):
+    # One slice of the terminal race of `kind`, as (z, g, index) and the fallback (z, g, index)
+    # that takes over when the race finds no mass: the race over p with the same E_y for the
+    # weight races; for the race over p from logits, the excluded token itself (all its row's
+    # mass sat there: a -inf pair at that index, which loses to any real winner).
+    z = float("-inf")
+    g = 0.0
+    idx = -1
+    fz = float("-inf")
+    fg = 0.0
+    fidx = -1
+    if kind == ARGMAX:
+        z, idx = argmax_slice(t_row, start, stop, TARGET_PROBS, BLOCK)
+    elif kind == RACE_P:
+        if TARGET_PROBS:
+            z, g, idx, fz, fg, fidx = race_weights_slice(t_row, d_row, start, stop, 1.0, key, exclude, m, s, md, sd,
+                                                         True, 0, True, BLOCK)
+        else:
+            z, g, idx = race_logits_slice(t_row, start, stop, inv_temperature, key, exclude, BLOCK)
+            fidx = exclude
+    else:
+        if DRAFT == DRAFT_LOGITS:
+            z, g, idx, fz, fg, fidx = race_weights_slice(t_row, d_row, start, stop, inv_temperature, key, -1,
+                                                         m, s, md, sd, TARGET_PROBS, RACE_RESIDUAL_LOGITS, True, BLOCK)
+        if DRAFT == DRAFT_PROBS:
+            z, g, idx, fz, fg, fidx = race_weights_slice(t_row, d_row, start, stop, inv_temperature, key, -1,
+                                                         m, s, md, sd, TARGET_PROBS, RACE_RESIDUAL_PROBS, True, BLOCK)
+    return z, g, idx, fz, fg, fidx
+
+
+@triton.jit
+def _merge_race(race_f, race_i, NUM_SPLITS, S_BLOCK: tl.constexpr):
+    # the token of the slices' race partials: the race's winner, else its fallback's (-1: none)
+    splits = tl.arange(0, S_BLOCK)
+    mask = splits < NUM_SPLITS
+    _z, _g, idx = best_pair(tl.load(race_f + splits * RACE_FIELDS, mask=mask, other=float("-inf")),
+                            tl.load(race_f + splits * RACE_FIELDS + 1, mask=mask, other=0.0),
+                            tl.load(race_i + splits * 2, mask=mask, other=-1))
+    _fz, _fg, fidx = best_pair(tl.load(race_f + splits * RACE_FIELDS + 2, mask=mask, other=float("-inf")),
+                               tl.load(race_f + splits * RACE_FIELDS + 3, mask=mask, other=0.0),
+                               tl.load(race_i + splits * 2 + 1, mask=mask, other=-1))
+    return tl.where(idx >= 0, idx, fidx).to(tl.int64)
+
+
+@triton.jit
+def _split_terminal_kernel(
+    scratch_f_ptr, scratch_i_ptr,  # float32 and int32 scratch (layout: module docstring)
+    arrivals_ptr,  # [B] int32, zero on entry; left at zero on exit
+    out_ptr, out_stride,  # [B, K + 1] int64
+    num_emitted_ptr, num_accepted_ptr,  # [B] int32
+    target_ptr, target_stride_b, target_stride_k,  # [B, K + 1, V] logits, or probabilities (TARGET_PROBS)
+    draft_ptr, draft_stride_b, draft_stride_k,  # [B, K, V] draft logits or probs (unused if DRAFT == 0)
+    draft_ids_ptr, draft_ids_stride,  # [B, K] int64
+    num_draft_ptr, temperature_ptr, seed_ptr, position_ptr,  # [B] int32, float32, int64, int64
+    conditional_rates_ptr,  # [K] float32
+    V, NUM_SLOTS, ROW_SPLITS, NUM_SPLITS, CHUNK,
+    MODE: tl.constexpr,
+    DRAFT: tl.constexpr,
+    TARGET_PROBS: tl.constexpr,
+    DECIDE_INLINE: tl.constexpr,
+    BLOCK: tl.constexpr,
+    S_BLOCK: tl.constexpr,
+    OUT_BLOCK: tl.constexpr,
 ):
     b = tl.program_id(0).to(tl.int64)
     split = tl.program_id(1)
-    _t, _e, _a, row, kind, x, m, s, md, sd, inv_temperature = _walk_request(
-        b, stats_f_ptr, stats_i_ptr, target_ptr, target_stride_b, target_stride_k,
-        draft_ptr, draft_stride_b, draft_stride_k, draft_ids_ptr, draft_ids_stride,
-        num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, conditional_rates_ptr,
-        V, NUM_SLOTS, NUM_SPLITS, MODE, DRAFT, S_BLOCK, OUT_BLOCK)
-    if row >= 0:
-        start = split * CHUNK
-        stop = tl.minimum(start + CHUNK, V)
-        t_row = target_ptr + b * target_stride_b + row * target_stride_k
-        d_row = draft_ptr + b * draft_stride_b + row * draft_stride_k
-        key = stream_key(seed_key(tl.load(seed_ptr + b)), tl.load(position_ptr + b) + row, RESIDUAL)
-        out_f = residual_f_ptr + (b * NUM_SPLITS + split) * 4
-        out_i = residual_i_ptr + (b * NUM_SPLITS + split) * 2
-        fz = float("-inf")
-        fg = 0.0
-        fidx = -1
-        if kind == 0:
-            # w = p without x (one-hot draft), or p itself when x is not a valid id
-            rz, rg, idx = race_logits_slice(t_row, start, stop, inv_temperature, key, x, BLOCK)
+    batch = tl.num_programs(0)
+    start = split * CHUNK
+    stop = tl.minimum(start + CHUNK, V)
+    race_start_f = batch * NUM_SLOTS * ROW_SPLITS * ROW_FIELDS
+    race_start_i = batch * NUM_SLOTS * ROW_SPLITS
+    race_f = scratch_f_ptr + race_start_f + b * NUM_SPLITS * RACE_FIELDS
+    race_i = scratch_i_ptr + race_start_i + b * NUM_SPLITS * 2
+    n, greedy, inv_temperature, position, key_of_seed = request_setup(
+        b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE)
+    t_base = target_ptr + b * target_stride_b
+    d_base = draft_ptr + b * draft_stride_b
+    slots = tl.arange(0, OUT_BLOCK)
+    if DECIDE_INLINE:
+        if greedy & (MODE == MODE_PROBABILISTIC):
+            # a greedy request in a probabilistic batch: every row's argmax on this slice (no early exit)
+            request_f = scratch_f_ptr + b * NUM_SLOTS * ROW_SPLITS * ROW_FIELDS
+            request_i = scratch_i_ptr + b * NUM_SLOTS * ROW_SPLITS
+            for r in range(n + 1):
+                best_val, best_idx = argmax_slice(t_base + r * target_stride_k, start, stop, TARGET_PROBS, BLOCK)
+                _store_row_partial(request_f + (r * ROW_SPLITS + split) * ROW_FIELDS, request_i + r * ROW_SPLITS + split,
+                                   best_val, 0.0, float("-inf"), 0.0, best_idx)
+            if _last_to_arrive(arrivals_ptr, b, NUM_SPLITS):
+                _finish_greedy(b, n, inv_temperature, position, key_of_seed, request_f, request_i, ROW_SPLITS,
+                               target_ptr, target_stride_b, target_stride_k, draft_ids_ptr, draft_ids_stride, V,
+                               out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, NUM_SLOTS,
+                               TARGET_PROBS, OUT_BLOCK, S_BLOCK)
         else:
-            rz, rg, idx, fz, fg, fidx = race_residual_slice(t_row, d_row, start, stop, inv_temperature, key,
-                                                            m, s, md, sd, DRAFT, True, BLOCK)
-        tl.store(out_f + 0, rz)
-        tl.store(out_f + 1, rg)
-        tl.store(out_f + 2, fz)
-        tl.store(out_f + 3, fg)
-        tl.store(out_i + 0, idx)
-        tl.store(out_i + 1, fidx)
-    # the request's last program to finish merges the slices and writes the outputs
-    if _last_to_arrive(arrivals_ptr, b, NUM_SPLITS):
-        _finalize(b, out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, residual_f_ptr, residual_i_ptr,
-                  stats_f_ptr, stats_i_ptr, target_ptr, target_stride_b, target_stride_k,
-                  draft_ptr, draft_stride_b, draft_stride_k, draft_ids_ptr, draft_ids_stride,
-                  num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, conditional_rates_ptr,
-                  V, NUM_SLOTS, NUM_SPLITS, MODE, DRAFT, S_BLOCK, OUT_BLOCK)
+            t, x, x_t_valid = decide_by_gathers(b, n, greedy, inv_temperature, position, key_of_seed,
+                                                t_base, target_stride_k, d_base, draft_stride_k,
+                                                draft_ids_ptr, draft_ids_stride, conditional_rates_ptr, V,
+                                                MODE, DRAFT, TARGET_PROBS, OUT_BLOCK)
+            kind = t * 0 + RACE_P
+            exclude = t * 0 - 1
+            purpose = t * 0 + SAMPLE
+            if MODE == MODE_SYNTHETIC:
+                kind = tl.where(greedy, ARGMAX, RACE_P)  # on rejection the target's own token
+            elif t < n:
+                purpose = RESIDUAL
+                x_t = tl.sum(tl.where(slots == t, x, 0), axis=0)
+                exclude = tl.where(x_t_valid, x_t, -1).to(tl.int32)
+                if DRAFT == DRAFT_PROBS:
+                    kind = tl.where(x_t_valid, RACE_RESIDUAL_PROBS, RACE_P)
+            key = _terminal_key(key_of_seed, position + t, purpose)
+            z, g, idx, fz, fg, fidx = _race_slice(t_base + t * target_stride_k, d_base + t * draft_stride_k,
+                                                  start, stop, inv_temperature, key, kind, exclude,
+                                                  0.0, 1.0, 0.0, 1.0, DRAFT, TARGET_PROBS, BLOCK)
+            _store_race(race_f, race_i, split, z, g, idx, fz, fg, fidx)
+            if _last_to_arrive(arrivals_ptr, b, NUM_SPLITS):
+                token = _merge_race(race_f, race_i, NUM_SPLITS, S_BLOCK)
+                tokens = tl.where(slots < t, x, -1)
+                tokens = tl.where(slots == t, token, tokens)
+                _write_request(out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, b, tokens,
+                               t + (token >= 0).to(tl.int32), t, NUM_SLOTS, OUT_BLOCK)
+    else:
+        record_f = scratch_f_ptr + race_start_f + batch * NUM_SPLITS * RACE_FIELDS + b * 4
+        record_i = scratch_i_ptr + race_start_i + batch * NUM_SPLITS * 2 + b * 4
+        kind = DONE + 0 * n
+        if not greedy:  # a greedy request was finished by the rows kernel, which left no record
+            kind = tl.load(record_i + 1)
+        if kind != DONE:
+            t = tl.load(record_i + 0)
+            exclude = tl.load(record_i + 2)
+            purpose = tl.load(record_i + 3)
+            key = _terminal_key(key_of_seed, position + t, purpose)
+            z, g, idx, fz, fg, fidx = _race_slice(t_base + t * target_stride_k, d_base + t * draft_stride_k,
+                                                  start, stop, inv_temperature, key, kind, exclude,
+                                                  tl.load(record_f + 0), tl.load(record_f + 1),
+                                                  tl.load(record_f + 2), tl.load(record_f + 3),
+                                                  DRAFT, TARGET_PROBS, BLOCK)
+            _store_race(race_f, race_i, split, z, g, idx, fz, fg, fidx)
+            if _last_to_arrive(arrivals_ptr, b, NUM_SPLITS):
+                token = _merge_race(race_f, race_i, NUM_SPLITS, S_BLOCK)
+                tl.store(out_ptr + b * out_stride + t, token)
+                tl.store(num_emitted_ptr + b, t + (token >= 0).to(tl.int32))
+
+
+@triton.jit
+def _terminal_key(key_of_seed, position, purpose):
+    # the stream of the terminal race: RESIDUAL after a rejection, SAMPLE for the target's own token
+    return tl.where(purpose == RESIDUAL, stream_key(key_of_seed, position, RESIDUAL),
+                    stream_key(key_of_seed, position, SAMPLE))
+
+
+@triton.jit
+def _store_race(race_f, race_i, split, z, g, idx, fz, fg, fidx):
+    tl.store(race_f + split * RACE_FIELDS + 0, z)
+    tl.store(race_f + split * RACE_FIELDS + 1, g)
+    tl.store(race_f + split * RACE_FIELDS + 2, fz)
+    tl.store(race_f + split * RACE_FIELDS + 3, fg)
+    tl.store(race_i + split * 2 + 0, idx)
+    tl.store(race_i + split * 2 + 1, fidx)

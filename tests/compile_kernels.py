@@ -19,6 +19,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import types
 from pathlib import Path
 
 import triton
@@ -37,22 +38,25 @@ POINTERS = {
 }
 MODES = {"greedy": 0, "probabilistic": 1, "synthetic": 2}
 DRAFTS = (0, 1, 2)  # none, logits, probs
+_GPU = types.SimpleNamespace(type="cuda")  # what _launch_shape asks of a device
 
 
 def variants() -> list[tuple[object, dict[str, int], int, str]]:
     """(kernel, constexprs, warps, logits dtype) for every kernel ``specbench/kernels/launch.py`` launches."""
     out = []
-    split_block, split_warps = launch.SPLIT_SHAPE
     sizes = {"S_BLOCK": 64, "OUT_BLOCK": 8}
+    greedy_shapes = sorted({launch._launch_shape(1 << 17, _GPU, False, "greedy", batch) for batch in (64, 128, 256, 512)})
     for mode, mode_id in MODES.items():
+        split_block, split_warps = launch.SPLIT_SHAPE[mode]
+        sequential = greedy_shapes if mode == "greedy" else [launch.SEQUENTIAL_PROBABILISTIC_SHAPE]
         for draft in DRAFTS if mode == "probabilistic" else (0,):
             for target_probs in (0, 1):
                 common = {"MODE": mode_id, "DRAFT": draft, "TARGET_PROBS": target_probs}
                 inline = launch.decided_at_drafts(mode, bool(target_probs), draft)
                 for dtype in ("fp32", "bf16"):
                     if not inline:
-                        block, warps = launch.SEQUENTIAL_SHAPE["greedy" if mode == "greedy" else "probabilistic"]
-                        out.append((_verify_sequential_kernel, {**common, "BLOCK": block, "OUT_BLOCK": 8}, warps, dtype))
+                        out.extend((_verify_sequential_kernel, {**common, "BLOCK": block, "OUT_BLOCK": 8}, warps, dtype)
+                                   for block, warps in sequential)
                         out.append((_split_rows_kernel, {**common, "BLOCK": split_block, **sizes}, split_warps, dtype))
                     if mode != "greedy":
                         out.append((_split_terminal_kernel, {**common, "DECIDE_INLINE": int(inline),

@@ -1,4 +1,4 @@
-"""The Triton launcher's choice between one program per request and the vocabulary split."""
+"""The Triton launcher's choices: which kernels run, in which shape, and the launch variants' names."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import torch
 
 pytest.importorskip("triton")
 
+from specbench.errors import SpecbenchError
+from specbench.implementations import resolve
 from specbench.kernels import launch
 
 
@@ -17,13 +19,13 @@ def h100(monkeypatch):
 
 
 @pytest.mark.parametrize("mode, batch, num_slots, split", [
-    ("greedy", 64, 5, True),  # B=64 K=4: the split measured 109 vs 135 us (L=3), 82 vs 212 (all accepted)
+    ("greedy", 64, 5, True),  # B=64 K=4 V=151936: split 52 against 120 µs (graph, L=3) on an H200
     ("greedy", 128, 5, True),  # 640 rows <= 5 x 132
-    ("greedy", 128, 8, False),  # B=128 K=7: one program per request 1.6x faster at L=3
+    ("greedy", 128, 8, False),  # B=128 K=7: one program per request 2x faster at L=3, equal all accepted
     ("greedy", 512, 8, False),
     ("probabilistic", 33, 5, True),
-    ("probabilistic", 64, 5, False),  # one program per request already wins at L=3 from B=64
-    ("synthetic", 34, 4, False),
+    ("probabilistic", 64, 5, True),  # B=64 K=4: split 1.3-1.5x faster than one program per request
+    ("probabilistic", 128, 8, False),  # B=128 K=7: one program per request 2x faster at L=3
 ])
 def test_the_split_rule_follows_the_measurements(h100, mode, batch, num_slots, split):
     assert launch._use_split(batch, num_slots, mode, h100) is split
@@ -35,3 +37,43 @@ def test_a_forced_strategy_and_the_cpu_ignore_the_table(h100):
     with launch.strategy("sequential"):
         assert not launch._use_split(1, 2, "greedy", h100)
     assert not launch._use_split(1, 2, "greedy", torch.device("cpu"))
+
+
+@pytest.mark.parametrize(("mode", "target_is_probs", "draft_kind", "inline"), [
+    ("synthetic", False, 0, True),
+    ("probabilistic", True, 0, True),
+    ("probabilistic", True, 2, True),
+    ("probabilistic", True, 1, False),  # draft logits: each row's statistics give q(x)
+    ("probabilistic", False, 2, False),  # target logits: each row's statistics give p(x)
+    ("greedy", True, 0, False),  # greedy rows need every row's argmax
+])
+def test_requests_decided_at_their_drafts_take_one_launch(mode, target_is_probs, draft_kind, inline):
+    assert launch.decided_at_drafts(mode, target_is_probs, draft_kind) is inline
+
+
+@pytest.mark.parametrize(("batch", "shape"), [(64, (8192, 32)), (128, (8192, 32)), (256, (4096, 16)),
+                                              (512, (2048, 8)), (4096, (2048, 8))])
+def test_greedy_programs_keep_about_4096_warps_in_flight(h100, batch, shape):
+    assert launch._launch_shape(151936, h100, False, "greedy", batch) == shape
+
+
+def test_small_vocabularies_keep_at_least_four_tokens_per_thread(h100):
+    assert launch._launch_shape(300, h100, False, "probabilistic", 256) == (512, 4)
+    assert launch._launch_shape(100, h100, True, "probabilistic", 1) == (128, 1)
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("triton-sequential-3000x16", "power of two"),
+    ("triton-split-1024x64", "warps per program"),
+    ("triton-split-1024x4-chunk1000", "multiple of the block"),
+    ("triton-sequential-1024x4-chunk2048", "for split variants"),
+])
+def test_a_launch_variant_name_that_cannot_launch_is_refused(name, message):
+    with pytest.raises(SpecbenchError, match=message):
+        resolve(name)
+
+
+def test_a_launch_variant_name_spells_its_shape():
+    impl = resolve("triton-split-2048x8-chunk32768")
+    assert impl.name == "triton-split-2048x8-chunk32768"
+    assert "2048 tokens x 8 warps" in impl.description and "32768" in impl.description

@@ -49,16 +49,77 @@ def _quiet_under_interpreter(launcher: _Launcher) -> _Launcher:
     return wrapper  # type: ignore[return-value]
 
 
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def _argument_class(value: object) -> object:
+    # what Triton specialises a launch on: a tensor's dtype and 16-byte alignment, an integer's
+    # width and whether it is 1 or a multiple of 16 (a finer key than Triton's own is safe)
+    if isinstance(value, torch.Tensor):
+        return value.dtype, value.data_ptr() & 15 == 0
+    if isinstance(value, int):
+        return value == 1, value & 15 == 0, -(2**31) <= value < 2**31
+    return value
+
+
+class _Launcher:
+    """Launches one Triton kernel, the first time through Triton's JIT (which compiles it and
+    returns the compiled kernel), after that straight through the compiled kernel.
+
+    Triton binds and specialises every argument and re-checks the kernel's global constants on
+    each launch: about 40 µs of Python per launch here, more than the GPU work of a small batch.
+    The compiled kernel is kept per specialisation (``_argument_class`` of every argument, the
+    constexprs, the warps, the device) and called with all arguments in signature order, as
+    Triton's own launch does. Should a Triton version refuse that call, every later launch takes
+    the JIT path.
+    """
+
+    direct = True
+
+    def __init__(self, kernel) -> None:
+        self.kernel = kernel
+        self.compiled: dict[tuple, object] = {}
+        positions = getattr(kernel, "constexprs", None)  # absent under the interpreter
+        self.constexpr_names = [kernel.arg_names[i] for i in sorted(positions)] if positions is not None else []
+
+    def __call__(self, grid: tuple[int, ...], args: tuple, num_warps: int, **constexprs: object) -> None:
+        if INTERPRETED or not _Launcher.direct:
+            self.kernel[grid](*args, num_warps=num_warps, **constexprs)
+            return
+        key = (num_warps, torch.cuda.current_device(), *constexprs.values(), *map(_argument_class, args))
+        compiled = self.compiled.get(key)
+        if compiled is not None:
+            try:
+                compiled[grid](*args, *(constexprs[name] for name in self.constexpr_names))
+                return
+            except Exception:  # noqa: BLE001 -- a Triton without this entry point: use the JIT from now on
+                _Launcher.direct = False
+        compiled = self.kernel[grid](*args, num_warps=num_warps, **constexprs)
+        if compiled is not None and len(self.constexpr_names) == len(constexprs) and hasattr(compiled, "__getitem__"):
+            self.compiled[key] = compiled
+
+
 _MODE_IDS = {"greedy": 0, "probabilistic": 1, "synthetic": 2}
 _SIMULATE_BLOCK = 1024
 STRATEGIES = ("auto", "sequential", "split")
 _strategy = "auto"
-# Launch shapes (tokens per chunk, warps per program) chosen from H200 measurements; TUNING
-# overrides them when set (benchmarks use it to explore): `block`/`num_warps` for the kernel the
-# strategy picks, `split_chunk` for the most tokens one split program reads of a row.
-SEQUENTIAL_SHAPE = {"greedy": (2048, 8), "probabilistic": (8192, 32)}
-SPLIT_SHAPE = (2048, 8)
+# Launch shapes (tokens per block, warps per program), from H200 measurements (results/kernels-notes.md).
+# One program per request: the probabilistic mode 4096 x 32 (4 tokens per thread: its loops fit in
+# 64 registers without spilling); greedy rows take as many warps as keep about 4096 warps in
+# flight, 8 tokens per thread (B = 128: 8192 x 32; 256: 4096 x 16; 512: 2048 x 8). The split kernels:
+# greedy 2048 x 8, the others 1024 x 4, each program reading at most SPLIT_CHUNK tokens of a row and
+# the grid holding about SPLIT_PROGRAMS_PER_SM programs per multiprocessor at small batch.
+# TUNING overrides them when set (benchmarks use it to explore).
+SEQUENTIAL_PROBABILISTIC_SHAPE = (4096, 32)
+SEQUENTIAL_GREEDY_WARPS_IN_FLIGHT = 4096
+SPLIT_SHAPE = {"greedy": (2048, 8), "probabilistic": (1024, 4), "synthetic": (1024, 4)}
 SPLIT_CHUNK = 16384
+SPLIT_PROGRAMS_PER_SM = 16
 TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk": None}
 
 
@@ -86,11 +147,11 @@ def _num_sms(device_index: int) -> int:
 def _splits(programs_per_split: int, vocab: int, block: int, device: torch.device) -> int:
     """Vocabulary slices per row: enough that the grid gives every multiprocessor a few programs,
     and that no program reads more than ``SPLIT_CHUNK`` tokens of a row, in whole blocks."""
-    blocks = triton.cdiv(vocab, block)
+    blocks = _cdiv(vocab, block)
     if device.type != "cuda":
         return min(3, blocks)  # the interpreter: a few slices exercise the merge
-    wanted = max(triton.cdiv(4 * _num_sms(device.index or 0), programs_per_split),
-                 triton.cdiv(vocab, TUNING["split_chunk"] or SPLIT_CHUNK))
+    wanted = max(_cdiv(SPLIT_PROGRAMS_PER_SM * _num_sms(device.index or 0), programs_per_split),
+                 _cdiv(vocab, TUNING["split_chunk"] or SPLIT_CHUNK))
     return max(1, min(wanted, blocks, 256))
 
 
@@ -101,8 +162,7 @@ def _splits(programs_per_split: int, vocab: int, block: int, device: torch.devic
 # faster all accepted; at B = 128 K = 7 one program per request is 1.6x faster at L = 3). The other
 # modes read a draft distribution or sample a row, and one program per request already wins from
 # B = 64 at L = 3 (0.4-0.8x), so they split only while 4 programs per request fit on the GPU.
-SPLIT_ROWS_PER_SM = {"greedy": 5.0}
-SPLIT_REQUESTS_PER_SM = 0.25
+SPLIT_ROWS_PER_SM = {"greedy": 5.0, "probabilistic": 4.0}
 
 
 def _use_split(batch: int, num_slots: int, mode: str, device: torch.device) -> bool:
@@ -110,10 +170,7 @@ def _use_split(batch: int, num_slots: int, mode: str, device: torch.device) -> b
         return _strategy == "split"
     if device.type != "cuda":
         return False
-    num_sms = _num_sms(device.index or 0)
-    if mode in SPLIT_ROWS_PER_SM:
-        return batch * num_slots <= SPLIT_ROWS_PER_SM[mode] * num_sms
-    return batch <= SPLIT_REQUESTS_PER_SM * num_sms
+    return batch * num_slots <= SPLIT_ROWS_PER_SM.get(mode, 4.0) * _num_sms(device.index or 0)
 
 
 _arrivals: dict[tuple[str, int, int], torch.Tensor] = {}
@@ -161,14 +218,20 @@ def _draft_kind(draft_logits: torch.Tensor | None, draft_probs: torch.Tensor | N
     return 0
 
 
-def _launch_shape(vocab: int, device: torch.device, split: bool, mode: str) -> tuple[int, int]:
-    """(tokens per chunk, warps per program), measured on an H200 (results/kernels-tuning-h200.md)."""
+def _launch_shape(vocab: int, device: torch.device, split: bool, mode: str, batch: int) -> tuple[int, int]:
+    """(tokens per block, warps per program) of the kernel the launcher picked (the shapes above)."""
     if device.type != "cuda":
-        # the interpreter runs a chunk as numpy arrays: small chunks for small rows
-        return min(triton.next_power_of_2(vocab), 1024), 4
-    block, num_warps = SPLIT_SHAPE if split else SEQUENTIAL_SHAPE["greedy" if mode == "greedy" else "probabilistic"]
-    block = min(block, max(triton.next_power_of_2(vocab), 128))
-    num_warps = min(num_warps, max(block // 256, 1))
+        # the interpreter runs a block as numpy arrays: small blocks for small rows
+        return min(_next_power_of_2(vocab), 1024), 4
+    if split:
+        block, num_warps = SPLIT_SHAPE[mode]
+    elif mode == "greedy":
+        num_warps = min(max(_next_power_of_2(SEQUENTIAL_GREEDY_WARPS_IN_FLIGHT // max(batch, 1)), 8), 32)
+        block = 256 * num_warps
+    else:
+        block, num_warps = SEQUENTIAL_PROBABILISTIC_SHAPE
+    block = min(block, max(_next_power_of_2(vocab), 128))
+    num_warps = min(num_warps, max(block // 128, 1))  # at least 4 tokens per thread
     return TUNING["block"] or block, TUNING["num_warps"] or num_warps
 
 
@@ -218,39 +281,42 @@ def verify(
     )
     inline = decided_at_drafts(mode, target_is_probs, draft_kind)
     split = inline or _use_split(batch, num_slots, mode, device)
-    block, num_warps = _launch_shape(vocab, device, split, mode)
-    out_block = triton.next_power_of_2(num_slots)
+    block, num_warps = _launch_shape(vocab, device, split, mode, batch)
+    out_block = _next_power_of_2(num_slots)
     if not split:
-        _verify_sequential_kernel[(batch,)](
-            *outputs, *rows, vocab, num_slots, BLOCK=block, OUT_BLOCK=out_block, num_warps=num_warps, **common,
-        )
+        _SEQUENTIAL((batch,), (*outputs, *rows, vocab, num_slots), num_warps, BLOCK=block, OUT_BLOCK=out_block,
+                    **common)
         return VerifyResult(out, num_emitted, num_accepted)
 
     key = _stream_key(device)
     arrivals = _arrival_counters(batch, device, key)
     race_splits = _splits(batch, vocab, block, device)
     row_splits = race_splits if inline else _splits(batch * num_slots, vocab, block, device)
-    row_chunk = triton.cdiv(triton.cdiv(vocab, row_splits), block) * block
-    row_splits = triton.cdiv(vocab, row_chunk)
-    race_chunk = triton.cdiv(triton.cdiv(vocab, race_splits), block) * block
-    race_splits = triton.cdiv(vocab, race_chunk)
+    row_chunk = _cdiv(_cdiv(vocab, row_splits), block) * block
+    row_splits = _cdiv(vocab, row_chunk)
+    race_chunk = _cdiv(_cdiv(vocab, race_splits), block) * block
+    race_splits = _cdiv(vocab, race_chunk)
     if inline:
         row_splits, row_chunk = race_splits, race_chunk  # greedy rows of a probabilistic batch use the race grid
     per_request = num_slots * row_splits
     scratch_f = _scratch(batch * (per_request * 4 + race_splits * 4 + 4), torch.float32, device, key)
     scratch_i = _scratch(batch * (per_request + race_splits * 2 + 4), torch.int32, device, key)
-    sizes = {"S_BLOCK": triton.next_power_of_2(max(row_splits, race_splits)), "OUT_BLOCK": out_block}
+    sizes = {"S_BLOCK": _next_power_of_2(max(row_splits, race_splits)), "OUT_BLOCK": out_block}
     if not inline:
-        _split_rows_kernel[(batch, num_slots, row_splits)](
-            scratch_f, scratch_i, arrivals, *outputs, *rows, vocab, num_slots, row_splits, race_splits, row_chunk,
-            BLOCK=block, num_warps=num_warps, **sizes, **common,
-        )
+        _ROWS((batch, num_slots, row_splits),
+              (scratch_f, scratch_i, arrivals, *outputs, *rows, vocab, num_slots, row_splits, race_splits, row_chunk),
+              num_warps, BLOCK=block, **sizes, **common)
     if mode != "greedy":
-        _split_terminal_kernel[(batch, race_splits)](
-            scratch_f, scratch_i, arrivals, *outputs, *rows, conditional_rates, vocab, num_slots, row_splits,
-            race_splits, race_chunk, DECIDE_INLINE=inline, BLOCK=block, num_warps=num_warps, **sizes, **common,
-        )
+        _TERMINAL((batch, race_splits),
+                  (scratch_f, scratch_i, arrivals, *outputs, *rows, conditional_rates, vocab, num_slots, row_splits,
+                   race_splits, race_chunk),
+                  num_warps, DECIDE_INLINE=inline, BLOCK=block, **sizes, **common)
     return VerifyResult(out, num_emitted, num_accepted)
+
+
+_SEQUENTIAL = _Launcher(_verify_sequential_kernel)
+_ROWS = _Launcher(_split_rows_kernel)
+_TERMINAL = _Launcher(_split_terminal_kernel)
 
 
 @_quiet_under_interpreter
@@ -260,7 +326,7 @@ def simulate(*, conditional_rates: torch.Tensor, num_requests: int, seed: int, f
     ``conditional_rates`` ``[K]`` float32; returns ``[num_requests]`` int32.
     """
     counts = torch.empty(num_requests, dtype=torch.int32, device=conditional_rates.device)
-    grid = (triton.cdiv(num_requests, _SIMULATE_BLOCK),)
+    grid = (_cdiv(num_requests, _SIMULATE_BLOCK),)
     _simulate_kernel[grid](
         counts, conditional_rates, seed, first_request, num_requests, conditional_rates.numel(),
         BLOCK=_SIMULATE_BLOCK,

@@ -48,8 +48,9 @@ def variants() -> list[tuple[object, dict[str, int], int, str]]:
     greedy_shapes = sorted({launch._launch_shape(1 << 17, _GPU, False, "greedy", batch) for batch in (64, 128, 256, 512)})
     for mode, mode_id in MODES.items():
         split_block, split_warps = launch.SPLIT_SHAPE[mode]
-        sequential = greedy_shapes if mode == "greedy" else [launch.SEQUENTIAL_PROBABILISTIC_SHAPE]
         for draft in DRAFTS if mode == "probabilistic" else (0,):
+            sequential = greedy_shapes if mode == "greedy" else [
+                launch._launch_shape(1 << 17, _GPU, False, mode, 256, draft == 1)]
             for target_probs in (0, 1):
                 common = {"MODE": mode_id, "DRAFT": draft, "TARGET_PROBS": target_probs}
                 inline = launch.decided_at_drafts(mode, bool(target_probs), draft)

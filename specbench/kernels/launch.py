@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import numpy as np
 import torch
 import triton
+import triton.language as tl
 
 from specbench.errors import SpecbenchError
 from specbench.kernels.sequential import _verify_sequential_kernel
@@ -84,8 +86,9 @@ class _Launcher:
     def __init__(self, kernel) -> None:
         self.kernel = kernel
         self.compiled: dict[tuple, object] = {}
-        positions = getattr(kernel, "constexprs", None)  # absent under the interpreter
-        self.constexpr_names = [kernel.arg_names[i] for i in sorted(positions)] if positions is not None else []
+        self.launches = 0  # straight through the compiled kernel (the diagnostics read it)
+        parameters = inspect.signature(kernel.fn).parameters.values()
+        self.constexpr_names = [p.name for p in parameters if p.annotation is tl.constexpr]
 
     def __call__(self, grid: tuple[int, ...], args: tuple, num_warps: int, **constexprs: object) -> None:
         if INTERPRETED or not _Launcher.direct:
@@ -96,6 +99,7 @@ class _Launcher:
         if compiled is not None:
             try:
                 compiled[grid](*args, *(constexprs[name] for name in self.constexpr_names))
+                self.launches += 1
                 return
             except Exception:  # noqa: BLE001 -- a Triton without this entry point: use the JIT from now on
                 _Launcher.direct = False
@@ -109,17 +113,19 @@ _SIMULATE_BLOCK = 1024
 STRATEGIES = ("auto", "sequential", "split")
 _strategy = "auto"
 # Launch shapes (tokens per block, warps per program), from H200 measurements (results/kernels-notes.md).
-# One program per request: the probabilistic mode 4096 x 32 (4 tokens per thread: its loops fit in
-# 64 registers without spilling); greedy rows take as many warps as keep about 4096 warps in
-# flight, 8 tokens per thread (B = 128: 8192 x 32; 256: 4096 x 16; 512: 2048 x 8). The split kernels:
+# One program per request: draft logits 4096 x 32 (4 tokens per thread: the fused target and draft
+# loop fits in 64 registers without spilling, 22 instructions per token and row against 33 at
+# 8192 x 32), the other probabilistic rows 8192 x 32 (one row per pass: 8 tokens per thread keep
+# as many bytes in flight); greedy rows take as many warps as keep about 4096 warps in flight,
+# 8 tokens per thread (B = 128: 8192 x 32; 256: 4096 x 16; 512: 2048 x 8). The split kernels:
 # greedy 2048 x 8, the others 1024 x 4, each program reading at most SPLIT_CHUNK tokens of a row and
 # the grid holding about SPLIT_PROGRAMS_PER_SM programs per multiprocessor at small batch.
 # TUNING overrides them when set (benchmarks use it to explore).
-SEQUENTIAL_PROBABILISTIC_SHAPE = (4096, 32)
+SEQUENTIAL_PROBABILISTIC_SHAPE = {"logits": (4096, 32), "other": (8192, 32)}
 SEQUENTIAL_GREEDY_WARPS_IN_FLIGHT = 4096
 SPLIT_SHAPE = {"greedy": (2048, 8), "probabilistic": (1024, 4), "synthetic": (1024, 4)}
 SPLIT_CHUNK = 16384
-SPLIT_PROGRAMS_PER_SM = 16
+SPLIT_PROGRAMS_PER_SM = 4
 TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk": None}
 
 
@@ -155,14 +161,15 @@ def _splits(programs_per_split: int, vocab: int, block: int, device: torch.devic
     return max(1, min(wanted, blocks, 256))
 
 
-# Which path wins, from `specbench kernels --impl triton-sequential,triton-split` on an H100 across
-# B = 1..512, K = 4 and 7, V = 128256 and 151936, L = 3 and all accepted (results/kernels-launch-h100.md):
-# greedy keeps the split until B * (K + 1) rows reach 5 per multiprocessor (B = 64 K = 4 V = 151936:
-# 109 against 135 µs at L = 3, 82 against 212 all accepted; at B = 128 K = 4 equal at L = 3, 1.6x
-# faster all accepted; at B = 128 K = 7 one program per request is 1.6x faster at L = 3). The other
-# modes read a draft distribution or sample a row, and one program per request already wins from
-# B = 64 at L = 3 (0.4-0.8x), so they split only while 4 programs per request fit on the GPU.
-SPLIT_ROWS_PER_SM = {"greedy": 5.0, "probabilistic": 4.0}
+# Which path wins, from `specbench kernels --impl triton-sequential,triton-split` on an H200 across
+# B = 64..512, K = 4 and 7, V = 151936, L = 3 and all accepted (results/kernels-launch-h200.md): the
+# split reads every row a request might need, one program per request stops at the first
+# rejection but leaves multiprocessors idle at small batch. Greedy rows split while B x (K + 1)
+# rows are at most 2.5 per multiprocessor (B = 64 K = 4 splits, B = 64 K = 7 and B = 96 K = 4 do
+# not); the probabilistic mode, whose split pays a second launch but reads two rows per slot in
+# parallel, while B is at most half the multiprocessors (B = 64 splits at K = 4 and 7, B = 96 not).
+SPLIT_ROWS_PER_SM = {"greedy": 2.5}
+SPLIT_REQUESTS_PER_SM = 0.5
 
 
 def _use_split(batch: int, num_slots: int, mode: str, device: torch.device) -> bool:
@@ -170,7 +177,10 @@ def _use_split(batch: int, num_slots: int, mode: str, device: torch.device) -> b
         return _strategy == "split"
     if device.type != "cuda":
         return False
-    return batch * num_slots <= SPLIT_ROWS_PER_SM.get(mode, 4.0) * _num_sms(device.index or 0)
+    num_sms = _num_sms(device.index or 0)
+    if mode in SPLIT_ROWS_PER_SM:
+        return batch * num_slots <= SPLIT_ROWS_PER_SM[mode] * num_sms
+    return batch <= SPLIT_REQUESTS_PER_SM * num_sms
 
 
 _arrivals: dict[tuple[str, int, int], torch.Tensor] = {}
@@ -218,7 +228,8 @@ def _draft_kind(draft_logits: torch.Tensor | None, draft_probs: torch.Tensor | N
     return 0
 
 
-def _launch_shape(vocab: int, device: torch.device, split: bool, mode: str, batch: int) -> tuple[int, int]:
+def _launch_shape(vocab: int, device: torch.device, split: bool, mode: str, batch: int,
+                  draft_logits: bool = False) -> tuple[int, int]:
     """(tokens per block, warps per program) of the kernel the launcher picked (the shapes above)."""
     if device.type != "cuda":
         # the interpreter runs a block as numpy arrays: small blocks for small rows
@@ -229,7 +240,7 @@ def _launch_shape(vocab: int, device: torch.device, split: bool, mode: str, batc
         num_warps = min(max(_next_power_of_2(SEQUENTIAL_GREEDY_WARPS_IN_FLIGHT // max(batch, 1)), 8), 32)
         block = 256 * num_warps
     else:
-        block, num_warps = SEQUENTIAL_PROBABILISTIC_SHAPE
+        block, num_warps = SEQUENTIAL_PROBABILISTIC_SHAPE["logits" if draft_logits else "other"]
     block = min(block, max(_next_power_of_2(vocab), 128))
     num_warps = min(num_warps, max(block // 128, 1))  # at least 4 tokens per thread
     return TUNING["block"] or block, TUNING["num_warps"] or num_warps
@@ -281,7 +292,7 @@ def verify(
     )
     inline = decided_at_drafts(mode, target_is_probs, draft_kind)
     split = inline or _use_split(batch, num_slots, mode, device)
-    block, num_warps = _launch_shape(vocab, device, split, mode, batch)
+    block, num_warps = _launch_shape(vocab, device, split, mode, batch, draft_kind == 1)
     out_block = _next_power_of_2(num_slots)
     if not split:
         _SEQUENTIAL((batch,), (*outputs, *rows, vocab, num_slots), num_warps, BLOCK=block, OUT_BLOCK=out_block,

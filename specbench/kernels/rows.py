@@ -97,18 +97,20 @@ def argmax_slice(row_ptr, start, stop, TARGET_PROBS: tl.constexpr, BLOCK: tl.con
 def _fold(m, s, z):
     # Per-lane online softmax: fold z into running (max m, sum s of exp(z - m)) with one exp:
     # of exp(m - m_new) and exp(z - m_new) one is always exp(0) = 1, the other exp(-|z - m|).
-    # While m is -inf, z - m is +inf (e = 0, and z > m restarts s at 1) or NaN (z = -inf, e = 0).
-    # No guard on m: the loop is bound by instruction issue, and a select per token costs 7%.
-    e = tl.where(z == float("-inf"), 0.0, tl.exp(-tl.abs(z - m)))
+    # m starts at -FLOAT32_MAX, not -inf, so no guard is needed: z = -inf gives exp(-inf) = 0, and
+    # a finite z far above the start gives exp(-inf) too while z > m restarts s at 1. The loop is
+    # bound by instruction issue; a select per token costs about 7%.
+    e = tl.exp(-tl.abs(z - m))
     s = tl.where(z > m, s * e + 1.0, s + e)
     return tl.maximum(m, z), s
 
 
 @triton.jit
 def _reduce_stats(m, s):
+    # the lanes' (m, s) merged; a row with no finite value (every s 0) comes back as (-inf, 0)
     m_row = tl.max(m, axis=0)
-    m_safe = tl.where(m_row == float("-inf"), 0.0, m_row)
-    return m_row, tl.sum(s * tl.exp(m - m_safe), axis=0)
+    s_row = tl.sum(s * tl.exp(m - m_row), axis=0)
+    return tl.where(s_row == 0.0, float("-inf"), m_row), s_row
 
 
 @triton.jit
@@ -116,9 +118,9 @@ def softmax_stats_slice(t_row, d_row, start, stop, inv_temperature, HAS_DRAFT_LO
                         BLOCK: tl.constexpr):
     # max and sum of exp over [start, stop) of the target row and (fused) the draft row;
     # the next chunk is loaded before this one is used, so a load is always in flight
-    m = tl.full([BLOCK], float("-inf"), tl.float32)
+    m = tl.full([BLOCK], -FLOAT32_MAX, tl.float32)
     s = tl.zeros([BLOCK], tl.float32)
-    md = tl.full([BLOCK], float("-inf"), tl.float32)
+    md = tl.full([BLOCK], -FLOAT32_MAX, tl.float32)
     sd = tl.zeros([BLOCK], tl.float32)
     offs = start + tl.arange(0, BLOCK)
     z_next = load_scaled(t_row, offs, stop, inv_temperature)

@@ -24,7 +24,7 @@ from specbench.kernels.decide import (
     sample_row,
 )
 from specbench.kernels.rng import stream_key, uniform_at
-from specbench.kernels.rows import argmax_slice, race_logits_slice, race_weights_slice, softmax_stats_slice
+from specbench.kernels.rows import argmax_slice, clean_prob, race_logits_slice, race_weights_slice, softmax_stats_slice
 
 
 @triton.jit
@@ -38,8 +38,11 @@ def _residual_token(t_row, d_row, V, inv_temperature, key, x, x_valid, m, s, md,
     token = -1
     if TARGET_PROBS:
         if one_hot | (~x_valid):
-            _z, _g, idx, _fz, _fg, fidx = race_weights_slice(t_row, d_row, 0, V, 1.0, key, exclude, 0.0, 1.0, md, sd,
-                                                             True, 0, True, BLOCK)
+            # p without x; should nothing else have mass, x itself where it has some (else the row has none)
+            _z, _g, idx, _fz, _fg, _fi = race_weights_slice(t_row, d_row, 0, V, 1.0, key, exclude, 0.0, 1.0, md, sd,
+                                                            True, 0, False, BLOCK)
+            p_x = clean_prob(tl.load(t_row + tl.where(x_valid, x, 0)).to(tl.float32))
+            fidx = tl.where(x_valid & (p_x > 0.0), x, -1).to(tl.int32)
         else:
             _z, _g, idx, _fz, _fg, fidx = race_weights_slice(t_row, d_row, 0, V, inv_temperature, key, -1, 0.0, 1.0,
                                                              md, sd, True, DRAFT, True, BLOCK)

@@ -45,6 +45,7 @@ from specbench.kernels.rng import stream_key
 from specbench.kernels.rows import (
     argmax_slice,
     best_pair,
+    clean_prob,
     race_logits_slice,
     race_weights_slice,
     softmax_stats_slice,
@@ -222,9 +223,9 @@ def _decide_probabilistic(b, n, inv_temperature, position, key_of_seed, request_
 def _race_slice(t_row, d_row, start, stop, inv_temperature, key, kind, exclude, m, s, md, sd,
                 DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr):
     # One slice of the terminal race of `kind`, as (z, g, index) and the fallback (z, g, index)
-    # that takes over when the race finds no mass: the race over p with the same E_y for the
-    # weight races; for the race over p from logits, the excluded token itself (all its row's
-    # mass sat there: a -inf pair at that index, which loses to any real winner).
+    # that takes over when the race finds no mass: for a residual, the race over p with the same
+    # E_y; for the race over p without token `exclude`, that token itself, where it has mass (for
+    # target logits the row is valid, so it has; a -inf pair at that index loses to any real winner).
     z = float("-inf")
     g = 0.0
     idx = -1
@@ -236,7 +237,10 @@ def _race_slice(t_row, d_row, start, stop, inv_temperature, key, kind, exclude, 
     elif kind == RACE_P:
         if TARGET_PROBS:
             z, g, idx, fz, fg, fidx = race_weights_slice(t_row, d_row, start, stop, 1.0, key, exclude, m, s, md, sd,
-                                                         True, 0, True, BLOCK)
+                                                         True, 0, False, BLOCK)
+            in_slice = (exclude >= start) & (exclude < stop)
+            p_excluded = clean_prob(tl.load(t_row + tl.where(in_slice, exclude, start)).to(tl.float32))
+            fidx = tl.where(in_slice & (p_excluded > 0.0), exclude, -1)
         else:
             z, g, idx = race_logits_slice(t_row, start, stop, inv_temperature, key, exclude, BLOCK)
             fidx = exclude

@@ -3,7 +3,9 @@
 Run by ``tests/test_kernels_compile.py`` in a subprocess without ``TRITON_INTERPRET`` (under the
 interpreter ``@triton.jit`` gives functions that are never lowered). Prints one JSON line per
 variant: kernel, constexprs, warps, logits dtype, cubin bytes, and (where Triton ships cuobjdump)
-registers per thread and stack bytes, where ptxas puts registers it could not keep. Exits 3 when this Triton has no NVIDIA backend.
+registers per thread and stack bytes, where ptxas puts registers it could not keep. Every variant is
+compiled as a launch on aligned tensors and sizes specialises it (``aligned_attributes``). Exits 3 when
+this Triton has no NVIDIA backend.
 
 Usage: ``python tests/compile_kernels.py [ARCH] [--loops]`` (ARCH defaults to 90, Hopper: the
 H100 and H200 that the committed timings come from). ``--loops`` adds, per variant, the
@@ -47,10 +49,9 @@ def variants() -> list[tuple[object, dict[str, int], int, str]]:
     sizes = {"S_BLOCK": 64, "OUT_BLOCK": 8}
     greedy_shapes = sorted({launch._launch_shape(1 << 17, _GPU, False, "greedy", batch) for batch in (64, 128, 256, 512)})
     for mode, mode_id in MODES.items():
-        split_block, split_warps = launch.SPLIT_SHAPE[mode]
+        split_shapes = sorted({launch._launch_shape(1 << 17, _GPU, True, mode, batch) for batch in (8, 64)})
         for draft in DRAFTS if mode == "probabilistic" else (0,):
-            sequential = greedy_shapes if mode == "greedy" else [
-                launch._launch_shape(1 << 17, _GPU, False, mode, 256, draft == 1)]
+            sequential = greedy_shapes if mode == "greedy" else [launch._launch_shape(1 << 17, _GPU, False, mode, 256)]
             for target_probs in (0, 1):
                 common = {"MODE": mode_id, "DRAFT": draft, "TARGET_PROBS": target_probs}
                 inline = launch.decided_at_drafts(mode, bool(target_probs), draft)
@@ -58,10 +59,11 @@ def variants() -> list[tuple[object, dict[str, int], int, str]]:
                     if not inline:
                         out.extend((_verify_sequential_kernel, {**common, "BLOCK": block, "OUT_BLOCK": 8}, warps, dtype)
                                    for block, warps in sequential)
-                        out.append((_split_rows_kernel, {**common, "BLOCK": split_block, **sizes}, split_warps, dtype))
+                        out.extend((_split_rows_kernel, {**common, "BLOCK": block, **sizes}, warps, dtype)
+                                   for block, warps in split_shapes)
                     if mode != "greedy":
-                        out.append((_split_terminal_kernel, {**common, "DECIDE_INLINE": int(inline),
-                                                             "BLOCK": split_block, **sizes}, split_warps, dtype))
+                        out.extend((_split_terminal_kernel, {**common, "DECIDE_INLINE": int(inline), "BLOCK": block,
+                                                             **sizes}, warps, dtype) for block, warps in split_shapes)
     out.append((_simulate_kernel, {"BLOCK": launch._SIMULATE_BLOCK}, 4, "fp32"))
     return out
 
@@ -78,6 +80,17 @@ def signature(kernel, constexprs: dict[str, int], dtype: str) -> dict[str, str]:
         else:
             sig[name] = "i64" if name in ("seed", "first_request") else "i32"  # sizes and strides; seeds are 64-bit
     return sig
+
+
+# integer arguments a launch on real shapes (V = 128256 or 151936, contiguous rows) finds divisible by 16
+ALIGNED_INTEGERS = {"V", "CHUNK", "target_stride_b", "target_stride_k", "draft_stride_b", "draft_stride_k"}
+
+
+def aligned_attributes(names: list[str], sig: dict[str, str]) -> dict[tuple[int], list[list]]:
+    """What Triton assumes when it launches on aligned tensors and sizes: every pointer and the
+    sizes and strides above divisible by 16 (so the compiled loops are the ones a GPU runs)."""
+    return {(i,): [["tt.divisibility", 16]] for i, name in enumerate(names)
+            if sig[name].startswith("*") or name in ALIGNED_INTEGERS}
 
 
 def _cuda_tool(name: str) -> Path | None:
@@ -136,9 +149,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as workdir:
         for kernel, constexprs, warps, dtype in variants():
             names = list(inspect.signature(kernel.fn).parameters)
+            sig = signature(kernel, constexprs, dtype)
             source = triton.compiler.ASTSource(
-                fn=kernel, signature=signature(kernel, constexprs, dtype),
-                constexprs={(names.index(name),): value for name, value in constexprs.items()},
+                fn=kernel, signature=sig, constexprs={(names.index(name),): value for name, value in constexprs.items()},
+                attrs=aligned_attributes(names, sig),
             )
             compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
             cubin = Path(workdir) / "kernel.cubin"

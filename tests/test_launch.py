@@ -63,6 +63,12 @@ def test_small_vocabularies_keep_at_least_four_tokens_per_thread(h100):
     assert launch._launch_shape(100, h100, True, "probabilistic", 1) == (128, 1)
 
 
+def test_small_batches_split_into_shorter_programs(h100):
+    assert launch._launch_shape(128256, h100, True, "probabilistic", 8) == (512, 4)
+    assert launch._launch_shape(128256, h100, True, "probabilistic", 64) == (1024, 4)
+    assert launch._launch_shape(128256, h100, True, "greedy", 8) == (2048, 8)
+
+
 @pytest.mark.parametrize(("name", "message"), [
     ("triton-sequential-3000x16", "power of two"),
     ("triton-split-1024x64", "warps per program"),

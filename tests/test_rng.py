@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import scipy.stats
@@ -39,8 +41,15 @@ if triton is not None:
         # [rows] int64: request_seed(seed[row], request[row])
         row = tl.program_id(0)
         tl.store(out_ptr + row, kernel_rng.request_seed(tl.load(seed_ptr + row), tl.load(request_ptr + row)))
+
+    @triton.jit
+    def _neg_log_kernel(out_ptr, u_ptr, N, BLOCK: tl.constexpr):
+        # [N] float32: -log u as the races compute it
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        u = tl.load(u_ptr + offs, mask=offs < N, other=0.5)
+        tl.store(out_ptr + offs, kernel_rng.neg_log_of_uniform(u), mask=offs < N)
 else:
-    _stream_kernel = _request_seed_kernel = None
+    _stream_kernel = _request_seed_kernel = _neg_log_kernel = None
 
 
 def _fmix32(h: int) -> int:
@@ -171,6 +180,22 @@ def test_triton_twins_give_the_same_keys_and_uniforms_bit_for_bit():
             assert torch.equal(keys.cpu(), expected_keys)
             indices = torch.arange(index_base, index_base + 32)[None, :]
             assert torch.equal(u.cpu(), rng.to_uniform(rng.words(expected_keys[:, None], indices)))
+
+
+def test_the_races_exponentials_are_within_one_ulp_for_every_uniform():
+    # E = -log u for all 2**23 uniforms against float64, in units of the float32 spacing at E
+    if _neg_log_kernel is None:
+        pytest.skip("triton cannot be imported here")
+    device = device_for("triton")
+    u = rng.to_uniform(torch.arange(1 << 23, dtype=torch.int64) << 9)
+    out = torch.empty_like(u, device=device)
+    block = 1 << 16
+    _neg_log_kernel[(u.numel() // block,)](out, u.to(device), u.numel(), BLOCK=block)
+    exact = -torch.log(u.double())
+    spacing = torch.from_numpy(np.spacing(exact.float().numpy())).double()
+    error = ((out.cpu().double() - exact).abs() / spacing)
+    assert float(error.max()) <= 1.1, f"{float(error.max())} ulp at u = {float(u[error.argmax()])}"
+    assert u.min() == 2.0**-24 and float(out.cpu()[0]) == pytest.approx(24 * math.log(2), rel=1e-7)
 
 
 def test_request_seeds_match_python_integers_and_stay_in_62_bits():

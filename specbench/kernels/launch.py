@@ -82,6 +82,7 @@ class _Launcher:
     """
 
     direct = True
+    failure = ""  # why the direct path was given up, if it was
 
     def __init__(self, kernel) -> None:
         self.kernel = kernel
@@ -98,11 +99,13 @@ class _Launcher:
         compiled = self.compiled.get(key)
         if compiled is not None:
             try:
-                compiled[grid](*args, *(constexprs[name] for name in self.constexpr_names))
+                # the compiled kernel's launcher reads three grid sizes, as Triton's own launch passes them
+                compiled[(*grid, 1, 1)[:3]](*args, *(constexprs[name] for name in self.constexpr_names))
                 self.launches += 1
                 return
-            except Exception:  # noqa: BLE001 -- a Triton without this entry point: use the JIT from now on
+            except Exception as exc:  # noqa: BLE001 -- a Triton without this entry point: use the JIT from now on
                 _Launcher.direct = False
+                _Launcher.failure = f"{self.kernel.fn.__name__}: {type(exc).__name__}: {exc}"
         compiled = self.kernel[grid](*args, num_warps=num_warps, **constexprs)
         if compiled is not None and len(self.constexpr_names) == len(constexprs) and hasattr(compiled, "__getitem__"):
             self.compiled[key] = compiled
@@ -113,17 +116,18 @@ _SIMULATE_BLOCK = 1024
 STRATEGIES = ("auto", "sequential", "split")
 _strategy = "auto"
 # Launch shapes (tokens per block, warps per program), from H200 measurements (results/kernels-notes.md).
-# One program per request: draft logits 4096 x 32 (4 tokens per thread: the fused target and draft
-# loop fits in 64 registers without spilling, 22 instructions per token and row against 33 at
-# 8192 x 32), the other probabilistic rows 8192 x 32 (one row per pass: 8 tokens per thread keep
-# as many bytes in flight); greedy rows take as many warps as keep about 4096 warps in flight,
-# 8 tokens per thread (B = 128: 8192 x 32; 256: 4096 x 16; 512: 2048 x 8). The split kernels:
-# greedy 2048 x 8, the others 1024 x 4, each program reading at most SPLIT_CHUNK tokens of a row and
-# the grid holding about SPLIT_PROGRAMS_PER_SM programs per multiprocessor at small batch.
+# One program per request: the probabilistic mode 4096 x 32 (4 tokens per thread: the fused target
+# and draft loop fits in 64 registers without spilling, 20 instructions per token and row against
+# 33 at 8192 x 32); greedy rows take as many warps as keep about 4096 warps in flight, 8 tokens per
+# thread (B = 128: 8192 x 32; 256: 4096 x 16; 512: 2048 x 8). The split kernels: greedy 2048 x 8, the
+# others 1024 x 4, 512 x 4 at B <= 16 (shorter programs: a small batch is bound by latency; B = 8
+# K = 3 draft logits under a graph 22.7 against 24.6 µs), each program reading at most SPLIT_CHUNK
+# tokens of a row and the grid holding about SPLIT_PROGRAMS_PER_SM programs per multiprocessor.
 # TUNING overrides them when set (benchmarks use it to explore).
-SEQUENTIAL_PROBABILISTIC_SHAPE = {"logits": (4096, 32), "other": (8192, 32)}
+SEQUENTIAL_PROBABILISTIC_SHAPE = (4096, 32)
 SEQUENTIAL_GREEDY_WARPS_IN_FLIGHT = 4096
 SPLIT_SHAPE = {"greedy": (2048, 8), "probabilistic": (1024, 4), "synthetic": (1024, 4)}
+SPLIT_SMALL_BATCH = 16  # at most this many requests: the other modes' split programs read 512 x 4
 SPLIT_CHUNK = 16384
 SPLIT_PROGRAMS_PER_SM = 4
 TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk": None}
@@ -228,19 +232,20 @@ def _draft_kind(draft_logits: torch.Tensor | None, draft_probs: torch.Tensor | N
     return 0
 
 
-def _launch_shape(vocab: int, device: torch.device, split: bool, mode: str, batch: int,
-                  draft_logits: bool = False) -> tuple[int, int]:
+def _launch_shape(vocab: int, device: torch.device, split: bool, mode: str, batch: int) -> tuple[int, int]:
     """(tokens per block, warps per program) of the kernel the launcher picked (the shapes above)."""
     if device.type != "cuda":
         # the interpreter runs a block as numpy arrays: small blocks for small rows
         return min(_next_power_of_2(vocab), 1024), 4
     if split:
         block, num_warps = SPLIT_SHAPE[mode]
+        if mode != "greedy" and batch <= SPLIT_SMALL_BATCH:
+            block = 512
     elif mode == "greedy":
         num_warps = min(max(_next_power_of_2(SEQUENTIAL_GREEDY_WARPS_IN_FLIGHT // max(batch, 1)), 8), 32)
         block = 256 * num_warps
     else:
-        block, num_warps = SEQUENTIAL_PROBABILISTIC_SHAPE["logits" if draft_logits else "other"]
+        block, num_warps = SEQUENTIAL_PROBABILISTIC_SHAPE
     block = min(block, max(_next_power_of_2(vocab), 128))
     num_warps = min(num_warps, max(block // 128, 1))  # at least 4 tokens per thread
     return TUNING["block"] or block, TUNING["num_warps"] or num_warps
@@ -292,7 +297,7 @@ def verify(
     )
     inline = decided_at_drafts(mode, target_is_probs, draft_kind)
     split = inline or _use_split(batch, num_slots, mode, device)
-    block, num_warps = _launch_shape(vocab, device, split, mode, batch, draft_kind == 1)
+    block, num_warps = _launch_shape(vocab, device, split, mode, batch)
     out_block = _next_power_of_2(num_slots)
     if not split:
         _SEQUENTIAL((batch,), (*outputs, *rows, vocab, num_slots), num_warps, BLOCK=block, OUT_BLOCK=out_block,

@@ -21,7 +21,7 @@ near the float32 maximum a plain sum ``z + g`` would round the noise away.
 import triton
 import triton.language as tl
 
-from specbench.kernels.rng import uniform_at
+from specbench.kernels.rng import neg_log_uniform
 
 FLOAT32_MAX = tl.constexpr(3.4028234663852886e38)
 
@@ -183,7 +183,7 @@ def race_logits_slice(t_row, start, stop, inv_temperature, key, exclude, BLOCK: 
         offs = chunk + tl.arange(0, BLOCK)
         z = z_next
         z_next = load_scaled(t_row, offs + BLOCK, stop, inv_temperature)
-        e = -tl.log(uniform_at(key, offs))  # E_y
+        e = neg_log_uniform(key, offs)  # E_y
         z = tl.where(offs == exclude, float("-inf"), z)
         # -inf never wins (exp gives 0, or NaN against a -inf best); anything finite beats a -inf best
         # (exp gives +inf); strict, so each lane keeps its earliest
@@ -232,7 +232,7 @@ def race_weights_slice(t_row, d_row, start, stop, inv_temperature, key, exclude,
         offs = chunk + tl.arange(0, BLOCK)
         p = p_next
         p_next = _target_weight(t_row, offs + BLOCK, stop, inv_temperature, m_safe, inv_s, TARGET_PROBS)
-        e = -tl.log(uniform_at(key, offs))  # E_y
+        e = neg_log_uniform(key, offs)  # E_y
         if KIND == 0:
             w = tl.where(offs == exclude, 0.0, p)
         else:
@@ -243,13 +243,14 @@ def race_weights_slice(t_row, d_row, start, stop, inv_temperature, key, exclude,
             else:
                 q = tl.where(d != d, 0.0, d)  # noqa: PLR0124 (NaN test)
             w = p - q
-        # only w > 0 races; strict, so each lane keeps its earliest
-        better = (w > 0) & (w * lane_e > lane_w * e)
+        # only w > 0 races (lane_w starts at 0 and E > 0, so w <= 0 and NaN never pass); strict, so
+        # each lane keeps its earliest
+        better = w * lane_e > lane_w * e
         lane_idx = tl.where(better, offs, lane_idx)
         lane_w = tl.where(better, w, lane_w)
         lane_e = tl.where(better, e, lane_e)
         if WITH_FALLBACK:
-            better_fb = (p > 0) & (p * lane_fe > lane_fw * e)
+            better_fb = p * lane_fe > lane_fw * e
             lane_fidx = tl.where(better_fb, offs, lane_fidx)
             lane_fw = tl.where(better_fb, p, lane_fw)
             lane_fe = tl.where(better_fb, e, lane_fe)

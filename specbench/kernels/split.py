@@ -137,7 +137,7 @@ def _split_rows_kernel(
     n, greedy, inv_temperature, position, key_of_seed = request_setup(
         b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE)
     start = split * CHUNK
-    stop = tl.minimum(start + CHUNK, V)
+    stop = tl.where(split == NUM_SPLITS - 1, V, start + CHUNK)  # every slice ends on a block edge but the last
     t_row = target_ptr + b * target_stride_b + r * target_stride_k
     d_row = draft_ptr + b * draft_stride_b + r * draft_stride_k
     request_f = scratch_f_ptr + b * NUM_SLOTS * NUM_SPLITS * ROW_FIELDS
@@ -292,7 +292,7 @@ def _split_terminal_kernel(
     split = tl.program_id(1)
     batch = tl.num_programs(0)
     start = split * CHUNK
-    stop = tl.minimum(start + CHUNK, V)
+    stop = tl.where(split == NUM_SPLITS - 1, V, start + CHUNK)  # every slice ends on a block edge but the last
     race_start_f = batch * NUM_SLOTS * ROW_SPLITS * ROW_FIELDS
     race_start_i = batch * NUM_SLOTS * ROW_SPLITS
     race_f = scratch_f_ptr + race_start_f + b * NUM_SPLITS * RACE_FIELDS

@@ -37,14 +37,15 @@ from specbench.verification import VerifyResult
 # compute -inf - -inf or overflow, which numpy would report as warnings. On a GPU those lanes are
 # free; a guard per token there would cost instructions in loops bound by instruction issue.
 INTERPRETED = not isinstance(_verify_sequential_kernel, triton.runtime.JITFunction)
-_Launcher = TypeVar("_Launcher", bound=Callable)
+_Fn = TypeVar("_Fn", bound=Callable)
 
 
-def _quiet_under_interpreter(launcher: _Launcher) -> _Launcher:
+def _quiet_under_interpreter(launcher: _Fn) -> _Fn:
+    if not INTERPRETED:
+        return launcher  # nothing to silence, and no extra call on the launch path
+
     @functools.wraps(launcher)
     def wrapper(**kwargs):
-        if not INTERPRETED:
-            return launcher(**kwargs)
         with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
             return launcher(**kwargs)
 
@@ -59,14 +60,11 @@ def _next_power_of_2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-def _argument_class(value: object) -> object:
+def _argument_classes(args: tuple) -> tuple:
     # what Triton specialises a launch on: a tensor's dtype and 16-byte alignment, an integer's
     # width and whether it is 1 or a multiple of 16 (a finer key than Triton's own is safe)
-    if isinstance(value, torch.Tensor):
-        return value.dtype, value.data_ptr() & 15 == 0
-    if isinstance(value, int):
-        return value == 1, value & 15 == 0, -(2**31) <= value < 2**31
-    return value
+    return tuple((a.dtype, a.data_ptr() & 15) if isinstance(a, torch.Tensor) else (a == 1, a & 15, a >> 31)
+                 for a in args)
 
 
 class _Launcher:
@@ -75,7 +73,7 @@ class _Launcher:
 
     Triton binds and specialises every argument and re-checks the kernel's global constants on
     each launch: about 40 µs of Python per launch here, more than the GPU work of a small batch.
-    The compiled kernel is kept per specialisation (``_argument_class`` of every argument, the
+    The compiled kernel is kept per specialisation (``_argument_classes`` of the arguments, the
     constexprs, the warps, the device) and called with all arguments in signature order, as
     Triton's own launch does. Should a Triton version refuse that call, every later launch takes
     the JIT path.
@@ -91,16 +89,20 @@ class _Launcher:
         parameters = inspect.signature(kernel.fn).parameters.values()
         self.constexpr_names = [p.name for p in parameters if p.annotation is tl.constexpr]
 
-    def __call__(self, grid: tuple[int, ...], args: tuple, num_warps: int, **constexprs: object) -> None:
+    def __call__(self, grid: tuple[int, ...], args: tuple, num_warps: int, stream: tuple[str, int, int],
+                 **constexprs: object) -> None:
+        """Launch on ``grid`` with ``args`` (every non-constexpr argument, in order) on ``stream``
+        (``_stream_key``: device type and index, the CUDA stream handle)."""
         if INTERPRETED or not _Launcher.direct:
             self.kernel[grid](*args, num_warps=num_warps, **constexprs)
             return
-        key = (num_warps, torch.cuda.current_device(), *constexprs.values(), *map(_argument_class, args))
+        key = (num_warps, stream[1], *constexprs.values(), *_argument_classes(args))
         compiled = self.compiled.get(key)
         if compiled is not None:
             try:
                 # the compiled kernel's launcher reads three grid sizes, as Triton's own launch passes them
-                compiled[(*grid, 1, 1)[:3]](*args, *(constexprs[name] for name in self.constexpr_names))
+                compiled[(*grid, 1, 1)[:3]](*args, *(constexprs[name] for name in self.constexpr_names),
+                                            stream=stream[2])
                 self.launches += 1
                 return
             except Exception as exc:  # noqa: BLE001 -- a Triton without this entry point: use the JIT from now on
@@ -299,12 +301,12 @@ def verify(
     split = inline or _use_split(batch, num_slots, mode, device)
     block, num_warps = _launch_shape(vocab, device, split, mode, batch)
     out_block = _next_power_of_2(num_slots)
+    key = _stream_key(device)
     if not split:
-        _SEQUENTIAL((batch,), (*outputs, *rows, vocab, num_slots), num_warps, BLOCK=block, OUT_BLOCK=out_block,
+        _SEQUENTIAL((batch,), (*outputs, *rows, vocab, num_slots), num_warps, key, BLOCK=block, OUT_BLOCK=out_block,
                     **common)
         return VerifyResult(out, num_emitted, num_accepted)
 
-    key = _stream_key(device)
     arrivals = _arrival_counters(batch, device, key)
     race_splits = _splits(batch, vocab, block, device)
     row_splits = race_splits if inline else _splits(batch * num_slots, vocab, block, device)
@@ -321,12 +323,12 @@ def verify(
     if not inline:
         _ROWS((batch, num_slots, row_splits),
               (scratch_f, scratch_i, arrivals, *outputs, *rows, vocab, num_slots, row_splits, race_splits, row_chunk),
-              num_warps, BLOCK=block, **sizes, **common)
+              num_warps, key, BLOCK=block, **sizes, **common)
     if mode != "greedy":
         _TERMINAL((batch, race_splits),
                   (scratch_f, scratch_i, arrivals, *outputs, *rows, conditional_rates, vocab, num_slots, row_splits,
                    race_splits, race_chunk),
-                  num_warps, DECIDE_INLINE=inline, BLOCK=block, **sizes, **common)
+                  num_warps, key, DECIDE_INLINE=inline, BLOCK=block, **sizes, **common)
     return VerifyResult(out, num_emitted, num_accepted)
 
 

@@ -57,7 +57,8 @@ def row_key(seed, position, PURPOSE: tl.constexpr):
 def uniform_at(key, index):
     # uniform in the open interval (0, 1) from the top 23 bits of word `index` of stream `key`
     word = fmix32(key + tl.cast(index, tl.uint32) * 0x9E3779B9)
-    return ((word >> 9).to(tl.float32) + 0.5) * (1.0 / 8388608.0)
+    # (k + 1/2) / 2**23 as k / 2**23 + 2**-24: one fused multiply-add, exact either way (k < 2**23)
+    return (word >> 9).to(tl.float32) * (1.0 / 8388608.0) + (0.5 / 8388608.0)
 
 
 # log1p(f) = f + f^2 P(f) on [-1/3, 1/3]: P's coefficients, lowest degree first, fitted by least

@@ -168,7 +168,7 @@ def _splits(programs_per_split: int, vocab: int, block: int, device: torch.devic
 
 
 # Which path wins, from `specbench kernels --impl triton-sequential,triton-split` on an H200 across
-# B = 64..512, K = 4 and 7, V = 151936, L = 3 and all accepted (results/kernels-launch-h200.md): the
+# B = 64..512, K = 4 and 7, V = 151936, L = 3 and all accepted (results/h200-launch-rule/README.md): the
 # split reads every row a request might need, one program per request stops at the first
 # rejection but leaves multiprocessors idle at small batch. Greedy rows split while B x (K + 1)
 # rows are at most 2.5 per multiprocessor (B = 64 K = 4 splits, B = 64 K = 7 and B = 96 K = 4 do

@@ -18,7 +18,6 @@ import triton.language as tl
 from specbench import rng
 from specbench.kernels.rng import seed_key, stream_key, uniform_at
 from specbench.kernels.rows import (
-    argmax_slice,
     clean,
     clean_prob,
     prob_of,
@@ -54,23 +53,25 @@ def request_setup(b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM
 
 
 @triton.jit
-def target_prob_at(t_row, x_safe, inv_temperature, m, s, TARGET_PROBS: tl.constexpr):
-    # p(x): the cleaned probability as given, or exp(z - m) / s from the logit and its row's statistics
+def target_prob_at(t_ptr, mask, inv_temperature, m, s, TARGET_PROBS: tl.constexpr):
+    # p(x) read at t_ptr (one pointer or one per slot; nothing is read where `mask` is off): the
+    # cleaned probability as given, or exp(z - m) / s from the logit and its row's statistics
+    value = tl.load(t_ptr, mask=mask, other=0.0).to(tl.float32)
     if TARGET_PROBS:
-        return clean_prob(tl.load(t_row + x_safe).to(tl.float32))
-    return prob_of(clean(tl.load(t_row + x_safe).to(tl.float32) * inv_temperature), m, s)
+        return clean_prob(value)
+    return prob_of(clean(value * inv_temperature), m, s)
 
 
 @triton.jit
-def draft_prob_at(d_row, x_safe, inv_temperature, md, sd, DRAFT: tl.constexpr):
-    # q(x): 1 for a one-hot draft (DRAFT_NONE, or draft logits with no finite value: md = -inf),
-    # the softmax of the draft logits, or the given draft probability (NaN counts as 0)
+def draft_prob_at(d_ptr, mask, inv_temperature, md, sd, DRAFT: tl.constexpr):
+    # q(x) read at d_ptr: 1 for a one-hot draft (DRAFT_NONE, or draft logits with no finite value:
+    # md = -inf), the softmax of the draft logits, or the given draft probability (NaN counts as 0)
     q_x = 1.0
     if DRAFT == DRAFT_LOGITS:
-        q_draft = prob_of(clean(tl.load(d_row + x_safe).to(tl.float32) * inv_temperature), md, sd)
+        q_draft = prob_of(clean(tl.load(d_ptr, mask=mask, other=0.0).to(tl.float32) * inv_temperature), md, sd)
         q_x = tl.where(md == float("-inf"), 1.0, q_draft)
     if DRAFT == DRAFT_PROBS:
-        q_x = tl.load(d_row + x_safe).to(tl.float32)
+        q_x = tl.load(d_ptr, mask=mask, other=0.0).to(tl.float32)
         q_x = tl.where(q_x != q_x, 0.0, q_x)  # noqa: PLR0124 (NaN test)
     return q_x
 
@@ -81,26 +82,38 @@ def accept_test(u, x, x_valid, t_row, d_row, inv_temperature, m, s, md, sd, DRAF
     # accept iff u * q(x) < p(x)  (Leviathan et al. 2022, alg. 1); q(x) = 1 for one-hot drafts.
     # m, s (and md, sd) are the softmax statistics of the target (and draft) row.
     x_safe = tl.where(x_valid, x, 0)
-    p_x = target_prob_at(t_row, x_safe, inv_temperature, m, s, TARGET_PROBS)
-    q_x = draft_prob_at(d_row, x_safe, inv_temperature, md, sd, DRAFT)
+    p_x = target_prob_at(t_row + x_safe, x_valid, inv_temperature, m, s, TARGET_PROBS)
+    q_x = draft_prob_at(d_row + x_safe, x_valid, inv_temperature, md, sd, DRAFT)
     return x_valid & (u * q_x < p_x)
 
 
 @triton.jit
-def sample_row(t_row, start, stop, inv_temperature, greedy, key, TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr):
-    # The target's own token on [start, stop) of a row as a race pair (z, g, index): for a greedy
-    # row its argmax (z the value, g 0), else the race over p; index -1 when the slice has no mass
-    z = float("-inf")
-    g = 0.0
-    token = -1
-    if greedy:
-        z, token = argmax_slice(t_row, start, stop, TARGET_PROBS, BLOCK)
-    elif TARGET_PROBS:
+def sample_row(t_row, start, stop, inv_temperature, key, TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr):
+    # The target's own sample on [start, stop) of a (non-greedy) row, as a race pair (z, g, index):
+    # the race over p; index -1 when the slice has no mass
+    if TARGET_PROBS:
         z, g, token, _fz, _fg, _fi = race_weights_slice(t_row, t_row, start, stop, 1.0, key, -1, 0.0, 1.0, 0.0, 1.0,
                                                          True, 0, False, BLOCK)
     else:
         z, g, token = race_logits_slice(t_row, start, stop, inv_temperature, key, -1, BLOCK)
     return z, g, token
+
+
+@triton.jit
+def _request_drafts(b, n, draft_ids_ptr, draft_ids_stride, V, OUT_BLOCK: tl.constexpr):
+    # request b's drafts, slot i in lane i: (slots, in the request, ids, valid ids, ids safe to index)
+    slots = tl.arange(0, OUT_BLOCK)
+    in_request = slots < n
+    x = tl.load(draft_ids_ptr + b * draft_ids_stride + slots, mask=in_request, other=-1)
+    x_valid = (x >= 0) & (x < V) & in_request
+    return slots, in_request, x, x_valid, tl.where(x_valid, x, 0)
+
+
+@triton.jit
+def _draft_at(x, x_valid, slots, t):
+    # the draft of slot t and whether it is a valid id, as scalars
+    at_t = slots == t
+    return tl.sum(tl.where(at_t, x, 0), axis=0), tl.max(tl.where(at_t, x_valid.to(tl.int32), 0), axis=0) > 0
 
 
 @triton.jit
@@ -119,29 +132,21 @@ def decide_by_gathers(b, n, greedy, inv_temperature, position, key_of_seed,
     # (accept iff u < c_i, nothing read), or probabilistic rows with target probabilities and
     # one-hot drafts or draft probabilities (accept iff u * q(x) < p(x), two gathered values).
     # Not for greedy rows of the probabilistic mode (they need every row's argmax).
-    # Returns (t, drafts [OUT_BLOCK], whether the draft at t is a valid id).
-    slots = tl.arange(0, OUT_BLOCK)
-    in_request = slots < n
-    x = tl.load(draft_ids_ptr + b * draft_ids_stride + slots, mask=in_request, other=-1)
-    x_valid = (x >= 0) & (x < V) & in_request
-    x_safe = tl.where(x_valid, x, 0)
+    # Returns (t, drafts [OUT_BLOCK], the draft at t, whether it is a valid id).
+    slots, in_request, x, x_valid, x_safe = _request_drafts(b, n, draft_ids_ptr, draft_ids_stride, V, OUT_BLOCK)
     u = uniform_at(stream_key(key_of_seed, position + slots, ACCEPT), 0)
     if MODE == MODE_SYNTHETIC:
         # synthetic: accept iff u < c_i, whatever the distributions say
         rate = tl.load(conditional_rates_ptr + slots, mask=in_request, other=0.0)
         accept = x_valid & (u < rate)
     else:
-        p_x = tl.where(x_valid, clean_prob(tl.load(t_base + slots * t_stride_k + x_safe, mask=x_valid,
-                                                   other=0.0).to(tl.float32)), 0.0)
-        q_x = 1.0
-        if DRAFT == DRAFT_PROBS:
-            q_x = tl.load(d_base + slots * d_stride_k + x_safe, mask=x_valid, other=0.0).to(tl.float32)
-            q_x = tl.where(q_x != q_x, 0.0, q_x)  # noqa: PLR0124 (NaN test)
+        p_x = target_prob_at(t_base + slots * t_stride_k + x_safe, x_valid, 1.0, 0.0, 1.0, True)
+        q_x = draft_prob_at(d_base + slots * d_stride_k + x_safe, x_valid, 1.0, 0.0, 1.0, DRAFT)
         # accept iff u * q(x) < p(x)  (Leviathan et al. 2022, alg. 1)
         accept = x_valid & (u * q_x < p_x)
     t = _first_rejection(accept, in_request, slots, n)
-    x_t_valid = tl.max(tl.where(slots == t, x_valid.to(tl.int32), 0), axis=0) > 0
-    return t, x, x_t_valid
+    x_t, x_t_valid = _draft_at(x, x_valid, slots, t)
+    return t, x, x_t, x_t_valid
 
 
 @triton.jit
@@ -184,39 +189,25 @@ def decide_from_rows(b, n, greedy, inv_temperature, position, key_of_seed, best_
     # accepts while the draft is the row's argmax; the others test u * q(x) < p(x) with p(x) from
     # the row's statistics (or gathered, TARGET_PROBS) and q(x) from the draft's. A target row
     # with no finite logit stops the request (for target logits; probabilities: p(x) = 0 rejects).
-    # Returns (t, drafts, valid drafts, the argmax at t (greedy), whether row t is valid).
-    slots = tl.arange(0, OUT_BLOCK)
-    in_request = slots < n
-    x = tl.load(draft_ids_ptr + b * draft_ids_stride + slots, mask=in_request, other=-1)
-    x_valid = (x >= 0) & (x < V) & in_request
-    x_safe = tl.where(x_valid, x, 0)
+    # Returns (t, drafts, the draft at t, whether it is a valid id, the argmax at t (greedy),
+    # whether row t is valid).
+    slots, in_request, x, x_valid, x_safe = _request_drafts(b, n, draft_ids_ptr, draft_ids_stride, V, OUT_BLOCK)
     if greedy:
         accept = x_valid & (x == best_idx)
     else:
         u = uniform_at(stream_key(key_of_seed, position + slots, ACCEPT), 0)
-        if TARGET_PROBS:
-            p_x = clean_prob(tl.load(t_base + slots * t_stride_k + x_safe, mask=x_valid, other=0.0).to(tl.float32))
-        else:
-            z_x = clean(tl.load(t_base + slots * t_stride_k + x_safe, mask=x_valid, other=0.0).to(tl.float32)
-                        * inv_temperature)
-            p_x = prob_of(z_x, m, s)
-        q_x = 1.0
-        if DRAFT == DRAFT_LOGITS:
-            zd_x = clean(tl.load(d_base + slots * d_stride_k + x_safe, mask=x_valid, other=0.0).to(tl.float32)
-                         * inv_temperature)
-            q_x = tl.where(md == float("-inf"), 1.0, prob_of(zd_x, md, sd))
-        if DRAFT == DRAFT_PROBS:
-            q_x = tl.load(d_base + slots * d_stride_k + x_safe, mask=x_valid, other=0.0).to(tl.float32)
-            q_x = tl.where(q_x != q_x, 0.0, q_x)  # noqa: PLR0124 (NaN test)
+        p_x = target_prob_at(t_base + slots * t_stride_k + x_safe, x_valid, inv_temperature, m, s, TARGET_PROBS)
+        q_x = draft_prob_at(d_base + slots * d_stride_k + x_safe, x_valid, inv_temperature, md, sd, DRAFT)
         # accept iff u * q(x) < p(x)  (Leviathan et al. 2022, alg. 1)
         accept = x_valid & (u * q_x < p_x)
         if not TARGET_PROBS:
             accept = accept & (m != float("-inf"))
     t = _first_rejection(accept, in_request, slots, n)
+    x_t, x_t_valid = _draft_at(x, x_valid, slots, t)
     at_t = slots == t
     best_at_t = tl.max(tl.where(at_t, best_idx, -1), axis=0)
     row_valid = tl.max(tl.where(at_t & (m != float("-inf")), 1, 0), axis=0) > 0
-    return t, x, x_valid, best_at_t, row_valid
+    return t, x, x_t, x_t_valid, best_at_t, row_valid
 
 
 @triton.jit

@@ -85,7 +85,6 @@ class _Launcher:
     def __init__(self, kernel) -> None:
         self.kernel = kernel
         self.compiled: dict[tuple, object] = {}
-        self.launches = 0  # straight through the compiled kernel (the diagnostics read it)
         parameters = inspect.signature(kernel.fn).parameters.values()
         self.constexpr_names = [p.name for p in parameters if p.annotation is tl.constexpr]
 
@@ -103,7 +102,6 @@ class _Launcher:
                 # the compiled kernel's launcher reads three grid sizes, as Triton's own launch passes them
                 compiled[(*grid, 1, 1)[:3]](*args, *(constexprs[name] for name in self.constexpr_names),
                                             stream=stream[2])
-                self.launches += 1
                 return
             except Exception as exc:  # noqa: BLE001 -- a Triton without this entry point: use the JIT from now on
                 _Launcher.direct = False
@@ -156,15 +154,19 @@ def _num_sms(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
-def _splits(programs_per_split: int, vocab: int, block: int, device: torch.device) -> int:
-    """Vocabulary slices per row: enough that the grid gives every multiprocessor a few programs,
-    and that no program reads more than ``SPLIT_CHUNK`` tokens of a row, in whole blocks."""
+def _slices(programs_per_split: int, vocab: int, block: int, device: torch.device) -> tuple[int, int]:
+    """(slices per row, tokens per slice): enough slices that the grid gives every multiprocessor a
+    few programs, and that no program reads more than ``SPLIT_CHUNK`` tokens of a row; a slice is
+    whole blocks, so only the last one ends short."""
     blocks = _cdiv(vocab, block)
     if device.type != "cuda":
-        return min(3, blocks)  # the interpreter: a few slices exercise the merge
-    wanted = max(_cdiv(SPLIT_PROGRAMS_PER_SM * _num_sms(device.index or 0), programs_per_split),
-                 _cdiv(vocab, TUNING["split_chunk"] or SPLIT_CHUNK))
-    return max(1, min(wanted, blocks, 256))
+        wanted = min(3, blocks)  # the interpreter: a few slices exercise the merge
+    else:
+        wanted = max(_cdiv(SPLIT_PROGRAMS_PER_SM * _num_sms(device.index or 0), programs_per_split),
+                     _cdiv(vocab, TUNING["split_chunk"] or SPLIT_CHUNK))
+        wanted = max(1, min(wanted, blocks, 256))
+    chunk = _cdiv(_cdiv(vocab, wanted), block) * block
+    return _cdiv(vocab, chunk), chunk
 
 
 # Which path wins, from `specbench kernels --impl triton-sequential,triton-split` on an H200 across
@@ -308,14 +310,9 @@ def verify(
         return VerifyResult(out, num_emitted, num_accepted)
 
     arrivals = _arrival_counters(batch, device, key)
-    race_splits = _splits(batch, vocab, block, device)
-    row_splits = race_splits if inline else _splits(batch * num_slots, vocab, block, device)
-    row_chunk = _cdiv(_cdiv(vocab, row_splits), block) * block
-    row_splits = _cdiv(vocab, row_chunk)
-    race_chunk = _cdiv(_cdiv(vocab, race_splits), block) * block
-    race_splits = _cdiv(vocab, race_chunk)
-    if inline:
-        row_splits, row_chunk = race_splits, race_chunk  # greedy rows of a probabilistic batch use the race grid
+    race_splits, race_chunk = _slices(batch, vocab, block, device)
+    # decided inline, the greedy rows of a probabilistic batch are read on the race's grid
+    row_splits, row_chunk = (race_splits, race_chunk) if inline else _slices(batch * num_slots, vocab, block, device)
     per_request = num_slots * row_splits
     scratch_f = _scratch(batch * (per_request * 4 + race_splits * 4 + 4), torch.float32, device, key)
     scratch_i = _scratch(batch * (per_request + race_splits * 2 + 4), torch.int32, device, key)

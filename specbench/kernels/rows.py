@@ -142,14 +142,6 @@ def softmax_stats_slice(t_row, d_row, start, stop, inv_temperature, HAS_DRAFT_LO
 
 
 @triton.jit
-def merge_stats(m_a, s_a, m_b, s_b):
-    # combine two (max, sum-of-exp) partials
-    m = tl.maximum(m_a, m_b)
-    m_safe = tl.where(m == float("-inf"), 0.0, m)
-    return m, s_a * tl.exp(m_a - m_safe) + s_b * tl.exp(m_b - m_safe)
-
-
-@triton.jit
 def prob_of(z, m, s):
     # p = exp(z - m) / s from a cleaned logit and its row's softmax statistics
     m_safe = tl.where(m == float("-inf"), 0.0, m)

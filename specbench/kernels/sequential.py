@@ -101,8 +101,8 @@ def _verify_sequential_kernel(
             accepted = x_valid & (x == best_idx)
             token = tl.where(accepted, x, best_idx.to(tl.int64))
         elif i == n:
-            _z, _g, bonus = sample_row(t_row, 0, V, inv_temperature, greedy,
-                                       stream_key(key_of_seed, position + i, SAMPLE), TARGET_PROBS, BLOCK)
+            _z, _g, bonus = sample_row(t_row, 0, V, inv_temperature, stream_key(key_of_seed, position + i, SAMPLE),
+                                       TARGET_PROBS, BLOCK)
             token = bonus.to(tl.int64)
         else:
             if TARGET_PROBS:

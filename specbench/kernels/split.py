@@ -43,6 +43,8 @@ from specbench.kernels.decide import (
 )
 from specbench.kernels.rng import stream_key
 from specbench.kernels.rows import (
+    RACE_RESIDUAL_LOGITS,
+    RACE_RESIDUAL_PROBS,
     argmax_slice,
     best_pair,
     clean_prob,
@@ -55,9 +57,7 @@ ROW_FIELDS = tl.constexpr(4)  # per (row, slice): argmax value or m, s, md, sd (
 RACE_FIELDS = tl.constexpr(4)  # per slice: race (z, g), fallback race (z, g) (+ two ints: their indices)
 # what the terminal kernel races (the decision record's kind)
 DONE = tl.constexpr(-1)  # nothing: the request was finished by the rows kernel
-RACE_P = tl.constexpr(0)  # p without token `exclude` (-1: none)
-RACE_RESIDUAL_LOGITS = tl.constexpr(1)  # max(p - q, 0), q the softmax of the draft logits
-RACE_RESIDUAL_PROBS = tl.constexpr(2)  # max(p - q, 0), q given
+RACE_P = tl.constexpr(0)  # p without token `exclude` (-1: none); then the residual races of rows.py
 ARGMAX = tl.constexpr(3)  # the argmax (a greedy row's own token in the synthetic mode)
 
 
@@ -101,7 +101,7 @@ def _finish_greedy(b, n, inv_temperature, position, key_of_seed, rows_f, rows_i,
     # a greedy request from its rows' argmax partials: accept while the draft is the argmax, then
     # emit the argmax of the terminal row (nothing for a row with no finite value)
     best_idx, m, s, md, sd = merge_rows(rows_f, rows_i, n + 1, NUM_SPLITS, ROW_FIELDS, OUT_BLOCK, S_BLOCK)
-    t, x, _x_valid, best_at_t, _valid = decide_from_rows(
+    t, x, _x_t, _x_t_valid, best_at_t, _valid = decide_from_rows(
         b, n, True, inv_temperature, position, key_of_seed, best_idx, m, s, md, sd,
         target_ptr + b * target_stride_b, target_stride_k, target_ptr, 0, draft_ids_ptr, draft_ids_stride, V,
         0, TARGET_PROBS, OUT_BLOCK)
@@ -186,14 +186,11 @@ def _decide_probabilistic(b, n, inv_temperature, position, key_of_seed, request_
     # decision record the terminal kernel races from: (t, kind, excluded token, stream purpose)
     # and the terminal row's (m, s, md, sd).
     best_idx, m, s, md, sd = merge_rows(request_f, request_i, n, NUM_SPLITS, ROW_FIELDS, OUT_BLOCK, S_BLOCK)
-    t, x, x_valid, _best_at_t, row_valid = decide_from_rows(
+    t, x, x_t, x_t_valid, _best_at_t, row_valid = decide_from_rows(
         b, n, False, inv_temperature, position, key_of_seed, best_idx, m, s, md, sd,
         target_ptr + b * target_stride_b, target_stride_k, draft_ptr + b * draft_stride_b, draft_stride_k,
         draft_ids_ptr, draft_ids_stride, V, DRAFT, TARGET_PROBS, OUT_BLOCK)
     slots = tl.arange(0, OUT_BLOCK)
-    at_t = slots == t
-    x_t = tl.sum(tl.where(at_t, x, 0), axis=0)
-    x_t_valid = tl.max(tl.where(at_t, x_valid.to(tl.int32), 0), axis=0) > 0
     md_t = row_at(md, slots, t)
     kind = t * 0 + RACE_P
     exclude = x_t * 0 - 1
@@ -317,7 +314,7 @@ def _split_terminal_kernel(
                                out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, NUM_SLOTS,
                                TARGET_PROBS, OUT_BLOCK, S_BLOCK)
         else:
-            t, x, x_t_valid = decide_by_gathers(b, n, greedy, inv_temperature, position, key_of_seed,
+            t, x, x_t, x_t_valid = decide_by_gathers(b, n, greedy, inv_temperature, position, key_of_seed,
                                                 t_base, target_stride_k, d_base, draft_stride_k,
                                                 draft_ids_ptr, draft_ids_stride, conditional_rates_ptr, V,
                                                 MODE, DRAFT, TARGET_PROBS, OUT_BLOCK)
@@ -328,7 +325,6 @@ def _split_terminal_kernel(
                 kind = tl.where(greedy, ARGMAX, RACE_P)  # on rejection the target's own token
             elif t < n:
                 purpose = RESIDUAL
-                x_t = tl.sum(tl.where(slots == t, x, 0), axis=0)
                 exclude = tl.where(x_t_valid, x_t, -1).to(tl.int32)
                 if DRAFT == DRAFT_PROBS:
                     kind = tl.where(x_t_valid, RACE_RESIDUAL_PROBS, RACE_P)

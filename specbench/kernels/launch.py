@@ -239,8 +239,9 @@ def _draft_kind(draft_logits: torch.Tensor | None, draft_probs: torch.Tensor | N
 def _launch_shape(vocab: int, device: torch.device, split: bool, mode: str, batch: int) -> tuple[int, int]:
     """(tokens per block, warps per program) of the kernel the launcher picked (the shapes above)."""
     if device.type != "cuda":
-        # the interpreter runs a block as numpy arrays: small blocks for small rows
-        return min(_next_power_of_2(vocab), 1024), 4
+        # the interpreter runs a block as numpy arrays: small blocks for small rows (at least 16
+        # tokens: the softmax statistics read 4-token tiles)
+        return min(max(_next_power_of_2(vocab), 16), 1024), 4
     if split:
         block, num_warps = SPLIT_SHAPE[mode]
         if mode != "greedy" and batch <= SPLIT_SMALL_BATCH:

@@ -54,11 +54,28 @@ def row_key(seed, position, PURPOSE: tl.constexpr):
 
 
 @triton.jit
-def uniform_at(key, index):
-    # uniform in the open interval (0, 1) from the top 23 bits of word `index` of stream `key`
-    word = fmix32(key + tl.cast(index, tl.uint32) * 0x9E3779B9)
-    # (k + 1/2) / 2**23 as k / 2**23 + 2**-24: one fused multiply-add, exact either way (k < 2**23)
+def hash_word(key, index):
+    # word `index` of stream `key` (uint32)
+    return fmix32(key + tl.cast(index, tl.uint32) * 0x9E3779B9)
+
+
+@triton.jit
+def uniform_of(word):
+    # the uniform in the open interval (0, 1) of a word: its top 23 bits k as (k + 1/2) / 2**23,
+    # computed as k / 2**23 + 2**-24, one fused multiply-add, exact either way (k < 2**23)
     return (word >> 9).to(tl.float32) * (1.0 / 8388608.0) + (0.5 / 8388608.0)
+
+
+@triton.jit
+def one_minus_uniform(word):
+    # 1 - u for the uniform of a word, exactly: (2**24 - 1 - 2k) / 2**24 needs 24 bits, one multiply-add
+    return (word >> 9).to(tl.float32) * (-1.0 / 8388608.0) + (1.0 - 0.5 / 8388608.0)
+
+
+@triton.jit
+def uniform_at(key, index):
+    # the uniform of word `index` of stream `key`
+    return uniform_of(hash_word(key, index))
 
 
 # log1p(f) = f + f^2 P(f) on [-1/3, 1/3]: P's coefficients, lowest degree first, fitted by least

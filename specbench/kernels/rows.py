@@ -12,18 +12,33 @@ Target probabilities (``TARGET_PROBS``) are read as given, cleaned entry by entr
 NaN and negative entries are 0 and entries above 1 are 1; nothing is normalised, so the races
 compare the weights themselves.
 
-Running state is kept per lane (a ``[BLOCK]`` vector) and reduced once after the loop, so no
-iteration waits on a block-wide reduction. A race score is kept as the pair ``(z, g)`` (log
-weight, ``-log E``) and compared through differences, ``(z - z') + (g - g') > 0``: with logits
-near the float32 maximum a plain sum ``z + g`` would round the noise away.
+Running state is kept per lane (a ``[BLOCK]`` vector; the softmax statistics per thread) and
+reduced once after the loop. A race score is kept as the pair ``(z, g)`` (log weight, ``-log E``)
+and compared through differences, ``(z - z') + (g - g') > 0``: with logits near the float32
+maximum a plain sum ``z + g`` would round the noise away.
+
+Races are screened. ``E = -log u >= 1 - u`` for every ``u`` in (0, 1), so a token's score is at
+most ``w / (1 - u)``: a chunk none of whose tokens could reach the best score found so far (less
+a margin) is skipped without its logarithms or comparisons, which are most of a race's work.
+Only the hash that gives ``u`` is paid for every token. The best score only grows, so after the
+first few chunks most are skipped; the winner, and every token within rounding of it, is always
+raced, so the result is the one the unscreened race gives.
 """
 
 import triton
 import triton.language as tl
 
-from specbench.kernels.rng import neg_log_uniform
+from specbench.kernels.rng import hash_word, neg_log_of_uniform, one_minus_uniform, uniform_of
 
 FLOAT32_MAX = tl.constexpr(3.4028234663852886e38)
+
+# The races' screen: a chunk whose every token is below the best score so far by more than this
+# margin (relative, plus absolute for log scores) is not raced; the margin is far above the
+# rounding of a score (E within 1.04 ulp of -log u, a few ulp for the products and exps), so a
+# screened chunk never held the winner nor a token within rounding of it.
+SCREEN_RELATIVE = tl.constexpr(2.0**-16)
+SCREEN_ABSOLUTE = tl.constexpr(2.0**-14)
+SCREEN_RATIO_LIMIT = tl.constexpr(2.0**100)
 
 # kinds of race_residual_slice (the DRAFT codes of the kernels)
 RACE_RESIDUAL_LOGITS = tl.constexpr(1)  # w = max(p - q, 0), q = softmax of the draft logits
@@ -33,8 +48,8 @@ RACE_RESIDUAL_PROBS = tl.constexpr(2)  # w = max(p - q, 0), q given as probabili
 @triton.jit
 def clean(z):
     # NaN -> -inf (probability 0); +inf -> largest float32 (several +inf share the mass equally)
-    z = tl.where(z != z, float("-inf"), z)  # noqa: PLR0124 (NaN test)
-    return tl.minimum(z, FLOAT32_MAX)
+    # (max.f32 returns the operand that is not NaN: one instruction for the NaN rule)
+    return tl.minimum(tl.maximum(z, float("-inf")), FLOAT32_MAX)
 
 
 @triton.jit
@@ -47,7 +62,8 @@ def load_scaled(row_ptr, offs, stop, inv_temperature):
 @triton.jit
 def clean_prob(p):
     # a target probability as the contract reads it: NaN and negative -> 0, above 1 (+inf too) -> 1
-    return tl.where(p > 0.0, tl.minimum(p, 1.0), 0.0)
+    # (max.f32 returns the operand that is not NaN: NaN -> 0 in the same instruction as negatives)
+    return tl.minimum(tl.maximum(p, 0.0), 1.0)
 
 
 @triton.jit
@@ -94,20 +110,45 @@ def argmax_slice(row_ptr, start, stop, TARGET_PROBS: tl.constexpr, BLOCK: tl.con
 
 
 @triton.jit
-def _fold(m, s, z):
-    # Per-lane online softmax: fold z into running (max m, sum s of exp(z - m)) with one exp:
-    # of exp(m - m_new) and exp(z - m_new) one is always exp(0) = 1, the other exp(-|z - m|).
-    # m starts at -FLOAT32_MAX, not -inf, so no guard is needed: z = -inf gives exp(-inf) = 0, and
-    # a finite z far above the start gives exp(-inf) too while z > m restarts s at 1. The loop is
-    # bound by instruction issue; a select per token costs about 7%.
-    e = tl.exp(-tl.abs(z - m))
-    s = tl.where(z > m, s * e + 1.0, s + e)
-    return tl.maximum(m, z), s
+def _exp2_one_instruction(x):
+    # 2**x as one MUFU.EX2: results below 2**-126 flush to zero, where Triton's exp2 adds a range
+    # fix-up of three instructions; no sum here can tell (each holds a 1, the exp of its maximum)
+    return tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
+                                     pack=1)
+
+
+@triton.jit
+def _exp2_interpreted(x):
+    return tl.exp2(x)
+
+
+# the interpreter runs no PTX: there 2**x is numpy's
+exp2 = _exp2_one_instruction if isinstance(_exp2_one_instruction, triton.runtime.JITFunction) else _exp2_interpreted
+LOG2E = tl.constexpr(1.4426950408889634)
+TILE = tl.constexpr(4)  # tokens a thread loads at once (16 bytes of float32) and folds on its own
+
+
+@triton.jit
+def _tile_offsets(first, BLOCK: tl.constexpr):
+    # offsets of BLOCK tokens from `first` as [BLOCK // TILE, TILE] tiles, a tile's tokens in one thread
+    return first + tl.arange(0, BLOCK // TILE)[:, None] * TILE + tl.arange(0, TILE)[None, :]
+
+
+@triton.jit
+def _fold_tiles(m, s, z):
+    # Online softmax per thread: fold a tile of cleaned logits z [N, TILE] into the running (max m,
+    # sum s of exp(z - m)) [N]. m starts at -FLOAT32_MAX, not -inf, so no guard is needed: z = -inf
+    # gives exp(-inf) = 0, and a rescale from the start value is exp(-FLOAT32_MAX - m) = 0 or exp(0)
+    # with s still 0. A tile costs one max and one exp per token and one rescale per thread, about
+    # half of what a running state per token costs.
+    m_new = tl.maximum(m, tl.max(z, axis=1))
+    terms = exp2((z - m_new[:, None]) * LOG2E)
+    return m_new, s * exp2((m - m_new) * LOG2E) + tl.sum(terms, axis=1)
 
 
 @triton.jit
 def _reduce_stats(m, s):
-    # the lanes' (m, s) merged; a row with no finite value (every s 0) comes back as (-inf, 0)
+    # the threads' (m, s) merged; a row with no finite value (every s 0) comes back as (-inf, 0)
     m_row = tl.max(m, axis=0)
     s_row = tl.sum(s * tl.exp(m - m_row), axis=0)
     return tl.where(s_row == 0.0, float("-inf"), m_row), s_row
@@ -118,24 +159,24 @@ def softmax_stats_slice(t_row, d_row, start, stop, inv_temperature, HAS_DRAFT_LO
                         BLOCK: tl.constexpr):
     # max and sum of exp over [start, stop) of the target row and (fused) the draft row;
     # the next chunk is loaded before this one is used, so a load is always in flight
-    m = tl.full([BLOCK], -FLOAT32_MAX, tl.float32)
-    s = tl.zeros([BLOCK], tl.float32)
-    md = tl.full([BLOCK], -FLOAT32_MAX, tl.float32)
-    sd = tl.zeros([BLOCK], tl.float32)
-    offs = start + tl.arange(0, BLOCK)
+    m = tl.full([BLOCK // TILE], -FLOAT32_MAX, tl.float32)
+    s = tl.zeros([BLOCK // TILE], tl.float32)
+    md = tl.full([BLOCK // TILE], -FLOAT32_MAX, tl.float32)
+    sd = tl.zeros([BLOCK // TILE], tl.float32)
+    offs = _tile_offsets(start, BLOCK)
     z_next = load_scaled(t_row, offs, stop, inv_temperature)
     zd_next = z_next
     if HAS_DRAFT_LOGITS:
         zd_next = load_scaled(d_row, offs, stop, inv_temperature)
     for chunk in range(start, stop, BLOCK):
-        offs = chunk + BLOCK + tl.arange(0, BLOCK)
+        offs = _tile_offsets(chunk + BLOCK, BLOCK)
         z = z_next
         z_next = load_scaled(t_row, offs, stop, inv_temperature)
         if HAS_DRAFT_LOGITS:
             zd = zd_next
             zd_next = load_scaled(d_row, offs, stop, inv_temperature)
-            md, sd = _fold(md, sd, zd)
-        m, s = _fold(m, s, z)
+            md, sd = _fold_tiles(md, sd, zd)
+        m, s = _fold_tiles(m, s, z)
     m_row, s_row = _reduce_stats(m, s)
     md_row, sd_row = _reduce_stats(md, sd)
     return m_row, s_row, md_row, sd_row
@@ -162,27 +203,42 @@ def best_pair(zs, gs, indices):
 
 
 @triton.jit
+def _any_positive(values):
+    # whether any lane of a block is above 0 (one reduction across the program)
+    return tl.max(values, axis=0) > 0.0
+
+
+@triton.jit
 def race_logits_slice(t_row, start, stop, inv_temperature, key, exclude, BLOCK: tl.constexpr):
     # The race over p itself, read from the cleaned logits (no normaliser needed), on [start, stop),
     # token `exclude` left out (-1: none). A lane keeps its best (z, E) and a token beats it iff
     # z - log E > z_best - log E_best, i.e. exp(z - z_best) * E_best > E: one exp and the one log
-    # of E per token. Returns the winner's (z, -log E, index), index -1 when every logit is -inf.
+    # of E per token. Screened (module docstring): a chunk is raced only if one of its tokens
+    # could beat the best score so far, k, given E >= 1 - u: exp(z - k') > 1 - u, with k' = k less
+    # a margin far above the rounding of either side. Returns the winner's (z, -log E, index),
+    # index -1 when every logit is -inf.
     lane_z = tl.full([BLOCK], float("-inf"), tl.float32)
     lane_e = tl.full([BLOCK], 1.0, tl.float32)
     lane_idx = tl.full([BLOCK], -1, tl.int32)
+    # nothing is screened before the first raced chunk; never -inf, so z - k_screen is never NaN
+    k_screen = tl.max(lane_e, axis=0) * -FLOAT32_MAX
     z_next = load_scaled(t_row, start + tl.arange(0, BLOCK), stop, inv_temperature)
     for chunk in range(start, stop, BLOCK):
         offs = chunk + tl.arange(0, BLOCK)
         z = z_next
         z_next = load_scaled(t_row, offs + BLOCK, stop, inv_temperature)
-        e = neg_log_uniform(key, offs)  # E_y
         z = tl.where(offs == exclude, float("-inf"), z)
-        # -inf never wins (exp gives 0, or NaN against a -inf best); anything finite beats a -inf best
-        # (exp gives +inf); strict, so each lane keeps its earliest
-        better = tl.exp(z - lane_z) * lane_e > e
-        lane_idx = tl.where(better, offs, lane_idx)
-        lane_z = tl.where(better, z, lane_z)
-        lane_e = tl.where(better, e, lane_e)
+        word = hash_word(key, offs)
+        if _any_positive(exp2((z - k_screen) * LOG2E) - one_minus_uniform(word)):
+            e = neg_log_of_uniform(uniform_of(word))  # E_y
+            # -inf never wins (exp gives 0, or NaN against a -inf best); anything finite beats a -inf
+            # best (exp gives +inf); strict, so each lane keeps its earliest
+            better = tl.exp(z - lane_z) * lane_e > e
+            lane_idx = tl.where(better, offs, lane_idx)
+            lane_z = tl.where(better, z, lane_z)
+            lane_e = tl.where(better, e, lane_e)
+            k_best = tl.max(lane_z - tl.log(lane_e), axis=0)
+            k_screen = tl.maximum(k_best - (tl.abs(k_best) * SCREEN_RELATIVE + SCREEN_ABSOLUTE), -FLOAT32_MAX)
     return best_pair(lane_z, -tl.log(lane_e), lane_idx)
 
 
@@ -215,6 +271,8 @@ def race_weights_slice(t_row, d_row, start, stop, inv_temperature, key, exclude,
     md_safe = tl.where(md == float("-inf"), 0.0, md)
     inv_s = 1.0 / tl.where(s == 0.0, 1.0, s)  # a zero sum only where its row has no mass to race
     inv_sd = 1.0 / tl.where(sd == 0.0, 1.0, sd)
+    ratio_screen = inv_s * 0.0  # nothing screened before the first raced chunk
+    fallback_screen = ratio_screen
     offs = start + tl.arange(0, BLOCK)
     p_next = _target_weight(t_row, offs, stop, inv_temperature, m_safe, inv_s, TARGET_PROBS)
     d_next = p_next
@@ -224,9 +282,8 @@ def race_weights_slice(t_row, d_row, start, stop, inv_temperature, key, exclude,
         offs = chunk + tl.arange(0, BLOCK)
         p = p_next
         p_next = _target_weight(t_row, offs + BLOCK, stop, inv_temperature, m_safe, inv_s, TARGET_PROBS)
-        e = neg_log_uniform(key, offs)  # E_y
         if KIND == 0:
-            w = tl.where(offs == exclude, 0.0, p)
+            w = p  # token `exclude` is left out below, where the chunk is raced
         else:
             d = d_next
             d_next = tl.load(d_row + offs + BLOCK, mask=offs + BLOCK < stop, other=0.0).to(tl.float32)
@@ -235,20 +292,38 @@ def race_weights_slice(t_row, d_row, start, stop, inv_temperature, key, exclude,
             else:
                 q = tl.where(d != d, 0.0, d)  # noqa: PLR0124 (NaN test)
             w = p - q
-        # only w > 0 races (lane_w starts at 0 and E > 0, so w <= 0 and NaN never pass); strict, so
-        # each lane keeps its earliest
-        better = w * lane_e > lane_w * e
-        lane_idx = tl.where(better, offs, lane_idx)
-        lane_w = tl.where(better, w, lane_w)
-        lane_e = tl.where(better, e, lane_e)
+        word = hash_word(key, offs)
+        lower = one_minus_uniform(word)  # at most E_y
+        slack = w - ratio_screen * lower
         if WITH_FALLBACK:
-            better_fb = p * lane_fe > lane_fw * e
-            lane_fidx = tl.where(better_fb, offs, lane_fidx)
-            lane_fw = tl.where(better_fb, p, lane_fw)
-            lane_fe = tl.where(better_fb, e, lane_fe)
+            slack = tl.maximum(slack, p - fallback_screen * lower)
+        if _any_positive(slack):
+            e = neg_log_of_uniform(uniform_of(word))  # E_y
+            if KIND == 0:
+                w = tl.where(offs == exclude, 0.0, w)
+            # only w > 0 races (lane_w starts at 0 and E > 0, so w <= 0 and NaN never pass); strict,
+            # so each lane keeps its earliest
+            better = w * lane_e > lane_w * e
+            lane_idx = tl.where(better, offs, lane_idx)
+            lane_w = tl.where(better, w, lane_w)
+            lane_e = tl.where(better, e, lane_e)
+            ratio_screen = _ratio_screen(lane_w, lane_e)
+            if WITH_FALLBACK:
+                better_fb = p * lane_fe > lane_fw * e
+                lane_fidx = tl.where(better_fb, offs, lane_fidx)
+                lane_fw = tl.where(better_fb, p, lane_fw)
+                lane_fe = tl.where(better_fb, e, lane_fe)
+                fallback_screen = _ratio_screen(lane_fw, lane_fe)
     z_best, g_best, idx = _ratio_best(lane_w, lane_e, lane_idx)
     fz, fg, fidx = _ratio_best(lane_fw, lane_fe, lane_fidx)
     return z_best, g_best, idx, fz, fg, fidx
+
+
+@triton.jit
+def _ratio_screen(lane_w, lane_e):
+    # the best w / E so far less a margin; 0 (no screening) once ratios get too large to bound safely
+    best = tl.max(lane_w / lane_e, axis=0)
+    return tl.where(best < SCREEN_RATIO_LIMIT, best * (1.0 - SCREEN_RELATIVE), 0.0)
 
 
 @triton.jit

@@ -49,7 +49,8 @@ def variants() -> list[tuple[object, dict[str, int], int, str]]:
     sizes = {"S_BLOCK": 64, "OUT_BLOCK": 8}
     greedy_shapes = sorted({launch._launch_shape(1 << 17, _GPU, False, "greedy", batch) for batch in (64, 128, 256, 512)})
     for mode, mode_id in MODES.items():
-        split_shapes = sorted({launch._launch_shape(1 << 17, _GPU, True, mode, batch) for batch in (8, 64)})
+        split_shapes_by_batch = {batch: launch._launch_shape(1 << 17, _GPU, True, mode, batch) for batch in (8, 64)}
+        split_shapes = sorted(set(split_shapes_by_batch.values()))
         for draft in DRAFTS if mode == "probabilistic" else (0,):
             sequential = greedy_shapes if mode == "greedy" else [launch._launch_shape(1 << 17, _GPU, False, mode, 256)]
             for target_probs in (0, 1):
@@ -57,13 +58,15 @@ def variants() -> list[tuple[object, dict[str, int], int, str]]:
                 inline = launch.decided_at_drafts(mode, bool(target_probs), draft)
                 for dtype in ("fp32", "bf16"):
                     if not inline:
-                        out.extend((_verify_sequential_kernel, {**common, "BLOCK": block, "OUT_BLOCK": 8}, warps, dtype)
-                                   for block, warps in sequential)
+                        out.extend((_verify_sequential_kernel, {**common, "BLOCK": block, "OUT_BLOCK": 8, "SCREEN": 1},
+                                    warps, dtype) for block, warps in sequential)
                         out.extend((_split_rows_kernel, {**common, "BLOCK": block, **sizes}, warps, dtype)
                                    for block, warps in split_shapes)
                     if mode != "greedy":
-                        out.extend((_split_terminal_kernel, {**common, "DECIDE_INLINE": int(inline), "BLOCK": block,
-                                                             **sizes}, warps, dtype) for block, warps in split_shapes)
+                        out.extend((_split_terminal_kernel, {**common, "DECIDE_INLINE": int(inline),
+                                                             "SCREEN": int(launch.screened(batch, _GPU)), "BLOCK": block,
+                                                             **sizes}, warps, dtype)
+                                   for batch, (block, warps) in split_shapes_by_batch.items())
     out.append((_simulate_kernel, {"BLOCK": launch._SIMULATE_BLOCK}, 4, "fp32"))
     return out
 

@@ -31,17 +31,14 @@ VOCAB = 3001  # 188 chunks, the last one short
 
 @triton.jit
 def _race_kernel(out_ptr, t_ptr, d_ptr, V, key, exclude, inv_temperature, m, s, md, sd,
-                 LOGITS: tl.constexpr, TARGET_PROBS: tl.constexpr, KIND: tl.constexpr,
-                 WITH_FALLBACK: tl.constexpr, BLOCK: tl.constexpr):
+                 LOGITS: tl.constexpr, TARGET_PROBS: tl.constexpr, KIND: tl.constexpr, SCREEN: tl.constexpr,
+                 BLOCK: tl.constexpr):
     if LOGITS:
-        _z, _g, idx = rows.race_logits_slice(t_ptr, 0, V, inv_temperature, key, exclude, BLOCK)
-        tl.store(out_ptr, idx)
+        _z, _g, idx = rows.race_logits_slice(t_ptr, 0, V, inv_temperature, key, exclude, SCREEN, BLOCK)
     else:
-        _z, _g, idx, _fz, _fg, fidx = rows.race_weights_slice(t_ptr, d_ptr, 0, V, inv_temperature, key, exclude,
-                                                               m, s, md, sd, TARGET_PROBS, KIND, WITH_FALLBACK,
-                                                               BLOCK)
-        tl.store(out_ptr, idx)
-        tl.store(out_ptr + 1, fidx)
+        _z, _g, idx = rows.race_weights_slice(t_ptr, d_ptr, 0, V, inv_temperature, key, exclude, m, s, md, sd,
+                                              TARGET_PROBS, KIND, SCREEN, BLOCK)
+    tl.store(out_ptr, idx)
 
 
 @pytest.fixture
@@ -58,15 +55,15 @@ def raced_chunks(monkeypatch):
     return calls
 
 
-def _race(target, draft=None, *, logits=False, target_probs=True, kind=0, fallback=False, exclude=-1, stats=(0.0, 1.0),
-          draft_stats=(0.0, 1.0), seed=0):
+def _race(target, draft=None, *, logits=False, target_probs=True, kind=0, exclude=-1, seed=0, screen=True):
+    """(winner, stream key) of one race over the whole row; -1 when nothing has mass."""
     key = int(rng.stream_key(rng.seed_key(torch.tensor([seed])), torch.tensor([5]), rng.SAMPLE)[0])
-    out = torch.full((2,), -7, dtype=torch.int32)
+    out = torch.full((1,), -7, dtype=torch.int32)
     draft = target if draft is None else draft
     with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):  # as the launcher does
-        _race_kernel[(1,)](out, target, draft, target.numel(), key, exclude, 1.0, *stats, *draft_stats,
-                           LOGITS=logits, TARGET_PROBS=target_probs, KIND=kind, WITH_FALLBACK=fallback, BLOCK=BLOCK)
-    return int(out[0]), int(out[1]), key
+        _race_kernel[(1,)](out, target, draft, target.numel(), key, exclude, 1.0, 0.0, 1.0, 0.0, 1.0, LOGITS=logits,
+                           TARGET_PROBS=target_probs, KIND=kind, SCREEN=screen, BLOCK=BLOCK)
+    return int(out[0]), key
 
 
 def _reference_winner(weights: torch.Tensor, key: int) -> int:
@@ -82,7 +79,7 @@ def _logits(seed: int, scale: float) -> torch.Tensor:
 @pytest.mark.parametrize("seed", range(4))
 def test_the_probability_race_picks_the_reference_token_and_skips_most_chunks(raced_chunks, seed, scale):
     probs = torch.softmax(_logits(seed, scale), dim=0)
-    token, _fallback, key = _race(probs, seed=seed)
+    token, key = _race(probs, seed=seed)
     assert token == _reference_winner(probs, key)
     chunks = -(-VOCAB // BLOCK)
     assert 1 <= len(raced_chunks) < chunks // 4, f"{len(raced_chunks)} of {chunks} chunks raced"
@@ -92,39 +89,47 @@ def test_the_probability_race_picks_the_reference_token_and_skips_most_chunks(ra
 @pytest.mark.parametrize("seed", range(4))
 def test_the_logit_race_picks_the_reference_token_and_skips_most_chunks(raced_chunks, seed, scale):
     z = _logits(seed, scale) + 40.0  # a shift changes nothing but the scores' magnitude
-    token, _fallback, key = _race(z, logits=True, seed=seed)
+    token, key = _race(z, logits=True, seed=seed)
     assert token == _reference_winner(torch.softmax(z.double(), dim=0).float(), key)
     chunks = -(-VOCAB // BLOCK)
     assert 1 <= len(raced_chunks) < chunks // 4, f"{len(raced_chunks)} of {chunks} chunks raced"
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_the_residual_race_and_its_fallback_pick_the_reference_tokens(raced_chunks, seed):
+def test_the_residual_race_picks_the_reference_token(raced_chunks, seed):
     p = torch.softmax(_logits(seed, 2.0), dim=0)
     q = torch.softmax(_logits(seed + 100, 2.0), dim=0)
-    token, fallback, key = _race(p, q, kind=2, fallback=True, seed=seed)
+    token, key = _race(p, q, kind=2, seed=seed)
     assert token == _reference_winner((p - q).clamp_min(0.0), key)
-    assert fallback == _reference_winner(p, key)
     assert len(raced_chunks) < -(-VOCAB // BLOCK) // 2
 
 
-def test_a_residual_without_mass_falls_back_to_the_target_race(raced_chunks):
+def test_a_residual_without_mass_has_no_winner(raced_chunks):
     p = torch.softmax(_logits(7, 2.0), dim=0)
-    token, fallback, key = _race(p, p.clone(), kind=2, fallback=True)
+    token, _key = _race(p, p.clone(), kind=2)
     assert token == -1
-    assert fallback == _reference_winner(p, key)
+
+
+@pytest.mark.parametrize("logits", [False, True])
+def test_unscreened_races_pick_the_same_tokens_and_race_every_chunk(raced_chunks, logits):
+    row = _logits(9, 3.0) if logits else torch.softmax(_logits(9, 3.0), dim=0)
+    screened, _key = _race(row, logits=logits)
+    raced = len(raced_chunks)
+    unscreened, _key = _race(row, logits=logits, screen=False)
+    assert screened == unscreened
+    assert len(raced_chunks) - raced == -(-VOCAB // BLOCK) > raced
 
 
 def test_an_excluded_token_never_wins_even_holding_almost_all_the_mass(raced_chunks):
     probs = torch.full((VOCAB,), 1e-6)
     probs[1234] = 0.99
-    token, _fallback, key = _race(probs, exclude=1234)
+    token, key = _race(probs, exclude=1234)
     expected = probs.clone()
     expected[1234] = 0.0
     assert token == _reference_winner(expected, key)
     z = torch.full((VOCAB,), -5.0)
     z[1234] = 30.0
-    token, _fallback, key = _race(z, logits=True, exclude=1234)
+    token, key = _race(z, logits=True, exclude=1234)
     assert token == _reference_winner(torch.softmax(torch.where(torch.arange(VOCAB) == 1234, -torch.inf, z), 0), key)
 
 
@@ -134,16 +139,16 @@ def test_huge_infinite_and_nan_logits_race_as_the_contract_reads_them(raced_chun
     z[[10, 2000, 2900]] = torch.inf
     z[[11, 500]] = torch.nan
     z[12:400] = -torch.inf
-    token, _fallback, key = _race(z, logits=True)
+    token, key = _race(z, logits=True)
     weights = torch.zeros(VOCAB)
     weights[[10, 2000, 2900]] = 1.0
     assert token == _reference_winner(weights, key)
     # scores near the float32 maximum: the screen's margin scales with them
     big = _logits(4, 1.0) * 1e28 + 1e30
-    token, _fallback, key = _race(big, logits=True)
+    token, key = _race(big, logits=True)
     assert token == int(torch.argmax(big))  # gaps of ~1e25 between neighbours: the top logit wins
     level = torch.full((VOCAB,), 1e30)  # all equal: a uniform draw
-    token, _fallback, key = _race(level, logits=True)
+    token, key = _race(level, logits=True)
     assert token == _reference_winner(torch.ones(VOCAB), key)
 
 
@@ -152,5 +157,5 @@ def test_weights_too_large_to_bound_turn_the_screen_off_not_the_race_wrong(raced
     p = torch.softmax(_logits(5, 1.0), dim=0)
     q = torch.zeros(VOCAB)
     q[[100, 2500]] = -1e37
-    token, _fallback, key = _race(p, q, kind=2, fallback=True)
+    token, key = _race(p, q, kind=2)
     assert token == _reference_winner((p - q).clamp_min(0.0), key)

@@ -88,14 +88,15 @@ def accept_test(u, x, x_valid, t_row, d_row, inv_temperature, m, s, md, sd, DRAF
 
 
 @triton.jit
-def sample_row(t_row, start, stop, inv_temperature, key, TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr):
+def sample_row(t_row, start, stop, inv_temperature, key, TARGET_PROBS: tl.constexpr, SCREEN: tl.constexpr,
+               BLOCK: tl.constexpr):
     # The target's own sample on [start, stop) of a (non-greedy) row, as a race pair (z, g, index):
     # the race over p; index -1 when the slice has no mass
     if TARGET_PROBS:
-        z, g, token, _fz, _fg, _fi = race_weights_slice(t_row, t_row, start, stop, 1.0, key, -1, 0.0, 1.0, 0.0, 1.0,
-                                                         True, 0, False, BLOCK)
+        z, g, token = race_weights_slice(t_row, t_row, start, stop, 1.0, key, -1, 0.0, 1.0, 0.0, 1.0, True, 0, SCREEN,
+                                         BLOCK)
     else:
-        z, g, token = race_logits_slice(t_row, start, stop, inv_temperature, key, -1, BLOCK)
+        z, g, token = race_logits_slice(t_row, start, stop, inv_temperature, key, -1, SCREEN, BLOCK)
     return z, g, token
 
 

@@ -116,15 +116,15 @@ _SIMULATE_BLOCK = 1024
 STRATEGIES = ("auto", "sequential", "split")
 _strategy = "auto"
 # Launch shapes (tokens per block, warps per program), from H200 measurements (results/kernels-notes.md).
-# One program per request: the probabilistic mode 4096 x 32 (4 tokens per thread: the fused target
-# and draft loop fits in 64 registers without spilling, 20 instructions per token and row against
-# 33 at 8192 x 32); greedy rows take as many warps as keep about 4096 warps in flight, 8 tokens per
+# One program per request: the probabilistic mode 8192 x 32 (8 tokens per thread and row in the fused
+# statistics loop, whose state is one (max, sum) per thread and tile, so twice the bytes in flight
+# of 4096 x 32 in 64 registers; its races take half the block, 4096, and do not spill); greedy rows take as many warps as keep about 4096 warps in flight, 8 tokens per
 # thread (B = 128: 8192 x 32; 256: 4096 x 16; 512: 2048 x 8). The split kernels: greedy 2048 x 8, the
 # others 1024 x 4, 512 x 4 at B <= 16 (shorter programs: a small batch is bound by latency; B = 8
 # K = 3 draft logits under a graph 22.7 against 24.6 µs), each program reading at most SPLIT_CHUNK
 # tokens of a row and the grid holding about SPLIT_PROGRAMS_PER_SM programs per multiprocessor.
 # TUNING overrides them when set (benchmarks use it to explore).
-SEQUENTIAL_PROBABILISTIC_SHAPE = (4096, 32)
+SEQUENTIAL_PROBABILISTIC_SHAPE = (8192, 32)
 SEQUENTIAL_GREEDY_WARPS_IN_FLIGHT = 4096
 SPLIT_SHAPE = {"greedy": (2048, 8), "probabilistic": (1024, 4), "synthetic": (1024, 4)}
 SPLIT_SMALL_BATCH = 16  # at most this many requests: the other modes' split programs read 512 x 4
@@ -256,6 +256,14 @@ def _launch_shape(vocab: int, device: torch.device, split: bool, mode: str, batc
     return TUNING["block"] or block, TUNING["num_warps"] or num_warps
 
 
+def screened(batch: int, device: torch.device) -> bool:
+    """Whether the split terminal kernel screens its races (``specbench/kernels/rows.py``): not at
+    small batch, where a race is a few chunks per program and bound by latency, so the screen's
+    reduction per chunk costs more than the work it skips (B=8 K=3 under a graph, H200: one-hot
+    drafts 17.4 screened against 15.8 µs). The one-program path always screens."""
+    return batch > SPLIT_SMALL_BATCH or device.type != "cuda"
+
+
 def decided_at_drafts(mode: str, target_is_probs: bool, draft_kind: int) -> bool:
     """Whether a request's decision needs only values at its drafts (no row statistics): the
     synthetic mode, and target probabilities with one-hot drafts or draft probabilities."""
@@ -307,7 +315,7 @@ def verify(
     key = _stream_key(device)
     if not split:
         _SEQUENTIAL((batch,), (*outputs, *rows, vocab, num_slots), num_warps, key, BLOCK=block, OUT_BLOCK=out_block,
-                    **common)
+                    SCREEN=True, **common)
         return VerifyResult(out, num_emitted, num_accepted)
 
     arrivals = _arrival_counters(batch, device, key)
@@ -315,7 +323,7 @@ def verify(
     # decided inline, the greedy rows of a probabilistic batch are read on the race's grid
     row_splits, row_chunk = (race_splits, race_chunk) if inline else _slices(batch * num_slots, vocab, block, device)
     per_request = num_slots * row_splits
-    scratch_f = _scratch(batch * (per_request * 4 + race_splits * 4 + 4), torch.float32, device, key)
+    scratch_f = _scratch(batch * (per_request * 4 + race_splits * 2 + 4), torch.float32, device, key)
     scratch_i = _scratch(batch * (per_request + race_splits * 2 + 4), torch.int32, device, key)
     sizes = {"S_BLOCK": _next_power_of_2(max(row_splits, race_splits)), "OUT_BLOCK": out_block}
     if not inline:
@@ -326,7 +334,8 @@ def verify(
         _TERMINAL((batch, race_splits),
                   (scratch_f, scratch_i, arrivals, *outputs, *rows, conditional_rates, vocab, num_slots, row_splits,
                    race_splits, race_chunk),
-                  num_warps, key, DECIDE_INLINE=inline, BLOCK=block, **sizes, **common)
+                  num_warps, key, DECIDE_INLINE=inline, SCREEN=screened(batch, device), BLOCK=block, **sizes,
+                  **common)
     return VerifyResult(out, num_emitted, num_accepted)
 
 

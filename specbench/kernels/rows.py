@@ -209,11 +209,11 @@ def _any_positive(values):
 
 
 @triton.jit
-def race_logits_slice(t_row, start, stop, inv_temperature, key, exclude, BLOCK: tl.constexpr):
+def race_logits_slice(t_row, start, stop, inv_temperature, key, exclude, SCREEN: tl.constexpr, BLOCK: tl.constexpr):
     # The race over p itself, read from the cleaned logits (no normaliser needed), on [start, stop),
     # token `exclude` left out (-1: none). A lane keeps its best (z, E) and a token beats it iff
     # z - log E > z_best - log E_best, i.e. exp(z - z_best) * E_best > E: one exp and the one log
-    # of E per token. Screened (module docstring): a chunk is raced only if one of its tokens
+    # of E per token. Screened (SCREEN, module docstring): a chunk is raced only if one of its tokens
     # could beat the best score so far, k, given E >= 1 - u: exp(z - k') > 1 - u, with k' = k less
     # a margin far above the rounding of either side. Returns the winner's (z, -log E, index),
     # index -1 when every logit is -inf.
@@ -229,7 +229,7 @@ def race_logits_slice(t_row, start, stop, inv_temperature, key, exclude, BLOCK: 
         z_next = load_scaled(t_row, offs + BLOCK, stop, inv_temperature)
         z = tl.where(offs == exclude, float("-inf"), z)
         word = hash_word(key, offs)
-        if _any_positive(exp2((z - k_screen) * LOG2E) - one_minus_uniform(word)):
+        if _raced(exp2((z - k_screen) * LOG2E) - one_minus_uniform(word), SCREEN):
             e = neg_log_of_uniform(uniform_of(word))  # E_y
             # -inf never wins (exp gives 0, or NaN against a -inf best); anything finite beats a -inf
             # best (exp gives +inf); strict, so each lane keeps its earliest
@@ -237,8 +237,9 @@ def race_logits_slice(t_row, start, stop, inv_temperature, key, exclude, BLOCK: 
             lane_idx = tl.where(better, offs, lane_idx)
             lane_z = tl.where(better, z, lane_z)
             lane_e = tl.where(better, e, lane_e)
-            k_best = tl.max(lane_z - tl.log(lane_e), axis=0)
-            k_screen = tl.maximum(k_best - (tl.abs(k_best) * SCREEN_RELATIVE + SCREEN_ABSOLUTE), -FLOAT32_MAX)
+            if SCREEN:
+                k_best = tl.max(lane_z - tl.log(lane_e), axis=0)
+                k_screen = tl.maximum(k_best - (tl.abs(k_best) * SCREEN_RELATIVE + SCREEN_ABSOLUTE), -FLOAT32_MAX)
     return best_pair(lane_z, -tl.log(lane_e), lane_idx)
 
 
@@ -252,27 +253,24 @@ def _target_weight(t_row, offs, stop, inv_temperature, m_safe, inv_s, TARGET_PRO
 
 @triton.jit
 def race_weights_slice(t_row, d_row, start, stop, inv_temperature, key, exclude, m, s, md, sd,
-                       TARGET_PROBS: tl.constexpr, KIND: tl.constexpr, WITH_FALLBACK: tl.constexpr,
+                       TARGET_PROBS: tl.constexpr, KIND: tl.constexpr, SCREEN: tl.constexpr,
                        BLOCK: tl.constexpr):
     # The race over weights w on [start, stop): argmax w(y) / E_y over w > 0, compared as
     # w * E' > w' * E (no logarithm but E's own). p comes from probabilities (TARGET_PROBS) or from
     # the logits with their statistics (m, s). KIND 0: w = p without token `exclude` (-1: none);
     # RACE_RESIDUAL_LOGITS: w = max(p - q, 0), q the softmax of the draft logits (statistics md, sd);
-    # RACE_RESIDUAL_PROBS: w = max(p - q, 0), q given. Returns the winner as (log(w / E), 0, index),
-    # index -1 when w is zero everywhere, then, WITH_FALLBACK, the winner of the race over p with
-    # the same E_y (what a residual with no mass falls back to), else (-inf, 0, -1).
+    # RACE_RESIDUAL_PROBS: w = max(p - q, 0), q given. Screened (SCREEN, module docstring): a chunk
+    # is raced only if some token has w > r (1 - u), r the best w / E so far less a margin.
+    # Returns the winner as (log(w / E), 0, index), index -1 when w is zero everywhere (a residual
+    # with no mass: the caller races p with the same E_y, which is rare enough for a second pass).
     lane_w = tl.zeros([BLOCK], tl.float32)
     lane_e = tl.full([BLOCK], 1.0, tl.float32)
     lane_idx = tl.full([BLOCK], -1, tl.int32)
-    lane_fw = tl.zeros([BLOCK], tl.float32)
-    lane_fe = tl.full([BLOCK], 1.0, tl.float32)
-    lane_fidx = tl.full([BLOCK], -1, tl.int32)
     m_safe = tl.where(m == float("-inf"), 0.0, m)
     md_safe = tl.where(md == float("-inf"), 0.0, md)
     inv_s = 1.0 / tl.where(s == 0.0, 1.0, s)  # a zero sum only where its row has no mass to race
     inv_sd = 1.0 / tl.where(sd == 0.0, 1.0, sd)
     ratio_screen = inv_s * 0.0  # nothing screened before the first raced chunk
-    fallback_screen = ratio_screen
     offs = start + tl.arange(0, BLOCK)
     p_next = _target_weight(t_row, offs, stop, inv_temperature, m_safe, inv_s, TARGET_PROBS)
     d_next = p_next
@@ -293,11 +291,7 @@ def race_weights_slice(t_row, d_row, start, stop, inv_temperature, key, exclude,
                 q = tl.where(d != d, 0.0, d)  # noqa: PLR0124 (NaN test)
             w = p - q
         word = hash_word(key, offs)
-        lower = one_minus_uniform(word)  # at most E_y
-        slack = w - ratio_screen * lower
-        if WITH_FALLBACK:
-            slack = tl.maximum(slack, p - fallback_screen * lower)
-        if _any_positive(slack):
+        if _raced(w - ratio_screen * one_minus_uniform(word), SCREEN):  # 1 - u is at most E_y
             e = neg_log_of_uniform(uniform_of(word))  # E_y
             if KIND == 0:
                 w = tl.where(offs == exclude, 0.0, w)
@@ -307,16 +301,17 @@ def race_weights_slice(t_row, d_row, start, stop, inv_temperature, key, exclude,
             lane_idx = tl.where(better, offs, lane_idx)
             lane_w = tl.where(better, w, lane_w)
             lane_e = tl.where(better, e, lane_e)
-            ratio_screen = _ratio_screen(lane_w, lane_e)
-            if WITH_FALLBACK:
-                better_fb = p * lane_fe > lane_fw * e
-                lane_fidx = tl.where(better_fb, offs, lane_fidx)
-                lane_fw = tl.where(better_fb, p, lane_fw)
-                lane_fe = tl.where(better_fb, e, lane_fe)
-                fallback_screen = _ratio_screen(lane_fw, lane_fe)
-    z_best, g_best, idx = _ratio_best(lane_w, lane_e, lane_idx)
-    fz, fg, fidx = _ratio_best(lane_fw, lane_fe, lane_fidx)
-    return z_best, g_best, idx, fz, fg, fidx
+            if SCREEN:
+                ratio_screen = _ratio_screen(lane_w, lane_e)
+    return _ratio_best(lane_w, lane_e, lane_idx)
+
+
+@triton.jit
+def _raced(slack, SCREEN: tl.constexpr):
+    # whether a chunk is raced: always unscreened, else when some token's slack is above 0
+    if SCREEN:
+        return _any_positive(slack)
+    return True
 
 
 @triton.jit

@@ -22,40 +22,37 @@ from specbench.kernels.decide import (
     accept_test,
     request_setup,
     sample_row,
+    target_prob_at,
 )
 from specbench.kernels.rng import stream_key, uniform_at
-from specbench.kernels.rows import argmax_slice, clean_prob, race_logits_slice, race_weights_slice, softmax_stats_slice
+from specbench.kernels.rows import argmax_slice, race_logits_slice, race_weights_slice, softmax_stats_slice
 
 
 @triton.jit
 def _residual_token(t_row, d_row, V, inv_temperature, key, x, x_valid, m, s, md, sd, DRAFT: tl.constexpr,
-                    TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr):
+                    TARGET_PROBS: tl.constexpr, SCREEN: tl.constexpr, BLOCK: tl.constexpr):
     # The token emitted after rejecting draft x: the race over w = max(p - q, 0), where w is p
-    # without x for a one-hot draft and p itself for an id outside [0, V); p when w has no mass
-    # (for target logits found by a second pass, since it is rare; probabilities race both at once).
+    # without x for a one-hot draft and p itself for an id outside [0, V); p, with the same E_y,
+    # when w has no mass (a second pass, since it is rare).
     one_hot = md == float("-inf")  # one-hot drafts and draft-logit rows with no finite value
     exclude = tl.where(x_valid, x, -1)
     token = -1
-    if TARGET_PROBS:
-        if one_hot | (~x_valid):
-            # p without x; should nothing else have mass, x itself where it has some (else the row has none)
-            _z, _g, idx, _fz, _fg, _fi = race_weights_slice(t_row, d_row, 0, V, 1.0, key, exclude, 0.0, 1.0, md, sd,
-                                                            True, 0, False, BLOCK)
-            p_x = clean_prob(tl.load(t_row + tl.where(x_valid, x, 0)).to(tl.float32))
-            fidx = tl.where(x_valid & (p_x > 0.0), x, -1).to(tl.int32)
+    if one_hot | (~x_valid):
+        if TARGET_PROBS:
+            _z, _g, idx = race_weights_slice(t_row, d_row, 0, V, 1.0, key, exclude, 0.0, 1.0, md, sd, True, 0, SCREEN,
+                                             BLOCK // 2)
         else:
-            _z, _g, idx, _fz, _fg, fidx = race_weights_slice(t_row, d_row, 0, V, inv_temperature, key, -1, 0.0, 1.0,
-                                                             md, sd, True, DRAFT, True, BLOCK)
-        token = tl.where(idx >= 0, idx, fidx)
-    elif one_hot | (~x_valid):
-        _z, _g, idx = race_logits_slice(t_row, 0, V, inv_temperature, key, exclude, BLOCK)
-        token = tl.where(idx >= 0, idx, x.to(tl.int32))  # the row is valid: no mass left means all of it sat on x
+            _z, _g, idx = race_logits_slice(t_row, 0, V, inv_temperature, key, exclude, SCREEN, BLOCK // 2)
+        # should nothing else have mass, x itself where it has some (else the row has none; for target
+        # logits the row is valid, so x has)
+        p_x = target_prob_at(t_row + tl.where(x_valid, x, 0), x_valid, inv_temperature, m, s, TARGET_PROBS)
+        token = tl.where(idx >= 0, idx, tl.where(x_valid & (p_x > 0.0), x, -1).to(tl.int32))
     else:
-        _z, _g, idx, _fz, _fg, _fi = race_weights_slice(t_row, d_row, 0, V, inv_temperature, key, -1, m, s, md, sd,
-                                                        False, DRAFT, False, BLOCK)
+        _z, _g, idx = race_weights_slice(t_row, d_row, 0, V, inv_temperature, key, -1, m, s, md, sd, TARGET_PROBS,
+                                         DRAFT, SCREEN, BLOCK // 2)
         if idx < 0:
             # w is zero everywhere: the race over p with the same E_y
-            _z, _g, idx = race_logits_slice(t_row, 0, V, inv_temperature, key, -1, BLOCK)
+            _z, _g, idx = sample_row(t_row, 0, V, inv_temperature, key, TARGET_PROBS, SCREEN, BLOCK // 2)
         token = idx
     return token.to(tl.int64)
 
@@ -78,6 +75,7 @@ def _verify_sequential_kernel(
     TARGET_PROBS: tl.constexpr,
     BLOCK: tl.constexpr,
     OUT_BLOCK: tl.constexpr,
+    SCREEN: tl.constexpr,
 ):
     b = tl.program_id(0).to(tl.int64)
     n, greedy, inv_temperature, position, key_of_seed = request_setup(
@@ -102,7 +100,7 @@ def _verify_sequential_kernel(
             token = tl.where(accepted, x, best_idx.to(tl.int64))
         elif i == n:
             _z, _g, bonus = sample_row(t_row, 0, V, inv_temperature, stream_key(key_of_seed, position + i, SAMPLE),
-                                       TARGET_PROBS, BLOCK)
+                                       TARGET_PROBS, SCREEN, BLOCK // 2)
             token = bonus.to(tl.int64)
         else:
             if TARGET_PROBS:
@@ -123,7 +121,7 @@ def _verify_sequential_kernel(
                 else:
                     token = _residual_token(t_row, d_row, V, inv_temperature,
                                             stream_key(key_of_seed, position + i, RESIDUAL), x, x_valid,
-                                            m, s, md, sd, DRAFT, TARGET_PROBS, BLOCK)
+                                            m, s, md, sd, DRAFT, TARGET_PROBS, SCREEN, BLOCK)
         tokens = tl.where(slots == i, token, tokens)
         num_emitted += (token >= 0).to(tl.int32)
         num_accepted += accepted.to(tl.int32)

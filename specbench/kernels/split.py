@@ -21,7 +21,7 @@ is spent clearing them):
 Rows after the terminal row are never read, nor rows past the bonus row; every scratch slot that
 is read was written earlier in the same step. Scratch layout (float32 and int32 buffers, ``R =
 K + 1``, ``S`` the rows kernel's slices, ``S2`` the terminal kernel's): per-(request, row, slice)
-partials ``[B, R, S, 4]`` / ``[B, R, S]``, then the race partials ``[B, S2, 4]`` / ``[B, S2, 2]``,
+partials ``[B, R, S, 4]`` / ``[B, R, S]``, then the race partials ``[B, S2, 2]`` / ``[B, S2, 2]``,
 then the decision records ``[B, 4]`` / ``[B, 4]``.
 """
 
@@ -40,6 +40,7 @@ from specbench.kernels.decide import (
     merge_rows,
     request_setup,
     row_at,
+    sample_row,
 )
 from specbench.kernels.rng import stream_key
 from specbench.kernels.rows import (
@@ -54,7 +55,7 @@ from specbench.kernels.rows import (
 )
 
 ROW_FIELDS = tl.constexpr(4)  # per (row, slice): argmax value or m, s, md, sd (+ one int: argmax index)
-RACE_FIELDS = tl.constexpr(4)  # per slice: race (z, g), fallback race (z, g) (+ two ints: their indices)
+RACE_FIELDS = tl.constexpr(2)  # per slice: race (z, g) (+ two ints: its index, the fallback token)
 # what the terminal kernel races (the decision record's kind)
 DONE = tl.constexpr(-1)  # nothing: the request was finished by the rows kernel
 RACE_P = tl.constexpr(0)  # p without token `exclude` (-1: none); then the residual races of rows.py
@@ -218,51 +219,60 @@ def _decide_probabilistic(b, n, inv_temperature, position, key_of_seed, request_
 
 @triton.jit
 def _race_slice(t_row, d_row, start, stop, inv_temperature, key, kind, exclude, m, s, md, sd,
-                DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr):
-    # One slice of the terminal race of `kind`, as (z, g, index) and the fallback (z, g, index)
-    # that takes over when the race finds no mass: for a residual, the race over p with the same
-    # E_y; for the race over p without token `exclude`, that token itself, where it has mass (for
-    # target logits the row is valid, so it has; a -inf pair at that index loses to any real winner).
+                DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr, SCREEN: tl.constexpr, BLOCK: tl.constexpr):
+    # One slice of the terminal race of `kind`, as (z, g, index), and the token that takes over
+    # when the race finds no mass: for the race over p without token `exclude`, that token itself,
+    # where it has mass (for target logits the row is valid, so it has; it is in one slice only).
+    # A residual with no mass is raced again over p by the request's last program (_finish_race).
     z = float("-inf")
     g = 0.0
     idx = -1
-    fz = float("-inf")
-    fg = 0.0
     fidx = -1
     if kind == ARGMAX:
         z, idx = argmax_slice(t_row, start, stop, TARGET_PROBS, BLOCK)
     elif kind == RACE_P:
         if TARGET_PROBS:
-            z, g, idx, fz, fg, fidx = race_weights_slice(t_row, d_row, start, stop, 1.0, key, exclude, m, s, md, sd,
-                                                         True, 0, False, BLOCK)
+            z, g, idx = race_weights_slice(t_row, d_row, start, stop, 1.0, key, exclude, m, s, md, sd, True, 0, SCREEN,
+                                           BLOCK)
             in_slice = (exclude >= start) & (exclude < stop)
             p_excluded = clean_prob(tl.load(t_row + tl.where(in_slice, exclude, start)).to(tl.float32))
             fidx = tl.where(in_slice & (p_excluded > 0.0), exclude, -1)
         else:
-            z, g, idx = race_logits_slice(t_row, start, stop, inv_temperature, key, exclude, BLOCK)
-            fidx = exclude
+            z, g, idx = race_logits_slice(t_row, start, stop, inv_temperature, key, exclude, SCREEN, BLOCK)
+            fidx = tl.where((exclude >= start) & (exclude < stop), exclude, -1)
     else:
         if DRAFT == DRAFT_LOGITS:
-            z, g, idx, fz, fg, fidx = race_weights_slice(t_row, d_row, start, stop, inv_temperature, key, -1,
-                                                         m, s, md, sd, TARGET_PROBS, RACE_RESIDUAL_LOGITS, True, BLOCK)
+            z, g, idx = race_weights_slice(t_row, d_row, start, stop, inv_temperature, key, -1, m, s, md, sd,
+                                           TARGET_PROBS, RACE_RESIDUAL_LOGITS, SCREEN, BLOCK)
         if DRAFT == DRAFT_PROBS:
-            z, g, idx, fz, fg, fidx = race_weights_slice(t_row, d_row, start, stop, inv_temperature, key, -1,
-                                                         m, s, md, sd, TARGET_PROBS, RACE_RESIDUAL_PROBS, True, BLOCK)
-    return z, g, idx, fz, fg, fidx
+            z, g, idx = race_weights_slice(t_row, d_row, start, stop, inv_temperature, key, -1, m, s, md, sd,
+                                           TARGET_PROBS, RACE_RESIDUAL_PROBS, SCREEN, BLOCK)
+    return z, g, idx, fidx
 
 
 @triton.jit
 def _merge_race(race_f, race_i, NUM_SPLITS, S_BLOCK: tl.constexpr):
-    # the token of the slices' race partials: the race's winner, else its fallback's (-1: none)
+    # the token of the slices' race partials: the race's winner, else the fallback token (-1: none)
     splits = tl.arange(0, S_BLOCK)
     mask = splits < NUM_SPLITS
     _z, _g, idx = best_pair(tl.load(race_f + splits * RACE_FIELDS, mask=mask, other=float("-inf")),
                             tl.load(race_f + splits * RACE_FIELDS + 1, mask=mask, other=0.0),
                             tl.load(race_i + splits * 2, mask=mask, other=-1))
-    _fz, _fg, fidx = best_pair(tl.load(race_f + splits * RACE_FIELDS + 2, mask=mask, other=float("-inf")),
-                               tl.load(race_f + splits * RACE_FIELDS + 3, mask=mask, other=0.0),
-                               tl.load(race_i + splits * 2 + 1, mask=mask, other=-1))
-    return tl.where(idx >= 0, idx, fidx).to(tl.int64)
+    if idx < 0:
+        idx = tl.max(tl.load(race_i + splits * 2 + 1, mask=mask, other=-1), axis=0)
+    return idx.to(tl.int64)
+
+
+@triton.jit
+def _finish_race(race_f, race_i, NUM_SPLITS, kind, t_row, V, inv_temperature, key, TARGET_PROBS: tl.constexpr,
+                 SCREEN: tl.constexpr, BLOCK: tl.constexpr, S_BLOCK: tl.constexpr):
+    # the terminal token from the slices' partials; a residual with no mass anywhere (rare: p <= q
+    # everywhere) takes the race over p with the same E_y, over the whole row in this one program
+    token = _merge_race(race_f, race_i, NUM_SPLITS, S_BLOCK)
+    if (token < 0) & (kind >= RACE_RESIDUAL_LOGITS) & (kind <= RACE_RESIDUAL_PROBS):
+        _z, _g, idx = sample_row(t_row, 0, V, inv_temperature, key, TARGET_PROBS, SCREEN, BLOCK)
+        token = idx.to(tl.int64)
+    return token
 
 
 @triton.jit
@@ -281,6 +291,7 @@ def _split_terminal_kernel(
     DRAFT: tl.constexpr,
     TARGET_PROBS: tl.constexpr,
     DECIDE_INLINE: tl.constexpr,
+    SCREEN: tl.constexpr,
     BLOCK: tl.constexpr,
     S_BLOCK: tl.constexpr,
     OUT_BLOCK: tl.constexpr,
@@ -329,12 +340,13 @@ def _split_terminal_kernel(
                 if DRAFT == DRAFT_PROBS:
                     kind = tl.where(x_t_valid, RACE_RESIDUAL_PROBS, RACE_P)
             key = _terminal_key(key_of_seed, position + t, purpose)
-            z, g, idx, fz, fg, fidx = _race_slice(t_base + t * target_stride_k, d_base + t * draft_stride_k,
-                                                  start, stop, inv_temperature, key, kind, exclude,
-                                                  0.0, 1.0, 0.0, 1.0, DRAFT, TARGET_PROBS, BLOCK)
-            _store_race(race_f, race_i, split, z, g, idx, fz, fg, fidx)
+            t_row = t_base + t * target_stride_k
+            z, g, idx, fidx = _race_slice(t_row, d_base + t * draft_stride_k, start, stop, inv_temperature, key, kind,
+                                          exclude, 0.0, 1.0, 0.0, 1.0, DRAFT, TARGET_PROBS, SCREEN, BLOCK)
+            _store_race(race_f, race_i, split, z, g, idx, fidx)
             if _last_to_arrive(arrivals_ptr, b, NUM_SPLITS):
-                token = _merge_race(race_f, race_i, NUM_SPLITS, S_BLOCK)
+                token = _finish_race(race_f, race_i, NUM_SPLITS, kind, t_row, V, inv_temperature, key, TARGET_PROBS,
+                                     SCREEN, BLOCK, S_BLOCK)
                 tokens = tl.where(slots < t, x, -1)
                 tokens = tl.where(slots == t, token, tokens)
                 _write_request(out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, b, tokens,
@@ -342,22 +354,22 @@ def _split_terminal_kernel(
     else:
         record_f = scratch_f_ptr + race_start_f + batch * NUM_SPLITS * RACE_FIELDS + b * 4
         record_i = scratch_i_ptr + race_start_i + batch * NUM_SPLITS * 2 + b * 4
-        kind = DONE + 0 * n
-        if not greedy:  # a greedy request was finished by the rows kernel, which left no record
-            kind = tl.load(record_i + 1)
+        # the record is read whatever the request (one round trip with the request's own values);
+        # a greedy request was finished by the rows kernel, which left no record to use
+        t = tl.load(record_i + 0)
+        kind = tl.where(greedy, DONE, tl.load(record_i + 1))
+        exclude = tl.load(record_i + 2)
+        purpose = tl.load(record_i + 3)
         if kind != DONE:
-            t = tl.load(record_i + 0)
-            exclude = tl.load(record_i + 2)
-            purpose = tl.load(record_i + 3)
             key = _terminal_key(key_of_seed, position + t, purpose)
-            z, g, idx, fz, fg, fidx = _race_slice(t_base + t * target_stride_k, d_base + t * draft_stride_k,
-                                                  start, stop, inv_temperature, key, kind, exclude,
-                                                  tl.load(record_f + 0), tl.load(record_f + 1),
-                                                  tl.load(record_f + 2), tl.load(record_f + 3),
-                                                  DRAFT, TARGET_PROBS, BLOCK)
-            _store_race(race_f, race_i, split, z, g, idx, fz, fg, fidx)
+            t_row = t_base + t * target_stride_k
+            z, g, idx, fidx = _race_slice(t_row, d_base + t * draft_stride_k, start, stop, inv_temperature, key, kind,
+                                          exclude, tl.load(record_f + 0), tl.load(record_f + 1), tl.load(record_f + 2),
+                                          tl.load(record_f + 3), DRAFT, TARGET_PROBS, SCREEN, BLOCK)
+            _store_race(race_f, race_i, split, z, g, idx, fidx)
             if _last_to_arrive(arrivals_ptr, b, NUM_SPLITS):
-                token = _merge_race(race_f, race_i, NUM_SPLITS, S_BLOCK)
+                token = _finish_race(race_f, race_i, NUM_SPLITS, kind, t_row, V, inv_temperature, key, TARGET_PROBS,
+                                     SCREEN, BLOCK, S_BLOCK)
                 tl.store(out_ptr + b * out_stride + t, token)
                 tl.store(num_emitted_ptr + b, t + (token >= 0).to(tl.int32))
 
@@ -370,10 +382,8 @@ def _terminal_key(key_of_seed, position, purpose):
 
 
 @triton.jit
-def _store_race(race_f, race_i, split, z, g, idx, fz, fg, fidx):
+def _store_race(race_f, race_i, split, z, g, idx, fidx):
     tl.store(race_f + split * RACE_FIELDS + 0, z)
     tl.store(race_f + split * RACE_FIELDS + 1, g)
-    tl.store(race_f + split * RACE_FIELDS + 2, fz)
-    tl.store(race_f + split * RACE_FIELDS + 3, fg)
     tl.store(race_i + split * 2 + 0, idx)
     tl.store(race_i + split * 2 + 1, fidx)

@@ -49,7 +49,7 @@ def variants() -> list[tuple[object, dict[str, int], int, str]]:
     sizes = {"S_BLOCK": 64, "OUT_BLOCK": 8}
     greedy_shapes = sorted({launch._launch_shape(1 << 17, _GPU, False, "greedy", batch) for batch in (64, 128, 256, 512)})
     for mode, mode_id in MODES.items():
-        split_shapes_by_batch = {batch: launch._launch_shape(1 << 17, _GPU, True, mode, batch) for batch in (8, 64)}
+        split_shapes_by_batch = {batch: launch._launch_shape(1 << 17, _GPU, True, mode, batch) for batch in (8, 64, 512)}
         split_shapes = sorted(set(split_shapes_by_batch.values()))
         for draft in DRAFTS if mode == "probabilistic" else (0,):
             sequential = greedy_shapes if mode == "greedy" else [launch._launch_shape(1 << 17, _GPU, False, mode, 256)]

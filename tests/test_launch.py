@@ -63,10 +63,17 @@ def test_small_vocabularies_keep_at_least_four_tokens_per_thread(h100):
     assert launch._launch_shape(100, h100, True, "probabilistic", 1) == (128, 1)
 
 
-def test_small_batches_split_into_shorter_programs(h100):
+def test_small_and_large_batches_split_into_shorter_programs(h100):
     assert launch._launch_shape(128256, h100, True, "probabilistic", 8) == (512, 4)
     assert launch._launch_shape(128256, h100, True, "probabilistic", 64) == (1024, 4)
+    assert launch._launch_shape(128256, h100, True, "probabilistic", 512) == (512, 4)
     assert launch._launch_shape(128256, h100, True, "greedy", 8) == (2048, 8)
+
+
+def test_races_are_screened_where_they_are_bound_by_issue(h100):
+    assert not launch.screened(8, h100)
+    assert launch.screened(64, h100)
+    assert launch.screened(1, torch.device("cpu"))  # the interpreter checks the screened races
 
 
 @pytest.mark.parametrize(("name", "message"), [

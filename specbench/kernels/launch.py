@@ -128,6 +128,10 @@ SEQUENTIAL_PROBABILISTIC_SHAPE = (8192, 32)
 SEQUENTIAL_GREEDY_WARPS_IN_FLIGHT = 4096
 SPLIT_SHAPE = {"greedy": (2048, 8), "probabilistic": (1024, 4), "synthetic": (1024, 4)}
 SPLIT_SMALL_BATCH = 16  # at most this many requests: the other modes' split programs read 512 x 4
+# ... and at least this many: there the split programs are races bound by instruction issue (requests
+# decided at their drafts), and 512 x 4 holds 48 registers against 96 (B=512 K=7 V=128256, target and
+# draft probabilities, all accepted, graph: 107.6 against 121.3 µs; B=64 is faster at 1024 x 4)
+SPLIT_LARGE_BATCH = 256
 SPLIT_CHUNK = 16384
 SPLIT_PROGRAMS_PER_SM = 4
 TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk": None}
@@ -244,7 +248,7 @@ def _launch_shape(vocab: int, device: torch.device, split: bool, mode: str, batc
         return min(max(_next_power_of_2(vocab), 16), 1024), 4
     if split:
         block, num_warps = SPLIT_SHAPE[mode]
-        if mode != "greedy" and batch <= SPLIT_SMALL_BATCH:
+        if mode != "greedy" and (batch <= SPLIT_SMALL_BATCH or batch >= SPLIT_LARGE_BATCH):
             block = 512
     elif mode == "greedy":
         num_warps = min(max(_next_power_of_2(SEQUENTIAL_GREEDY_WARPS_IN_FLIGHT // max(batch, 1)), 8), 32)

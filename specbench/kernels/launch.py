@@ -116,14 +116,16 @@ _SIMULATE_BLOCK = 1024
 STRATEGIES = ("auto", "sequential", "split")
 _strategy = "auto"
 # Launch shapes (tokens per block, warps per program), from H200 measurements (results/kernels-notes.md).
-# One program per request: the probabilistic mode 8192 x 32 (8 tokens per thread and row in the fused
-# statistics loop, whose state is one (max, sum) per thread and tile, so twice the bytes in flight
-# of 4096 x 32 in 64 registers; its races take half the block, 4096, and do not spill); greedy rows take as many warps as keep about 4096 warps in flight, 8 tokens per
-# thread (B = 128: 8192 x 32; 256: 4096 x 16; 512: 2048 x 8). The split kernels: greedy 2048 x 8, the
-# others 1024 x 4, 512 x 4 at B <= 16 (shorter programs: a small batch is bound by latency; B = 8
-# K = 3 draft logits under a graph 22.7 against 24.6 µs), each program reading at most SPLIT_CHUNK
-# tokens of a row and the grid holding about SPLIT_PROGRAMS_PER_SM programs per multiprocessor.
-# TUNING overrides them when set (benchmarks use it to explore).
+# One program per request: the probabilistic mode 8192 x 32 (the fused statistics loop keeps one
+# (max, sum) per thread and 4-token tile, so 8 tokens per thread and row fit in flight in 64
+# registers; its races take half the block, 4096, and do not spill; B=256 K=7 draft logits all
+# accepted 618.0 against 629.1 µs at 4096 x 32, results/h200-session5-variants/); greedy rows take
+# as many warps as keep about 4096 warps in flight, 8 tokens per thread (B = 128: 8192 x 32; 256:
+# 4096 x 16; 512: 2048 x 8). The split kernels: greedy 2048 x 8, the others 1024 x 4, 512 x 4 at
+# B <= 16 (shorter programs: a small batch is bound by latency) and at B >= 256 (below), each
+# program reading at most SPLIT_CHUNK tokens of a row and the grid holding about
+# SPLIT_PROGRAMS_PER_SM programs per multiprocessor. TUNING overrides them when set (benchmarks use
+# it to explore).
 SEQUENTIAL_PROBABILISTIC_SHAPE = (8192, 32)
 SEQUENTIAL_GREEDY_WARPS_IN_FLIGHT = 4096
 SPLIT_SHAPE = {"greedy": (2048, 8), "probabilistic": (1024, 4), "synthetic": (1024, 4)}

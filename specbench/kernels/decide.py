@@ -53,37 +53,67 @@ def request_setup(b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM
 
 
 @triton.jit
-def target_prob_at(t_ptr, mask, inv_temperature, m, s, TARGET_PROBS: tl.constexpr):
-    # p(x) read at t_ptr (one pointer or one per slot; nothing is read where `mask` is off): the
-    # cleaned probability as given, or exp(z - m) / s from the logit and its row's statistics
-    value = tl.load(t_ptr, mask=mask, other=0.0).to(tl.float32)
+def target_prob_of(value, inv_temperature, m, s, TARGET_PROBS: tl.constexpr):
+    # p(x) from the target's value at x: the cleaned probability as given, or exp(z - m) / s from
+    # the logit and its row's statistics
+    value = value.to(tl.float32)
     if TARGET_PROBS:
         return clean_prob(value)
     return prob_of(clean(value * inv_temperature), m, s)
 
 
 @triton.jit
-def draft_prob_at(d_ptr, mask, inv_temperature, md, sd, DRAFT: tl.constexpr):
-    # q(x) read at d_ptr: 1 for a one-hot draft (DRAFT_NONE, or draft logits with no finite value:
-    # md = -inf), the softmax of the draft logits, or the given draft probability (NaN counts as 0)
+def draft_prob_of(value, inv_temperature, md, sd, DRAFT: tl.constexpr):
+    # q(x) from the draft's value at x: 1 for a one-hot draft (DRAFT_NONE, or draft logits with no
+    # finite value: md = -inf), the softmax of the draft logits, or the given draft probability
+    # (NaN counts as 0)
     q_x = 1.0
     if DRAFT == DRAFT_LOGITS:
-        q_draft = prob_of(clean(tl.load(d_ptr, mask=mask, other=0.0).to(tl.float32) * inv_temperature), md, sd)
+        q_draft = prob_of(clean(value.to(tl.float32) * inv_temperature), md, sd)
         q_x = tl.where(md == float("-inf"), 1.0, q_draft)
     if DRAFT == DRAFT_PROBS:
-        q_x = tl.load(d_ptr, mask=mask, other=0.0).to(tl.float32)
+        q_x = value.to(tl.float32)
         q_x = tl.where(q_x != q_x, 0.0, q_x)  # noqa: PLR0124 (NaN test)
     return q_x
 
 
 @triton.jit
-def accept_test(u, x, x_valid, t_row, d_row, inv_temperature, m, s, md, sd, DRAFT: tl.constexpr,
+def target_prob_at(t_ptr, mask, inv_temperature, m, s, TARGET_PROBS: tl.constexpr):
+    # p(x) read at t_ptr (one pointer or one per slot; nothing is read where `mask` is off)
+    return target_prob_of(tl.load(t_ptr, mask=mask, other=0.0), inv_temperature, m, s, TARGET_PROBS)
+
+
+@triton.jit
+def draft_prob_at(d_ptr, mask, inv_temperature, md, sd, DRAFT: tl.constexpr):
+    # q(x) read at d_ptr (nothing is read for a one-hot draft)
+    value = 0.0
+    if DRAFT != DRAFT_NONE:
+        value = tl.load(d_ptr, mask=mask, other=0.0)
+    return draft_prob_of(value, inv_temperature, md, sd, DRAFT)
+
+
+@triton.jit
+def read_at_draft(t_row, d_row, x, x_valid, DRAFT: tl.constexpr):
+    # the target's and the draft's values at draft x (0 where x is not a valid id; the draft's only
+    # for a draft distribution), as stored: what accept_test reads
+    # (volatile: the compiler would otherwise sink a load whose value is used only after the loop
+    # that follows it, to just before that use)
+    x_safe = tl.where(x_valid, x, 0)
+    t_at_x = tl.load(t_row + x_safe, mask=x_valid, other=0.0, volatile=True)
+    d_at_x = t_at_x * 0.0
+    if DRAFT != DRAFT_NONE:
+        d_at_x = tl.load(d_row + x_safe, mask=x_valid, other=0.0, volatile=True)
+    return t_at_x, d_at_x
+
+
+@triton.jit
+def accept_test(u, x_valid, t_at_x, d_at_x, inv_temperature, m, s, md, sd, DRAFT: tl.constexpr,
                 TARGET_PROBS: tl.constexpr):
     # accept iff u * q(x) < p(x)  (Leviathan et al. 2022, alg. 1); q(x) = 1 for one-hot drafts.
-    # m, s (and md, sd) are the softmax statistics of the target (and draft) row.
-    x_safe = tl.where(x_valid, x, 0)
-    p_x = target_prob_at(t_row + x_safe, x_valid, inv_temperature, m, s, TARGET_PROBS)
-    q_x = draft_prob_at(d_row + x_safe, x_valid, inv_temperature, md, sd, DRAFT)
+    # t_at_x, d_at_x are the values read at the draft (read_at_draft); m, s (and md, sd) the softmax
+    # statistics of the target (and draft) row.
+    p_x = target_prob_of(t_at_x, inv_temperature, m, s, TARGET_PROBS)
+    q_x = draft_prob_of(d_at_x, inv_temperature, md, sd, DRAFT)
     return x_valid & (u * q_x < p_x)
 
 

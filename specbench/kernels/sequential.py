@@ -20,6 +20,7 @@ from specbench.kernels.decide import (
     RESIDUAL,
     SAMPLE,
     accept_test,
+    read_at_draft,
     request_setup,
     sample_row,
     target_prob_at,
@@ -103,6 +104,10 @@ def _verify_sequential_kernel(
                                        TARGET_PROBS, SCREEN, BLOCK // 2)
             token = bonus.to(tl.int64)
         else:
+            # the values at the draft are read before the rows' statistics, so that read (which
+            # depends on the draft id) overlaps the pass instead of following it
+            t_at_x, d_at_x = read_at_draft(t_row, d_row, x, x_valid, DRAFT)
+            u = uniform_at(stream_key(key_of_seed, position + i, ACCEPT), 0)
             if TARGET_PROBS:
                 # p(x) is read at the draft; the draft logits' statistics give q(x)
                 md, sd, _m2, _s2 = softmax_stats_slice(d_row, d_row, 0, V, inv_temperature, False, BLOCK)
@@ -113,9 +118,7 @@ def _verify_sequential_kernel(
                 if DRAFT == DRAFT_PROBS:
                     md = 0.0  # marks "q is a real distribution" for the one-hot test of the residual
             if m != float("-inf"):
-                u = uniform_at(stream_key(key_of_seed, position + i, ACCEPT), 0)
-                accepted = accept_test(u, x, x_valid, t_row, d_row, inv_temperature, m, s, md, sd, DRAFT,
-                                       TARGET_PROBS)
+                accepted = accept_test(u, x_valid, t_at_x, d_at_x, inv_temperature, m, s, md, sd, DRAFT, TARGET_PROBS)
                 if accepted:
                     token = x
                 else:

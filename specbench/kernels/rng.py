@@ -110,9 +110,3 @@ def neg_log_of_uniform(u):
     p = p * f + _P1
     p = p * f + _P0
     return -(e.to(tl.float32) * _LN2 + (f + (f * f) * p))
-
-
-@triton.jit
-def neg_log_uniform(key, index):
-    # the exponential variate E = -log u of word `index` of stream `key`
-    return neg_log_of_uniform(uniform_at(key, index))

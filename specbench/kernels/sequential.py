@@ -31,7 +31,7 @@ from specbench.kernels.rows import argmax_slice, race_logits_slice, race_weights
 
 @triton.jit
 def _residual_token(t_row, d_row, V, inv_temperature, key, x, x_valid, m, s, md, sd, DRAFT: tl.constexpr,
-                    TARGET_PROBS: tl.constexpr, SCREEN: tl.constexpr, BLOCK: tl.constexpr):
+                    TARGET_PROBS: tl.constexpr, SCREEN: tl.constexpr, RACE_BLOCK: tl.constexpr):
     # The token emitted after rejecting draft x: the race over w = max(p - q, 0), where w is p
     # without x for a one-hot draft and p itself for an id outside [0, V); p, with the same E_y,
     # when w has no mass (a second pass, since it is rare).
@@ -41,19 +41,19 @@ def _residual_token(t_row, d_row, V, inv_temperature, key, x, x_valid, m, s, md,
     if one_hot | (~x_valid):
         if TARGET_PROBS:
             _z, _g, idx = race_weights_slice(t_row, d_row, 0, V, 1.0, key, exclude, 0.0, 1.0, md, sd, True, 0, SCREEN,
-                                             BLOCK // 2)
+                                             RACE_BLOCK)
         else:
-            _z, _g, idx = race_logits_slice(t_row, 0, V, inv_temperature, key, exclude, SCREEN, BLOCK // 2)
+            _z, _g, idx = race_logits_slice(t_row, 0, V, inv_temperature, key, exclude, SCREEN, RACE_BLOCK)
         # should nothing else have mass, x itself where it has some (else the row has none; for target
         # logits the row is valid, so x has)
         p_x = target_prob_at(t_row + tl.where(x_valid, x, 0), x_valid, inv_temperature, m, s, TARGET_PROBS)
         token = tl.where(idx >= 0, idx, tl.where(x_valid & (p_x > 0.0), x, -1).to(tl.int32))
     else:
         _z, _g, idx = race_weights_slice(t_row, d_row, 0, V, inv_temperature, key, -1, m, s, md, sd, TARGET_PROBS,
-                                         DRAFT, SCREEN, BLOCK // 2)
+                                         DRAFT, SCREEN, RACE_BLOCK)
         if idx < 0:
             # w is zero everywhere: the race over p with the same E_y
-            _z, _g, idx = sample_row(t_row, 0, V, inv_temperature, key, TARGET_PROBS, SCREEN, BLOCK // 2)
+            _z, _g, idx = sample_row(t_row, 0, V, inv_temperature, key, TARGET_PROBS, SCREEN, RACE_BLOCK)
         token = idx
     return token.to(tl.int64)
 
@@ -101,7 +101,7 @@ def _verify_sequential_kernel(
             token = tl.where(accepted, x, best_idx.to(tl.int64))
         elif i == n:
             _z, _g, bonus = sample_row(t_row, 0, V, inv_temperature, stream_key(key_of_seed, position + i, SAMPLE),
-                                       TARGET_PROBS, SCREEN, BLOCK // 2)
+                                       TARGET_PROBS, SCREEN, BLOCK // 2)  # races: half the block
             token = bonus.to(tl.int64)
         else:
             # the values at the draft are read before the rows' statistics, so that read (which
@@ -124,7 +124,7 @@ def _verify_sequential_kernel(
                 else:
                     token = _residual_token(t_row, d_row, V, inv_temperature,
                                             stream_key(key_of_seed, position + i, RESIDUAL), x, x_valid,
-                                            m, s, md, sd, DRAFT, TARGET_PROBS, SCREEN, BLOCK)
+                                            m, s, md, sd, DRAFT, TARGET_PROBS, SCREEN, BLOCK // 2)
         tokens = tl.where(slots == i, token, tokens)
         num_emitted += (token >= 0).to(tl.int32)
         num_accepted += accepted.to(tl.int32)

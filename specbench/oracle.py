@@ -165,12 +165,15 @@ def step_distribution(
         mode: ``"greedy"``, ``"probabilistic"`` or ``"synthetic"``.
         target_logits: ``[K + 1, V]`` float (any dtype; read as float64).
         target_probs: ``[K + 1, V]`` float instead of ``target_logits``: taken as already tempered
-            (``temperature`` only says greedy or not), cleaned by ``clean_probs``: the acceptance
-            test reads them as given, a drawn token follows them normalised.
+            (``temperature`` is not applied to them; it says greedy or not and tempers the draft
+            logits), cleaned by ``clean_probs``: the acceptance test reads them as given, a drawn
+            token follows them normalised.
         draft_token_ids: ``[K]`` integer; ids outside ``[0, V)`` are rejected drafts.
         num_draft_tokens: ``n`` in ``0..K``.
-        draft_logits / draft_probs: ``[K, V]`` or None (probabilistic mode).
-        temperature: ``T >= 0``; 0 (or ``mode="greedy"``) makes a greedy row.
+        draft_logits / draft_probs: ``[K, V]`` or None (probabilistic mode); draft logits are
+            divided by ``temperature`` whatever the target's form.
+        temperature: ``T >= 0``; 0 (or ``mode="greedy"``) makes a greedy row; a negative or NaN
+            one makes the request invalid: nothing is emitted (``A = 0``, every emit row zero).
         conditional_rates: ``K`` conditional rates ``c_i`` (synthetic mode).
 
     Returns:
@@ -180,6 +183,12 @@ def step_distribution(
     if draft_token_ids is None or (target_logits is None) == (target_probs is None):
         raise ValueError("step_distribution needs draft_token_ids and one of target_logits or target_probs")
     vocab = (target_logits if target_probs is None else target_probs).shape[-1]
+    if mode != "greedy" and not temperature >= 0:  # negative or NaN (greedy mode ignores temperatures)
+        reach = torch.zeros(num_draft_tokens + 1, dtype=torch.float64)
+        reach[0] = 1.0
+        return StepDistribution(accept_probs=torch.zeros(num_draft_tokens, dtype=torch.float64), reach_probs=reach,
+                                emit_probs=torch.zeros(num_draft_tokens + 1, vocab, dtype=torch.float64),
+                                num_accepted_probs=reach.clone())
     greedy = mode == "greedy" or temperature == 0
     accept_probs = []
     emit_rows = []

@@ -104,7 +104,8 @@ def verify(
         num_draft_tokens: ``[B]`` int32 in ``0..K``.
         draft_logits: ``[B, K, V]`` float or None (probabilistic mode only).
         draft_probs: ``[B, K, V]`` float or None (probabilistic mode only); NaN counts as 0.
-        temperatures: ``[B]`` float32, 0 for a greedy row.
+        temperatures: ``[B]`` float32, 0 for a greedy row; it tempers target and draft logits (never
+            probabilities); negative or NaN makes the request invalid (it emits nothing).
         seeds: ``[B]`` int64.
         positions: ``[B]`` int64, the sequence position of draft slot 0.
         conditional_rates: ``[max(K, 1)]`` float32, the synthetic profile ``c_i``.
@@ -118,10 +119,13 @@ def verify(
     batch, num_rows, vocab = target_rows.shape
     num_spec = num_rows - 1
     device = target_rows.device
-    num_draft_tokens = num_draft_tokens.clamp(0, num_spec)  # unchecked counts, as the kernels clamp them
+    # a negative or NaN temperature (possible only unchecked) makes the request invalid: it emits nothing
+    invalid_request = ~(temperatures >= 0)  # [B]
+    # unchecked counts are clamped, as the kernels clamp them; an invalid request decides no draft
+    num_draft_tokens = torch.where(invalid_request, 0, num_draft_tokens.clamp(0, num_spec))
     greedy_row = temperatures == 0  # [B]
     inv_temperature = torch.where(greedy_row, 1.0, 1.0 / torch.where(greedy_row, 1.0, temperatures))  # [B]
-    inv_temperature = torch.where(temperatures < 0, torch.nan, inv_temperature)  # unchecked: every row invalid
+    inv_temperature = torch.where(invalid_request, torch.nan, inv_temperature)  # never used: nothing is emitted
 
     slots = torch.arange(num_spec, dtype=torch.int64, device=device)  # [K]
     drafts = draft_token_ids  # [B, K]
@@ -167,7 +171,7 @@ def verify(
     else:
         terminal_row = _clean(target_logits[batch_index, terminal], inv_temperature)  # [B, V]
     terminal_max, token = _ranked(terminal_row, is_probs).max(dim=-1)  # greedy rows: the argmax, ties to the lowest id
-    terminal_valid = terminal_max > _NEG_INF
+    terminal_valid = (terminal_max > _NEG_INF) & ~invalid_request
 
     if mode != "greedy":
         # p: the probabilities as given (a race needs no normaliser), or the softmax of the logits

@@ -8,6 +8,9 @@ Layout (padded, one row per draft slot plus the bonus row; ``B``, ``K``, ``V`` a
 - ``draft_token_ids`` ``[B, K]`` int32 or int64; ``-1`` (or any id outside ``[0, V)``) is a
   draft that is rejected without a test and without an out-of-bounds read.
 - ``draft_logits`` or ``draft_probs`` ``[B, K, V]`` (at most one; neither means one-hot drafts).
+  Draft logits mean one thing in every call: the drafter's logits before any temperature; ``q`` is
+  their softmax after division by the request's temperature, whatever form the target takes
+  (logits or probabilities). Draft probabilities are ``q`` itself, already tempered.
 - ``target_probs`` ``[B, K + 1, V]`` (keyword) instead of ``target_logits``: exactly one of the two.
   Probabilities are read as given, entry by entry, and never renormalised: NaN and negative
   entries count as 0, entries above 1 (``+inf`` too) as 1. So the acceptance test reads two values
@@ -17,15 +20,20 @@ Layout (padded, one row per draft slot plus the bonus row; ``B``, ``K``, ``V`` a
   its values as they are (acceptance ``min(1, p(x) / q(x))`` with the raw ``p(x)``), while a token
   drawn from it (residual or bonus) follows the row divided by its sum. A terminal row with no
   positive entry is *invalid*, as a row of ``-inf`` logits; a draft row with no mass rejects its
-  draft (``p(x) = 0``) and is then the terminal row. They are taken as already tempered:
-  ``temperatures[b]`` only says greedy (0) or not (a negative or NaN one still makes the request's
-  rows invalid). Greedy is the argmax of the probabilities (ties to the lowest id). Every rule below
-  then holds with the same random streams, so the outputs equal the logits path's wherever the
-  probabilities are the softmax of those logits, up to float rounding.
+  draft (``p(x) = 0``) and is then the terminal row. They are taken as already tempered: the
+  temperature is not applied to them again, but it still says greedy (0) or not, it still tempers
+  the draft logits, and a negative or NaN one still makes the request invalid (below). Greedy is
+  the argmax of the probabilities (ties to the lowest id). Every rule below then holds with the
+  same random streams, so with ``target_probs = softmax(target_logits / T)`` the outputs equal the
+  logits path's for every draft form, up to float rounding (a draw can differ only where two
+  candidates tie to within a few ulp).
 
 What each mode computes, exactly (every backend follows this to the bit, up to float rounding
 of the probabilities):
 
+- A request whose temperature is negative or NaN (possible only unchecked, ``check_values=False``)
+  is *invalid*: it emits nothing (every slot ``-1``, ``num_emitted = num_accepted = 0``), in
+  every mode and whatever form the target takes.
 - Rows are cleaned first: logits are scaled by ``1 / temperature``, NaN becomes ``-inf`` and
   ``+inf`` the largest float32 (so several ``+inf`` tokens share the mass equally; the same holds
   for logits that overflow when a tiny temperature scales them: use 0 for greedy). A target row
@@ -172,9 +180,11 @@ def verify(
         draft_token_ids: ``[B, K]`` int32/int64; ``-1`` or out of range is a rejected draft.
         mode: ``"greedy"``, ``"probabilistic"`` (default) or ``"synthetic"``.
         num_draft_tokens: ``[B]`` integer in ``0..K``; default ``K`` for every request.
-        draft_logits: ``[B, K, V]`` float, the draft model's logits (probabilistic mode).
+        draft_logits: ``[B, K, V]`` float, the draft model's logits before its temperature
+            (probabilistic mode): ``q = softmax(draft_logits / T)`` whatever the target's form.
         draft_probs: ``[B, K, V]`` float, the draft distribution itself (probabilistic mode).
-        temperatures: ``[B]`` float, ``>= 0``; 0 makes a greedy row; default 1.
+        temperatures: ``[B]`` float, ``>= 0``; 0 makes a greedy row; default 1. It tempers
+            target and draft logits; target and draft probabilities are taken as already tempered.
         seeds: ``[B]`` int64 request seeds; required unless ``mode="greedy"``.
         positions: ``[B]`` integer, sequence position of each request's first draft slot; default 0.
         acceptance_rates: ``K`` unconditional rates, required for ``mode="synthetic"``.
@@ -182,7 +192,7 @@ def verify(
         check_values: inspect the values of ``num_draft_tokens`` and ``temperatures`` (a host
             read). Default: on CPU tensors only, so a GPU call never waits on the device and can
             be captured in a CUDA graph; there every backend clamps counts into ``[0, K]``, and a
-            negative or NaN temperature makes every row of its request invalid.
+            request with a negative or NaN temperature is invalid (it emits nothing).
 
     Returns:
         ``VerifyResult(output_token_ids [B, K+1] int64 (-1 padded), num_emitted [B] int32,
@@ -286,9 +296,6 @@ def prepare_verify(
         bad = temperatures[~(temperatures >= 0)][0].item()
         raise SpecbenchError(f"temperatures must be non-negative numbers, got {bad}")
     temperatures = temperatures.to(torch.float32)
-    if target_probs is not None:
-        # probabilities are already tempered: only "0 = greedy" (and an invalid negative/NaN) is kept
-        temperatures = torch.where(temperatures > 0, torch.ones_like(temperatures), temperatures)
     if mode == "greedy":
         temperatures = torch.zeros_like(temperatures)
 

@@ -59,6 +59,21 @@ def test_residual_from_p_fails_the_token_law():
     assert checks["probabilistic", f"accepted-count law ({label})"].verdict == "pass"  # acceptance is right
 
 
+def test_a_sampler_that_skips_the_draft_temperature_fails_where_t_is_not_1():
+    # it takes draft logits: given draft probabilities, it gets T * log q and forgets to divide by T too
+    checks = _run("control-untempered-draft", modes=["probabilistic"], samples=20000)
+    for config in LAW_CONFIGS:
+        if config.draft_kind == "none":
+            continue
+        found = [c for c in checks if c.name.endswith(f"({config.label})")]
+        assert len(found) == 5
+        failed = [c for c in found if c.verdict == "FAIL"]
+        if config.temperature == 1.0:
+            assert not failed, [(c.name, c.detail) for c in failed]  # at T = 1 it is right
+        else:
+            assert failed, config.label
+
+
 def test_bf16_draft_logits_shift_acceptance_and_the_token_law_by_what_the_oracle_predicts():
     samples = 20000
     checks = _run("control-bf16-draft", modes=["probabilistic"], samples=samples, seed=0)

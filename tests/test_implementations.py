@@ -131,6 +131,28 @@ def test_each_form_is_converted_and_conversions_are_listed():
     assert spy.conversions(one_hot) == ["target logits -> probs", "draft one-hot -> logits"]
 
 
+@pytest.mark.parametrize("target_form", contract.FORMS)
+@pytest.mark.parametrize("draft_form", contract.FORMS)
+def test_every_declared_form_gets_the_same_step_from_target_probabilities(target_form, draft_form):
+    # with target probabilities and draft logits at T != 1, a plugin taking logits gets T * log p (divided by T:
+    # log p) and one taking probabilities gets softmax(draft logits / T): the same step as given, in any form
+    @sampler(target=target_form, draft=draft_form, rng="specbench")
+    def through_torch(**inputs):
+        return verify(backend="torch", **inputs)
+
+    generator = torch.Generator().manual_seed(4)
+    batch, vocab = 12, 20
+    temperatures = torch.tensor([0.4, 0.0, 2.5, 1.0] * 3)
+    scale = torch.where(temperatures > 0, temperatures, 1.0)[:, None, None]
+    target_probs = torch.softmax(torch.randn(batch, 3, vocab, generator=generator) * 2 / scale, -1)
+    draft_logits = torch.randn(batch, 2, vocab, generator=generator) * 2
+    drafts = torch.randint(0, vocab, (batch, 2), generator=generator)
+    kwargs = {"mode": "probabilistic", "target_probs": target_probs, "draft_logits": draft_logits,
+              "draft_token_ids": drafts, "seeds": torch.arange(batch), "temperatures": temperatures}
+    got, want = through_torch.bind(kwargs)(), verify(backend="torch", **kwargs)
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+
+
 def test_conversion_inside_the_call_gives_the_same_outputs():
     impl = resolve("textbook")
     kwargs = {"mode": "probabilistic", "target_logits": torch.randn(5, 4, 30), "draft_logits": torch.randn(5, 3, 30),

@@ -101,6 +101,21 @@ def test_greedy_and_synthetic_laws():
     assert _close(synthetic.num_accepted_probs, [0.75, 0.25, 0.0])
 
 
+@pytest.mark.parametrize("temperature", [-1.0, NAN])
+@pytest.mark.parametrize("mode", ["probabilistic", "synthetic"])
+def test_a_negative_or_nan_temperature_emits_nothing(mode, temperature):
+    # an invalid request: A = 0 for sure and no token in any slot, whatever the target's form
+    probs = torch.tensor([[0.0, 1.0, 0.0], [0.0, 1.0, 0.0]], dtype=torch.float64)
+    for target in ({"target_probs": probs}, {"target_logits": torch.log(probs)}):
+        law = oracle.step_distribution(mode=mode, draft_token_ids=torch.tensor([1]), num_draft_tokens=1,
+                                       temperature=temperature, conditional_rates=[1.0], **target)
+        assert _close(law.num_accepted_probs, [1.0, 0.0]) and _close(law.reach_probs, [1.0, 0.0])
+        assert _close(law.emit_probs, torch.zeros(2, 3, dtype=torch.float64))
+    greedy = oracle.step_distribution(mode="greedy", target_probs=probs, draft_token_ids=torch.tensor([1]),
+                                      num_draft_tokens=1, temperature=temperature)
+    assert _close(greedy.num_accepted_probs, [0.0, 1.0])  # the greedy mode reads no temperature
+
+
 def test_cleaning_rules():
     row = torch.tensor([NAN, INF, 0.0, INF, -INF])
     assert _close(oracle.softmax(row, 1.0), [0.0, 0.5, 0.0, 0.5, 0.0])  # +inf tokens share the mass

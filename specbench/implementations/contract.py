@@ -5,10 +5,12 @@ the callable and declares the facts with ``@sampler(...)``:
 
 - ``modes``: the modes it runs (``greedy``, ``probabilistic``, ``synthetic``).
 - ``target`` and ``draft``: the form it takes the target and draft distributions in, ``"logits"``
-  or ``"probs"``. Inputs in the other form are converted for it (see ``convert``): softmax of the
-  logits at the request's temperature (a greedy row, temperature 0, becomes the one-hot at its
-  argmax), or the log of the probabilities. ``one_hot``: it takes ``draft_<form>=None`` for drafts
-  without a distribution; otherwise it is given the one-hot rows.
+  or ``"probs"``. Logits are always taken before the temperature (the callee divides them by
+  ``temperatures``), probabilities after it. Inputs in the other form are converted for it (see
+  ``convert``): softmax of the logits at the request's temperature (a greedy row, temperature 0,
+  becomes the one-hot at its argmax), or ``T * log p`` of the probabilities (``log p`` for a greedy
+  row), whose division by ``T`` gives ``log p`` back. ``one_hot``: it takes ``draft_<form>=None``
+  for drafts without a distribution; otherwise it is given the one-hot rows.
 - ``rng``: ``"specbench"`` when it draws from ``specbench.rng``'s streams (its outputs must then
   equal the reference's), ``"own"`` when it has its own generator (it is judged statistically).
 - ``seeded``: the same ``seeds`` give the same outputs; ``batch_invariant``: a request's outputs do
@@ -22,8 +24,9 @@ The callable is called with keyword arguments, the same names as ``specbench.ver
 ``mode``, ``target_logits`` or ``target_probs`` (the declared form, ``[B, K + 1, V]``),
 ``draft_token_ids`` ``[B, K]`` int64, ``draft_logits`` or ``draft_probs`` (the declared form,
 ``[B, K, V]``; present in the probabilistic mode only), ``num_draft_tokens`` ``[B]`` int32,
-``temperatures`` ``[B]`` float32 (probabilities are already tempered: there a temperature only
-says greedy (0) or not), ``seeds`` ``[B]`` int64, ``positions`` ``[B]`` int64 and
+``temperatures`` ``[B]`` float32 (each request's own, whatever the forms: it tempers logits, target
+and draft alike, and never probabilities; 0 is a greedy request), ``seeds`` ``[B]`` int64,
+``positions`` ``[B]`` int64 and
 ``acceptance_rates`` (the synthetic mode's ``K`` rates, else None). It returns a
 ``specbench.VerifyResult``.
 """
@@ -211,10 +214,13 @@ def logits_to_probs(logits: torch.Tensor, temperatures: torch.Tensor, greedy_row
     return probs
 
 
-def probs_to_logits(probs: torch.Tensor) -> torch.Tensor:
-    """``log p`` (float32) with NaN and negative entries as 0: softmax of the result is the row over its sum."""
+def probs_to_logits(probs: torch.Tensor, temperatures: torch.Tensor) -> torch.Tensor:
+    """``T * log p`` (float32) of ``[B, R, V]`` probabilities at ``[B]`` temperatures (``log p`` where
+    ``T`` is 0), NaN and negative entries as 0: logits before the temperature, so the softmax of the
+    result over ``T`` is the row over its sum."""
     probs = probs.to(torch.float32)
-    return torch.log(torch.where(torch.isnan(probs) | (probs < 0), 0.0, probs))
+    scale = torch.where(temperatures > 0, temperatures, 1.0)[:, None, None]
+    return torch.log(torch.where(torch.isnan(probs) | (probs < 0), 0.0, probs)) * scale
 
 
 def one_hot_rows(draft_token_ids: torch.Tensor, vocab: int) -> torch.Tensor:
@@ -238,7 +244,7 @@ def convert(impl: Implementation, kwargs: dict[str, Any], greedy_rows: bool | No
     if impl.target == "probs" and not given_probs:
         target = logits_to_probs(target, temperatures, greedy_rows).to(dtype)
     elif impl.target == "logits" and given_probs:
-        target = probs_to_logits(target).to(dtype)
+        target = probs_to_logits(target, temperatures).to(dtype)
     call = {"mode": mode, f"target_{impl.target}": target, "draft_token_ids": checked["draft_token_ids"],
             "num_draft_tokens": checked["num_draft_tokens"], "temperatures": temperatures, "seeds": checked["seeds"],
             "positions": checked["positions"], "acceptance_rates": kwargs.get("acceptance_rates")}
@@ -267,6 +273,4 @@ def _draft_in_form(impl: Implementation, checked: dict[str, Any], temperatures: 
         return probs.to(dtype)
     if draft_logits is not None:
         return draft_logits
-    # log q times T: the callee divides draft logits by the temperature, and q is already tempered
-    scale = torch.where(temperatures > 0, temperatures, 1.0)[:, None, None]
-    return (probs_to_logits(draft_probs) * scale).to(dtype)
+    return probs_to_logits(draft_probs, temperatures).to(dtype)

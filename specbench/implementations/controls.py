@@ -12,6 +12,10 @@ batch's seeds) with one rule changed, after a bug found in a serving engine:
   emitted law by an amount that grows with the logits' magnitude.
 - ``control-residual-from-p`` samples the rejection's replacement from ``p`` instead of
   ``norm(max(p - q, 0))``: the emitted tokens lean towards the drafts.
+- ``control-untempered-draft`` takes target probabilities (already tempered) and draft logits, and
+  forgets that the draft logits still need the request's temperature: it tests against
+  ``softmax(draft_logits)`` while the drafts came from ``softmax(draft_logits / T)``. Exact at
+  ``T = 1`` only.
 
 ``textbook`` is the same code with no rule changed: the positive control, which passes.
 """
@@ -105,5 +109,12 @@ def residual_from_p(*, target_probs, draft_probs, draft_token_ids, num_draft_tok
     return chain_sample(target_probs, draft_probs, draft_token_ids, num_draft_tokens, seeds, residual="target")
 
 
+@sampler(name="control-untempered-draft", description="with target probabilities, takes q = softmax(draft "
+         "logits) without the temperature", draft="logits", **_FACTS)
+def untempered_draft(*, target_probs, draft_logits, draft_token_ids, num_draft_tokens, seeds, **_) -> VerifyResult:
+    draft_probs = torch.softmax(torch.nan_to_num(draft_logits.to(torch.float32), nan=float("-inf")), dim=-1)
+    return chain_sample(target_probs, draft_probs, draft_token_ids, num_draft_tokens, seeds)
+
+
 CONTROLS: dict[str, Implementation] = {impl.name: impl for impl in
-                                       (textbook, onehot_acceptance, bf16_draft, residual_from_p)}
+                                       (textbook, onehot_acceptance, bf16_draft, residual_from_p, untempered_draft)}

@@ -22,6 +22,7 @@ from specbench.kernels.decide import (
     accept_test,
     read_at_draft,
     request_setup,
+    request_valid,
     sample_row,
     target_prob_at,
 )
@@ -100,9 +101,11 @@ def _verify_sequential_kernel(
             accepted = x_valid & (x == best_idx)
             token = tl.where(accepted, x, best_idx.to(tl.int64))
         elif i == n:
-            _z, _g, bonus = sample_row(t_row, 0, V, inv_temperature, stream_key(key_of_seed, position + i, SAMPLE),
-                                       TARGET_PROBS, SCREEN, BLOCK // 2)  # races: half the block
-            token = bonus.to(tl.int64)
+            if request_valid(inv_temperature):  # an invalid request has n = 0 and emits nothing
+                _z, _g, bonus = sample_row(t_row, 0, V, inv_temperature,
+                                           stream_key(key_of_seed, position + i, SAMPLE), TARGET_PROBS, SCREEN,
+                                           BLOCK // 2)  # races: half the block
+                token = bonus.to(tl.int64)
         else:
             # the values at the draft are read before the rows' statistics, so that read (which
             # depends on the draft id) overlaps the pass instead of following it

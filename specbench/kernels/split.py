@@ -39,6 +39,7 @@ from specbench.kernels.decide import (
     decide_from_rows,
     merge_rows,
     request_setup,
+    request_valid,
     row_at,
     sample_row,
 )
@@ -205,6 +206,7 @@ def _decide_probabilistic(b, n, inv_temperature, position, key_of_seed, request_
             kind = tl.where(x_t_valid, RACE_RESIDUAL_PROBS, RACE_P)
         if not TARGET_PROBS:
             kind = tl.where(row_valid, kind, DONE)  # no finite target logit: the request stops, emitting nothing
+    kind = tl.where(request_valid(inv_temperature), kind, DONE)  # an invalid request emits nothing
     tl.store(record_i + 0, t)
     tl.store(record_i + 1, kind)
     tl.store(record_i + 2, exclude.to(tl.int32))
@@ -221,7 +223,8 @@ def _decide_probabilistic(b, n, inv_temperature, position, key_of_seed, request_
 def _race_slice(t_row, d_row, start, stop, inv_temperature, key, kind, exclude, m, s, md, sd,
                 DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr, SCREEN: tl.constexpr, BLOCK: tl.constexpr):
     # One slice of the terminal race of `kind`, as (z, g, index), and the token that takes over
-    # when the race finds no mass: for the race over p without token `exclude`, that token itself,
+    # when the race finds no mass (kind DONE: nothing is raced, and no token comes of it): for the
+    # race over p without token `exclude`, that token itself,
     # where it has mass (for target logits the row is valid, so it has; it is in one slice only).
     # A residual with no mass is raced again over p by the request's last program (_finish_race).
     z = float("-inf")
@@ -240,7 +243,7 @@ def _race_slice(t_row, d_row, start, stop, inv_temperature, key, kind, exclude, 
         else:
             z, g, idx = race_logits_slice(t_row, start, stop, inv_temperature, key, exclude, SCREEN, BLOCK)
             fidx = tl.where((exclude >= start) & (exclude < stop), exclude, -1)
-    else:
+    elif kind != DONE:
         if DRAFT == DRAFT_LOGITS:
             z, g, idx = race_weights_slice(t_row, d_row, start, stop, inv_temperature, key, -1, m, s, md, sd,
                                            TARGET_PROBS, RACE_RESIDUAL_LOGITS, SCREEN, BLOCK)
@@ -339,6 +342,7 @@ def _split_terminal_kernel(
                 exclude = tl.where(x_t_valid, x_t, -1).to(tl.int32)
                 if DRAFT == DRAFT_PROBS:
                     kind = tl.where(x_t_valid, RACE_RESIDUAL_PROBS, RACE_P)
+            kind = tl.where(request_valid(inv_temperature), kind, DONE)  # an invalid request emits nothing
             key = _terminal_key(key_of_seed, position + t, purpose)
             t_row = t_base + t * target_stride_k
             z, g, idx, fidx = _race_slice(t_row, d_base + t * draft_stride_k, start, stop, inv_temperature, key, kind,

@@ -91,3 +91,37 @@ def test_a_launch_variant_name_spells_its_shape():
     impl = resolve("triton-split-2048x8-chunk32768")
     assert impl.name == "triton-split-2048x8-chunk32768"
     assert "2048 tokens x 8 warps" in impl.description and "32768" in impl.description
+
+
+def test_every_decision_record_the_terminal_kernel_reads_was_written(monkeypatch):
+    # The split's terminal kernel reads every request's decision record, a greedy request's too: the rows
+    # kernel must have written it (compute-sanitizer's initcheck reports a read of memory nothing wrote,
+    # even where the value is then discarded). Scratch starts poisoned, so an unwritten record shows.
+    from conftest import POISON_INT, device_for
+
+    from specbench.verification import verify
+
+    device = device_for("triton")
+    monkeypatch.setattr(launch, "_alloc_scratch",
+                        lambda shape, dtype, dev: torch.full(shape, POISON_INT if not dtype.is_floating_point
+                                                             else float("nan"), dtype=dtype, device=dev))
+    launch._scratch_cache.clear()
+    batch, num_spec, vocab = 6, 3, 300
+    generator = torch.Generator().manual_seed(2)
+    target = torch.randn(batch, num_spec + 1, vocab, generator=generator)
+    temperatures = torch.tensor([0.0, 1.0, 0.0, 0.7, 1.0, 0.0])
+    try:
+        with launch.strategy("split"):
+            verify(target.to(device), target[:, :num_spec].argmax(dim=-1).to(device),
+                   draft_logits=torch.randn(batch, num_spec, vocab, generator=generator).to(device),
+                   temperatures=temperatures.to(device), seeds=torch.arange(batch, device=device), backend="triton")
+        block, _ = launch._launch_shape(vocab, device, True, "probabilistic", batch)
+        race_splits, _ = launch._slices(batch, vocab, block, device)
+        row_splits, _ = launch._slices(batch * (num_spec + 1), vocab, block, device)
+        scratch = launch._scratch_cache[(*launch._stream_key(device), torch.int32)].cpu()
+        start = batch * (num_spec + 1) * row_splits + batch * race_splits * 2
+        records = scratch[start:start + 4 * batch].view(batch, 4)
+    finally:
+        launch._scratch_cache.clear()
+    assert not bool((records == POISON_INT).any()), records
+    assert records[temperatures == 0, 1].tolist() == [-1, -1, -1]  # DONE: a greedy request has nothing to race

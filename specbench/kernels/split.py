@@ -10,7 +10,9 @@ is spent clearing them):
    statistics ``(m, s)`` of each draft slot's row (target logits) and the draft's ``(md, sd)``
    (draft logits). The request's last program merges the slices of every row at once, decides the
    request (its first rejection ``t``) and writes the accepted drafts. A greedy request ends there;
-   the others leave a decision record (the row, what to race, its statistics) for the second kernel.
+   the others leave a decision record (the row, what to race, its statistics) for the second kernel
+   (a greedy request's record says there is nothing to race: every record the second kernel reads
+   was written).
 2. ``_split_terminal_kernel`` (grid ``B x S``): the race of the terminal row ``t`` on one slice per
    program (the residual after a rejection, the target's own sample at the bonus row), merged by
    the last program, which writes the token. When no statistics are needed (the synthetic mode;
@@ -160,16 +162,19 @@ def _split_rows_kernel(
                                                BLOCK)
             _store_row_partial(f_out, i_out, m, s, md, sd, -1)
     if _last_to_arrive(arrivals_ptr, b, NUM_SLOTS * NUM_SPLITS):
+        race_end_f = batch * NUM_SLOTS * NUM_SPLITS * ROW_FIELDS + batch * RACE_SPLITS * RACE_FIELDS
+        race_end_i = batch * NUM_SLOTS * NUM_SPLITS + batch * RACE_SPLITS * 2
+        record_i = scratch_i_ptr + race_end_i + b * 4
         if greedy:
             _finish_greedy(b, n, inv_temperature, position, key_of_seed, request_f, request_i, NUM_SPLITS,
                            target_ptr, target_stride_b, target_stride_k, draft_ids_ptr, draft_ids_stride, V,
                            out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, NUM_SLOTS,
                            TARGET_PROBS, OUT_BLOCK, S_BLOCK)
+            # the terminal kernel reads every request's record: this one says there is nothing to race
+            _store_record_i(record_i, n * 0, n * 0 + DONE, n * 0 - 1, n * 0 + SAMPLE)
         else:
-            race_end_f = batch * NUM_SLOTS * NUM_SPLITS * ROW_FIELDS + batch * RACE_SPLITS * RACE_FIELDS
-            race_end_i = batch * NUM_SLOTS * NUM_SPLITS + batch * RACE_SPLITS * 2
             _decide_probabilistic(b, n, inv_temperature, position, key_of_seed, request_f, request_i, NUM_SPLITS,
-                                  scratch_f_ptr + race_end_f + b * 4, scratch_i_ptr + race_end_i + b * 4,
+                                  scratch_f_ptr + race_end_f + b * 4, record_i,
                                   target_ptr, target_stride_b, target_stride_k, draft_ptr, draft_stride_b,
                                   draft_stride_k, draft_ids_ptr, draft_ids_stride, V,
                                   out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, NUM_SLOTS,
@@ -207,16 +212,22 @@ def _decide_probabilistic(b, n, inv_temperature, position, key_of_seed, request_
         if not TARGET_PROBS:
             kind = tl.where(row_valid, kind, DONE)  # no finite target logit: the request stops, emitting nothing
     kind = tl.where(request_valid(inv_temperature), kind, DONE)  # an invalid request emits nothing
-    tl.store(record_i + 0, t)
-    tl.store(record_i + 1, kind)
-    tl.store(record_i + 2, exclude.to(tl.int32))
-    tl.store(record_i + 3, purpose)
+    _store_record_i(record_i, t, kind, exclude, purpose)
     tl.store(record_f + 0, row_at(m, slots, t))
     tl.store(record_f + 1, row_at(s, slots, t))
     tl.store(record_f + 2, md_t)
     tl.store(record_f + 3, row_at(sd, slots, t))
     _write_request(out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, b, tl.where(slots < t, x, -1), t, t,
                    NUM_SLOTS, OUT_BLOCK)
+
+
+@triton.jit
+def _store_record_i(record_i, t, kind, exclude, purpose):
+    # the decision record's int fields: (t, kind, excluded token, stream purpose)
+    tl.store(record_i + 0, t)
+    tl.store(record_i + 1, kind)
+    tl.store(record_i + 2, exclude.to(tl.int32))
+    tl.store(record_i + 3, purpose)
 
 
 @triton.jit
@@ -358,10 +369,10 @@ def _split_terminal_kernel(
     else:
         record_f = scratch_f_ptr + race_start_f + batch * NUM_SPLITS * RACE_FIELDS + b * 4
         record_i = scratch_i_ptr + race_start_i + batch * NUM_SPLITS * 2 + b * 4
-        # the record is read whatever the request (one round trip with the request's own values);
-        # a greedy request was finished by the rows kernel, which left no record to use
+        # the record is read whatever the request, in one round trip with the request's own values
+        # (the rows kernel leaves one for every request: DONE for a greedy one, which it finished)
         t = tl.load(record_i + 0)
-        kind = tl.where(greedy, DONE, tl.load(record_i + 1))
+        kind = tl.load(record_i + 1)
         exclude = tl.load(record_i + 2)
         purpose = tl.load(record_i + 3)
         if kind != DONE:

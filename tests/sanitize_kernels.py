@@ -1,0 +1,170 @@
+"""Run every Triton kernel path under compute-sanitizer on hostile inputs; exit non-zero on any report.
+
+Needs a CUDA GPU and NVIDIA's ``compute-sanitizer`` on the PATH. Usage::
+
+    python tests/sanitize_kernels.py [--out DIR] [--tools memcheck,initcheck,racecheck]
+
+For each tool it runs this file again as ``--workload`` under ``compute-sanitizer --tool TOOL``,
+with torch's caching allocator off (``PYTORCH_NO_CUDA_MEMORY_CACHING=1``), so every tensor is an
+allocation of its own: initcheck then sees a kernel that reads memory nothing wrote even where
+a cached block would hold an earlier tensor's bytes. Each tool's full log goes to
+``DIR/sanitize-TOOL.log``; the summary (one line per tool: its error count and how many kernel
+launches it checked) is printed and written to ``DIR/sanitize-summary.txt``. Exit status 0 when
+every tool reports 0 errors, 1 when any reports one, 2 when it cannot run here.
+
+The workload (``--workload``) calls ``specbench.verify(backend="triton", check_values=False)`` for
+every mode, draft form and target form, with each launch strategy forced (one program per
+request, the vocabulary split) and the launcher's own choice, in float32 and bfloat16, on inputs
+built to reach the edges: draft ids of -1, ``V`` and beyond, rows of NaN, of ``-inf`` and with
+``+inf`` entries, ragged draft counts including 0 and counts out of range, temperature-0
+(greedy) requests mixed with sampled ones, negative and NaN temperatures, target probabilities
+with negative, above-1 and NaN entries and rows with no mass, draft-logit rows with no finite
+value, ``K = 0``, a vocabulary of one token, and the sweep's simulation kernel. Each call runs
+twice, the second through the launcher's direct path to the compiled kernel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+TOOLS = ("memcheck", "initcheck", "racecheck")
+_SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) error")
+
+
+def hostile_inputs(batch: int, num_spec: int, vocab: int, draft: str, target: str, dtype, seed: int) -> dict:
+    """``specbench.verify`` keyword arguments on the CPU that reach every edge the contract names."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    logits = torch.randn(batch, num_spec + 1, vocab, generator=generator) * 3
+    rows = num_spec + 1
+    logits[0, 0, :] = math.nan  # a row with no finite value: invalid
+    logits[1 % batch, :, vocab // 2] = math.inf  # +inf entries share the mass
+    logits[2 % batch, 1 % rows, :] = -math.inf
+    logits[3 % batch, :, 0] = math.nan
+    drafts = logits[:, :num_spec].nan_to_num(nan=-math.inf).argmax(dim=-1)  # mostly accepted
+    if num_spec:
+        drafts[::5, 0] = -1
+        drafts[1::5, -1] = vocab
+        drafts[2::7, num_spec // 2] = vocab + 1000
+        drafts[3::7, 0] = -7
+    counts = torch.arange(batch, dtype=torch.int32) % (num_spec + 2) - (torch.arange(batch) % 11 == 10).int()
+    # sampled, greedy, invalid (negative, NaN) requests side by side, every kind from a batch of 4 on
+    temperatures = torch.tensor([(1.0, 0.0, -1.0, math.nan, 0.7, 1.3, 0.0, 0.5)[b % 8] for b in range(batch)])
+    kwargs = {"draft_token_ids": drafts, "num_draft_tokens": counts, "temperatures": temperatures,
+              "seeds": torch.arange(batch) * 3 + seed, "positions": torch.arange(batch) % 5}
+    if target == "probs":
+        probs = torch.softmax(logits.nan_to_num(nan=-math.inf, posinf=80.0), dim=-1).nan_to_num(nan=0.0)
+        probs[0, -1, :3] = torch.tensor([-0.5, 1.5, math.nan])[:vocab]  # negative, above 1, NaN
+        probs[1 % batch, 0, :] = 0.0  # no mass
+        probs[2 % batch, -1, 1 % vocab] = math.inf
+        kwargs["target_probs"] = probs.to(dtype)
+    else:
+        kwargs["target_logits"] = logits.to(dtype)
+    if draft != "none" and num_spec:
+        draft_logits = logits[:, :num_spec] + torch.randn(batch, num_spec, vocab, generator=generator)
+        draft_logits[1 % batch, 0, :] = -math.inf  # no finite value: a one-hot draft
+        draft_logits[2 % batch, -1, 3 % vocab] = math.nan
+        if draft == "logits":
+            kwargs["draft_logits"] = draft_logits.to(dtype)
+        else:
+            draft_probs = torch.softmax(draft_logits.nan_to_num(nan=-math.inf), dim=-1).nan_to_num(nan=0.0)
+            draft_probs[0, 0, 2 % vocab] = math.nan
+            kwargs["draft_probs"] = draft_probs.to(dtype)
+    return kwargs
+
+
+def workload() -> int:
+    """Every kernel path on hostile inputs; prints one line per group of calls."""
+    import torch
+
+    from specbench import simulate_acceptance, verify
+    from specbench.kernels import launch
+
+    device = torch.device("cuda")
+    calls = 0
+    shapes = [(5, 3, 4099), (3, 2, 70001), (70, 4, 2053), (2, 0, 513), (4, 2, 1)]
+    for mode in ("greedy", "probabilistic", "synthetic"):
+        for draft in (("none", "logits", "probs") if mode == "probabilistic" else ("none",)):
+            for target in ("logits", "probs"):
+                for dtype in (torch.float32, torch.bfloat16):
+                    for batch, num_spec, vocab in shapes:
+                        kwargs = hostile_inputs(batch, num_spec, vocab, draft, target, dtype, seed=batch + vocab)
+                        kwargs = {k: v.to(device) for k, v in kwargs.items()}
+                        if mode == "synthetic":
+                            kwargs["acceptance_rates"] = [0.9, 0.6, 0.5, 0.2][:num_spec]
+                        for strategy in launch.STRATEGIES:
+                            with launch.strategy(strategy):
+                                for _ in range(2):  # the JIT launch, then the direct one
+                                    verify(mode=mode, backend="triton", check_values=False, **kwargs)
+                                    calls += 1
+                    torch.cuda.synchronize()
+                    print(f"{mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok", flush=True)
+    counts = simulate_acceptance([0.9, 0.7, 0.3], 5000, seed=3, backend="triton", device=device)
+    torch.cuda.synchronize()
+    print(f"{calls} verify calls and one simulation ({int(counts.sum())} accepted drafts)", flush=True)
+    return 0
+
+
+def sanitize(out: Path, tools: list[str]) -> int:
+    """Run the workload under each tool; 0 when every tool reports nothing, 1 otherwise."""
+    sanitizer = shutil.which("compute-sanitizer")
+    if sanitizer is None:
+        print("compute-sanitizer is not on the PATH (it ships with the CUDA toolkit)", file=sys.stderr)
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "PYTHONUNBUFFERED": "1"}
+    env.pop("TRITON_INTERPRET", None)
+    lines, failed = [], False
+    for tool in tools:
+        log = out / f"sanitize-{tool}.log"
+        command = [sanitizer, "--tool", tool, "--error-exitcode", "99", "--print-limit", "50"]
+        if tool == "memcheck":
+            command += ["--leak-check", "no"]
+        command += [sys.executable, str(Path(__file__).resolve()), "--workload"]
+        with log.open("w") as handle:
+            done = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env=env, check=False)
+        text = log.read_text(errors="replace")
+        found = _SUMMARY.findall(text)
+        errors = int(found[-1]) if found else None
+        launches = "calls and one simulation" in text
+        ok = done.returncode == 0 and errors == 0 and launches
+        failed = failed or not ok
+        detail = f"{errors} errors" if errors is not None else "no error summary"
+        lines.append(f"{tool}: {'clean' if ok else 'REPORTED'} ({detail}, exit {done.returncode}; "
+                     f"workload {'finished' if launches else 'did not finish'}; log {log.name})")
+        print(lines[-1], flush=True)
+    (out / "sanitize-summary.txt").write_text("\n".join(lines) + "\n")
+    return 1 if failed else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("sanitize-logs"), help="folder for the logs and summary")
+    parser.add_argument("--tools", default=",".join(TOOLS), help="comma-separated compute-sanitizer tools")
+    parser.add_argument("--workload", action="store_true", help="run the kernels (what the tools watch)")
+    args = parser.parse_args()
+    if args.workload:
+        return workload()
+    import torch
+
+    if not torch.cuda.is_available():
+        print("no CUDA GPU here: the kernels' memory checks need one", file=sys.stderr)
+        return 2
+    tools = [tool.strip() for tool in args.tools.split(",") if tool.strip()]
+    unknown = [tool for tool in tools if tool not in TOOLS]
+    if unknown or not tools:
+        print(f"--tools takes some of {', '.join(TOOLS)}, got {args.tools!r}", file=sys.stderr)
+        return 2
+    return sanitize(args.out, tools)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -35,7 +35,9 @@ import sys
 from pathlib import Path
 
 TOOLS = ("memcheck", "initcheck", "racecheck")
-_SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) error")
+# memcheck and initcheck end with "ERROR SUMMARY: N errors", racecheck with "RACECHECK SUMMARY: N hazards
+# displayed (E errors, W warnings)": a report is any error or warning
+_SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) error|RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?, (\d+) warn")
 
 
 def hostile_inputs(batch: int, num_spec: int, vocab: int, draft: str, target: str, dtype, seed: int) -> dict:
@@ -133,7 +135,7 @@ def sanitize(out: Path, tools: list[str]) -> int:
             done = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env=env, check=False)
         text = log.read_text(errors="replace")
         found = _SUMMARY.findall(text)
-        errors = int(found[-1]) if found else None
+        errors = sum(int(count or 0) for count in found[-1]) if found else None
         launches = "calls and one simulation" in text
         ok = done.returncode == 0 and errors == 0 and launches
         failed = failed or not ok

@@ -43,20 +43,20 @@ INT32_MAX = tl.constexpr(2147483647)
 def request_setup(b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE: tl.constexpr):
     # What every kernel reads first about request b: its draft count (clamped so no row past the
     # bonus row is ever indexed), whether its rows are greedy, 1/T, its position and its seed key.
-    # A negative or NaN temperature (possible only unchecked) makes the request invalid: no draft
-    # is decided (n = 0) and 1/T is NaN, which request_valid reads; a race over logits scaled by
-    # NaN finds no mass (masked lanes, -inf, never turn into +inf).
+    # A negative or NaN temperature (possible only unchecked) gives 1/T = NaN: the request is
+    # invalid (request_valid), and masked lanes (-inf) never turn into +inf.
+    n = tl.minimum(tl.maximum(tl.load(num_draft_ptr + b), 0), NUM_SLOTS - 1)
     temperature = tl.load(temperature_ptr + b)
-    valid = temperature >= 0.0  # False for NaN
-    n = tl.where(valid, tl.minimum(tl.maximum(tl.load(num_draft_ptr + b), 0), NUM_SLOTS - 1), 0)
     greedy = (temperature == 0.0) | (MODE == MODE_GREEDY)
-    inv_temperature = tl.where(valid, 1.0 / tl.where(greedy, 1.0, temperature), float("nan"))
+    inv_temperature = tl.where(temperature < 0.0, float("nan"), 1.0 / tl.where(greedy, 1.0, temperature))
     return n, greedy, inv_temperature, tl.load(position_ptr + b), seed_key(tl.load(seed_ptr + b))
 
 
 @triton.jit
 def request_valid(inv_temperature):
-    # whether the request may emit anything (request_setup gives an invalid request 1/T = NaN)
+    # An invalid request (a negative or NaN temperature: request_setup's 1/T is NaN) emits nothing.
+    # It is decided like any other and its outputs are replaced where they are written, so the
+    # kernels' loops carry no test for it (a register more there cost a program per multiprocessor).
     return inv_temperature == inv_temperature  # noqa: PLR0124 (NaN test)
 
 

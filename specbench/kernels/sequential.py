@@ -101,11 +101,9 @@ def _verify_sequential_kernel(
             accepted = x_valid & (x == best_idx)
             token = tl.where(accepted, x, best_idx.to(tl.int64))
         elif i == n:
-            if request_valid(inv_temperature):  # an invalid request has n = 0 and emits nothing
-                _z, _g, bonus = sample_row(t_row, 0, V, inv_temperature,
-                                           stream_key(key_of_seed, position + i, SAMPLE), TARGET_PROBS, SCREEN,
-                                           BLOCK // 2)  # races: half the block
-                token = bonus.to(tl.int64)
+            _z, _g, bonus = sample_row(t_row, 0, V, inv_temperature, stream_key(key_of_seed, position + i, SAMPLE),
+                                       TARGET_PROBS, SCREEN, BLOCK // 2)  # races: half the block
+            token = bonus.to(tl.int64)
         else:
             # the values at the draft are read before the rows' statistics, so that read (which
             # depends on the draft id) overlaps the pass instead of following it
@@ -134,6 +132,7 @@ def _verify_sequential_kernel(
         i += 1
         done = ((~accepted) | (i > n)).to(tl.int32)
 
-    tl.store(out_ptr + b * out_stride + slots, tokens, mask=slots < NUM_SLOTS)
-    tl.store(num_emitted_ptr + b, num_emitted)
-    tl.store(num_accepted_ptr + b, num_accepted)
+    valid = request_valid(inv_temperature)  # an invalid request emits nothing
+    tl.store(out_ptr + b * out_stride + slots, tl.where(valid, tokens, -1), mask=slots < NUM_SLOTS)
+    tl.store(num_emitted_ptr + b, tl.where(valid, num_emitted, 0))
+    tl.store(num_accepted_ptr + b, tl.where(valid, num_accepted, 0))

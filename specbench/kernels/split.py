@@ -211,7 +211,10 @@ def _decide_probabilistic(b, n, inv_temperature, position, key_of_seed, request_
             kind = tl.where(x_t_valid, RACE_RESIDUAL_PROBS, RACE_P)
         if not TARGET_PROBS:
             kind = tl.where(row_valid, kind, DONE)  # no finite target logit: the request stops, emitting nothing
-    kind = tl.where(request_valid(inv_temperature), kind, DONE)  # an invalid request emits nothing
+    # an invalid request emits nothing: no draft, no race
+    valid = request_valid(inv_temperature)
+    kind = tl.where(valid, kind, DONE)
+    t = tl.where(valid, t, 0)
     _store_record_i(record_i, t, kind, exclude, purpose)
     tl.store(record_f + 0, row_at(m, slots, t))
     tl.store(record_f + 1, row_at(s, slots, t))
@@ -234,8 +237,7 @@ def _store_record_i(record_i, t, kind, exclude, purpose):
 def _race_slice(t_row, d_row, start, stop, inv_temperature, key, kind, exclude, m, s, md, sd,
                 DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr, SCREEN: tl.constexpr, BLOCK: tl.constexpr):
     # One slice of the terminal race of `kind`, as (z, g, index), and the token that takes over
-    # when the race finds no mass (kind DONE: nothing is raced, and no token comes of it): for the
-    # race over p without token `exclude`, that token itself,
+    # when the race finds no mass: for the race over p without token `exclude`, that token itself,
     # where it has mass (for target logits the row is valid, so it has; it is in one slice only).
     # A residual with no mass is raced again over p by the request's last program (_finish_race).
     z = float("-inf")
@@ -254,7 +256,7 @@ def _race_slice(t_row, d_row, start, stop, inv_temperature, key, kind, exclude, 
         else:
             z, g, idx = race_logits_slice(t_row, start, stop, inv_temperature, key, exclude, SCREEN, BLOCK)
             fidx = tl.where((exclude >= start) & (exclude < stop), exclude, -1)
-    elif kind != DONE:
+    else:
         if DRAFT == DRAFT_LOGITS:
             z, g, idx = race_weights_slice(t_row, d_row, start, stop, inv_temperature, key, -1, m, s, md, sd,
                                            TARGET_PROBS, RACE_RESIDUAL_LOGITS, SCREEN, BLOCK)
@@ -353,7 +355,6 @@ def _split_terminal_kernel(
                 exclude = tl.where(x_t_valid, x_t, -1).to(tl.int32)
                 if DRAFT == DRAFT_PROBS:
                     kind = tl.where(x_t_valid, RACE_RESIDUAL_PROBS, RACE_P)
-            kind = tl.where(request_valid(inv_temperature), kind, DONE)  # an invalid request emits nothing
             key = _terminal_key(key_of_seed, position + t, purpose)
             t_row = t_base + t * target_stride_k
             z, g, idx, fidx = _race_slice(t_row, d_base + t * draft_stride_k, start, stop, inv_temperature, key, kind,
@@ -362,10 +363,14 @@ def _split_terminal_kernel(
             if _last_to_arrive(arrivals_ptr, b, NUM_SPLITS):
                 token = _finish_race(race_f, race_i, NUM_SPLITS, kind, t_row, V, inv_temperature, key, TARGET_PROBS,
                                      SCREEN, BLOCK, S_BLOCK)
+                # an invalid request emits nothing (its temperature read again here: 1/T, kept live across
+                # the race, would cost a register the race needs; False for a negative or NaN one)
+                valid = tl.load(temperature_ptr + b) >= 0.0
                 tokens = tl.where(slots < t, x, -1)
                 tokens = tl.where(slots == t, token, tokens)
-                _write_request(out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, b, tokens,
-                               t + (token >= 0).to(tl.int32), t, NUM_SLOTS, OUT_BLOCK)
+                emitted = tl.where(valid, t + (token >= 0).to(tl.int32), 0)
+                _write_request(out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, b,
+                               tl.where(valid, tokens, -1), emitted, tl.where(valid, t, 0), NUM_SLOTS, OUT_BLOCK)
     else:
         record_f = scratch_f_ptr + race_start_f + batch * NUM_SPLITS * RACE_FIELDS + b * 4
         record_i = scratch_i_ptr + race_start_i + batch * NUM_SPLITS * 2 + b * 4

@@ -6,10 +6,12 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
+import pytest
 from typer.testing import CliRunner
 
-from specbench import __version__, console
+from specbench import __version__, cli, console
 from specbench.cli import app
 
 runner = CliRunner()
@@ -95,3 +97,50 @@ def test_piped_output_is_not_cut_at_80_columns(tmp_path):
     name = metadata["profiles"][0]
     assert any(name in line for line in text.splitlines())  # the whole profile name on one line
     assert max(len(line) for line in text.splitlines()) > 80
+
+
+def _one_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    assert len(lines) == 1, text
+    return lines[0]
+
+
+def test_an_unexpected_exception_is_a_bug_with_its_own_status_and_a_traceback_file(tmp_path, monkeypatch, capsys):
+    def broken(name):
+        raise RuntimeError("the table format exploded")
+
+    monkeypatch.setattr(console, "set_table_format", broken)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert cli.run(["env"]) == cli.EXIT_BUG == 70
+    line = _one_line(capsys.readouterr().err)
+    assert "specbench bug" in line and "RuntimeError: the table format exploded" in line
+    saved = list(tmp_path.glob("specbench-bug-*.txt"))
+    assert len(saved) == 1 and str(saved[0]) in line
+    assert "Traceback" in saved[0].read_text() and "set_table_format" in saved[0].read_text()
+
+
+def test_a_sys_exit_from_inside_a_command_is_not_a_success(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(console, "set_table_format", lambda name: sys.exit(0))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert cli.run(["env"]) == 70
+    assert "SystemExit" in _one_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("args, said", [
+    (["sweep", "--bogus"], "No such option: --bogus"),
+    (["profile", "fit"], "Missing argument 'FILE...'"),
+    (["sweep", "--no-charts", "true"], "unexpected extra argument(s) (true)"),
+    (["no-such-command"], "No such command 'no-such-command'"),
+    (["plot"], "Missing argument 'DIR'"),
+])
+def test_usage_errors_are_one_red_sentence_with_status_2(args, said, capsys):
+    assert cli.run(args) == 2
+    captured = capsys.readouterr()
+    line = _one_line(captured.err)
+    assert line.startswith("error: ") and said in line and "--help" in line
+    assert "╭" not in captured.err + captured.out
+
+
+def test_specbench_alone_prints_the_help_and_status_2(capsys):
+    assert cli.run([]) == 2
+    assert "Exit status" in capsys.readouterr().out

@@ -223,7 +223,8 @@ def kernels_command(
         "--batch-size", "-b", metavar="B", help="Requests per step, e.g. 1,8,64,256 (GPU default 1,8,64,256,512; "
         "CPU 1,8).", show_default=False)] = None,
     num_spec_tokens: Annotated[str | None, typer.Option(
-        "--num-spec-tokens", "-k", metavar="K", help="Draft tokens per request (GPU default 3,7; CPU 3).",
+        "--num-spec-tokens", "-k", metavar="K", help=f"Draft tokens per request, at most "
+        f"{acceptance.MAX_NUM_SPEC_TOKENS} (GPU default 3,7; CPU 3).",
         show_default=False)] = None,
     vocab_size: Annotated[str | None, typer.Option(
         "--vocab-size", metavar="V", help="Vocabulary sizes (CPU default 32000, 4096 with --interpret).",

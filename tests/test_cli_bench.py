@@ -123,6 +123,8 @@ def test_a_scenario_sets_k_and_the_rates(tmp_path):
         (["--max-samples", "1", "--min-samples", "5"], "maximum samples must be at least the minimum (5), got 1"),
         (["--max-ms", "soon"], "--max-ms takes a number, got 'soon'"),
         (["--seed", "1,2"], "--seed takes one whole number, got '1,2'"),
+        (["-k", "1000000000000000000"], "K (draft tokens per step) must be at most 64, got 1000000000000000000"),
+        (["-k", "65", "-l", "2"], "K (draft tokens per step) must be at most 64, got 65"),
     ],
 )
 def test_bad_options_get_one_sentence_and_exit_2(args, message):

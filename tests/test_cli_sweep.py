@@ -290,7 +290,7 @@ def test_empty_output_and_a_scenario_past_the_k_cap_are_refused(tmp_path, monkey
     big = tmp_path / "big.toml"
     big.write_text('source = "test"\nnum_spec_tokens = 65\nacceptance_length = 2\n')
     result = invoke("--scenario", str(big), "-n", "100", "-o", str(tmp_path / "never"))
-    assert result.exit_code == 2 and "K must be at most 64 in a sweep, got 65" in one_line(result.stderr)
+    assert result.exit_code == 2 and "K (draft tokens per step) must be at most 64, got 65" in one_line(result.stderr)
     assert not (tmp_path / "never").exists()
 
 

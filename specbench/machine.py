@@ -1,4 +1,4 @@
-"""The CPU a run shares: how many threads torch uses, and how busy the machine was around the run.
+"""The machine a run shares: how many threads torch uses, how busy it was around the run, its memory.
 
 Measured on a 2-core machine (torch 2.13, the sweep's torch simulation, K = 3, 2M steps): one
 thread gave 29-31M draft positions/s whether the machine was idle or one other process kept a
@@ -79,6 +79,21 @@ def busy_warning(load: float | None, threads: int, *, at_end: bool) -> str | Non
     when = "at the end of the run" if at_end else "when the run started"
     return (f"the machine was busy {when}: 1-minute load average {load:.2f} on {cores} cores, above {limit:g}, "
             f"{why}; CPU times and rates may be far too slow, rerun on a quiet machine")
+
+
+def memory_bytes(device: str) -> int | None:
+    """The memory of ``device``: a GPU's own (``cuda``, ``cuda:N``), else the host's RAM; None where unknown.
+
+    What a size bound is held to: a run whose inputs alone need more can never run there.
+    """
+    if device.startswith("cuda"):
+        import torch
+
+        return int(torch.cuda.get_device_properties(torch.device(device)).total_memory)
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # a platform without sysconf (Windows)
+        return None
 
 
 def use_triton_interpreter(device: str) -> str:

@@ -6,6 +6,7 @@ Nothing here imports torch, so ``specbench --help`` stays fast.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import importlib.util
 import os
@@ -26,9 +27,17 @@ TABLE_FORMATS: tuple[str, ...] = ("rich", "plain", "markdown")
 PIPED_WIDTH = 1000
 
 
+class _Console(Console):
+    """A rich console on which a closed pipe raises ``BrokenPipeError``, for the command to catch (see
+    ``STOPPED``); rich's own default ends the program there with status 1, which reads as a finding."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError(errno.EPIPE, "the reader of the output went away")
+
+
 def _console(stderr: bool = False) -> Console:
     on_terminal = Console(stderr=stderr).is_terminal
-    return Console(stderr=stderr) if on_terminal else Console(stderr=stderr, width=PIPED_WIDTH)
+    return _Console(stderr=stderr) if on_terminal else _Console(stderr=stderr, width=PIPED_WIDTH)
 
 
 console = _console()
@@ -50,8 +59,8 @@ def print_table(table: Table, out: Console | None = None) -> None:
     if _table_format != "rich":
         table.box = box.MARKDOWN if _table_format == "markdown" else None
         table.show_edge = _table_format == "markdown"  # a markdown row starts and ends with a pipe
-        out = Console(file=out.file, width=max(out.width, PIPED_WIDTH), no_color=True, highlight=False,
-                      emoji=False)
+        out = _Console(file=out.file, width=max(out.width, PIPED_WIDTH), no_color=True, highlight=False,
+                       emoji=False)
     out.print(table)
 
 

@@ -73,7 +73,8 @@ def busy_warning(load: float | None, threads: int, *, at_end: bool) -> str | Non
         why = "more work than cores, this run's included"
     else:
         limit = max(cores - threads, 0) + 0.5
-        why = f"so this run's {threads} thread{'s' if threads > 1 else ''} would not each find a free core"
+        why = ("so this run's thread would not find a free core" if threads == 1 else
+               f"so this run's {threads} threads would not each find a free core")
     if load <= limit:
         return None
     when = "at the end of the run" if at_end else "when the run started"

@@ -55,14 +55,25 @@ def test_help_shows_flags_without_a_value_type_and_lists_exit_codes():
     assert runner.invoke(app, ["sweep", "--no-charts", "true"]).exit_code == 2
 
 
-def test_a_closed_pipe_ends_quietly_and_is_not_a_finding(tmp_path):
-    # `specbench sweep | head -1`: the reader leaves after one line; exit 1 would read as a BUG
-    script = (f"{sys.executable} -m specbench sweep -l 2.5 -n 20000 --no-charts -o {tmp_path / 'out'} | head -1; "
+def test_a_closed_pipe_ends_quietly_keeps_what_finished_and_is_not_a_finding(tmp_path):
+    # `specbench sweep | true`: the reader is gone before the first case is printed; exit 1 would read
+    # as a BUG, and the finished case must stay on disk, marked interrupted, with its charts
+    out = tmp_path / "out"
+    script = (f"{sys.executable} -m specbench sweep -l 2,2.5,3 -n 20000 -o {out} | true; "
               "echo \"status=${PIPESTATUS[0]}\"")
     done = subprocess.run(["bash", "-c", script], check=False, capture_output=True, text=True, timeout=300)
     status = int(done.stdout.strip().splitlines()[-1].removeprefix("status="))
-    assert status in (0, 141), done.stdout + done.stderr  # 141 = 128 + SIGPIPE, as `yes | head` gives
+    assert status == 141, done.stdout + done.stderr  # 141 = 128 + SIGPIPE, as `yes | head` gives
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
+    metadata = json.loads((out / "results.json").read_text())["metadata"]
+    assert metadata["interrupted"] is True and metadata["finished_cases"] == 1
+    assert (out / "accepted_distribution.png").stat().st_size > 0
+
+
+def test_help_cut_short_by_a_closed_pipe_is_141_not_1():
+    script = f"{sys.executable} -m specbench sweep --help | true; echo \"status=${{PIPESTATUS[0]}}\""
+    done = subprocess.run(["bash", "-c", script], check=False, capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip().endswith("status=141") and "Traceback" not in done.stderr, done.stdout + done.stderr
 
 
 def _sweep_table(tmp_path, *options: str) -> str:

@@ -494,10 +494,11 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
         except SpecbenchError as exc:
             records[impl.name] = _record(case, impl.name, "skipped", str(exc))
             continue
-        except Exception as exc:  # a crashing implementation is a FAIL row, not a crashed run
+        except (Exception, SystemExit) as exc:  # a crashing (or exiting) implementation is a FAIL row, not a run's end
             if is_out_of_memory(exc):
                 raise
-            records[impl.name] = _record(case, impl.name, "FAIL", f"raised {type(exc).__name__}: {exc}")
+            said = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            records[impl.name] = _record(case, impl.name, "FAIL", f"raised {said}")
             continue
         if not isinstance(result, VerifyResult):
             records[impl.name] = _record(case, impl.name, "FAIL", f"returned {type(result).__name__}, not a VerifyResult")

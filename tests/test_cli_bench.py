@@ -175,6 +175,19 @@ def test_a_wrong_implementation_is_shown_as_fail_and_not_timed(tmp_path, monkeyp
     assert wrong[0]["reason"] == "num_accepted differs from the torch reference in 2 of 2 requests"
 
 
+def test_an_implementation_that_calls_sys_exit_is_a_fail_row_not_the_end_of_the_run(tmp_path, monkeypatch):
+    import sys
+
+    from specbench.implementations import Implementation, builtin
+
+    monkeypatch.setitem(builtin.BUILT_IN, "leaves", Implementation("leaves", "exits", prepare=lambda kwargs: sys.exit))
+    result = run("kernels", *TINY, "--mode", "greedy", "--batch-size", "2", "--impl", "torch,leaves",
+                 "--output", str(tmp_path), "--no-charts")
+    assert result.exit_code == 1, result.output
+    leaves = [r for r in _records(tmp_path) if r["impl"] == "leaves"]
+    assert [(r["status"], r["reason"]) for r in leaves] == [("FAIL", "raised SystemExit")]
+
+
 def test_out_of_memory_is_recorded_as_skipped_and_the_run_goes_on(tmp_path, monkeypatch):
     make_inputs = bench.make_inputs
 

@@ -18,9 +18,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from specbench import console as shared
 from specbench import machine
-from specbench.console import console, error_console, fail, lazy_module, print_error, print_table
+from specbench.console import STOPPED, console, error_console, fail, lazy_module, print_error, print_table, stopped
 from specbench.errors import SpecbenchError
 
 exactness = lazy_module("specbench.exactness")
@@ -183,8 +182,8 @@ def verify_command(
             runs[-1].stop_clock()
             print_table(_table(suite.finished()), console)
             console.print(_summary(runs[-1], significance_value), highlight=False)
-    except shared.STOPPED as stop:
-        exit_status = shared.stopped(stop)  # after a closed pipe, what follows prints nowhere
+    except STOPPED as stop:
+        exit_status = stopped(stop)  # after a closed pipe, what follows prints nowhere
         metadata["interrupted"] = True
         if runs and runs[-1].seconds is None:  # stopped inside a suite: show the checks it finished
             runs[-1].stop_clock()

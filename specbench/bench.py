@@ -281,6 +281,42 @@ def bytes_moved(case: Case, num_accepted: torch.Tensor) -> tuple[int, int]:
     return needed + small, all_rows + small
 
 
+def bytes_to_run(case: Case) -> int:
+    """A floor on the memory ``case`` takes: its inputs (target rows, draft rows, per-request tensors)
+    and, in the probabilistic mode, the float32 probabilities the torch reference computes from them."""
+    batch, num_spec, vocab = case.batch_size, case.num_spec_tokens, case.vocab_size
+    has_draft = case.mode == "probabilistic" and case.draft != "none"
+    rows = batch * (num_spec + 1) + (batch * num_spec if has_draft else 0)
+    per_element = DTYPES[case.dtype].itemsize + (4 if case.mode == "probabilistic" else 0)
+    return rows * vocab * per_element + batch * (num_spec * 16 + 64)
+
+
+def check_sizes(cases: Sequence[Case], implementations: Sequence[Implementation], device: str | torch.device,
+                memory: int | None) -> None:
+    """Refuse, before any input is built, cases that cannot run here (one sentence naming the first):
+
+    - a case whose ``bytes_to_run`` exceeds ``memory`` (the device's, see ``machine.memory_bytes``;
+      None skips this check): it could never be allocated;
+    - a grid in which an implementation run by the Triton interpreter (a GPU implementation on a CPU)
+      has no case of at most ``INTERPRET_MAX_ELEMENTS`` target logits: every row of it would be skipped.
+    """
+    device = torch.device(device)
+    if memory is not None:
+        for case in cases:
+            needed = bytes_to_run(case)
+            if needed > memory:
+                where = "the host's memory" if device.type == "cpu" else f"the memory of {device}"
+                raise SpecbenchError(f"case {case.describe()} needs at least {needed / 2**30:,.1f} GiB (its inputs "
+                                     f"and the reference's probabilities), more than {where} ({memory / 2**30:,.1f} "
+                                     f"GiB); use a smaller --batch-size or --vocab-size")
+    interpreted = [impl.name for impl in implementations if impl.needs_gpu and device.type != "cuda"]
+    smallest = min((case.batch_size * (case.num_spec_tokens + 1) * case.vocab_size for case in cases), default=0)
+    if interpreted and smallest > INTERPRET_MAX_ELEMENTS:
+        raise SpecbenchError(f"{', '.join(interpreted)} would run under the Triton interpreter, which takes at most "
+                             f"{INTERPRET_MAX_ELEMENTS:,} target logits a case (B x (K+1) x V), and the smallest case "
+                             f"here has {smallest:,}; use a smaller --vocab-size or --batch-size")
+
+
 class Check(NamedTuple):
     """Whether an output matches the reference; ``reason`` says how not; ``token_agreement`` in [0, 1]."""
 
@@ -458,10 +494,11 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
         except SpecbenchError as exc:
             records[impl.name] = _record(case, impl.name, "skipped", str(exc))
             continue
-        except Exception as exc:  # a crashing implementation is a FAIL row, not a crashed run
+        except (Exception, SystemExit) as exc:  # a crashing (or exiting) implementation is a FAIL row, not a run's end
             if is_out_of_memory(exc):
                 raise
-            records[impl.name] = _record(case, impl.name, "FAIL", f"raised {type(exc).__name__}: {exc}")
+            said = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            records[impl.name] = _record(case, impl.name, "FAIL", f"raised {said}")
             continue
         if not isinstance(result, VerifyResult):
             records[impl.name] = _record(case, impl.name, "FAIL", f"returned {type(result).__name__}, not a VerifyResult")

@@ -5,14 +5,20 @@ print); this module only registers them, so imports run one way: ``cli`` -> ``cl
 
 Exit status, for every command: 0 done; 1 a finding (a sweep ``BUG``, a kernel ``FAIL``, a slower
 case in ``compare``, a failed ``verify`` check); 2 a usage error or input that cannot be used (one
-red sentence on stderr); 130 interrupted (Ctrl-C; finished results stay on disk). Output cut short
-by a closed pipe (``specbench sweep | head``) ends quietly with 141, as a shell reports SIGPIPE.
+red sentence on stderr, the command line's own usage errors included); 70 a specbench bug (an
+unexpected exception: one line naming it, the traceback in a file; sysexits' EX_SOFTWARE); 130
+interrupted by Ctrl-C; 141 output cut short by a closed pipe (``specbench sweep | head``), as a
+shell reports SIGPIPE. An interrupted or cut-short run keeps its finished results on disk, marked
+interrupted.
 """
 
 from __future__ import annotations
 
-import signal
+import os
 import sys
+import tempfile
+import traceback
+from collections.abc import Sequence
 from typing import Annotated
 
 import typer
@@ -20,7 +26,14 @@ import typer
 from specbench import __version__, cli_bench, cli_compare, cli_profile, cli_sweep, cli_verify, console
 from specbench.errors import SpecbenchError
 
-EXIT_CODES = "Exit status: 0 done, 1 a finding (BUG, FAIL, slower, failed check), 2 usage error, 130 interrupted."
+try:  # typer >= 0.24 carries its own copy of click
+    from typer._click.exceptions import ClickException, UsageError
+except ImportError:  # pragma: no cover -- older typer, on click itself
+    from click.exceptions import ClickException, UsageError
+
+EXIT_BUG = 70
+EXIT_CODES = ("Exit status: 0 done, 1 a finding (BUG, FAIL, slower, failed check), 2 usage error, 70 a specbench "
+              "bug, 130 interrupted, 141 closed pipe.")
 
 app = typer.Typer(
     help="Benchmarks and acceptance simulation for the verification step of speculative decoding.",
@@ -80,12 +93,54 @@ app.add_typer(profile_app, name="profile")
 
 
 def main() -> None:
-    if hasattr(signal, "SIGPIPE"):
-        # a reader that goes away (`specbench sweep | head`) ends the program as it ends `cat`: by
-        # SIGPIPE, status 141, no traceback (Python's default turns it into an error, status 1)
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    """The ``specbench`` program: run the command line, exit with the status of the module docstring."""
+    sys.exit(run())
+
+
+def run(args: Sequence[str] | None = None) -> int:
+    """Run the command line on ``args`` (default ``sys.argv[1:]``) and return its exit status.
+
+    Typer runs outside its standalone mode, so every way out comes back here and gets its status:
+    nothing escapes as a traceback with status 1, which a pipeline would read as a finding.
+    """
     try:
-        app()
+        status = typer.main.get_command(app).main(args, prog_name="specbench", standalone_mode=False)
     except SpecbenchError as exc:
         console.print_error(str(exc))
-        sys.exit(2)
+        return 2
+    except UsageError as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `specbench` alone: Typer has printed the help
+            return exc.exit_code
+        where = f"; see '{exc.ctx.command_path} --help'" if exc.ctx is not None else ""
+        console.print_error(exc.format_message().rstrip(".") + where)
+        return exc.exit_code
+    except ClickException as exc:
+        console.print_error(exc.format_message())
+        return exc.exit_code
+    except console.STOPPED as exc:  # outside a command's own handling (Typer turns Ctrl-C in one into 130)
+        return console.stopped(exc)
+    except SystemExit as exc:
+        # Typer ends a write to a closed pipe with sys.exit(1), which would read as a finding; specbench
+        # itself leaves by typer.Exit, so any other sys.exit came from code it called (a plugin)
+        if isinstance(exc.__context__, BrokenPipeError):
+            return console.stopped(exc.__context__)
+        return _report_bug(exc)
+    except Exception as exc:  # noqa: BLE001 -- anything else is a bug of ours: its own status, never 0, 1 or 2
+        return _report_bug(exc)
+    return status if isinstance(status, int) else 0
+
+
+def _report_bug(exc: BaseException) -> int:
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    try:
+        handle, path = tempfile.mkstemp(prefix="specbench-bug-", suffix=".txt")
+        with os.fdopen(handle, "w") as file:
+            file.write(f"specbench {__version__}: {' '.join(sys.argv)}\n\n{text}")
+        where = f"traceback in {path}"
+    except OSError:
+        sys.stderr.write(text)
+        where = "traceback above"
+    message = (str(exc).splitlines() or [""])[0][:300]
+    name = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    console.print_error(f"this is a specbench bug, please report it: {name} ({where})")
+    return EXIT_BUG

@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from specbench import acceptance, machine, models, scenarios
-from specbench.console import console, error_console, fail, lazy_module, print_table
+from specbench.console import STOPPED, console, error_console, fail, lazy_module, print_table, stopped
 from specbench.errors import SpecbenchError
 
 # loaded on first use: torch, numpy, pandas and matplotlib stay out of `specbench --help`
@@ -223,7 +223,8 @@ def kernels_command(
         "--batch-size", "-b", metavar="B", help="Requests per step, e.g. 1,8,64,256 (GPU default 1,8,64,256,512; "
         "CPU 1,8).", show_default=False)] = None,
     num_spec_tokens: Annotated[str | None, typer.Option(
-        "--num-spec-tokens", "-k", metavar="K", help="Draft tokens per request (GPU default 3,7; CPU 3).",
+        "--num-spec-tokens", "-k", metavar="K", help=f"Draft tokens per request, at most "
+        f"{acceptance.MAX_NUM_SPEC_TOKENS} (GPU default 3,7; CPU 3).",
         show_default=False)] = None,
     vocab_size: Annotated[str | None, typer.Option(
         "--vocab-size", metavar="V", help="Vocabulary sizes (CPU default 32000, 4096 with --interpret).",
@@ -333,6 +334,7 @@ def kernels_command(
         # the gate times the project's kernels on a GPU, the torch backend on a CPU (--impl overrides)
         quick_impls = (["triton"] if on_gpu else ["torch"]) if quick else []
         implementations = _implementations(_items("--impl", impl) or quick_impls, device_name, interpret)
+        bench.check_sizes(cases, implementations, device_name, machine.memory_bytes(device_name))
         if convert not in ("outside", "inside"):
             raise SpecbenchError(f"--convert must be outside or inside, got {convert!r}")
         timing_settings = {
@@ -345,6 +347,7 @@ def kernels_command(
             implementation_facts=[i.facts() for i in implementations], conversion=convert,
             interpreted=interpret, timing=timing_settings, threads=thread_count, cpu_count=machine.cpu_count(),
             load_average_start=machine.load_average(), load_average_end=None,
+            interrupted=None,  # null until the run ends (a killed run keeps null)
         )
         # rows of one folder must be comparable: a resumed run keeps the seed, the timing and the device
         same = {"seed": ("--seed", seed_value), "timing": ("timing", timing_settings),
@@ -369,6 +372,14 @@ def kernels_command(
         new_records.append(record)
         writer.add(record)
 
+    def finish(interrupted: bool) -> list:
+        # the end of a run, finished or stopped: metadata, the charts of every row there, then the table
+        writer.metadata.update(load_average_end=machine.load_average(), interrupted=interrupted)
+        writer.flush()
+        charts = [] if no_charts else bench_charts.render_kernel_charts(writer.records, out_dir)
+        _print_table(new_records)
+        return charts
+
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     try:
         with Progress(*columns, console=console, transient=True) as progress:
@@ -378,24 +389,20 @@ def kernels_command(
                 on_record=on_record, seed=seed_value, conversion=convert,
                 on_case=lambda index, case: progress.update(task, completed=index, description=escape(case.describe())),
             )
-    except KeyboardInterrupt:
-        writer.metadata["load_average_end"] = machine.load_average()
-        writer.flush()
-        _print_table(new_records)
-        console.print(f"[yellow]interrupted:[/] {len(writer.records)} finished rows ({len(new_records)} new) are in "
-                      f"{escape(str(out_dir))}/; "
-                      f"continue with --output {escape(str(out_dir))} --resume", highlight=False)
-        raise typer.Exit(130) from None
+    except STOPPED as stop:
+        status = stopped(stop)  # after a closed pipe, what follows prints nowhere
+        charts = finish(interrupted=True)
+        console.print(f"[yellow]interrupted:[/] {len(writer.records)} finished rows ({len(new_records)} new) and "
+                      f"{len(charts)} charts are in {escape(str(out_dir))}/; continue with --output "
+                      f"{escape(str(out_dir))} --resume", highlight=False)
+        raise typer.Exit(status) from None
     except SpecbenchError as exc:
         fail(str(exc))
 
-    _print_table(new_records)
-    writer.metadata["load_average_end"] = machine.load_average()
-    writer.flush()
+    charts = finish(interrupted=False)
     busy = machine.busy_warning(writer.metadata["load_average_end"], thread_count, at_end=True)
     if busy:
         error_console.print(f"[yellow]warning:[/] {escape(busy)}", highlight=False)
-    charts = [] if no_charts else bench_charts.render_kernel_charts(writer.records, out_dir)
     console.print(f"results: {escape(str(out_dir / results.RESULTS_JSON))}, "
                   f"{escape(str(out_dir / results.RESULTS_CSV))}; {len(charts)} charts", highlight=False)
     failed = [r for r in new_records if r["status"] == "FAIL"]
@@ -403,6 +410,9 @@ def kernels_command(
         error_console.print(f"[bold red]FAIL:[/] {len(failed)} implementation(s) disagree with the torch reference "
                             f"(see the FAIL rows above); they were not timed", highlight=False)
         raise typer.Exit(1)
+    if new_records and all(r["status"] == "skipped" for r in new_records):
+        reasons = list(dict.fromkeys(r["reason"] for r in new_records))
+        fail(f"every row was skipped, nothing was timed ({'; '.join(reasons[:2])}); the rows are in {out_dir}/")
 
 
 def plot_command(

@@ -1,8 +1,9 @@
 """`specbench sweep`: simulate synthetic-acceptance profiles and check them against the closed forms.
 
 Parses the options into profiles, then calls ``specbench.sweep.run_sweep``; records go to disk as
-they finish (a Ctrl-C keeps them), then a summary and the charts. Every option arrives as text
-and is parsed here, so a bad value gets one sentence naming it instead of a usage panel.
+they finish (a Ctrl-C or a closed pipe keeps them, marked interrupted), then the charts and a
+summary. Every option arrives as text and is parsed here, so a bad value gets one sentence naming
+it instead of a usage panel.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from rich.table import Table
 
 from specbench import acceptance, machine, scenarios
-from specbench.console import console, error_console, fail, lazy_module, print_table
+from specbench.console import STOPPED, console, error_console, fail, lazy_module, print_table, stopped
 from specbench.errors import SpecbenchError
 
 # loaded on first use: torch, numpy, pandas and scipy stay out of `specbench --help`
@@ -337,17 +338,20 @@ def sweep_command(
                 on_case=lambda i, p: progress.update(
                     task, description=f"case {i + 1}/{len(profiles)}: {escape(p.name)}"),
             )
-    except KeyboardInterrupt:
+    except STOPPED as stop:  # Ctrl-C, or the reader of stdout went away (`specbench sweep | head -1`)
+        status = stopped(stop)  # after a closed pipe, what follows prints nowhere
         records = finish(interrupted=True)
         charts = [] if no_charts or not records else sweep_charts.render_sweep_charts(records, out_dir)
         console.print(f"[yellow]interrupted:[/] {len(records)} of {len(profiles)} cases finished; their results "
                       f"{'and charts ' if charts else ''}are in {escape(str(out_dir))}/; continue with --output "
                       f"{escape(str(out_dir))} --resume", highlight=False)
-        raise typer.Exit(130) from None
+        raise typer.Exit(status) from None
     except SpecbenchError as exc:
         fail(str(exc))
 
     records = finish(interrupted=False)
+    # the charts before the summary: output cut short from here on (a closed pipe) loses nothing
+    charts = [] if no_charts else sweep_charts.render_sweep_charts(records, out_dir)
     seconds, positions = writer.metadata["simulation_seconds"], writer.metadata["simulated_positions"]
     print_table(summary_table(records))
     console.print(f"[dim]ok: every closed form lies in its 95% interval or misses it by no more than chance; BUG: "
@@ -357,7 +361,6 @@ def sweep_command(
         console.print(f"simulated {positions:,} draft positions in {seconds:.2f} s: "
                       f"{positions / seconds / 1e6:,.1f}M positions/s ({backend_name} on {device_name}, "
                       f"{thread_count} CPU thread{'s' if thread_count > 1 else ''})", highlight=False)
-    charts = [] if no_charts else sweep_charts.render_sweep_charts(records, out_dir)
     files = ", ".join(str(out_dir / name) for name in (results.RESULTS_JSON, results.RESULTS_CSV, sweep.LONG_CSV))
     console.print(f"results: {escape(files)}", highlight=False)
     for path in charts:

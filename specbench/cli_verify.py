@@ -1,12 +1,15 @@
 """`specbench verify`: the exactness suite (``specbench/exactness.py``) for any implementation.
 
 Prints one row per check (verdict, test, statistic, p-value, sample size, what was measured),
-then a summary with the Bonferroni level; exit 1 when a check fails, 2 for input it cannot use.
+then a summary with the Bonferroni level. Exit 1 when a check fails; 2 for input it cannot use,
+and for a run that checked nothing (every check skipped); 130 on Ctrl-C and 141 on a closed pipe,
+after printing the checks that finished and writing them to ``--json`` with ``interrupted`` set.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import Annotated
@@ -16,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from specbench import machine
-from specbench.console import console, error_console, fail, lazy_module, print_table
+from specbench.console import STOPPED, console, error_console, fail, lazy_module, print_error, print_table, stopped
 from specbench.errors import SpecbenchError
 
 exactness = lazy_module("specbench.exactness")
@@ -33,6 +36,8 @@ INTERPRETED_SAMPLES = 200
 def _number(text: str, option: str, kind: type, low: float, high: float | None = None):
     try:
         value = kind(text)
+        if isinstance(value, float) and math.isnan(value):
+            raise ValueError
     except ValueError:
         raise SpecbenchError(f"{option} takes a {'whole ' if kind is int else ''}number, got {text!r}") from None
     if value < low or (high is not None and value >= high):
@@ -54,6 +59,51 @@ def _table(checks: list) -> Table:
     return table
 
 
+class _Run:
+    """One implementation's suite in this command: what the report says of it, finished or stopped."""
+
+    def __init__(self, name: str, facts: dict, modes: list[str], suite) -> None:
+        self.name, self.facts, self.modes, self.suite = name, facts, modes, suite
+        self._started, self.seconds = time.perf_counter(), None
+
+    def stop_clock(self) -> None:
+        self.seconds = time.perf_counter() - self._started
+
+    def entry(self) -> dict:
+        return {"facts": self.facts, "modes": self.modes, "seconds": round(self.seconds or 0.0, 3),
+                "level": self.suite.level, "checks": [c.as_dict() for c in self.suite.finished()]}
+
+
+def _summary(run: _Run, significance: float) -> str:
+    checks = run.suite.finished()
+    failed = sum(c.verdict == "FAIL" for c in checks)
+    passed = sum(c.verdict == "pass" for c in checks)
+    skipped = sum(c.verdict == "skipped" for c in checks)
+    tests = sum(c.p_value is not None for c in checks)
+    budget = (f"{tests} statistical tests, each held to significance / {tests} = {run.suite.level:.2g} "
+              f"(significance {significance:g})" if tests else "no statistical tests")
+    colour = "bold red" if failed else "green"
+    return (f"[{colour}]{escape(run.name)}: {failed} failed[/], {passed} passed, {skipped} skipped in "
+            f"{run.seconds:.1f} s; {budget}")
+
+
+def _checked_nothing(checks: list) -> str | None:
+    """Why one implementation's run tested nothing (every check skipped), or None when it tested something."""
+    if any(c.verdict != "skipped" for c in checks):
+        return None
+    reasons = list(dict.fromkeys(c.detail for c in checks if c.detail))
+    return "; ".join(reasons[:2]) or "no check applies"
+
+
+def _write_report(metadata: dict, runs: list[_Run], json_path: Path) -> None:
+    report = {"metadata": metadata, "implementations": [run.entry() for run in runs]}
+    try:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(report, indent=2) + "\n")
+    except OSError as exc:
+        raise SpecbenchError(f"cannot write --json {json_path}: {exc.strerror or exc}") from None
+
+
 def verify_command(
     impl: Annotated[str, typer.Option(
         "--impl", metavar="NAMES", help="Implementations to check, comma-separated: torch, triton, flashinfer, vllm, "
@@ -66,9 +116,9 @@ def verify_command(
         "--samples", "-n", metavar="N", help="Requests per statistical check (default 20000; 200 under "
         "--interpret, where each request of a Triton kernel takes tens of milliseconds).",
         show_default=False)] = None,
-    alpha: Annotated[str, typer.Option(
-        "--alpha", metavar="A", help="Chance that a correct implementation fails any check of a run (Bonferroni: "
-        "each test is held to A / number of tests).")] = "0.001",
+    significance: Annotated[str, typer.Option(
+        "--significance", metavar="P", help="Chance that a correct implementation fails any check of a run "
+        "(Bonferroni: each test is held to P / number of tests), in [1e-12, 1).")] = "0.001",
     seed: Annotated[str, typer.Option("--seed", metavar="SEED", help="Seed of the inputs and request seeds.")] = "0",
     json_path: Annotated[Path | None, typer.Option(
         "--json", metavar="FILE", help="Also write every check, the facts and the machine to this JSON file.",
@@ -89,9 +139,10 @@ def verify_command(
                 raise SpecbenchError(f"unknown mode {name!r}; choose from {', '.join(_MODES)} or all")
         default_samples = INTERPRETED_SAMPLES if interpret else DEFAULT_SAMPLES
         sample_count = default_samples if samples is None else _number(samples, "--samples", int, 50)
-        alpha_value = _number(alpha, "--alpha", float, 1e-12, 1.0)
+        significance_value = _number(significance, "--significance", float, 1e-12, 1.0)
         seed_value = _number(seed, "--seed", int, 0, 2**62)
         device_name = sweep.resolve_device(device)
+        exactness.check_samples(sample_count, device_name)
         chosen = registry.resolve_all(names)
     except SpecbenchError as exc:
         fail(str(exc))
@@ -99,56 +150,64 @@ def verify_command(
     import torch
 
     torch_device = torch.device(device_name)
-    runnable = []
+    runnable, skipped = [], []
     for chosen_impl in chosen:
         reason = chosen_impl.cannot_run(torch_device, interpret)
         if reason:
-            error_console.print(f"[yellow]skipped[/] {escape(chosen_impl.name)}: {escape(reason)}", highlight=False)
+            skipped.append(f"{chosen_impl.name}: {reason}")
         else:
             runnable.append(chosen_impl)
     if not runnable:
-        fail("no implementation given can run here")
+        fail(f"no implementation given can run here ({'; '.join(skipped)})")
+    for line in skipped:
+        error_console.print(f"[yellow]skipped[/] {escape(line)}", highlight=False)
 
-    report = {"metadata": results.collect_metadata(device_name, kind="verify", samples=sample_count,
-                                                   alpha=alpha_value, seed=seed_value, interpreted=interpret),
-              "implementations": []}
-    any_failed = False
-    for chosen_impl in runnable:
-        modes_here = [m for m in modes if mode != "all" or m in chosen_impl.modes]
-        facts = chosen_impl.facts()
-        console.print(f"[bold]{escape(chosen_impl.name)}[/]: {escape(chosen_impl.description)} "
-                      f"({escape(facts['source'])}; takes target {facts['target']}, draft {facts['draft']}; "
-                      f"random streams: {facts['rng']})", highlight=False)
-        suite = exactness.Suite(chosen_impl, torch_device, modes_here, samples=sample_count, alpha=alpha_value,
-                                seed=seed_value)
-        started = time.perf_counter()
-        with console.status("checking", spinner="dots") as status:
-            suite.on_check = lambda name: status.update(escape(name))
+    metadata = results.collect_metadata(device_name, kind="verify", samples=sample_count,
+                                         significance=significance_value, seed=seed_value, interpreted=interpret,
+                                         interrupted=False)
+    runs: list[_Run] = []
+    try:
+        for chosen_impl in runnable:
+            modes_here = [m for m in modes if mode != "all" or m in chosen_impl.modes]
+            facts = chosen_impl.facts()
+            console.print(f"[bold]{escape(chosen_impl.name)}[/]: {escape(chosen_impl.description)} "
+                          f"({escape(facts['source'])}; takes target {facts['target']}, draft {facts['draft']}; "
+                          f"random streams: {facts['rng']})", highlight=False)
+            suite = exactness.Suite(chosen_impl, torch_device, modes_here, samples=sample_count,
+                                    significance=significance_value, seed=seed_value)
+            runs.append(_Run(chosen_impl.name, facts, modes_here, suite))
+            with console.status("checking", spinner="dots") as status:
+                suite.on_check = lambda name: status.update(escape(name))
+                suite.run()
+            runs[-1].stop_clock()
+            print_table(_table(suite.finished()), console)
+            console.print(_summary(runs[-1], significance_value), highlight=False)
+    except STOPPED as stop:
+        exit_status = stopped(stop)  # after a closed pipe, what follows prints nowhere
+        metadata["interrupted"] = True
+        if runs and runs[-1].seconds is None:  # stopped inside a suite: show the checks it finished
+            runs[-1].stop_clock()
+            print_table(_table(runs[-1].suite.finished()), console)
+        finished = sum(len(run.suite.finished()) for run in runs)
+        where = ""
+        if json_path is not None:
             try:
-                checks = suite.run()
-            except KeyboardInterrupt:
-                console.print("[yellow]interrupted[/]")
-                raise typer.Exit(130) from None
-        seconds = time.perf_counter() - started
-        print_table(_table(checks), console)
-        failed = [c for c in checks if c.verdict == "FAIL"]
-        passed = sum(c.verdict == "pass" for c in checks)
-        skipped = sum(c.verdict == "skipped" for c in checks)
-        tests = sum(c.p_value is not None for c in checks)
-        colour = "bold red" if failed else "green"
-        budget = (f"{tests} statistical tests, each held to alpha / {tests} = {suite.level:.2g} (alpha "
-                  f"{alpha_value:g})" if tests else "no statistical tests")
-        console.print(f"[{colour}]{chosen_impl.name}: {len(failed)} failed[/], {passed} passed, {skipped} skipped "
-                      f"in {seconds:.1f} s; {budget}", highlight=False)
-        any_failed = any_failed or bool(failed)
-        report["implementations"].append({"facts": facts, "modes": modes_here, "seconds": round(seconds, 3),
-                                          "level": suite.level, "checks": [c.as_dict() for c in checks]})
+                _write_report(metadata, runs, json_path)
+                where = f"; they are in {escape(str(json_path))}"
+            except SpecbenchError as exc:
+                print_error(str(exc))
+        console.print(f"[yellow]interrupted:[/] {finished} checks finished{where}", highlight=False)
+        raise typer.Exit(exit_status) from None
+
     if json_path is not None:
         try:
-            json_path.parent.mkdir(parents=True, exist_ok=True)
-            json_path.write_text(json.dumps(report, indent=2) + "\n")
-        except OSError as exc:
-            fail(f"cannot write --json {json_path}: {exc.strerror or exc}")
+            _write_report(metadata, runs, json_path)
+        except SpecbenchError as exc:
+            fail(str(exc))
         console.print(f"report: {escape(str(json_path))}", highlight=False)
-    if any_failed:
+    if any(c.verdict == "FAIL" for run in runs for c in run.suite.finished()):
         raise typer.Exit(1)
+    for run in runs:
+        why = _checked_nothing(run.suite.finished())
+        if why:
+            fail(f"verify checked nothing of {run.name} in the modes asked for ({', '.join(modes)}): {why}")

@@ -1,4 +1,4 @@
-"""What every command module shares: the consoles and the one-red-line error exit.
+"""What every command module shares: the consoles, the one-red-line error exit, how a run stops.
 
 The command modules (``cli_*.py``) import from here; ``cli.py`` builds the Typer app from them.
 Nothing here imports torch, so ``specbench --help`` stays fast.
@@ -6,8 +6,11 @@ Nothing here imports torch, so ``specbench --help`` stays fast.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import importlib.util
+import os
+import sys
 from types import ModuleType
 
 import typer
@@ -24,9 +27,17 @@ TABLE_FORMATS: tuple[str, ...] = ("rich", "plain", "markdown")
 PIPED_WIDTH = 1000
 
 
+class _Console(Console):
+    """A rich console on which a closed pipe raises ``BrokenPipeError``, for the command to catch (see
+    ``STOPPED``); rich's own default ends the program there with status 1, which reads as a finding."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError(errno.EPIPE, "the reader of the output went away")
+
+
 def _console(stderr: bool = False) -> Console:
     on_terminal = Console(stderr=stderr).is_terminal
-    return Console(stderr=stderr) if on_terminal else Console(stderr=stderr, width=PIPED_WIDTH)
+    return _Console(stderr=stderr) if on_terminal else _Console(stderr=stderr, width=PIPED_WIDTH)
 
 
 console = _console()
@@ -48,8 +59,8 @@ def print_table(table: Table, out: Console | None = None) -> None:
     if _table_format != "rich":
         table.box = box.MARKDOWN if _table_format == "markdown" else None
         table.show_edge = _table_format == "markdown"  # a markdown row starts and ends with a pipe
-        out = Console(file=out.file, width=max(out.width, PIPED_WIDTH), no_color=True, highlight=False,
-                      emoji=False)
+        out = _Console(file=out.file, width=max(out.width, PIPED_WIDTH), no_color=True, highlight=False,
+                       emoji=False)
     out.print(table)
 
 
@@ -62,6 +73,31 @@ def fail(message: str) -> None:
     """Print one red sentence on stderr and exit with status 2."""
     print_error(message)
     raise typer.Exit(2)
+
+
+# What stops a run early, each with its exit status: Ctrl-C, and a reader of stdout that went away
+# (`specbench sweep | head -1`: Python ignores SIGPIPE, so the next write raises BrokenPipeError).
+# A command that writes results catches both, keeps what finished and marks the run interrupted.
+STOPPED = (KeyboardInterrupt, BrokenPipeError)
+INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
+PIPE_CLOSED = 141  # 128 + SIGPIPE, as `yes | head` ends
+
+
+def stopped(reason: BaseException) -> int:
+    """The exit status of a run stopped by ``reason`` (one of ``STOPPED``).
+
+    After a closed pipe, stdout is pointed at /dev/null: what the run still prints while it saves
+    its results goes nowhere instead of raising again, and Python's last flush cannot fail.
+    """
+    if not isinstance(reason, BrokenPipeError):
+        return INTERRUPTED
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a test's captured stdout)
+        pass
+    return PIPE_CLOSED
 
 
 class _Deferred:

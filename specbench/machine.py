@@ -1,4 +1,4 @@
-"""The CPU a run shares: how many threads torch uses, and how busy the machine was around the run.
+"""The machine a run shares: how many threads torch uses, how busy it was around the run, its memory.
 
 Measured on a 2-core machine (torch 2.13, the sweep's torch simulation, K = 3, 2M steps): one
 thread gave 29-31M draft positions/s whether the machine was idle or one other process kept a
@@ -10,7 +10,8 @@ with ``--threads`` on a machine you know is quiet.
 Busy rule: the 1-minute load average counts the processes that want a core. At the start of a run
 the machine is busy when it is above ``cores - threads + 0.5`` (the run's threads would not all
 find a free core; half a core of shells and editors is slack); at the end, when it is above
-``cores + 0.5`` (the run's own threads are then part of it).
+``cores + 0.5`` (the run's own threads are then part of it). ``--threads`` is at most ``cores``:
+more threads than cores is never faster.
 """
 
 from __future__ import annotations
@@ -20,17 +21,22 @@ import os
 from specbench.errors import SpecbenchError
 
 DEFAULT_THREADS = 1
-MAX_THREADS = 1024
 
 
 def parse_threads(text: str) -> int:
-    """``--threads`` text as a whole number in ``[1, 1024]``; anything else is one sentence."""
+    """``--threads`` text as a whole number from 1 to the cores this process may run on.
+
+    More threads than cores is never faster (each parallel step waits for a thread that has no
+    core), so it is refused with a sentence, as any other value that is not a whole number >= 1.
+    """
     try:
         value = int(text.strip().replace("_", ""))
     except ValueError:
         raise SpecbenchError(f"--threads takes a whole number of CPU threads, got {text!r}") from None
-    if not 1 <= value <= MAX_THREADS:
-        raise SpecbenchError(f"--threads must lie in [1, {MAX_THREADS}], got {value}")
+    cores = cpu_count()
+    if not 1 <= value <= cores:
+        raise SpecbenchError(f"--threads must lie in [1, {cores}] (the CPU cores this process may run on), "
+                             f"got {value}")
     return value
 
 
@@ -62,12 +68,33 @@ def busy_warning(load: float | None, threads: int, *, at_end: bool) -> str | Non
     if load is None:
         return None
     cores = cpu_count()
-    limit = cores + 0.5 if at_end else cores - threads + 0.5
+    if at_end:  # the run's own threads are part of the load now
+        limit = cores + 0.5
+        why = "more work than cores, this run's included"
+    else:
+        limit = max(cores - threads, 0) + 0.5
+        why = ("so this run's thread would not find a free core" if threads == 1 else
+               f"so this run's {threads} threads would not each find a free core")
     if load <= limit:
         return None
     when = "at the end of the run" if at_end else "when the run started"
-    return (f"the machine was busy {when}: 1-minute load average {load:.2f} on {cores} cores, above {limit:g} "
-            f"with this run's {threads} thread(s); CPU times and rates may be far too slow, rerun on a quiet machine")
+    return (f"the machine was busy {when}: 1-minute load average {load:.2f} on {cores} cores, above {limit:g}, "
+            f"{why}; CPU times and rates may be far too slow, rerun on a quiet machine")
+
+
+def memory_bytes(device: str) -> int | None:
+    """The memory of ``device``: a GPU's own (``cuda``, ``cuda:N``), else the host's RAM; None where unknown.
+
+    What a size bound is held to: a run whose inputs alone need more can never run there.
+    """
+    if device.startswith("cuda"):
+        import torch
+
+        return int(torch.cuda.get_device_properties(torch.device(device)).total_memory)
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # a platform without sysconf (Windows)
+        return None
 
 
 def use_triton_interpreter(device: str) -> str:

@@ -183,13 +183,21 @@ def _sum_counts(series: dict[tuple, float], path: str) -> Counts:
                                  f"/metrics?")
     if not positions:
         raise SpecbenchError(f"{path} has no {PER_POSITION} series (per-position counts need vLLM 0.9 or newer)")
-    num_spec = max(positions) + 1
+    num_spec = _checked_num_spec(max(positions) + 1, path)
     missing = [i for i in range(num_spec) if i not in positions]
     if missing:
         raise SpecbenchError(f"{path}: {PER_POSITION} has positions up to {num_spec - 1} but not {missing[0]}")
     return Counts(num_drafts=round(totals[DRAFTS]), num_draft_tokens=round(totals.get(DRAFT_TOKENS, 0.0)),
                   num_accepted_tokens=round(totals[ACCEPTED]),
                   accepted_per_position=[round(positions[i]) for i in range(num_spec)], sources=[path])
+
+
+def _checked_num_spec(num_spec: int, where: str) -> int:
+    # the limit every profile has (a scenario with more drafts would be refused by the sweep that reads it)
+    if num_spec > acceptance.MAX_NUM_SPEC_TOKENS:
+        raise SpecbenchError(f"{where}: the server drafted K = {num_spec} tokens a step; specbench profiles hold at "
+                             f"most K = {acceptance.MAX_NUM_SPEC_TOKENS}")
+    return num_spec
 
 
 def counts_from_scrapes(paths: list[Path], model: str | None = None) -> Counts:
@@ -260,7 +268,7 @@ def counts_from_logs(paths: list[Path]) -> Counts:
                                      f"{line.strip()[:100]!r}")
             rates = [float(x) for x in found["rates"].group(1).replace(" ", "").strip(",").split(",")]
             if num_spec is None:
-                num_spec, per_position = len(rates), [0.0] * len(rates)
+                num_spec, per_position = _checked_num_spec(len(rates), where), [0.0] * len(rates)
             elif len(rates) != num_spec:
                 raise SpecbenchError(f"{where}: {len(rates)} per-position rates where earlier lines have {num_spec}: "
                                      f"lines of two configurations cannot be combined")
@@ -346,6 +354,7 @@ def fit_profile(counts: Counts) -> FittedProfile:
     for i, accepted in enumerate(counts.accepted_per_position):
         if accepted > drafts:
             raise SpecbenchError(f"{', '.join(counts.sources)}: position {i} accepted {accepted} of {drafts} drafts")
+    _checked_num_spec(len(counts.accepted_per_position), ", ".join(counts.sources))
     measured = [accepted / drafts for accepted in counts.accepted_per_position]
     intervals = [stats.binomtest(accepted, drafts).proportion_ci(CONFIDENCE, method="wilson")
                  for accepted in counts.accepted_per_position]

@@ -12,7 +12,7 @@ from. The schema (every field optional unless marked)::
     description = "one line on what this is"
     source = "where the numbers come from (paper, table, test file, issue)"
     cost_ratio = 0.05                  # draft step / target step, for the speed-up model
-    num_spec_tokens = 3                # K: a whole number or a list; default len(rates)
+    num_spec_tokens = 3                # K: a whole number (at most 64) or a list; default len(rates)
     rates = [0.73, 0.52, 0.35]         # exactly one of rates, acceptance_length or alpha
     acceptance_length = 2.5            # a number or a list of numbers (needs num_spec_tokens)
     schedule = "geometric"             # how a length becomes rates: min-variance (default) or geometric
@@ -30,6 +30,10 @@ A file has either a top-level ``rates``/``acceptance_length``/``alpha`` (one pro
 ``[[profiles]]``, not both. A list of ``num_spec_tokens``, ``acceptance_length`` or ``alpha``
 expands into one profile per combination. Profile names must differ within a file. Anything
 wrong is a ``SpecbenchError`` naming the file, the field and the value.
+
+Every profile, from a file or from options, has ``K`` at most ``acceptance.MAX_NUM_SPEC_TOKENS``
+(64): the one limit ``sweep``, ``kernels`` and ``profile fit`` share, checked before any list of
+``K`` rates is built.
 
 ``load_scenario(path)`` is the public entry point (``specbench sweep --scenario`` and any other
 command that takes a scenario use it). ``path`` may also be a bare name: ``NAME`` is looked up as
@@ -103,6 +107,7 @@ def make_profile(
     shows what was given: ``L=2.5 min-variance``, ``L=2.5 geometric``, ``alpha=0.8`` or the rates.
     """
     acceptance.check_schedule(schedule)
+    check_num_spec_tokens(num_spec_tokens)
     resolved = acceptance.resolve_rates(num_spec_tokens, rates, acceptance_length, schedule=schedule, alpha=alpha)
     if cost_ratio is not None:
         cost_ratio = acceptance.check_cost_ratio(cost_ratio)
@@ -118,6 +123,15 @@ def make_profile(
         name = (f"alpha={alpha_value:g}" if alpha is not None else f"L={length:g} {schedule}" if length is not None
                 else acceptance.format_rates(resolved))
     return Profile(name, num_spec_tokens, tuple(resolved), length, source, cost_ratio, schedule_used, alpha_value)
+
+
+def check_num_spec_tokens(num_spec_tokens: int) -> int:
+    """Refuse a profile of more than ``MAX_NUM_SPEC_TOKENS`` drafts (and a ``K`` that is no whole number >= 1)."""
+    acceptance.check_num_spec_tokens(num_spec_tokens)
+    if num_spec_tokens > acceptance.MAX_NUM_SPEC_TOKENS:
+        raise SpecbenchError(f"K (draft tokens per step) must be at most {acceptance.MAX_NUM_SPEC_TOKENS}, got "
+                             f"{num_spec_tokens}")
+    return num_spec_tokens
 
 
 @dataclass(frozen=True)

@@ -53,8 +53,8 @@ import pandas as pd
 import torch
 from scipy import stats
 
-from specbench import acceptance, rng
-from specbench.acceptance import DEFAULT_COST_RATIO, MAX_NUM_SPEC_TOKENS
+from specbench import acceptance, rng, scenarios
+from specbench.acceptance import DEFAULT_COST_RATIO
 from specbench.errors import SpecbenchError
 from specbench.scenarios import Profile
 from specbench.verification import backend_module, resolve_backend, simulate_acceptance
@@ -113,11 +113,13 @@ def case_seed(seed: int, profile: Profile) -> int:
 
 
 def check_num_spec_tokens(profiles: Sequence[Profile]) -> None:
-    """Refuse a case with ``K`` above ``MAX_NUM_SPEC_TOKENS`` (one sentence naming it)."""
+    """Refuse a case with ``K`` above ``MAX_NUM_SPEC_TOKENS``, the limit of every profile (one sentence naming it);
+    ``make_profile`` refuses one already, this catches a ``Profile`` built by hand."""
     for profile in profiles:
-        if profile.num_spec_tokens > MAX_NUM_SPEC_TOKENS:
-            raise SpecbenchError(f"K must be at most {MAX_NUM_SPEC_TOKENS} in a sweep, got {profile.num_spec_tokens} "
-                                 f"(profile {profile.name!r})")
+        try:
+            scenarios.check_num_spec_tokens(profile.num_spec_tokens)
+        except SpecbenchError as exc:
+            raise SpecbenchError(f"{exc} (profile {profile.name!r})") from None
 
 
 def num_checks(profile: Profile) -> int:

@@ -6,10 +6,12 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
+import pytest
 from typer.testing import CliRunner
 
-from specbench import __version__, console
+from specbench import __version__, cli, console
 from specbench.cli import app
 
 runner = CliRunner()
@@ -48,19 +50,30 @@ def test_help_shows_flags_without_a_value_type_and_lists_exit_codes():
     lines = [line for line in result.output.splitlines() if "--no-charts" in line or "--resume" in line]
     assert len(lines) == 2 and not any("<bool>" in line for line in lines)
     assert "<bool>" not in result.output
-    assert "Exit status: 0 done, 1 a finding" in result.output
+    assert "Exit status: 0 done, 1 a finding" in result.output and "70 a specbench bug" in result.output
     # a flag takes no value: giving one is a usage error (Click's own, exit 2)
     assert runner.invoke(app, ["sweep", "--no-charts", "true"]).exit_code == 2
 
 
-def test_a_closed_pipe_ends_quietly_and_is_not_a_finding(tmp_path):
-    # `specbench sweep | head -1`: the reader leaves after one line; exit 1 would read as a BUG
-    script = (f"{sys.executable} -m specbench sweep -l 2.5 -n 20000 --no-charts -o {tmp_path / 'out'} | head -1; "
+def test_a_closed_pipe_ends_quietly_keeps_what_finished_and_is_not_a_finding(tmp_path):
+    # `specbench sweep | true`: the reader is gone before the first case is printed; exit 1 would read
+    # as a BUG, and the finished case must stay on disk, marked interrupted, with its charts
+    out = tmp_path / "out"
+    script = (f"{sys.executable} -m specbench sweep -l 2,2.5,3 -n 20000 -o {out} | true; "
               "echo \"status=${PIPESTATUS[0]}\"")
     done = subprocess.run(["bash", "-c", script], check=False, capture_output=True, text=True, timeout=300)
     status = int(done.stdout.strip().splitlines()[-1].removeprefix("status="))
-    assert status in (0, 141), done.stdout + done.stderr  # 141 = 128 + SIGPIPE, as `yes | head` gives
+    assert status == 141, done.stdout + done.stderr  # 141 = 128 + SIGPIPE, as `yes | head` gives
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
+    metadata = json.loads((out / "results.json").read_text())["metadata"]
+    assert metadata["interrupted"] is True and metadata["finished_cases"] == 1
+    assert (out / "accepted_distribution.png").stat().st_size > 0
+
+
+def test_help_cut_short_by_a_closed_pipe_is_141_not_1():
+    script = f"{sys.executable} -m specbench sweep --help | true; echo \"status=${{PIPESTATUS[0]}}\""
+    done = subprocess.run(["bash", "-c", script], check=False, capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip().endswith("status=141") and "Traceback" not in done.stderr, done.stdout + done.stderr
 
 
 def _sweep_table(tmp_path, *options: str) -> str:
@@ -95,3 +108,50 @@ def test_piped_output_is_not_cut_at_80_columns(tmp_path):
     name = metadata["profiles"][0]
     assert any(name in line for line in text.splitlines())  # the whole profile name on one line
     assert max(len(line) for line in text.splitlines()) > 80
+
+
+def _one_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    assert len(lines) == 1, text
+    return lines[0]
+
+
+def test_an_unexpected_exception_is_a_bug_with_its_own_status_and_a_traceback_file(tmp_path, monkeypatch, capsys):
+    def broken(name):
+        raise RuntimeError("the table format exploded")
+
+    monkeypatch.setattr(console, "set_table_format", broken)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert cli.run(["env"]) == cli.EXIT_BUG == 70
+    line = _one_line(capsys.readouterr().err)
+    assert "specbench bug" in line and "RuntimeError: the table format exploded" in line
+    saved = list(tmp_path.glob("specbench-bug-*.txt"))
+    assert len(saved) == 1 and str(saved[0]) in line
+    assert "Traceback" in saved[0].read_text() and "set_table_format" in saved[0].read_text()
+
+
+def test_a_sys_exit_from_inside_a_command_is_not_a_success(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(console, "set_table_format", lambda name: sys.exit(0))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert cli.run(["env"]) == 70
+    assert "SystemExit" in _one_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("args, said", [
+    (["sweep", "--bogus"], "No such option: --bogus"),
+    (["profile", "fit"], "Missing argument 'FILE...'"),
+    (["sweep", "--no-charts", "true"], "unexpected extra argument(s) (true)"),
+    (["no-such-command"], "No such command 'no-such-command'"),
+    (["plot"], "Missing argument 'DIR'"),
+])
+def test_usage_errors_are_one_red_sentence_with_status_2(args, said, capsys):
+    assert cli.run(args) == 2
+    captured = capsys.readouterr()
+    line = _one_line(captured.err)
+    assert line.startswith("error: ") and said in line and "--help" in line
+    assert "╭" not in captured.err + captured.out
+
+
+def test_specbench_alone_prints_the_help_and_status_2(capsys):
+    assert cli.run([]) == 2
+    assert "Exit status" in capsys.readouterr().out

@@ -123,6 +123,8 @@ def test_a_scenario_sets_k_and_the_rates(tmp_path):
         (["--max-samples", "1", "--min-samples", "5"], "maximum samples must be at least the minimum (5), got 1"),
         (["--max-ms", "soon"], "--max-ms takes a number, got 'soon'"),
         (["--seed", "1,2"], "--seed takes one whole number, got '1,2'"),
+        (["-k", "1000000000000000000"], "K (draft tokens per step) must be at most 64, got 1000000000000000000"),
+        (["-k", "65", "-l", "2"], "K (draft tokens per step) must be at most 64, got 65"),
     ],
 )
 def test_bad_options_get_one_sentence_and_exit_2(args, message):
@@ -173,6 +175,19 @@ def test_a_wrong_implementation_is_shown_as_fail_and_not_timed(tmp_path, monkeyp
     assert wrong[0]["reason"] == "num_accepted differs from the torch reference in 2 of 2 requests"
 
 
+def test_an_implementation_that_calls_sys_exit_is_a_fail_row_not_the_end_of_the_run(tmp_path, monkeypatch):
+    import sys
+
+    from specbench.implementations import Implementation, builtin
+
+    monkeypatch.setitem(builtin.BUILT_IN, "leaves", Implementation("leaves", "exits", prepare=lambda kwargs: sys.exit))
+    result = run("kernels", *TINY, "--mode", "greedy", "--batch-size", "2", "--impl", "torch,leaves",
+                 "--output", str(tmp_path), "--no-charts")
+    assert result.exit_code == 1, result.output
+    leaves = [r for r in _records(tmp_path) if r["impl"] == "leaves"]
+    assert [(r["status"], r["reason"]) for r in leaves] == [("FAIL", "raised SystemExit")]
+
+
 def test_out_of_memory_is_recorded_as_skipped_and_the_run_goes_on(tmp_path, monkeypatch):
     make_inputs = bench.make_inputs
 
@@ -202,16 +217,20 @@ def test_ctrl_c_keeps_finished_rows_and_resume_finishes_the_rest(tmp_path, monke
         return run_case(case, implementations, **keywords)
 
     monkeypatch.setattr(bench, "run_case", interrupted)
-    args = ["kernels", *TINY, "--mode", "greedy", "--batch-size", "1,2,3", "--impl", "torch", "--no-charts"]
+    args = ["kernels", *TINY, "--mode", "greedy", "--batch-size", "1,2,3", "--impl", "torch"]
     first = run(*args, "--output", str(tmp_path))
     assert first.exit_code == 130 and "continue with --output" in _one_line(first.stdout)
     assert [r["batch_size"] for r in _records(tmp_path)] == [1]
+    # marked as such, with the charts of what finished
+    assert json.loads((tmp_path / "results.json").read_text())["metadata"]["interrupted"] is True
+    assert (tmp_path / "time_vs_batch_L3-float32.png").stat().st_size > 0
 
     stop_at.clear()
-    second = run(*args, "--output", str(tmp_path), "--resume")
+    second = run(*args, "--output", str(tmp_path), "--resume", "--no-charts")
     assert second.exit_code == 0, second.output
     assert [r["batch_size"] for r in _records(tmp_path)] == [1, 2, 3]
     assert ran == [1, 2, 3]  # the finished case was not run again
+    assert json.loads((tmp_path / "results.json").read_text())["metadata"]["interrupted"] is False
 
 
 @needs_no_gpu  # the interpreter must be switched on before triton is first imported
@@ -228,6 +247,44 @@ def test_interpret_runs_triton_on_the_cpu_and_skips_shapes_too_large(tmp_path):
         assert rows[("triton", mode, 300000)]["status"] == "skipped"
         assert "too large for the Triton interpreter" in rows[("triton", mode, 300000)]["reason"]
         assert rows[("torch", mode, 300000)]["status"] == "ok"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--batch-size", "1000000000000"], "B=1000000000000 K=3 V=64 float32 L=3 needs at least 1,057,982.4 GiB"),
+    (["--vocab-size", "1000000000000"], "V=1000000000000 float32 L=3 needs at least 14,901"),
+])
+def test_a_case_larger_than_memory_is_refused_before_any_input_is_built(tmp_path, args, message, monkeypatch):
+    from specbench import machine
+
+    monkeypatch.setattr(machine, "memory_bytes", lambda device: 64 << 30)
+    tiny = [a for a in TINY if a not in ("--vocab-size", "64")] if "--vocab-size" in args else TINY
+    result = run("kernels", *tiny, *args, "--mode", "greedy", "--impl", "torch", "--output", str(tmp_path / "out"))
+    assert result.exit_code == 2, result.output
+    said = _one_line(result.stderr)
+    assert message in said and "more than the host's memory (64.0 GiB); use a smaller --batch-size" in said
+    assert not (tmp_path / "out").exists()
+
+
+@needs_no_gpu
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
+def test_a_grid_too_large_for_the_interpreter_is_refused(tmp_path):
+    result = run("kernels", "--interpret", "--model", "llama3", "--impl", "triton", "--output", str(tmp_path / "out"))
+    assert result.exit_code == 2, result.output
+    assert ("triton would run under the Triton interpreter, which takes at most 262,144 target logits a case "
+            "(B x (K+1) x V), and the smallest case here has 513,024") in _one_line(result.stderr)
+
+
+def test_a_run_whose_every_row_was_skipped_keeps_its_files_and_exits_2(tmp_path, monkeypatch):
+    def no_memory(case, device="cpu", seed=0):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
+
+    monkeypatch.setattr(bench, "make_inputs", no_memory)
+    result = run("kernels", *TINY, "--mode", "greedy", "--batch-size", "1,2", "--impl", "torch", "--output",
+                 str(tmp_path), "--no-charts")
+    assert result.exit_code == 2, result.output
+    said = _one_line(result.stderr)
+    assert "every row was skipped, nothing was timed (out of memory: CUDA out of memory" in said
+    assert [r["status"] for r in _records(tmp_path)] == ["skipped", "skipped"]
 
 
 def test_env_prints_versions_devices_and_bandwidth():
@@ -337,7 +394,7 @@ def test_schedule_shapes_the_inputs_and_threads_and_load_are_recorded(tmp_path):
     metadata = payload["metadata"]
     assert metadata["threads"] == 1
     assert isinstance(metadata["load_average_start"], float) and isinstance(metadata["load_average_end"], float)
-    for args, message in ((["--threads", "0"], "--threads must lie in [1, 1024], got 0"),
+    for args, message in ((["--threads", "0"], "(the CPU cores this process may run on), got 0"),
                           (["--schedule", "flat"], "schedule must be one of min-variance, geometric, got 'flat'"),
                           (["--scenario", "default", "--schedule", "geometric"], "give --scenario or")):
         bad = run("kernels", *args)

@@ -290,7 +290,7 @@ def test_empty_output_and_a_scenario_past_the_k_cap_are_refused(tmp_path, monkey
     big = tmp_path / "big.toml"
     big.write_text('source = "test"\nnum_spec_tokens = 65\nacceptance_length = 2\n')
     result = invoke("--scenario", str(big), "-n", "100", "-o", str(tmp_path / "never"))
-    assert result.exit_code == 2 and "K must be at most 64 in a sweep, got 65" in one_line(result.stderr)
+    assert result.exit_code == 2 and "K (draft tokens per step) must be at most 64, got 65" in one_line(result.stderr)
     assert not (tmp_path / "never").exists()
 
 
@@ -339,3 +339,17 @@ def test_a_busy_machine_is_warned_about(tmp_path, monkeypatch):
     assert "warning: the machine was busy when the run started: 1-minute load average 40.00" in message
     assert "busy at the end of the run" in message
     assert read_results(tmp_path)[0]["load_average_start"] == 40.0
+
+
+def test_more_threads_than_cores_is_refused_and_the_busy_rule_reads_sensibly(monkeypatch):
+    from specbench import machine
+
+    monkeypatch.setattr(machine, "cpu_count", lambda: 2)
+    result = invoke("-r", "0.5", "--threads", "1000")
+    assert result.exit_code == 2
+    assert "--threads must lie in [1, 2] (the CPU cores this process may run on), got 1000" in one_line(result.stderr)
+    # two threads on two cores: any other process makes the machine busy, and the sentence says why
+    said = machine.busy_warning(1.2, 2, at_end=False)
+    assert "load average 1.20 on 2 cores, above 0.5, so this run's 2 threads would not each find a free core" in said
+    assert machine.busy_warning(0.4, 2, at_end=False) is None
+    assert "above 2.5, more work than cores" in machine.busy_warning(3.0, 2, at_end=True)

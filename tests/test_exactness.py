@@ -13,9 +13,9 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from specbench import oracle
+from specbench import cli, oracle
 from specbench.cli import app
-from specbench.exactness import LAW_CONFIGS, Suite
+from specbench.exactness import DEFAULT_SAMPLES, LAW_CONFIGS, MIN_BONUS_SHARE, Suite
 from specbench.implementations import resolve
 
 CPU = torch.device("cpu")
@@ -188,10 +188,11 @@ def test_verify_passes_our_backend_and_writes_json(tmp_path):
     report = tmp_path / "verify.json"
     result = runner.invoke(app, ["verify", "--impl", "torch", "--samples", "3000", "--json", str(report)])
     assert result.exit_code == 0, result.output
-    assert "torch: 0 failed" in result.stdout and "each held to alpha /" in result.stdout
+    assert "torch: 0 failed" in result.stdout and "each held to significance /" in result.stdout
     data = json.loads(report.read_text())
     (entry,) = data["implementations"]
-    assert entry["facts"]["rng"] == "specbench" and data["metadata"]["alpha"] == 0.001
+    assert entry["facts"]["rng"] == "specbench" and data["metadata"]["significance"] == 0.001
+    assert data["metadata"]["interrupted"] is False and "alpha" not in data["metadata"]
     assert {c["verdict"] for c in entry["checks"]} <= {"pass", "skipped"} and len(entry["checks"]) > 50
 
 
@@ -226,10 +227,73 @@ def test_the_example_plugin_runs_through_verify_and_kernels(tmp_path):
     (["--impl", "sglang"], "unknown implementation 'sglang'"),
     (["--impl", "torch", "--mode", "beam"], "unknown mode 'beam'"),
     (["--impl", "torch", "--samples", "many"], "--samples takes a whole number, got 'many'"),
-    (["--impl", "torch", "--alpha", "2"], "--alpha must be in [1e-12, 1), got 2"),
+    (["--impl", "torch", "--significance", "2"], "--significance must be in [1e-12, 1), got 2"),
+    (["--impl", "torch", "--significance", "nan"], "--significance takes a number, got 'nan'"),
+    (["--impl", "torch", "--alpha", "0.01"], "No such option: --alpha"),  # sweep's --alpha is an acceptance rate
+    (["--impl", "torch", "--samples", "1000000000000"], "--samples 1,000,000,000,000 needs about 3,814,697 GiB"),
+    (["--impl", "textbook", "--mode", "synthetic"], ("verify checked nothing of textbook in the modes asked for "
+                                                     "(synthetic): textbook declares the modes probabilistic, not "
+                                                     "synthetic")),
     (["--impl", "flashinfer", "--device", "cpu"], "no implementation given can run here"),
 ])
-def test_unusable_input_is_one_sentence_and_exit_2(args, message):
-    result = runner.invoke(app, ["verify", *args])
-    assert result.exit_code == 2
-    assert message in " ".join(result.stderr.split())
+def test_unusable_input_is_one_sentence_and_exit_2(args, message, capsys):
+    assert cli.run(["verify", *args]) == 2
+    stderr = capsys.readouterr().err
+    assert len(stderr.strip().splitlines()) == 1 and message in stderr, stderr
+
+
+def test_every_statistical_check_of_the_reference_runs_at_the_default_sample_count():
+    # the rarest slot is the bonus one: the rows are drawn so that at least 1% of the requests reach it
+    for seed in (0, 1, 2):
+        checks = _run("torch", samples=DEFAULT_SAMPLES, seed=seed)
+        skipped = [(c.mode, c.name, c.detail) for c in checks if c.test == "chi-square" and c.verdict == "skipped"]
+        assert not skipped, (seed, skipped)
+        assert not [c for c in checks if c.verdict == "FAIL"]
+        bonus = [c.samples for c in checks if c.name.startswith("token law, bonus slot")]
+        assert len(bonus) == len(LAW_CONFIGS) and min(bonus) >= MIN_BONUS_SHARE * DEFAULT_SAMPLES / 2
+
+
+def _plugin(tmp_path, body: str) -> str:
+    path = tmp_path / "leaving.py"
+    path.write_text(textwrap.dedent("""
+        import os, signal, sys, time
+        from specbench import verify
+        from specbench.implementations import sampler
+
+        calls = []
+
+        @sampler(modes=["greedy"], rng="own")
+        def leaving(**inputs):
+    """) + textwrap.indent(body, "    ") + "\n")
+    return f"{path}:leaving"
+
+
+@pytest.mark.parametrize("body, said", [
+    ("sys.exit(0)", "called sys.exit(0)"),
+    ("raise SystemExit", "called sys.exit(None)"),
+    ("raise KeyboardInterrupt", "raised KeyboardInterrupt while nobody pressed Ctrl-C"),
+])
+def test_a_plugin_that_tries_to_end_the_run_fails_its_checks(tmp_path, body, said, capsys):
+    assert cli.run(["verify", "--impl", _plugin(tmp_path, body), "--samples", "50"]) == 1
+    out = capsys.readouterr().out
+    assert said in " ".join(out.split()) and "leaving: 4 failed" in out
+
+
+def test_ctrl_c_keeps_the_finished_checks_in_the_table_and_the_json(tmp_path, capsys):
+    # a real SIGINT arrives while the plugin runs: the suite stops, as a person pressing Ctrl-C wants
+    body = ("calls.append(1)\n"
+            "if len(calls) == 4:\n"  # the first call of the poisoned-buffers check, after three checks of one call
+            "    os.kill(os.getpid(), signal.SIGINT)\n    time.sleep(5)\n"
+            "return verify(backend='torch', **inputs)")
+    report = tmp_path / "verify.json"
+    status = cli.run(["verify", "--impl", _plugin(tmp_path, body), "--samples", "50", "--json", str(report)])
+    captured = capsys.readouterr()
+    out = " ".join(captured.out.split())
+    assert status == 130 and "interrupted: 4 checks finished; they are in" in out, captured.err
+    data = json.loads(report.read_text())
+    assert data["metadata"]["interrupted"] is True
+    (entry,) = data["implementations"]
+    assert [c["name"] for c in entry["checks"]] == [
+        "greedy identity (ties, NaN, +-inf)", "-1 and out-of-range draft ids",
+        "num_draft_tokens < K: nothing past a request's count", "num_draft_tokens < K: same as the reference"]
+    assert "greedy identity (ties, NaN, +-inf)" in out

@@ -172,3 +172,34 @@ def test_missing_peers_are_a_one_line_note(monkeypatch):
     assert resolve("flashinfer").unavailable(torch.device("cuda")) == \
         "FlashInfer is not installed (pip install flashinfer-python)"
     assert resolve("vllm").unavailable(torch.device("cuda")) == "vLLM is not installed (pip install vllm)"
+
+
+@pytest.mark.parametrize(("name", "content", "message"), [
+    ("folder", None, "plugin file .*folder is a folder; give path/to/file.py:function"),
+    ("notes.txt", "x = 1\n", "plugin file .*notes.txt is not a Python file"),
+    ("typo.py", "def f(:\n", "loading .*typo.py failed: SyntaxError"),
+    ("leaves.py", "import sys\nsys.exit(0)\n", "loading .*leaves.py failed: SystemExit: 0"),
+])
+def test_a_plugin_file_that_cannot_be_loaded_is_one_sentence(tmp_path, name, content, message):
+    path = tmp_path / name
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_text(content)
+    with pytest.raises(SpecbenchError, match=message):
+        resolve(f"{path}:f")
+
+
+def test_an_unreadable_plugin_file_is_one_sentence(tmp_path, monkeypatch):
+    path = tmp_path / "locked.py"
+    path.write_text("x = 1\n")
+    real_open = type(path).open
+
+    def refuse(self, *args, **kwargs):  # chmod 000 does not stop root, who runs many CI containers
+        if self == path:
+            raise PermissionError(13, "Permission denied")
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(path), "open", refuse)
+    with pytest.raises(SpecbenchError, match="cannot read plugin file .*locked.py: Permission denied"):
+        resolve(f"{path}:f")

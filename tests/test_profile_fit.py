@@ -103,6 +103,9 @@ def test_several_models_need_model_and_model_picks_one(tmp_path):
      "is not a number"),
     ("hello\nworld\n", "is neither a Prometheus scrape"),
     ('vllm:spec_decode_num_drafts_total{engine="0"} 10\n', "has no vllm:spec_decode_num_accepted_tokens counter"),
+    # the one K limit of every profile: a sweep would refuse the scenario, so it is never written
+    (_scrape({"0": {"drafts": 100, "pos": [50] * 70}}), "drafted K = 70 tokens a step; specbench profiles hold at most"),
+    (_scrape({"0": {"drafts": 10, "pos": [5]}}).replace('position="0"', 'position="999999999999"'), "K = 1000000000000"),
 ])
 def test_bad_input_is_one_sentence_naming_the_file_and_nothing_is_written(tmp_path, text, said):
     path = _write(tmp_path, "bad.prom", text)
@@ -126,6 +129,14 @@ INFO 11-20 10:00:21 [metrics.py:96] SpecDecoding metrics: Mean acceptance length
 tokens/s, Drafted throughput: 0.00 tokens/s, Accepted: 0 tokens, Drafted: 0 tokens, Per-position acceptance rate: \
 0.000, 0.000, 0.000, Avg Draft acceptance rate: nan%
 """
+
+
+def test_log_lines_of_more_drafts_than_a_profile_holds_are_refused(tmp_path):
+    rates = ", ".join(["0.500"] * 65)
+    line = LOG.splitlines()[1].split("rate: ")[0] + f"rate: {rates}, Avg Draft acceptance rate: 50.0%\n"
+    path = _write(tmp_path, "server.log", line)
+    result = _fit(str(path), "-o", str(tmp_path / "p.toml"))
+    assert result.exit_code == 2 and "server.log:1: the server drafted K = 65 tokens" in " ".join(result.stderr.split())
 
 
 def test_log_lines_are_combined_weighted_by_their_drafts(tmp_path):

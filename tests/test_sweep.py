@@ -3,6 +3,7 @@ verdicts, records, the long-form table and the charts."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -101,8 +102,12 @@ def test_resumed_cases_are_skipped_and_keep_their_index():
 
 
 def test_k_is_capped():
-    with pytest.raises(SpecbenchError, match="K must be at most 64 in a sweep, got 65"):
-        sweep.run_sweep([make_profile(65, acceptance_length=2.0)], num_requests=10, backend="torch", device="cpu")
+    # one limit for every profile: make_profile refuses it, and a sweep refuses a Profile built by hand
+    with pytest.raises(SpecbenchError, match=r"K \(draft tokens per step\) must be at most 64, got 65"):
+        make_profile(65, acceptance_length=2.0)
+    by_hand = dataclasses.replace(make_profile(3, acceptance_length=2.0), num_spec_tokens=65, name="typed")
+    with pytest.raises(SpecbenchError, match="must be at most 64, got 65 \\(profile 'typed'\\)"):
+        sweep.run_sweep([by_hand], num_requests=10, backend="torch", device="cpu")
 
 
 def test_histogram_is_the_same_in_small_chunks(monkeypatch):

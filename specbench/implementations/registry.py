@@ -103,14 +103,22 @@ def _load_module(name: str):
         return importlib.import_module(name)
     except ModuleNotFoundError as exc:
         raise SpecbenchError(f"cannot import {name!r}: {exc}") from None
-    except Exception as exc:  # noqa: BLE001 -- whatever a plugin raises on import is reported in one sentence
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 -- whatever a plugin raises on import is one sentence
         raise SpecbenchError(f"importing {name!r} failed: {type(exc).__name__}: {exc}") from None
 
 
 def _load_file(path: str):
     file = Path(path).expanduser()
+    if file.is_dir():
+        raise SpecbenchError(f"plugin file {path} is a folder; give path/to/file.py:function")
     if not file.is_file():
         raise SpecbenchError(f"no such plugin file: {path}")
+    if file.suffix != ".py":
+        raise SpecbenchError(f"plugin file {path} is not a Python file (its name must end in .py)")
+    try:
+        file.open("rb").close()
+    except OSError as exc:
+        raise SpecbenchError(f"cannot read plugin file {path}: {exc.strerror or exc}") from None
     module_name = f"specbench_plugin_{abs(hash(str(file.resolve())))}"
     if module_name in sys.modules:
         return sys.modules[module_name]
@@ -119,7 +127,7 @@ def _load_file(path: str):
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:  # noqa: BLE001 -- whatever a plugin file raises is reported in one sentence
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 -- whatever a plugin file raises is one sentence
         del sys.modules[module_name]
         raise SpecbenchError(f"loading {path} failed: {type(exc).__name__}: {exc}") from None
     return module

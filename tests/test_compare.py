@@ -412,3 +412,19 @@ def test_the_straddled_edge_is_named():
     verdict, note = compare.judge(1.2, 1.4, 0.3, (40, 40), spread=2.5)
     assert verdict == "inconclusive" and "straddles 1.30 (±30%)" in note and note.endswith("; p80/p20 = 2.5")
     assert compare.judge(1.4, 1.5, 0.3, (40, 40)) == ("slower", "")
+
+
+def test_the_planted_slowdown_example_matches_a_plain_runs_rows(quick_run, tmp_path):
+    # examples/slower_torch.py is torch plus a busy wait, named torch so that compare pairs its rows
+    # with a plain run's (how much slower it reads is for `kernels`, not a test, to measure)
+    plugin = Path(__file__).resolve().parent.parent / "examples" / "slower_torch.py"
+    planted = runner.invoke(app, ["kernels", "--quick", "--device", "cpu", "--max-ms", "5", "--min-samples", "10",
+                                  "--warmup", "0", "--no-charts", "--impl", f"{plugin}:slower_torch",
+                                  "-o", str(tmp_path / "planted")])
+    assert planted.exit_code == 0, planted.output
+    result = _compare(quick_run, tmp_path / "planted", "--json", tmp_path / "c.json")
+    report = json.loads((tmp_path / "c.json").read_text())
+    assert result.exit_code in (0, 1) and sum(report["counts"].values()) == 20, result.output
+    assert report["only_in_baseline"] == report["only_in_current"] == report["not_compared"] == []
+    assert "implementation torch differs: built-in (baseline) vs examples/slower_torch.py:slower_torch" in _one_line(
+        result.stderr)

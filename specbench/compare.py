@@ -110,7 +110,7 @@ class SettingDifference:
     rows: str = "all"
 
     def __str__(self) -> str:
-        return f"{self.name} differs: {_shown(self.baseline)} (baseline) vs {_shown(self.current)} (current)"
+        return f"{self.name} {_shown(self.baseline)} (baseline) vs {_shown(self.current)} (current)"
 
     def touches(self, record: dict) -> bool:
         return self.invalidates and (self.rows == "all" or bool(record.get("cuda_graph")))

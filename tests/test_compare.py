@@ -165,17 +165,17 @@ def test_version_differences_are_warnings_and_verdicts_stand(quick_run, tmp_path
     result = _compare(quick_run, current, "--json", tmp_path / "c.json")
     assert result.exit_code == 0, result.output
     warnings = _one_line(result.stderr)
-    before = json.loads((quick_run / "results.json").read_text())["metadata"]["torch"]
-    assert f"torch differs: {before} (baseline) vs 9.9.9 (current): results may differ" in warnings
-    assert "python differs" in warnings and "timing max_ms differs" in warnings
+    before = json.loads((quick_run / "results.json").read_text())["metadata"]
+    assert f"torch {before['torch']} (baseline) vs 9.9.9 (current): results may differ" in warnings
+    assert f"python {before['python']} (baseline) vs 3.99.0 (current)" in warnings and "timing max_ms 5.0 (baseline) vs 1000.0 (current)" in warnings
     report = json.loads((tmp_path / "c.json").read_text())
     assert report["counts"].get("unchanged", 0) > 0 and not any(d["invalidates"] for d in report["setting_differences"])
 
 
 @pytest.mark.parametrize(("field", "value", "said"), [
-    ("threads", 2, "threads differs: 1 (baseline) vs 2 (current)"),
-    ("device", "cpu (another machine)", "device differs"),
-    ("timing", "l2_flush", "L2 flush differs: False (baseline) vs True (current)"),
+    ("threads", 2, "threads 1 (baseline) vs 2 (current)"),
+    ("device", "cpu (another machine)", "device cpu ("),
+    ("timing", "l2_flush", "L2 flush False (baseline) vs True (current)"),
 ])
 def test_a_setting_that_changes_every_sample_leaves_nothing_comparable(quick_run, tmp_path, field, value, said):
     # `kernels --quick` vs `kernels --quick --threads 2` once read "1 slower (29x)" with no word about threads
@@ -207,10 +207,10 @@ def test_a_setting_that_changes_some_rows_makes_them_inconclusive_with_a_note(qu
     graph_rows = [case for case in cases if case["case"].endswith(" graph")]
     assert len(graph_rows) == 4 and {case["verdict"] for case in graph_rows} == {"inconclusive"}
     planted = next(case for case in graph_rows if case["ratio"] > 1.3)
-    assert planted["note"] == ("not comparable: calls per CUDA graph differs: 10 (baseline) vs 20 (current) "
+    assert planted["note"] == ("not comparable: calls per CUDA graph 10 (baseline) vs 20 (current) "
                                "(the samples alone would say slower)")
     assert [case["verdict"] for case in cases if case["ratio"] > 1.3 and case not in graph_rows] == ["slower"]
-    assert "calls per CUDA graph differs" in _one_line(result.stderr)
+    assert "calls per CUDA graph 10 (baseline) vs 20 (current)" in _one_line(result.stderr)
 
 
 def test_a_fixed_seed_sweep_repeats_its_committed_reference(tmp_path):
@@ -426,5 +426,5 @@ def test_the_planted_slowdown_example_matches_a_plain_runs_rows(quick_run, tmp_p
     report = json.loads((tmp_path / "c.json").read_text())
     assert result.exit_code in (0, 1) and sum(report["counts"].values()) == 20, result.output
     assert report["only_in_baseline"] == report["only_in_current"] == report["not_compared"] == []
-    assert "implementation torch differs: built-in (baseline) vs examples/slower_torch.py:slower_torch" in _one_line(
+    assert "implementation torch built-in (baseline) vs examples/slower_torch.py:slower_torch" in _one_line(
         result.stderr)

@@ -15,11 +15,10 @@ same files always give the same interval). With threshold ``t`` the verdict is:
   host or a moving clock, which the interval of one run does not describe) where the interval
   alone would say slower or faster. Never a silent pass: counted and listed.
 
-The runs must have timed the same thing. A recorded setting that changes what a sample measures
-(the device, torch's CPU threads on a CPU run, the L2 flush, the clock, calls per CUDA graph for
-graph rows) makes the rows it touches inconclusive, with a note naming it; when it touches every
-row nothing can be compared and ``compare_runs`` refuses. Other differences (versions, the
-driver, sample budgets, where an implementation comes from) are warnings.
+The runs must have timed the same thing (``compare_inputs``): a recorded setting that changes
+what a sample measures makes the rows it touches inconclusive, with a note naming it; when it
+touches every row nothing can be compared and ``compare_runs`` refuses. Other differences
+(versions, sample budgets) are warnings.
 
 Rows timed on the host move between processes far more than their samples spread within one:
 a CPU run's rows (the load other processes put on the machine: two runs of one commit on a
@@ -29,8 +28,7 @@ whichever is larger. GPU rows in a graph are device time.
 
 Files without samples (schema 1) are compared by their medians alone: ``slower`` when the ratio
 exceeds ``1 + t``, with a note that no interval could be formed. A timed row whose median or
-samples are not usable numbers (null, NaN, text, all zero) is broken data: refused, naming the
-file and the case.
+samples are not usable numbers is broken data: refused, naming the file and the case.
 
 Sweep runs. Cases are matched by profile name, ``K`` and rates. Made with the same seed and step
 count, a case is deterministic: any difference in its histogram of accepted counts is ``changed``.
@@ -52,6 +50,14 @@ from typing import Any
 import numpy as np
 
 from specbench import results
+from specbench.compare_inputs import (
+    SettingDifference,
+    by_key,
+    check_timings,
+    kernels_label,
+    on_gpu,
+    setting_differences,
+)
 from specbench.errors import SpecbenchError
 
 MODES = ("greedy", "probabilistic", "synthetic")
@@ -73,9 +79,6 @@ MAX_SPREAD = 2.0
 MIN_SAMPLES = 10
 FAILING = ("slower", "changed", "differs")
 ENVIRONMENT_FIELDS = ("commit", "device", "driver", "cuda", "torch", "triton")
-VERSION_FIELDS = ("specbench", "torch", "triton", "python", "driver", "cuda")
-# sample budgets: they change how many samples a row has (the interval's width), not what one measures
-BUDGET_FIELDS = ("warmup", "min_samples", "max_samples", "max_ms")
 # worst first: what a reviewer must read before anything else
 _ORDER = {"slower": 0, "changed": 0, "differs": 0, "inconclusive": 1, "faster": 2, "unchanged": 3, "same": 3}
 
@@ -95,29 +98,6 @@ class CaseComparison:
     threshold: float | None = None
     p_value: float | None = None
     note: str = ""
-
-
-@dataclass(frozen=True)
-class SettingDifference:
-    """A recorded setting whose value differs between the runs. ``invalidates``: it changes what
-    one timing sample measures, so the rows it touches (``rows``: ``all`` or ``graph``) cannot be
-    judged across it; otherwise it is a warning."""
-
-    name: str
-    baseline: Any
-    current: Any
-    invalidates: bool = False
-    rows: str = "all"
-
-    def __str__(self) -> str:
-        return f"{self.name} {_shown(self.baseline)} (baseline) vs {_shown(self.current)} (current)"
-
-    def touches(self, record: dict) -> bool:
-        return self.invalidates and (self.rows == "all" or bool(record.get("cuda_graph")))
-
-
-def _shown(value: Any) -> str:
-    return "not recorded" if value is None else str(value)
 
 
 @dataclass
@@ -265,108 +245,7 @@ def _refuse_nothing_compared(comparison: Comparison, baseline: str | Path, curre
                              f"changes what every timing sample measures; rerun one of them with the other's settings")
 
 
-def setting_differences(base_meta: dict[str, Any], cur_meta: dict[str, Any]) -> list[SettingDifference]:
-    """Every recorded setting that differs between two runs' metadata, those that change what a
-    timing sample measures first (only a kernels run's timings can be invalidated)."""
-    timed = base_meta.get("kind") == "kernels"
-    on_cpu = not (_on_gpu(base_meta) or _on_gpu(cur_meta))
-    base_timing, cur_timing = base_meta.get("timing") or {}, cur_meta.get("timing") or {}
-    checks = [
-        ("device", base_meta.get("device"), cur_meta.get("device"), "all"),
-        # torch's intra-op threads set a CPU row's speed; a GPU row's time is the device's
-        ("threads", base_meta.get("threads"), cur_meta.get("threads"), "all" if on_cpu else None),
-        ("L2 flush", base_timing.get("l2_flush"), cur_timing.get("l2_flush"), "all"),
-        ("clock", base_timing.get("clock"), cur_timing.get("clock"), "all"),
-        ("calls per CUDA graph", base_timing.get("graph_calls"), cur_timing.get("graph_calls"), "graph"),
-        *((f"timing {key}", base_timing.get(key), cur_timing.get(key), None) for key in BUDGET_FIELDS),
-        *((key, base_meta.get(key), cur_meta.get(key), None) for key in VERSION_FIELDS),
-        *((f"implementation {name}", before, after, None)
-          for name, before, after in _implementation_sources(base_meta, cur_meta)),
-    ]
-    if not timed:  # a sweep's counts do not depend on how a run was timed
-        checks = [check for check in checks if check[0] in ("device", *VERSION_FIELDS)]
-    found = []
-    for name, before, after, rows in checks:
-        if before == after:
-            continue
-        # a setting one run did not record cannot invalidate anything: it is only named
-        invalidates = timed and rows is not None and before is not None and after is not None
-        found.append(SettingDifference(name, before, after, invalidates, rows or "all"))
-    return sorted(found, key=lambda d: not d.invalidates)
-
-
-def _implementation_sources(base_meta: dict, cur_meta: dict) -> list[tuple[str, str, str]]:
-    # an implementation of one name from two places (built in, a plugin file) is two pieces of code
-    def sources(metadata: dict) -> dict[str, str]:
-        facts = metadata.get("implementation_facts") or []
-        return {f.get("name"): f.get("source") for f in facts if isinstance(f, dict)}
-
-    before, after = sources(base_meta), sources(cur_meta)
-    return [(name, before[name], after[name]) for name in before if name in after and before[name] != after[name]]
-
-
 # ---- kernels -------------------------------------------------------------------------------------
-
-
-def _kernels_label(record: dict) -> str:
-    from specbench.bench import describe_record
-
-    return f"{record['impl']}: {describe_record(record)}"
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _timing_problem(record: dict) -> str | None:
-    median = record.get("median_us")
-    if not (_number(median) and median > 0):
-        return f"its median_us is {median!r}, not a positive number of microseconds"
-    for key in ("p20_us", "p80_us"):
-        value = record.get(key)
-        if value is not None and not (_number(value) and value >= 0):
-            return f"its {key} is {value!r}, not a number of microseconds"
-    samples = record.get("samples_us") or []
-    if not isinstance(samples, list):
-        return f"its samples_us is {samples!r}, not a list of microseconds"
-    bad = [x for x in samples if not (_number(x) and x >= 0)]
-    if bad:
-        return f"its samples_us holds {bad[0]!r}, not a number of microseconds"
-    if samples and not any(samples):
-        return f"all {len(samples)} of its samples_us are 0"
-    return None
-
-
-def check_timings(path: Path, records: list[dict]) -> None:
-    """Refuse a kernels file in which a timed row (status ``ok``) holds a median, percentile or
-    sample that is not a usable number (null, NaN, text, negative, all samples 0); the message
-    names the file and the case."""
-    for index, record in enumerate(records):
-        if record.get("kind") != "kernels" or record.get("status") != "ok":
-            continue
-        problem = _timing_problem(record)
-        if problem:
-            try:
-                case = _kernels_label(record)
-            except (KeyError, TypeError, ValueError):
-                case = f"record {index}"
-            raise SpecbenchError(f"{path}: the case {case} is marked ok but {problem}: broken timing data, so "
-                                 f"nothing is compared; rerun that case")
-
-
-def _by_key(records: list[dict], side: str) -> dict[tuple, dict]:
-    from specbench.bench import record_key
-
-    keyed = {}
-    for index, record in enumerate(records):
-        try:
-            keyed[record_key(record)] = record
-        except KeyError as exc:
-            raise SpecbenchError(f"the {side} run's record {index} has no {exc.args[0]!r}: not a kernels record "
-                                 f"this specbench can match") from None
-        except (TypeError, ValueError) as exc:
-            raise SpecbenchError(f"the {side} run's record {index} has a field of the wrong type ({exc})") from None
-    return keyed
 
 
 def bootstrap_ratio(baseline: Sequence[float], current: Sequence[float],
@@ -421,25 +300,21 @@ def judge(low: float, high: float, threshold: float, samples: tuple[int, int],
     return verdict, ""
 
 
-def _on_gpu(metadata: dict) -> bool:
-    return not str(metadata.get("device", "cpu")).startswith("cpu")
-
-
 def _compare_kernels(base_records, cur_records, thresholds, host_threshold, base_meta, cur_meta,
                      differences: list[SettingDifference]) -> Comparison:
-    base, cur = _by_key(base_records, "baseline"), _by_key(cur_records, "current")
+    base, cur = by_key(base_records, "baseline"), by_key(cur_records, "current")
     comparison = Comparison("kernels", [], base_meta, cur_meta)
-    comparison.only_in_baseline = [_kernels_label(base[k]) for k in base if k not in cur]
-    comparison.only_in_current = [_kernels_label(cur[k]) for k in cur if k not in base]
+    comparison.only_in_baseline = [kernels_label(base[k]) for k in base if k not in cur]
+    comparison.only_in_current = [kernels_label(cur[k]) for k in cur if k not in base]
     medians_only = 0
     for key in (k for k in base if k in cur):
         before, after = base[key], cur[key]
-        label = _kernels_label(after)
+        label = kernels_label(after)
         if before.get("status") != "ok" or after.get("status") != "ok":  # an ok row's timings are checked on load
             comparison.not_compared.append(f"{label} ({before.get('status')} -> {after.get('status')})")
             continue
         threshold = thresholds.get(after["mode"], thresholds[None])
-        if not (_on_gpu(cur_meta) and after.get("cuda_graph")):
+        if not (on_gpu(cur_meta) and after.get("cuda_graph")):
             threshold = max(threshold, host_threshold)  # host time (the load, launch overhead) is in these samples
         row = CaseComparison(label, "kernels", "", baseline=before["median_us"], current=after["median_us"],
                              threshold=threshold)

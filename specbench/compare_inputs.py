@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,20 +104,28 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _as_json(value: Any) -> str:
+    # a value as results.json spells it: null, NaN, "fast"
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
 def _timing_problem(record: dict) -> str | None:
     median = record.get("median_us")
     if not (_number(median) and median > 0):
-        return f"its median_us is {median!r}, not a positive number of microseconds"
+        return f"its median_us is {_as_json(median)}, not a positive number of microseconds"
     for key in ("p20_us", "p80_us"):
         value = record.get(key)
         if value is not None and not (_number(value) and value >= 0):
-            return f"its {key} is {value!r}, not a number of microseconds"
+            return f"its {key} is {_as_json(value)}, not a number of microseconds"
     samples = record.get("samples_us") or []
     if not isinstance(samples, list):
-        return f"its samples_us is {samples!r}, not a list of microseconds"
+        return f"its samples_us is {_as_json(samples)}, not a list of microseconds"
     bad = [x for x in samples if not (_number(x) and x >= 0)]
     if bad:
-        return f"its samples_us holds {bad[0]!r}, not a number of microseconds"
+        return f"its samples_us holds {_as_json(bad[0])}, not a number of microseconds"
     if samples and not any(samples):
         return f"all {len(samples)} of its samples_us are 0"
     return None

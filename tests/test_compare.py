@@ -322,10 +322,10 @@ def test_a_run_made_on_a_busy_machine_is_named(quick_run, tmp_path):
 
 BROKEN = {
     "all-zero samples": (lambda r: r.update(samples_us=[0.0] * len(r["samples_us"])), "of its samples_us are 0"),
-    "null median": (lambda r: r.update(median_us=None), "its median_us is None"),
-    "text sample": (lambda r: r["samples_us"].__setitem__(2, "fast"), "its samples_us holds 'fast'"),
-    "NaN sample": (lambda r: r["samples_us"].__setitem__(0, float("nan")), "its samples_us holds nan"),
-    "NaN median": (lambda r: r.update(median_us=float("nan")), "its median_us is nan"),
+    "null median": (lambda r: r.update(median_us=None), "its median_us is null"),
+    "text sample": (lambda r: r["samples_us"].__setitem__(2, "fast"), 'its samples_us holds "fast"'),
+    "NaN sample": (lambda r: r["samples_us"].__setitem__(0, float("nan")), "its samples_us holds NaN"),
+    "NaN median": (lambda r: r.update(median_us=float("nan")), "its median_us is NaN"),
 }
 
 

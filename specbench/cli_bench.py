@@ -39,7 +39,13 @@ class Grid:
 
     ``quick`` is the fixed grid of ``--quick`` (the CI gate's): every mode and draft kind, a small
     and a large batch, L = 3 and all accepted, with and without a CUDA graph on a GPU; about a
-    minute on an H100 or H200, seconds for torch on a CPU.
+    minute on an H100 or H200, 15 s for torch on a CPU.
+
+    On a CPU ``--quick`` also times differently: no L2 flush and up to 1000 samples in 500 ms a
+    case. Pairs of runs of one commit on a shared 2-core machine: with the 64 MiB flush before each
+    sample, 18-73 samples a case and medians up to 1.98x apart (the flush's memory traffic meets the
+    other processes'); without it, hundreds of samples and medians at most 1.21x apart
+    (results/baselines/README.md). The quick grid's inputs (under 1 MiB) fit in the caches anyway.
     """
 
     def __init__(self, gpu: bool, interpret: bool, quick: bool = False):
@@ -54,10 +60,15 @@ class Grid:
         self.acceptance = ["3", "full"] if gpu or quick else ["3"]
         self.dtypes = ["float32"]
         self.cuda_graph = [False, True] if gpu else [False]
+        cpu_gate = quick and not gpu
+        self.l2_flush = not cpu_gate
+        self.max_samples = 1000 if cpu_gate else 100
+        self.max_ms = 500.0 if cpu_gate else 250.0
 
 
 QUICK_GRID = ("--quick: every mode and draft kind at L=3 and full; on a GPU Triton at K=4, V=128256 (llama3), B=1 "
-              "in a CUDA graph and B=256 with and without one; on a CPU torch at K=3, V=4096, B=1 and 8")
+              "in a CUDA graph and B=256 with and without one; on a CPU torch at K=3, V=4096, B=1 and 8, no L2 flush, up "
+              "to 1000 samples in 500 ms a case")
 
 
 def _quick_cases(cases: list, on_gpu: bool) -> list:
@@ -262,9 +273,9 @@ def kernels_command(
     cuda_graph: Annotated[bool | None, typer.Option(
         "--cuda-graph/--no-cuda-graph", help="Also time every case captured in a CUDA graph (extra rows; GPU "
         "default on).", show_default=False)] = None,
-    l2_flush: Annotated[bool, typer.Option(
+    l2_flush: Annotated[bool | None, typer.Option(
         "--l2-flush/--no-l2-flush", help="Overwrite a large buffer (256 MiB on a GPU) before every sample so the "
-        "cache starts cold.")] = True,
+        "cache starts cold (default on; off for --quick on a CPU).", show_default=False)] = None,
     interpret: Annotated[bool, typer.Option(
         "--interpret", help="On a CPU, run the Triton implementations under the Triton interpreter (small shapes "
         "only).")] = False,
@@ -275,10 +286,12 @@ def kernels_command(
     warmup: Annotated[str, typer.Option("--warmup", metavar="N", help="Untimed calls per implementation.")] = "3",
     min_samples: Annotated[str, typer.Option("--min-samples", metavar="N", help="Samples per implementation, at "
                                              "least.")] = "10",
-    max_samples: Annotated[str, typer.Option("--max-samples", metavar="N", help="Samples per implementation, at "
-                                             "most.")] = "100",
-    max_ms: Annotated[str, typer.Option("--max-ms", metavar="MS", help="Wall-time budget per case for sampling, "
-                                        "all implementations together.")] = "250",
+    max_samples: Annotated[str | None, typer.Option("--max-samples", metavar="N", help="Samples per implementation, "
+                                                    "at most (default 100; 1000 for --quick on a CPU).",
+                                                    show_default=False)] = None,
+    max_ms: Annotated[str | None, typer.Option("--max-ms", metavar="MS", help="Wall-time budget per case for "
+                                               "sampling, all implementations together (default 250; 500 for --quick "
+                                               "on a CPU).", show_default=False)] = None,
     seed: Annotated[str, typer.Option("--seed", metavar="SEED", help="Seed of the generated inputs.")] = "0",
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", metavar="DIR", help="Results folder (default results/kernels-<timestamp>/).",
@@ -313,8 +326,9 @@ def kernels_command(
                           f"draft distribution, and this run has {escape(', '.join(modes))}", highlight=False)
         config = timing.TimingConfig(
             warmup=_one_whole("--warmup", warmup, 0), min_samples=_one_whole("--min-samples", min_samples, 1),
-            max_samples=_one_whole("--max-samples", max_samples, 1), max_ms=_number("--max-ms", max_ms),
-            l2_flush=l2_flush,
+            max_samples=grid.max_samples if max_samples is None else _one_whole("--max-samples", max_samples, 1),
+            max_ms=grid.max_ms if max_ms is None else _number("--max-ms", max_ms),
+            l2_flush=grid.l2_flush if l2_flush is None else l2_flush,
         )
         cases = bench.plan_cases(
             modes=modes,

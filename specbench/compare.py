@@ -9,44 +9,63 @@ same files always give the same interval). With threshold ``t`` the verdict is:
 - ``slower``: the whole interval lies above ``1 + t`` (the change costs more than ``t``, beyond noise);
 - ``faster``: the whole interval lies below ``1 - t``;
 - ``unchanged``: the whole interval lies inside ``[1 - t, 1 + t]``;
-- ``inconclusive``: the interval straddles a boundary, or either side's samples are spread wider
-  than ``MAX_SPREAD`` (p80 over p20: a busy host or a moving clock, which the interval of one run
-  does not describe): too noisy to decide at ``t`` (never a silent pass: counted and listed).
+- ``inconclusive``, with the reason in its note: the interval straddles ``1 - t`` or ``1 + t``;
+  or a side has fewer than ``MIN_SAMPLES`` samples (a bootstrap of so few says little about
+  its median); or a side's samples are spread wider than ``MAX_SPREAD`` (p80 over p20: a busy
+  host or a moving clock, which the interval of one run does not describe) where the interval
+  alone would say slower or faster. Never a silent pass: counted and listed.
 
-GPU rows timed outside a CUDA graph include the host's launch overhead, which differs between
-processes far more than their samples spread within one; they are judged at ``host_threshold``
-(30% by default) or the mode's threshold, whichever is larger. Rows in a graph are device time.
+The runs must have timed the same thing (``compare_inputs``): a recorded setting that changes
+what a sample measures makes the rows it touches inconclusive, with a note naming it; when it
+touches every row nothing can be compared and ``compare_runs`` refuses. Other differences
+(versions, sample budgets) are warnings.
+
+Rows timed on the host move between processes far more than their samples spread within one:
+a CPU run's rows (the load other processes put on the machine: two runs of one commit on a
+shared 2-core machine, 1.2x apart) and GPU rows timed outside a CUDA graph (the host's launch
+overhead). They are judged at ``host_threshold`` (30% by default) or the mode's threshold,
+whichever is larger. GPU rows in a graph are device time.
 
 Files without samples (schema 1) are compared by their medians alone: ``slower`` when the ratio
-exceeds ``1 + t``, with a note that no interval could be formed.
+exceeds ``1 + t``, with a note that no interval could be formed. A timed row whose median or
+samples are not usable numbers is broken data: refused, naming the file and the case.
 
 Sweep runs. Cases are matched by profile name, ``K`` and rates. Made with the same seed and step
 count, a case is deterministic: any difference in its histogram of accepted counts is ``changed``.
 Otherwise the two histograms are tested for homogeneity (chi-square, ``scipy.stats``) with a
 Bonferroni budget of ``SWEEP_FAMILY_ALPHA`` over the cases: ``differs`` below it, else ``same``.
 
-``compare_runs`` returns a ``Comparison``; ``to_markdown``/``to_json`` render it. Failing verdicts
-(``slower``, ``changed``, ``differs``) make ``Comparison.failed`` true.
+``compare_runs`` returns a ``Comparison``; ``compare_report`` renders and writes it. Failing
+verdicts (``slower``, ``changed``, ``differs``) make ``Comparison.failed`` true.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from specbench import results
+from specbench.compare_inputs import (
+    SettingDifference,
+    by_key,
+    check_timings,
+    kernels_label,
+    on_gpu,
+    setting_differences,
+)
 from specbench.errors import SpecbenchError
 
 MODES = ("greedy", "probabilistic", "synthetic")
 DEFAULT_THRESHOLD = 0.05
-# GPU rows timed outside a CUDA graph carry the host's launch overhead, which moved by up to 22%
-# between two processes of one commit on one H100 (B = 256) while graph rows stayed within 1%
-# (results/baselines/README.md): they are gated at this coarser threshold
+# rows timed on the host are gated at this coarser threshold: GPU rows outside a CUDA graph carry
+# the host's launch overhead, which moved by up to 22% between two processes of one commit on one
+# H100 (B = 256) while graph rows stayed within 1%; CPU rows moved by up to 21% between two runs of
+# one commit on a shared 2-core machine (results/baselines/README.md)
 DEFAULT_HOST_THRESHOLD = 0.30
 CONFIDENCE = 0.95
 BOOTSTRAP_RESAMPLES = 4000
@@ -55,6 +74,9 @@ SWEEP_FAMILY_ALPHA = 1e-3
 # a side whose p80 is above this multiple of its p20 cannot make a case slower or faster (the
 # kernels table marks the same rows with ~)
 MAX_SPREAD = 2.0
+# a side with fewer samples than this cannot decide anything: the bootstrap of a median of 5
+# samples has only a handful of distinct values, so its interval is far narrower than the truth
+MIN_SAMPLES = 10
 FAILING = ("slower", "changed", "differs")
 ENVIRONMENT_FIELDS = ("commit", "device", "driver", "cuda", "torch", "triton")
 # worst first: what a reviewer must read before anything else
@@ -90,10 +112,19 @@ class Comparison:
     only_in_current: list[str] = field(default_factory=list)
     not_compared: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    differences: list[SettingDifference] = field(default_factory=list)
+    not_comparable: int = 0  # cases a differing setting left without a verdict
 
     @property
     def failed(self) -> bool:
         return any(case.verdict in FAILING for case in self.cases)
+
+    @property
+    def status(self) -> str:
+        """``FAIL`` (a failing verdict), ``inconclusive`` (no case could be decided) or ``pass``."""
+        if self.failed:
+            return "FAIL"
+        return "inconclusive" if all(case.verdict == "inconclusive" for case in self.cases) else "pass"
 
     def counts(self) -> dict[str, int]:
         found: dict[str, int] = {}
@@ -105,7 +136,7 @@ class Comparison:
         """``2 slower, 1 faster, 37 unchanged, 1 inconclusive``: every verdict that occurs, worst first."""
         counts = self.counts()
         order = ("slower", "changed", "differs", "faster", "unchanged", "same", "inconclusive")
-        return ", ".join(f"{counts[v]} {v}" for v in order if v in counts) or "no case compared"
+        return ", ".join(f"{counts[v]} {v}" for v in order if v in counts)
 
     def busy_runs(self) -> list[str]:
         """One line per run whose metadata says its CPU was busy (load above its cores, as ``machine`` judges)."""
@@ -122,14 +153,14 @@ class Comparison:
                              f"cores): its times may be too slow, so a verdict on a CPU-bound row can be wrong")
         return lines
 
-    def environment_differences(self) -> list[str]:
-        """One line per field of the machine or software stack that differs between the runs."""
+    def warnings(self) -> list[str]:
+        """Every setting that differs between the runs, then every busy run: one line each."""
         lines = []
-        for key in ENVIRONMENT_FIELDS[1:]:
-            before, after = self.baseline_metadata.get(key), self.current_metadata.get(key)
-            if before != after:
-                lines.append(f"{key} differs: {before} (baseline) vs {after} (current)")
-        return lines
+        for difference in self.differences:
+            why = ("it changes what a timing sample measures, so the rows it touches get no verdict"
+                   if difference.invalidates else "results may differ for that reason alone")
+            lines.append(f"{difference}: {why}")
+        return lines + self.busy_runs()
 
 
 def parse_thresholds(texts: Sequence[str]) -> dict[str | None, float]:
@@ -160,7 +191,8 @@ def _fraction(value: str, item: str) -> float:
 
 
 def load_run(path: str | Path) -> tuple[dict[str, Any], list[dict]]:
-    """A results folder or ``results.json`` whose schema this code knows."""
+    """A results folder or ``results.json`` whose schema this code knows; a kernels run's timed rows
+    must hold usable numbers (``check_timings``)."""
     metadata, records = results.read_results(path)
     version = metadata.get("schema_version", 1)
     if not isinstance(version, int) or version > results.SCHEMA_VERSION:
@@ -168,37 +200,52 @@ def load_run(path: str | Path) -> tuple[dict[str, Any], list[dict]]:
                              f"({results.SCHEMA_VERSION}); update specbench to compare it")
     if metadata.get("kind") not in ("kernels", "sweep"):
         raise SpecbenchError(f"{path} holds a {metadata.get('kind')!r} run; compare reads kernels and sweep runs")
+    if metadata["kind"] == "kernels":
+        given = Path(path)
+        check_timings(given if given.is_file() else given / results.RESULTS_JSON, records)
     return metadata, records
 
 
 def compare_runs(baseline: str | Path, current: str | Path,
                  thresholds: dict[str | None, float] | None = None,
                  host_threshold: float = DEFAULT_HOST_THRESHOLD) -> Comparison:
-    """Match the cases of two runs of one kind and judge each (see the module docstring)."""
+    """Match the cases of two runs of one kind and judge each (see the module docstring).
+
+    A ``SpecbenchError`` when either file is unusable, or when no case could be compared: none in
+    common, none timed in both, or a setting that differs between the runs touches every row.
+    """
     thresholds = thresholds or {None: DEFAULT_THRESHOLD}
     base_meta, base_records = load_run(baseline)
     cur_meta, cur_records = load_run(current)
     if base_meta["kind"] != cur_meta["kind"]:
         raise SpecbenchError(f"{baseline} holds a {base_meta['kind']} run and {current} a {cur_meta['kind']} run; "
                              f"compare two runs of one kind")
+    differences = setting_differences(base_meta, cur_meta)
     if base_meta["kind"] == "kernels":
-        comparison = _compare_kernels(base_records, cur_records, thresholds, host_threshold, base_meta, cur_meta)
+        comparison = _compare_kernels(base_records, cur_records, thresholds, host_threshold, base_meta, cur_meta,
+                                      differences)
     else:
         comparison = _compare_sweeps(base_records, cur_records, base_meta, cur_meta)
-    if not comparison.cases and not comparison.not_compared:
-        raise SpecbenchError(f"{baseline} and {current} have no case in common (baseline: "
-                             f"{len(comparison.only_in_baseline)} cases, current: {len(comparison.only_in_current)})")
+    comparison.differences = differences
+    _refuse_nothing_compared(comparison, baseline, current)
     comparison.cases.sort(key=lambda c: (_ORDER.get(c.verdict, 9), -(c.ratio or 0.0)))
     return comparison
 
 
+def _refuse_nothing_compared(comparison: Comparison, baseline: str | Path, current: str | Path) -> None:
+    if not comparison.cases and not comparison.not_compared:
+        raise SpecbenchError(f"{baseline} and {current} have no case in common (baseline: "
+                             f"{len(comparison.only_in_baseline)} cases, current: {len(comparison.only_in_current)})")
+    if not comparison.cases:
+        raise SpecbenchError(f"{baseline} and {current} have {len(comparison.not_compared)} cases in common but none "
+                             f"timed in both (e.g. {comparison.not_compared[0]}): nothing could be compared")
+    blocking = [d for d in comparison.differences if d.invalidates]
+    if comparison.not_comparable == len(comparison.cases):
+        raise SpecbenchError(f"{baseline} and {current} cannot be compared: {'; '.join(map(str, blocking))}, which "
+                             f"changes what every timing sample measures; rerun one of them with the other's settings")
+
+
 # ---- kernels -------------------------------------------------------------------------------------
-
-
-def _kernels_label(record: dict) -> str:
-    from specbench.bench import describe_record
-
-    return f"{record['impl']}: {describe_record(record)}"
 
 
 def bootstrap_ratio(baseline: Sequence[float], current: Sequence[float],
@@ -231,47 +278,64 @@ def verdict_for(low: float, high: float, threshold: float) -> str:
     return "inconclusive"
 
 
-def _on_gpu(metadata: dict) -> bool:
-    return not str(metadata.get("device", "cpu")).startswith("cpu")
+def judge(low: float, high: float, threshold: float, samples: tuple[int, int],
+          spread: float = 1.0) -> tuple[str, str]:
+    """``(verdict, note)`` of an interval of the ratio, given each side's sample count (baseline,
+    current) and the wider side's p80/p20: an inconclusive verdict always says why, with numbers."""
+    verdict = verdict_for(low, high, threshold)
+    if min(samples) < MIN_SAMPLES:
+        return "inconclusive", (f"too few samples to decide: {samples[0]} (baseline) and {samples[1]} (current), "
+                                f"fewer than {MIN_SAMPLES}")
+    if verdict in ("slower", "faster") and spread > MAX_SPREAD:
+        # samples this spread come from a busy host or a changing clock: the interval of the
+        # median describes that run, not the code, so it cannot decide
+        return "inconclusive", f"too spread to decide: p80/p20 = {spread:.1f} (above {MAX_SPREAD:g})"
+    if verdict == "inconclusive":
+        edges = " and ".join(f"{edge:.2f}" for edge in (1 - threshold, 1 + threshold) if low <= edge <= high)
+        note = (f"interval [{low:.3f}, {high:.3f}] straddles {edges} (±{threshold:.0%}): ±{(high - low) / 2:.1%} "
+                f"wide, too noisy to decide")
+        if spread > MAX_SPREAD:
+            note += f"; p80/p20 = {spread:.1f}"
+        return verdict, note
+    return verdict, ""
 
 
-def _compare_kernels(base_records, cur_records, thresholds, host_threshold, base_meta, cur_meta) -> Comparison:
-    from specbench.bench import record_key
-
-    base = {record_key(r): r for r in base_records}
-    cur = {record_key(r): r for r in cur_records}
+def _compare_kernels(base_records, cur_records, thresholds, host_threshold, base_meta, cur_meta,
+                     differences: list[SettingDifference]) -> Comparison:
+    base, cur = by_key(base_records, "baseline"), by_key(cur_records, "current")
     comparison = Comparison("kernels", [], base_meta, cur_meta)
-    comparison.only_in_baseline = [_kernels_label(base[k]) for k in base if k not in cur]
-    comparison.only_in_current = [_kernels_label(cur[k]) for k in cur if k not in base]
+    comparison.only_in_baseline = [kernels_label(base[k]) for k in base if k not in cur]
+    comparison.only_in_current = [kernels_label(cur[k]) for k in cur if k not in base]
     medians_only = 0
     for key in (k for k in base if k in cur):
         before, after = base[key], cur[key]
-        label = _kernels_label(after)
-        if before.get("status") != "ok" or after.get("status") != "ok" or not before.get("median_us") \
-                or not after.get("median_us"):
+        label = kernels_label(after)
+        if before.get("status") != "ok" or after.get("status") != "ok":  # an ok row's timings are checked on load
             comparison.not_compared.append(f"{label} ({before.get('status')} -> {after.get('status')})")
             continue
         threshold = thresholds.get(after["mode"], thresholds[None])
-        if _on_gpu(cur_meta) and not after.get("cuda_graph"):
-            threshold = max(threshold, host_threshold)  # host launch overhead is in these samples
+        if not (on_gpu(cur_meta) and after.get("cuda_graph")):
+            threshold = max(threshold, host_threshold)  # host time (the load, launch overhead) is in these samples
         row = CaseComparison(label, "kernels", "", baseline=before["median_us"], current=after["median_us"],
                              threshold=threshold)
         samples_before, samples_after = before.get("samples_us") or [], after.get("samples_us") or []
         if len(samples_before) >= 2 and len(samples_after) >= 2:
             row.ratio, row.ci_low, row.ci_high = bootstrap_ratio(samples_before, samples_after)
-            row.verdict = verdict_for(row.ci_low, row.ci_high, threshold)
-            spread = max(_spread(before), _spread(after))
-            if row.verdict in ("slower", "faster") and spread > MAX_SPREAD:
-                # samples this spread come from a busy host or a changing clock: the interval of the
-                # median describes that run, not the code, so it cannot decide
-                row.verdict = "inconclusive"
-                row.note = f"too spread to decide: p80/p20 = {spread:.1f} (above {MAX_SPREAD:g})"
+            row.verdict, row.note = judge(row.ci_low, row.ci_high, threshold,
+                                          (len(samples_before), len(samples_after)),
+                                          max(_spread(before), _spread(after)))
         else:
             medians_only += 1
             row.ratio = after["median_us"] / before["median_us"]
             row.verdict = "slower" if row.ratio > 1 + threshold else ("faster" if row.ratio < 1 - threshold
                                                                        else "unchanged")
             row.note = "medians only: no samples to form an interval"
+        blocking = [d for d in differences if d.touches(after)]
+        if blocking:
+            comparison.not_comparable += 1
+            row.note = (f"not comparable: {'; '.join(map(str, blocking))} (the samples alone would say "
+                        f"{row.verdict})")
+            row.verdict = "inconclusive"
         comparison.cases.append(row)
     if medians_only:
         comparison.notes.append(f"{medians_only} cases were compared by their medians alone: one run has no timing "
@@ -322,74 +386,3 @@ def _compare_sweeps(base_records, cur_records, base_meta, cur_meta) -> Compariso
             row.note = f"other seeds or steps: chi-square homogeneity of the histograms, Bonferroni alpha {alpha:.1e}"
         comparison.cases.append(row)
     return comparison
-
-
-# ---- rendering -----------------------------------------------------------------------------------
-
-
-def _fmt(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
-def case_cells(case: CaseComparison) -> list[str]:
-    """The table row of a case: case, baseline, current, ratio, 95% interval, threshold, verdict, note."""
-    interval = "-" if case.ci_low is None else f"[{case.ci_low:.3f}, {case.ci_high:.3f}]"
-    if case.kind == "sweep" and case.p_value is not None:
-        interval = f"p = {case.p_value:.3g}"
-    spec = ".1f" if case.kind == "kernels" else ".4f"
-    threshold = "-" if case.threshold is None else f"±{case.threshold:.0%}"
-    return [case.case, _fmt(case.baseline, spec), _fmt(case.current, spec), _fmt(case.ratio, ".3f"), interval,
-            threshold, case.verdict, case.note]
-
-
-def columns(kind: str) -> list[str]:
-    what = "median µs" if kind == "kernels" else "mean L"
-    return ["case", f"baseline {what}", f"current {what}", "ratio", "95% interval", "threshold", "verdict", "note"]
-
-
-def _run_line(label: str, metadata: dict) -> str:
-    parts = [f"{key} `{metadata.get(key)}`" for key in ENVIRONMENT_FIELDS if metadata.get(key) is not None]
-    return f"- **{label}**: " + ", ".join(parts)
-
-
-def to_markdown(comparison: Comparison, baseline: str, current: str) -> str:
-    """A pull-request comment or CI step summary: runs, summary line, table, unmatched cases."""
-    status = "FAIL" if comparison.failed else "pass"
-    lines = [f"## specbench compare: {status}", "", f"**{comparison.summary()}**", "",
-             _run_line(f"baseline ({baseline})", comparison.baseline_metadata),
-             _run_line(f"current ({current})", comparison.current_metadata), ""]
-    for warning in comparison.environment_differences() + comparison.busy_runs():
-        lines.append(f"> warning: {warning}")
-    for note in comparison.notes:
-        lines.append(f"> note: {note}")
-    if comparison.environment_differences() or comparison.busy_runs() or comparison.notes:
-        lines.append("")
-    header = columns(comparison.kind)
-    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for case in comparison.cases:
-        cells = [cell.replace("|", "\\|") for cell in case_cells(case)]
-        if case.verdict in FAILING:
-            cells[6] = f"**{cells[6]}**"
-        lines.append("| " + " | ".join(cells) + " |")
-    for title, names in (("Only in the baseline", comparison.only_in_baseline),
-                         ("Only in the current run", comparison.only_in_current),
-                         ("In both, not timed in both (FAIL or skipped)", comparison.not_compared)):
-        if names:
-            lines += ["", f"{title} ({len(names)}):", *[f"- {name}" for name in names]]
-    return "\n".join(lines) + "\n"
-
-
-def to_json(comparison: Comparison, baseline: str, current: str) -> dict[str, Any]:
-    """Everything in the comparison as plain data (``--json``)."""
-    widest = max((c.ci_high - c.ci_low for c in comparison.cases if c.ci_low is not None), default=None)
-    return {
-        "kind": comparison.kind, "baseline": baseline, "current": current, "failed": comparison.failed,
-        "summary": comparison.summary(), "counts": comparison.counts(), "widest_interval": widest,
-        "environment_differences": comparison.environment_differences(), "busy_runs": comparison.busy_runs(),
-        "notes": comparison.notes,
-        "baseline_run": {k: comparison.baseline_metadata.get(k) for k in ENVIRONMENT_FIELDS},
-        "current_run": {k: comparison.current_metadata.get(k) for k in ENVIRONMENT_FIELDS},
-        "cases": [asdict(case) for case in comparison.cases],
-        "only_in_baseline": comparison.only_in_baseline, "only_in_current": comparison.only_in_current,
-        "not_compared": comparison.not_compared,
-    }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import io
 
 import matplotlib
 
@@ -16,8 +16,10 @@ _COLORS = {"slower": "tab:red", "changed": "tab:red", "differs": "tab:red", "fas
            "unchanged": "tab:gray", "same": "tab:gray", "inconclusive": "tab:orange"}
 
 
-def render_comparison_chart(comparison: Comparison, path: Path) -> Path:
-    """One row per case, worst on top: the ratio as a dot, its 95% interval as a bar, the thresholds as lines."""
+def comparison_chart(comparison: Comparison, fmt: str = "png") -> bytes:
+    """The chart as the bytes of a ``fmt`` file (png, svg or pdf), drawn in memory so that nothing
+    is written until every report is ready. One row per case, worst on top: the ratio as a dot,
+    its 95% interval as a bar, the thresholds as dashed lines."""
     cases = comparison.cases
     fig, ax = plt.subplots(figsize=(10, 1.2 + 0.28 * max(len(cases), 1)), layout="constrained")
     for row, case in enumerate(reversed(cases)):
@@ -37,7 +39,7 @@ def render_comparison_chart(comparison: Comparison, path: Path) -> Path:
     ax.set_xlabel(f"current / baseline {what} (dot), 95% bootstrap interval (bar); dashed: the threshold")
     ax.set_title(f"specbench compare: {comparison.summary()}", fontsize=10)
     ax.grid(True, axis="x", alpha=0.3)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=fmt, dpi=120)
     plt.close(fig)
-    return path
+    return buffer.getvalue()

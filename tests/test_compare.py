@@ -21,8 +21,8 @@ SWEEP_REFERENCE = Path(__file__).resolve().parent / "data" / "sweep-reference"
 def quick_run(tmp_path_factory) -> Path:
     """A real `specbench kernels --quick` run on the CPU (torch only, few samples), also on a GPU machine."""
     out = tmp_path_factory.mktemp("quick") / "run"
-    result = runner.invoke(app, ["kernels", "--quick", "--device", "cpu", "--max-ms", "5", "--min-samples", "5", "--warmup", "0",
-                                 "--no-charts", "-o", str(out)])
+    result = runner.invoke(app, ["kernels", "--quick", "--device", "cpu", "--max-ms", "5", "--min-samples", "10",
+                                 "--warmup", "0", "--no-charts", "-o", str(out)])
     assert result.exit_code == 0, result.output
     return out
 
@@ -48,15 +48,27 @@ def _compare(*args: str):
     return runner.invoke(app, ["compare", *map(str, args)])
 
 
+def _edit(run: Path, change) -> Path:
+    """Apply ``change(payload)`` to a run's results.json in place."""
+    payload = json.loads((run / results.RESULTS_JSON).read_text())
+    change(payload)
+    (run / results.RESULTS_JSON).write_text(json.dumps(payload))
+    return run
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
 def test_a_run_against_itself_passes(quick_run):
     result = _compare(quick_run, quick_run)
     assert result.exit_code == 0, result.output
     assert "slower" not in result.output.split("specbench compare:")[1].split("\n")[0]
 
 
-def test_a_planted_20_percent_slowdown_fails_and_is_named(quick_run, tmp_path):
+def test_a_planted_1_5x_slowdown_fails_and_is_named(quick_run, tmp_path):
     baseline = _with_samples(quick_run, tmp_path / "base", seed=1)
-    current = _with_samples(quick_run, tmp_path / "cur", seed=2, scale={3: 1.2})
+    current = _with_samples(quick_run, tmp_path / "cur", seed=2, scale={3: 1.5})
     result = _compare(baseline, current, "--json", tmp_path / "c.json")
     assert result.exit_code == 1, result.output
     report = json.loads((tmp_path / "c.json").read_text())
@@ -64,8 +76,17 @@ def test_a_planted_20_percent_slowdown_fails_and_is_named(quick_run, tmp_path):
     planted = json.loads((current / "results.json").read_text())["records"][3]
     assert len(slower) == 1 and f"B={planted['batch_size']}" in slower[0]["case"]
     assert slower[0]["case"].startswith("torch: " + planted["mode"])
-    assert 1.15 < slower[0]["ratio"] < 1.25 and slower[0]["ci_low"] > 1.05
-    assert report["summary"].startswith("1 slower") and "slower" in result.output
+    assert 1.45 < slower[0]["ratio"] < 1.55 and slower[0]["ci_low"] > 1.3 and slower[0]["threshold"] == 0.3
+    assert report["summary"].startswith("1 slower") and "slower" in result.output and report["status"] == "FAIL"
+
+
+def test_cpu_rows_are_judged_at_the_host_threshold(quick_run, tmp_path):
+    # two CPU runs of one commit move by up to ~20% on a shared machine: 20% is inside the 30% default
+    baseline = _with_samples(quick_run, tmp_path / "base", seed=1)
+    current = _with_samples(quick_run, tmp_path / "cur", seed=2, scale={3: 1.2})
+    assert _compare(baseline, current).exit_code == 0
+    result = _compare(baseline, current, "--host-threshold", "10%")
+    assert result.exit_code == 1 and "±10%" in result.output
 
 
 def test_a_one_percent_change_passes(quick_run, tmp_path):
@@ -102,9 +123,10 @@ def test_thresholds_per_mode(quick_run, tmp_path):
     records = json.loads((baseline / "results.json").read_text())["records"]
     greedy = next(i for i, r in enumerate(records) if r["mode"] == "greedy")
     current = _with_samples(quick_run, tmp_path / "cur", seed=2, noise=0.005, scale={greedy: 1.04})
-    assert _compare(baseline, current).exit_code == 0  # 4% is inside the default 5%
-    assert _compare(baseline, current, "--threshold", "greedy=2%").exit_code == 1
-    assert _compare(baseline, current, "-t", "10%,greedy=3%").exit_code == 1
+    host = ("--host-threshold", "1%")  # CPU rows: the larger of the two thresholds decides
+    assert _compare(baseline, current, *host).exit_code == 0  # 4% is inside the default 5%
+    assert _compare(baseline, current, *host, "--threshold", "greedy=2%").exit_code == 1
+    assert _compare(baseline, current, *host, "-t", "10%,greedy=3%").exit_code == 1
     for bad in ("fast", "150%", "turbo=3%", "0"):
         result = _compare(baseline, current, "--threshold", bad)
         assert result.exit_code == 2 and "--threshold" in result.stderr
@@ -121,7 +143,7 @@ def test_files_without_samples_are_compared_by_medians_with_a_note(tmp_path):
 
 def test_markdown_json_and_chart(quick_run, tmp_path):
     baseline = _with_samples(quick_run, tmp_path / "base", seed=1)
-    current = _with_samples(quick_run, tmp_path / "cur", seed=2, scale={0: 0.7})
+    current = _with_samples(quick_run, tmp_path / "cur", seed=2, scale={0: 0.5})
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
     result = _compare(baseline, current, "--markdown", summary, "--json", tmp_path / "c.json",
@@ -133,17 +155,62 @@ def test_markdown_json_and_chart(quick_run, tmp_path):
     assert counts["faster"] == 1 and f"**1 faster, {counts.get('unchanged', 0)} unchanged" in text
     assert "| case | baseline median µs |" in text and "torch:" in text
     assert (tmp_path / "c.png").stat().st_size > 10_000
+    assert f"chart: {tmp_path / 'c.png'}" in _one_line(result.output)
 
 
-def test_environment_differences_are_named(quick_run, tmp_path):
-    current = tmp_path / "cur"
-    shutil.copytree(quick_run, current)
-    payload = json.loads((current / "results.json").read_text())
-    payload["metadata"].update(torch="9.9.9", device="another machine")
-    (current / "results.json").write_text(json.dumps(payload))
-    result = _compare(quick_run, current)
-    warnings = " ".join(result.stderr.split())
-    assert "torch differs" in warnings and "device differs" in warnings
+def test_version_differences_are_warnings_and_verdicts_stand(quick_run, tmp_path):
+    current = _edit(shutil.copytree(quick_run, tmp_path / "cur"),
+                    lambda p: p["metadata"].update(torch="9.9.9", python="3.99.0",
+                                                   timing={**p["metadata"]["timing"], "max_ms": 1000.0}))
+    result = _compare(quick_run, current, "--json", tmp_path / "c.json")
+    assert result.exit_code == 0, result.output
+    warnings = _one_line(result.stderr)
+    before = json.loads((quick_run / "results.json").read_text())["metadata"]
+    assert f"torch {before['torch']} (baseline) vs 9.9.9 (current): results may differ" in warnings
+    assert f"python {before['python']} (baseline) vs 3.99.0 (current)" in warnings and "timing max_ms 5.0 (baseline) vs 1000.0 (current)" in warnings
+    report = json.loads((tmp_path / "c.json").read_text())
+    assert report["counts"].get("unchanged", 0) > 0 and not any(d["invalidates"] for d in report["setting_differences"])
+
+
+@pytest.mark.parametrize(("field", "value", "said"), [
+    ("threads", 2, "threads 1 (baseline) vs 2 (current)"),
+    ("device", "cpu (another machine)", "device cpu ("),
+    ("timing", "l2_flush", "L2 flush False (baseline) vs True (current)"),
+])
+def test_a_setting_that_changes_every_sample_leaves_nothing_comparable(quick_run, tmp_path, field, value, said):
+    # `kernels --quick` vs `kernels --quick --threads 2` once read "1 slower (29x)" with no word about threads
+    baseline = _with_samples(quick_run, tmp_path / "base", seed=1)
+    current = _with_samples(quick_run, tmp_path / "cur", seed=2, scale={3: 1.5})
+    if field == "timing":
+        _edit(current, lambda p: p["metadata"]["timing"].update(l2_flush=True))
+    else:
+        _edit(current, lambda p: p["metadata"].update({field: value}))
+    result = _compare(baseline, current, "--markdown", tmp_path / "r.md")
+    message = _one_line(result.stderr)
+    assert result.exit_code == 2 and said in message and "cannot be compared" in message, result.output
+    assert "slower" not in result.stdout and not (tmp_path / "r.md").exists()
+
+
+def test_a_setting_that_changes_some_rows_makes_them_inconclusive_with_a_note(quick_run, tmp_path):
+    # calls per CUDA graph change what a graph row's sample measures, not the other rows'
+    def gpu_run(payload):
+        payload["metadata"]["device"] = "NVIDIA H100 80GB HBM3"
+        for record in payload["records"][:4]:
+            record["cuda_graph"] = True
+
+    baseline = _edit(_with_samples(quick_run, tmp_path / "base", seed=1), gpu_run)
+    current = _edit(_with_samples(quick_run, tmp_path / "cur", seed=2, scale={0: 1.5, 9: 1.5}), gpu_run)
+    _edit(current, lambda p: p["metadata"]["timing"].update(graph_calls=20))
+    result = _compare(baseline, current, "--json", tmp_path / "c.json")
+    assert result.exit_code == 1, result.output  # record 9 is outside a graph: still judged, and slower
+    cases = json.loads((tmp_path / "c.json").read_text())["cases"]
+    graph_rows = [case for case in cases if case["case"].endswith(" graph")]
+    assert len(graph_rows) == 4 and {case["verdict"] for case in graph_rows} == {"inconclusive"}
+    planted = next(case for case in graph_rows if case["ratio"] > 1.3)
+    assert planted["note"] == ("not comparable: calls per CUDA graph 10 (baseline) vs 20 (current) "
+                               "(the samples alone would say slower)")
+    assert [case["verdict"] for case in cases if case["ratio"] > 1.3 and case not in graph_rows] == ["slower"]
+    assert "calls per CUDA graph 10 (baseline) vs 20 (current)" in _one_line(result.stderr)
 
 
 def test_a_fixed_seed_sweep_repeats_its_committed_reference(tmp_path):
@@ -208,21 +275,24 @@ def test_quick_refuses_grid_options_and_runs_on_the_cpu(quick_run):
     assert {r["mode"] for r in records} == {"greedy", "probabilistic", "synthetic"}
     assert {r["draft"] for r in records if r["mode"] == "probabilistic"} == {"logits", "probs", "none"}
     assert {r["batch_size"] for r in records} == {1, 8} and {r["acceptance"] for r in records} == {"3", "full"}
-    assert all(len(r["samples_us"]) == r["samples"] >= 5 for r in records)
+    assert all(len(r["samples_us"]) == r["samples"] >= 10 for r in records)
+    # on a CPU the gate times without the L2 flush and takes up to 1000 samples (--max-ms 5 here)
+    timing = json.loads((quick_run / "results.json").read_text())["metadata"]["timing"]
+    assert (timing["l2_flush"], timing["max_samples"], timing["max_ms"]) == (False, 1000, 5.0)
     result = runner.invoke(app, ["kernels", "--quick", "--batch-size", "4"])
     assert result.exit_code == 2 and "--quick runs a fixed grid" in result.stderr
 
 
 def test_a_side_with_widely_spread_samples_cannot_decide(quick_run, tmp_path):
     baseline = _with_samples(quick_run, tmp_path / "base", seed=1)
-    current = _with_samples(quick_run, tmp_path / "cur", seed=2, scale={3: 1.2})
+    current = _with_samples(quick_run, tmp_path / "cur", seed=2, scale={3: 1.5})
     payload = json.loads((current / "results.json").read_text())
     record = payload["records"][3]
     record.update(p20_us=record["median_us"] / 2, p80_us=record["median_us"] * 1.5)  # p80/p20 = 3: a busy host
     (current / "results.json").write_text(json.dumps(payload))
     result = _compare(baseline, current, "--json", tmp_path / "c.json")
     assert result.exit_code == 0, result.output
-    case = next(c for c in json.loads((tmp_path / "c.json").read_text())["cases"] if c["ratio"] > 1.1)
+    case = next(c for c in json.loads((tmp_path / "c.json").read_text())["cases"] if c["ratio"] > 1.3)
     assert case["verdict"] == "inconclusive" and "too spread to decide: p80/p20 = 3.0" in case["note"]
 
 
@@ -248,3 +318,113 @@ def test_a_run_made_on_a_busy_machine_is_named(quick_run, tmp_path):
     result = _compare(quick_run, current, "--markdown", tmp_path / "r.md")
     said = "the current run's machine was busy (1-minute load average 4.70 on 2 cores)"
     assert said in " ".join(result.stderr.split()) and said in (tmp_path / "r.md").read_text()
+
+
+BROKEN = {
+    "all-zero samples": (lambda r: r.update(samples_us=[0.0] * len(r["samples_us"])), "of its samples_us are 0"),
+    "null median": (lambda r: r.update(median_us=None), "its median_us is null"),
+    "text sample": (lambda r: r["samples_us"].__setitem__(2, "fast"), 'its samples_us holds "fast"'),
+    "NaN sample": (lambda r: r["samples_us"].__setitem__(0, float("nan")), "its samples_us holds NaN"),
+    "NaN median": (lambda r: r.update(median_us=float("nan")), "its median_us is NaN"),
+}
+
+
+@pytest.mark.parametrize("side", ["baseline", "current"])
+@pytest.mark.parametrize("problem", list(BROKEN))
+def test_broken_timing_data_exits_2_naming_the_file_and_the_case(quick_run, tmp_path, problem, side):
+    # such rows were once dropped as "not timed in both (FAIL or skipped) ... (ok -> ok)" and the run passed
+    runs = {"baseline": shutil.copytree(quick_run, tmp_path / "base"), "current": shutil.copytree(quick_run, tmp_path / "cur")}
+    change, said = BROKEN[problem]
+    _edit(runs[side], lambda p: change(p["records"][5]))  # json writes NaN as NaN, which Python reads back
+    record = json.loads((quick_run / "results.json").read_text())["records"][5]
+    result = _compare(runs["baseline"], runs["current"], "--json", tmp_path / "c.json")
+    message = _one_line(result.stderr)
+    assert result.exit_code == 2, result.output
+    assert str(runs[side] / "results.json") in message and said in message
+    assert f"the case torch: {record['mode']}/{record['draft']} B={record['batch_size']} " in message
+    assert "Traceback" not in result.output and not (tmp_path / "c.json").exists()
+
+
+def test_nothing_timed_in_both_is_not_a_pass(quick_run, tmp_path):
+    def all_failed(payload):
+        for record in payload["records"]:
+            record.update(status="FAIL", reason="disagrees with the torch reference", median_us=None, p20_us=None,
+                          p80_us=None, samples=0, samples_us=[])
+
+    current = _edit(shutil.copytree(quick_run, tmp_path / "cur"), all_failed)
+    result = _compare(quick_run, current, "--markdown", tmp_path / "r.md")
+    message = _one_line(result.stderr)
+    assert result.exit_code == 2 and "20 cases in common but none timed in both" in message, result.output
+    assert "(ok -> FAIL)" in message and not (tmp_path / "r.md").exists()
+
+
+@pytest.mark.parametrize("chart", ["out.txt", "out", "out.PNG.bak"])
+def test_a_chart_format_it_cannot_write_is_refused_before_anything_is_written(quick_run, tmp_path, chart):
+    # `--markdown r.md --chart out.txt` once wrote a report saying "pass", then died with a traceback
+    result = _compare(quick_run, quick_run, "--markdown", tmp_path / "r.md", "--json", tmp_path / "c.json",
+                      "--chart", tmp_path / chart)
+    assert result.exit_code == 2 and "--chart writes png, svg, pdf" in _one_line(result.stderr), result.output
+    assert "Traceback" not in result.output
+    assert sorted(path.name for path in tmp_path.iterdir()) == []
+
+
+def test_a_chart_given_a_folder_goes_inside_it_and_says_where(quick_run, tmp_path):
+    folder = tmp_path / "charts"
+    folder.mkdir()
+    result = _compare(quick_run, quick_run, "--chart", folder, "--json", tmp_path / "c.json")
+    assert result.exit_code == 0, result.output
+    assert (folder / "compare.png").stat().st_size > 10_000 and not (tmp_path / "charts.png").exists()
+    assert f"chart: {folder / 'compare.png'}" in _one_line(result.output)
+    svg = _compare(quick_run, quick_run, "--chart", tmp_path / "c.svg")
+    assert svg.exit_code == 0 and (tmp_path / "c.svg").read_text().lstrip().startswith("<?xml")
+
+
+def test_a_report_target_that_is_a_folder_is_refused_first(quick_run, tmp_path):
+    result = _compare(quick_run, quick_run, "--json", tmp_path / "c.json", "--markdown", tmp_path)
+    assert result.exit_code == 2 and f"--markdown {tmp_path} is a folder" in _one_line(result.stderr)
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_every_inconclusive_row_says_why_with_numbers(quick_run, tmp_path):
+    # two rows 1.3x slower, right on the 30% a CPU row is judged at: their intervals straddle it
+    baseline = _with_samples(quick_run, tmp_path / "base", seed=1, noise=0.15)
+    current = _with_samples(quick_run, tmp_path / "cur", seed=2, noise=0.15, scale={0: 1.3, 1: 1.3})
+    few = _with_samples(quick_run, tmp_path / "few", seed=3, count=6)
+    result = _compare(baseline, current, "--json", tmp_path / "c.json")
+    assert result.exit_code == 0, result.output
+    cases = json.loads((tmp_path / "c.json").read_text())["cases"]
+    undecided = [case for case in cases if case["verdict"] == "inconclusive"]
+    assert len(undecided) >= 2 and all(case["note"] for case in undecided)
+    for case in undecided:
+        low, high = case["ci_low"], case["ci_high"]
+        assert case["note"].startswith(f"interval [{low:.3f}, {high:.3f}] straddles ")
+        assert f"±{(high - low) / 2:.1%} wide" in case["note"]
+    result = _compare(baseline, few, "--json", tmp_path / "few.json")
+    report = json.loads((tmp_path / "few.json").read_text())
+    assert result.exit_code == 0 and report["counts"] == {"inconclusive": 20} and report["status"] == "inconclusive"
+    assert {case["note"] for case in report["cases"]} == {
+        "too few samples to decide: 40 (baseline) and 6 (current), fewer than 10"}
+
+
+def test_the_straddled_edge_is_named():
+    assert compare.judge(0.9, 1.1, 0.05, (40, 40)) == (
+        "inconclusive", "interval [0.900, 1.100] straddles 0.95 and 1.05 (±5%): ±10.0% wide, too noisy to decide")
+    verdict, note = compare.judge(1.2, 1.4, 0.3, (40, 40), spread=2.5)
+    assert verdict == "inconclusive" and "straddles 1.30 (±30%)" in note and note.endswith("; p80/p20 = 2.5")
+    assert compare.judge(1.4, 1.5, 0.3, (40, 40)) == ("slower", "")
+
+
+def test_the_planted_slowdown_example_matches_a_plain_runs_rows(quick_run, tmp_path):
+    # examples/slower_torch.py is torch plus a busy wait, named torch so that compare pairs its rows
+    # with a plain run's (how much slower it reads is for `kernels`, not a test, to measure)
+    plugin = Path(__file__).resolve().parent.parent / "examples" / "slower_torch.py"
+    planted = runner.invoke(app, ["kernels", "--quick", "--device", "cpu", "--max-ms", "5", "--min-samples", "10",
+                                  "--warmup", "0", "--no-charts", "--impl", f"{plugin}:slower_torch",
+                                  "-o", str(tmp_path / "planted")])
+    assert planted.exit_code == 0, planted.output
+    result = _compare(quick_run, tmp_path / "planted", "--json", tmp_path / "c.json")
+    report = json.loads((tmp_path / "c.json").read_text())
+    assert result.exit_code in (0, 1) and sum(report["counts"].values()) == 20, result.output
+    assert report["only_in_baseline"] == report["only_in_current"] == report["not_compared"] == []
+    assert "implementation torch built-in (baseline) vs examples/slower_torch.py:slower_torch" in _one_line(
+        result.stderr)

@@ -1,0 +1,164 @@
+"""What ``specbench compare`` checks in two results files before it judges a case.
+
+- Broken timing data is refused: a kernels row marked ``ok`` whose median, percentiles or samples
+  are not usable numbers (null, NaN, text, negative, every sample 0). The message names the file
+  and the case; such a row was once dropped silently and the comparison passed.
+- Settings that differ between the runs are named (``SettingDifference``). Those that change
+  what one timing sample measures invalidate the rows they touch: the device, torch's CPU threads
+  on a CPU run, the L2 flush, the clock, and the calls per CUDA graph for graph rows. The others
+  (versions, the driver, sample budgets, where an implementation of one name comes from) are
+  warnings. A setting one run did not record (an older file) is named, never invalidating.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specbench.errors import SpecbenchError
+
+VERSION_FIELDS = ("specbench", "torch", "triton", "python", "driver", "cuda")
+# sample budgets: they change how many samples a row has (the interval's width), not what one measures
+BUDGET_FIELDS = ("warmup", "min_samples", "max_samples", "max_ms")
+
+
+@dataclass(frozen=True)
+class SettingDifference:
+    """A recorded setting whose value differs between the runs. ``invalidates``: it changes what
+    one timing sample measures, so the rows it touches (``rows``: ``all`` or ``graph``) cannot be
+    judged across it; otherwise it is a warning."""
+
+    name: str
+    baseline: Any
+    current: Any
+    invalidates: bool = False
+    rows: str = "all"
+
+    def __str__(self) -> str:
+        return f"{self.name} {_shown(self.baseline)} (baseline) vs {_shown(self.current)} (current)"
+
+    def touches(self, record: dict) -> bool:
+        return self.invalidates and (self.rows == "all" or bool(record.get("cuda_graph")))
+
+
+def _shown(value: Any) -> str:
+    return "not recorded" if value is None else str(value)
+
+
+def on_gpu(metadata: dict) -> bool:
+    """Whether a run's metadata names a GPU (a CPU's description starts with ``cpu``)."""
+    return not str(metadata.get("device", "cpu")).startswith("cpu")
+
+
+def setting_differences(base_meta: dict[str, Any], cur_meta: dict[str, Any]) -> list[SettingDifference]:
+    """Every recorded setting that differs between two runs' metadata, those that change what a
+    timing sample measures first (only a kernels run's timings can be invalidated)."""
+    timed = base_meta.get("kind") == "kernels"
+    on_cpu = not (on_gpu(base_meta) or on_gpu(cur_meta))
+    base_timing, cur_timing = base_meta.get("timing") or {}, cur_meta.get("timing") or {}
+    checks = [
+        ("device", base_meta.get("device"), cur_meta.get("device"), "all"),
+        # torch's intra-op threads set a CPU row's speed; a GPU row's time is the device's
+        ("threads", base_meta.get("threads"), cur_meta.get("threads"), "all" if on_cpu else None),
+        ("L2 flush", base_timing.get("l2_flush"), cur_timing.get("l2_flush"), "all"),
+        ("clock", base_timing.get("clock"), cur_timing.get("clock"), "all"),
+        ("calls per CUDA graph", base_timing.get("graph_calls"), cur_timing.get("graph_calls"), "graph"),
+        *((f"timing {key}", base_timing.get(key), cur_timing.get(key), None) for key in BUDGET_FIELDS),
+        *((key, base_meta.get(key), cur_meta.get(key), None) for key in VERSION_FIELDS),
+        *((f"implementation {name}", before, after, None)
+          for name, before, after in _implementation_sources(base_meta, cur_meta)),
+    ]
+    if not timed:  # a sweep's counts do not depend on how a run was timed
+        checks = [check for check in checks if check[0] in ("device", *VERSION_FIELDS)]
+    found = []
+    for name, before, after, rows in checks:
+        if before == after:
+            continue
+        # a setting one run did not record cannot invalidate anything: it is only named
+        invalidates = timed and rows is not None and before is not None and after is not None
+        found.append(SettingDifference(name, before, after, invalidates, rows or "all"))
+    return sorted(found, key=lambda d: not d.invalidates)
+
+
+def _implementation_sources(base_meta: dict, cur_meta: dict) -> list[tuple[str, str, str]]:
+    # an implementation of one name from two places (built in, a plugin file) is two pieces of code
+    def sources(metadata: dict) -> dict[str, str]:
+        facts = metadata.get("implementation_facts") or []
+        return {f.get("name"): f.get("source") for f in facts if isinstance(f, dict)}
+
+    before, after = sources(base_meta), sources(cur_meta)
+    return [(name, before[name], after[name]) for name in before if name in after and before[name] != after[name]]
+
+
+def kernels_label(record: dict) -> str:
+    """``torch: greedy B=1 K=3 V=4096 float32 L=3``: a kernels record's implementation and case."""
+    from specbench.bench import describe_record
+
+    return f"{record['impl']}: {describe_record(record)}"
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _as_json(value: Any) -> str:
+    # a value as results.json spells it: null, NaN, "fast"
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _timing_problem(record: dict) -> str | None:
+    median = record.get("median_us")
+    if not (_number(median) and median > 0):
+        return f"its median_us is {_as_json(median)}, not a positive number of microseconds"
+    for key in ("p20_us", "p80_us"):
+        value = record.get(key)
+        if value is not None and not (_number(value) and value >= 0):
+            return f"its {key} is {_as_json(value)}, not a number of microseconds"
+    samples = record.get("samples_us") or []
+    if not isinstance(samples, list):
+        return f"its samples_us is {_as_json(samples)}, not a list of microseconds"
+    bad = [x for x in samples if not (_number(x) and x >= 0)]
+    if bad:
+        return f"its samples_us holds {_as_json(bad[0])}, not a number of microseconds"
+    if samples and not any(samples):
+        return f"all {len(samples)} of its samples_us are 0"
+    return None
+
+
+def check_timings(path: Path, records: list[dict]) -> None:
+    """Refuse a kernels file in which a timed row (status ``ok``) holds a median, percentile or
+    sample that is not a usable number (null, NaN, text, negative, all samples 0); the message
+    names the file and the case."""
+    for index, record in enumerate(records):
+        if record.get("kind") != "kernels" or record.get("status") != "ok":
+            continue
+        problem = _timing_problem(record)
+        if problem:
+            try:
+                case = kernels_label(record)
+            except (KeyError, TypeError, ValueError):
+                case = f"record {index}"
+            raise SpecbenchError(f"{path}: the case {case} is marked ok but {problem}: broken timing data, so "
+                                 f"nothing is compared; rerun that case")
+
+
+def by_key(records: list[dict], side: str) -> dict[tuple, dict]:
+    """Kernels records by ``bench.record_key``; a record without the fields of a key is one sentence."""
+    from specbench.bench import record_key
+
+    keyed = {}
+    for index, record in enumerate(records):
+        try:
+            keyed[record_key(record)] = record
+        except KeyError as exc:
+            raise SpecbenchError(f"the {side} run's record {index} has no {exc.args[0]!r}: not a kernels record "
+                                 f"this specbench can match") from None
+        except (TypeError, ValueError) as exc:
+            raise SpecbenchError(f"the {side} run's record {index} has a field of the wrong type ({exc})") from None
+    return keyed

@@ -327,6 +327,11 @@ def _split_terminal_kernel(
     d_base = draft_ptr + b * draft_stride_b
     slots = tl.arange(0, OUT_BLOCK)
     if DECIDE_INLINE:
+        # An invalid request emits nothing: its last program says so from 1/T, or, where the races are
+        # screened, from its temperature read again there. Measured on an H200 (results/h200-issues-19-26):
+        # 1/T kept live across the race costs 3% at B=256 K=7 with target and draft probabilities, the
+        # second read 0.2-0.3 us at B <= 8, where a step is latency.
+        valid = request_valid(inv_temperature)
         if greedy & (MODE == MODE_PROBABILISTIC):
             # a greedy request in a probabilistic batch: every row's argmax on this slice (no early exit)
             request_f = scratch_f_ptr + b * NUM_SLOTS * ROW_SPLITS * ROW_FIELDS
@@ -363,9 +368,8 @@ def _split_terminal_kernel(
             if _last_to_arrive(arrivals_ptr, b, NUM_SPLITS):
                 token = _finish_race(race_f, race_i, NUM_SPLITS, kind, t_row, V, inv_temperature, key, TARGET_PROBS,
                                      SCREEN, BLOCK, S_BLOCK)
-                # an invalid request emits nothing (its temperature read again here: 1/T, kept live across
-                # the race, would cost a register the race needs; False for a negative or NaN one)
-                valid = tl.load(temperature_ptr + b) >= 0.0
+                if SCREEN:
+                    valid = tl.load(temperature_ptr + b) >= 0.0  # False for a negative or NaN temperature
                 tokens = tl.where(slots < t, x, -1)
                 tokens = tl.where(slots == t, token, tokens)
                 emitted = tl.where(valid, t + (token >= 0).to(tl.int32), 0)

@@ -30,6 +30,10 @@ import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+# torch on one CPU thread, as the commands run it by default (specbench/machine.py): the tests' tensors
+# are too small to gain from more, and on a machine busier than its cores each parallel op waits for a
+# descheduled thread (here a statistical test took 1 s so, 0.01 s on one thread)
+torch.set_num_threads(1)
 
 from specbench.verification import VerifyResult, verify  # after TRITON_INTERPRET is set
 
@@ -53,6 +57,15 @@ def device_for(backend: str) -> torch.device:
     if backend.startswith("triton") and torch.cuda.is_available():
         return torch.device("cuda")
     return torch.device("cpu")
+
+
+def interpreted(backend: str) -> bool:
+    """Whether ``backend`` runs under the Triton interpreter here (a Triton backend without a GPU).
+
+    The interpreter runs one program at a time, as numpy: tens of milliseconds a request even at a
+    vocabulary of 8, so tests give it a handful of requests where torch and GPUs take many.
+    """
+    return backend.startswith("triton") and device_for(backend).type != "cuda"
 
 
 @pytest.fixture(params=BACKENDS)

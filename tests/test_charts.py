@@ -161,19 +161,18 @@ def test_kernels_quick_charts_on_a_cpu_are_readable(checked_charts, tmp_path):
 
 def test_kernels_charts_with_several_implementations_and_shapes_are_readable(checked_charts, tmp_path):
     records = []
-    for impl, factor in (("torch", 1.0), ("triton", 0.05), ("triton-sequential-4096x16", 0.06),
-                         ("examples/my_sampler.py:my_sampler", 0.9)):
-        for mode, draft in _VARIANTS:
+    for impl, factor in (("torch", 1.0), ("triton-sequential-4096x16", 0.05), ("examples/my_sampler.py:my_sampler", 0.9)):
+        for mode, draft in _VARIANTS[:2]:
             for k, vocab in ((3, 128256), (7, 151936)):
-                for batch in (1, 8, 64, 256):
-                    for graph in (False, True) if impl != "torch" else (False,):
+                for batch in (1, 64, 256):
+                    for graph in (False, True) if impl.startswith("triton") else (False,):
                         record = _kernels_record(mode, draft, batch, 300.0 * factor * batch ** 0.8, impl, graph,
                                                  k, vocab)
                         if impl != "torch":
                             record["speedup_vs_torch"] = 1 / factor
                         records.append(record)
     render_kernel_charts(records, tmp_path)
-    _assert_readable(checked_charts, 2 + 3 * 2)  # time and throughput; a heatmap per impl and graph
+    _assert_readable(checked_charts, 2 + 3)  # time and throughput; a heatmap per implementation and graph
 
 
 def test_kernels_charts_of_a_flat_line_and_a_near_1x_speedup_are_readable(checked_charts, tmp_path):

@@ -8,7 +8,7 @@ import math
 
 import pytest
 import torch
-from conftest import device_for
+from conftest import device_for, interpreted
 
 from specbench import oracle
 from specbench.errors import SpecbenchError
@@ -43,6 +43,8 @@ def test_exactly_one_target_input_and_the_drafts_are_required():
 @pytest.mark.parametrize("kind", ["none", "logits", "probs"])
 @pytest.mark.parametrize(("batch", "num_spec", "vocab"), [(1, 1, 1), (9, 3, 111), (9, 1, 257)])
 def test_probabilities_give_the_logits_path_tokens(run_verify, backend, kind, batch, num_spec, vocab):
+    if interpreted(backend):
+        batch = min(batch, 5)  # still a greedy request and every draft count (b % 4 == 3, b % (K + 1))
     target, draft_logits, drafts = _case(batch, num_spec, vocab, seed=vocab + num_spec)
     keywords = {"seeds": torch.arange(batch) + 7, "positions": torch.arange(batch) * 3,
                 "num_draft_tokens": torch.arange(batch, dtype=torch.int32) % (num_spec + 1),
@@ -80,8 +82,9 @@ def test_cleaning_rules(run_verify):
 
 def test_a_row_is_read_as_given_not_renormalised(run_verify, backend):
     # p(x) = 0.3 against q(x) = 1 (a one-hot draft): accepted 30% of the time, whatever the row sums to
-    # (the interpreter runs a program at a time: fewer requests there, a wider bound)
-    vocab, n = 4, (4000 if device_for(backend).type == "cuda" or backend == "torch" else 150)
+    # (the interpreter runs a program at a time: fewer requests there, a wider bound, still far from
+    # the 0.75 of a renormalised row)
+    vocab, n = 4, (4000 if device_for(backend).type == "cuda" or backend == "torch" else 60)
     probs = torch.tensor([[0.3, 0.1, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25]]).expand(n, -1, -1).contiguous()
     result = run_verify(None, torch.zeros(n, 1, dtype=torch.int64), target_probs=probs, seeds=torch.arange(n))
     accepted = float(result.num_accepted.double().mean())

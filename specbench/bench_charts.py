@@ -12,6 +12,7 @@ For each (acceptance, dtype) group of successful records:
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -23,9 +24,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.colors import LogNorm
 from matplotlib.patches import Patch
-from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, NullLocator
 
-_PLAIN = FuncFormatter(lambda value, _: f"{value:,.0f}" if value >= 1 else f"{value:g}")
+_PLAIN = FuncFormatter(lambda value, _: f"{value:,.0f}" if value >= 1000 else f"{value:g}")  # 1,000 not 10^3
 
 _MODE_ORDER = {"greedy": 0, "probabilistic": 1, "synthetic": 2}
 _DRAFT_ORDER = {"logits": 0, "probs": 1, "none": 2}
@@ -63,6 +64,30 @@ def _panels(n_rows: int, n_cols: int, title: str, extra_width: float = 0.0):
     return fig, axes
 
 
+def _label_log_axis(axis, low: float, high: float, formatter: FuncFormatter) -> None:
+    # a log axis labels its decades only: one spanning less than a decade would show no number at
+    # all, one spanning a decade or two a single one, too few to read a value off
+    decades = math.log10(high / low)
+    if decades < 1:
+        axis.set_major_locator(MaxNLocator(nbins=4))  # so close to linear that linear steps read best
+        axis.set_minor_locator(NullLocator())
+    elif decades < 3:
+        axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        axis.set_minor_locator(NullLocator())
+    axis.set_major_formatter(formatter)
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _legend_below(fig, handles: list, labels: list[str]) -> None:
+    # as many columns as fit across the figure: long implementation names get fewer
+    renderer = fig.canvas.get_renderer()
+    for ncols in range(min(len(labels), 6), 0, -1):
+        legend = fig.legend(handles, labels, loc="outside lower center", ncols=ncols)
+        if ncols == 1 or legend.get_window_extent(renderer).width <= 0.98 * fig.bbox.width:
+            return
+        legend.remove()
+
+
 def _save(fig, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -85,8 +110,6 @@ def _line_chart(group: pd.DataFrame, column: str, ylabel: str, title: str, path:
                 continue
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
-            ax.yaxis.set_major_formatter(_PLAIN)  # 100, 1000, not 10^2, 10^3
-            ax.yaxis.set_minor_formatter(NullFormatter())
             low, high = panel[column].min(), panel[column].max()
             if low == high:  # one point, or a flat line: give the log axis some room
                 ax.set_ylim(low / 2, high * 2)
@@ -104,6 +127,7 @@ def _line_chart(group: pd.DataFrame, column: str, ylabel: str, title: str, path:
             ax.set_xlabel("batch size")
             ax.set_ylabel(ylabel)
             ax.grid(True, which="both", alpha=0.3)
+            _label_log_axis(ax.yaxis, *ax.get_ylim(), _PLAIN)
     legend = {}
     for ax in axes.flat:
         legend.update(zip(*reversed(ax.get_legend_handles_labels())))
@@ -111,7 +135,7 @@ def _line_chart(group: pd.DataFrame, column: str, ylabel: str, title: str, path:
     if band:
         order.append("shaded: p20-p80 of the samples")
         legend[order[-1]] = Patch(color="0.5", alpha=0.3)
-    fig.legend([legend[label] for label in order], order, loc="outside lower center", ncols=min(len(order), 6))
+    _legend_below(fig, [legend[label] for label in order], order)
     return _save(fig, path)
 
 
@@ -147,8 +171,7 @@ def _heatmap(group: pd.DataFrame, title: str, path: Path) -> Path:
             ax.set_ylabel("K")
             ax.set_title(f"{variant}, V={vocab}", fontsize=9)
     bar = fig.colorbar(image, ax=axes, shrink=0.8, label="speed-up over torch")
-    bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
-    bar.ax.yaxis.set_minor_formatter(NullFormatter())
+    _label_log_axis(bar.ax.yaxis, norm.vmin, norm.vmax, FuncFormatter(lambda v, _: f"{v:g}x"))
     return _save(fig, path)
 
 

@@ -140,11 +140,21 @@ def _verdict(text: str) -> str:
     return f"[{_VERDICT_STYLE.get(text, '')}]{escape(text)}[/]"
 
 
+def per_second(rate: float) -> str:
+    """A rate with an SI prefix, to three figures or more: ``23.0M``, ``48.2k``, ``120G``, ``512`` (the Triton
+    interpreter simulates about 50,000 positions a second, a GPU 1e11: one fixed unit prints 0.0M or 120,000.0M)."""
+    prefixes = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+    scale, prefix = next(((s, p) for s, p in prefixes if rate >= 0.9995 * s), (1.0, ""))  # 999.6 is 1.0k
+    value = rate / scale
+    return f"{value:.1f}{prefix}" if value < 99.95 else f"{value:,.0f}{prefix}"
+
+
 def case_table(record: dict) -> Table:
     """The per-case table: configured vs measured, 95% interval, verdict."""
     rate = record.get("positions_per_second")
-    title = (f"{escape(record['profile'])}  K={record['num_spec_tokens']}  ·  {record['num_requests']:,} steps  ·  "
-             f"{record['backend']} on {record['device']}" + (f"  ·  {rate / 1e6:,.1f}M positions/s" if rate else ""))
+    # two lines, each narrower than the table: one would wrap wherever the table's width ends
+    title = (f"{escape(record['profile'])}  K={record['num_spec_tokens']}\n{record['num_requests']:,} steps  ·  "
+             f"{record['backend']} on {record['device']}" + (f"  ·  {per_second(rate)} positions/s" if rate else ""))
     table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
     for column, justify in (("quantity", "left"), ("configured", "right"), ("measured", "right"),
                             ("95% interval", "right"), ("verdict", "left")):
@@ -359,7 +369,7 @@ def sweep_command(
                   highlight=False)
     if seconds > 0:
         console.print(f"simulated {positions:,} draft positions in {seconds:.2f} s: "
-                      f"{positions / seconds / 1e6:,.1f}M positions/s ({backend_name} on {device_name}, "
+                      f"{per_second(positions / seconds)} positions/s ({backend_name} on {device_name}, "
                       f"{thread_count} CPU thread{'s' if thread_count > 1 else ''})", highlight=False)
     files = ", ".join(str(out_dir / name) for name in (results.RESULTS_JSON, results.RESULTS_CSV, sweep.LONG_CSV))
     console.print(f"results: {escape(files)}", highlight=False)

@@ -66,7 +66,29 @@ def device_description(device: str = "cpu") -> dict[str, Any]:
             "cuda": torch.version.cuda,
             "driver": _nvidia_driver(),
         }
-    return {"device": f"cpu ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"}
+    model, architecture = cpu_model(), platform.machine()
+    about = architecture if model in ("", architecture) else f"{model}, {architecture}"
+    return {"device": f"cpu ({about}, {os.cpu_count()} cores)"}  # "cpu" first: compare reads CPU runs by it
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``Intel(R) Xeon(R) Processor``): ``/proc/cpuinfo`` on Linux, ``sysctl`` on
+    macOS, else what ``platform`` says (on Linux ``platform.processor()`` is often empty); "" if nothing does."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and value.strip():
+                    return " ".join(value.split())
+    except OSError:
+        pass
+    if platform.system() == "Darwin":
+        try:
+            return subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True,
+                                  timeout=5, check=True).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return platform.processor()
 
 
 def _nvidia_driver() -> str:

@@ -178,6 +178,7 @@ def _speedup_figure(records: list[dict]) -> Figure:
                   title_fontsize=7, loc="upper left")
     for ax in axes:  # one y scale, so panels compare at a glance
         ax.set_ylim(0, top * 1.05)
-    fig.suptitle("Expected speed-up over plain decoding; c = draft step cost / target step cost; "
-                 "lines: the model for each K")
+    # two lines: on one, the title outruns a one-panel figure and loses both ends
+    fig.suptitle("Expected speed-up over plain decoding (lines: the model for each K)\n"
+                 "c = draft step cost / target step cost")
     return fig

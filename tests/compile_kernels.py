@@ -7,21 +7,28 @@ registers per thread and stack bytes, where ptxas puts registers it could not ke
 compiled as a launch on aligned tensors and sizes specialises it (``aligned_attributes``). Exits 3 when
 this Triton has no NVIDIA backend.
 
-Usage: ``python tests/compile_kernels.py [ARCH] [--loops]`` (ARCH defaults to 90, Hopper: the
-H100 and H200 that the committed timings come from). ``--loops`` adds, per variant, the
+Usage: ``python tests/compile_kernels.py [ARCH] [--loops] [--jobs N]`` (ARCH defaults to 90, Hopper:
+the H100 and H200 that the committed timings come from). ``--loops`` adds, per variant, the
 innermost loops of its SASS with their instruction counts (see ``sass_loops``): the static side
-of ``results/kernels-notes.md``.
+of ``results/kernels-notes.md``. ``--jobs``: compiling processes, one per core by default (the test
+suite runs it with one, beside its other tests).
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import inspect
 import json
+import multiprocessing
+import os
 import re
 import subprocess
 import sys
 import tempfile
 import types
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import triton
@@ -142,28 +149,43 @@ def sass_loops(cubin: Path) -> list[dict[str, int]]:
     return loops
 
 
+def _compile(index: int, arch: int, with_loops: bool) -> dict:
+    # one variant, by its place in variants(): a worker process rebuilds the list rather than unpickle kernels
+    kernel, constexprs, warps, dtype = variants()[index]
+    names = list(inspect.signature(kernel.fn).parameters)
+    sig = signature(kernel, constexprs, dtype)
+    source = triton.compiler.ASTSource(
+        fn=kernel, signature=sig, constexprs={(names.index(name),): value for name, value in constexprs.items()},
+        attrs=aligned_attributes(names, sig),
+    )
+    compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
+    with tempfile.TemporaryDirectory() as workdir:
+        cubin = Path(workdir) / "kernel.cubin"
+        cubin.write_bytes(compiled.asm["cubin"])
+        row = {"kernel": kernel.fn.__name__, "constexprs": constexprs, "num_warps": warps, "dtype": dtype,
+               "cubin_bytes": cubin.stat().st_size, **resources(cubin)}
+        if with_loops:
+            row["loops"] = sass_loops(cubin)
+    return row
+
+
 def main() -> int:
-    arguments = [a for a in sys.argv[1:] if a != "--loops"]
-    with_loops = "--loops" in sys.argv[1:]
-    arch = int(arguments[0]) if arguments else 90
+    parser = argparse.ArgumentParser(description="Lower every kernel variant to a GPU binary, with no GPU.")
+    parser.add_argument("arch", nargs="?", type=int, default=90, help="compute capability, 90 (Hopper) by default")
+    parser.add_argument("--loops", action="store_true", help="add each variant's innermost SASS loops")
+    parser.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                        else os.cpu_count() or 1, help="compiling processes (default: one per core)")
+    args = parser.parse_args()
     if "nvidia" not in triton.backends.backends:
         print("this Triton has no NVIDIA backend", file=sys.stderr)
         return 3
-    with tempfile.TemporaryDirectory() as workdir:
-        for kernel, constexprs, warps, dtype in variants():
-            names = list(inspect.signature(kernel.fn).parameters)
-            sig = signature(kernel, constexprs, dtype)
-            source = triton.compiler.ASTSource(
-                fn=kernel, signature=sig, constexprs={(names.index(name),): value for name, value in constexprs.items()},
-                attrs=aligned_attributes(names, sig),
-            )
-            compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
-            cubin = Path(workdir) / "kernel.cubin"
-            cubin.write_bytes(compiled.asm["cubin"])
-            row = {"kernel": kernel.fn.__name__, "constexprs": constexprs, "num_warps": warps, "dtype": dtype,
-                   "cubin_bytes": cubin.stat().st_size, **resources(cubin)}
-            if with_loops:
-                row["loops"] = sass_loops(cubin)
+    # a variant compiles in about half a second of one core: rows come back in the order of variants()
+    compile_one = partial(_compile, arch=args.arch, with_loops=args.loops)
+    with contextlib.ExitStack() as stack:
+        mapper = map
+        if args.jobs > 1:
+            mapper = stack.enter_context(ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn"))).map
+        for row in mapper(compile_one, range(len(variants()))):
             print(json.dumps(row), flush=True)
     return 0
 

@@ -9,6 +9,10 @@ Triton ones skip, with the reason, when ``specbench.kernels.launch`` does not ex
 Every call through the ``run_verify`` fixture poisons what it can first (the CUDA caching
 allocator's blocks, the Triton launcher's scratch buffers) and checks the output invariants
 every caller relies on, so each test also checks those.
+
+``tests/compile_kernels.py`` (about a minute of one core) starts with the session when its test
+is selected and runs beside the other tests, which keep one core busy; its test runs last and
+reads the output instead of waiting for it.
 """
 
 from __future__ import annotations
@@ -16,6 +20,9 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import scipy.stats
@@ -23,6 +30,10 @@ import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+# torch on one CPU thread, as the commands run it by default (specbench/machine.py): the tests' tensors
+# are too small to gain from more, and on a machine busier than its cores each parallel op waits for a
+# descheduled thread (here a statistical test took 1 s so, 0.01 s on one thread)
+torch.set_num_threads(1)
 
 from specbench.verification import VerifyResult, verify  # after TRITON_INTERPRET is set
 
@@ -46,6 +57,15 @@ def device_for(backend: str) -> torch.device:
     if backend.startswith("triton") and torch.cuda.is_available():
         return torch.device("cuda")
     return torch.device("cpu")
+
+
+def interpreted(backend: str) -> bool:
+    """Whether ``backend`` runs under the Triton interpreter here (a Triton backend without a GPU).
+
+    The interpreter runs one program at a time, as numpy: tens of milliseconds a request even at a
+    vocabulary of 8, so tests give it a handful of requests where torch and GPUs take many.
+    """
+    return backend.startswith("triton") and device_for(backend).type != "cuda"
 
 
 @pytest.fixture(params=BACKENDS)
@@ -169,3 +189,47 @@ def chi_square_pvalue(observed: torch.Tensor, probabilities: torch.Tensor) -> fl
 def chi_square():
     """``chi_square_pvalue`` for the statistical tests."""
     return chi_square_pvalue
+
+
+COMPILE_TEST = "test_every_kernel_variant_compiles_for_hopper"
+
+
+class CompileRun:
+    """``tests/compile_kernels.py 90`` started in the background, without ``TRITON_INTERPRET`` and with a
+    fresh Triton cache (so it compiles now, not from an earlier run's cache)."""
+
+    def __init__(self, workdir: Path):
+        script = Path(__file__).with_name("compile_kernels.py")
+        env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+        env["TRITON_CACHE_DIR"] = str(workdir / "cache")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(script.parent.parent), env.get("PYTHONPATH")]))
+        self._stdout, self._stderr = workdir / "stdout.txt", workdir / "stderr.txt"
+        with open(self._stdout, "w") as stdout, open(self._stderr, "w") as stderr:
+            self.process = subprocess.Popen([sys.executable, str(script), "90", "--jobs", "1"], env=env,
+                                            stdout=stdout, stderr=stderr)
+
+    def result(self, timeout: float) -> subprocess.CompletedProcess:
+        """Wait for the run (at most ``timeout`` seconds from now) and return its status and output."""
+        self.process.wait(timeout=timeout)
+        return subprocess.CompletedProcess(self.process.args, self.process.returncode, self._stdout.read_text(),
+                                           self._stderr.read_text())
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    # the compile runs beside every other test, so its test goes last, to find it done (a stable sort)
+    items.sort(key=lambda item: item.name == COMPILE_TEST)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def kernel_compile_run(request, tmp_path_factory):
+    """The background ``CompileRun`` when the session runs ``COMPILE_TEST``, else None."""
+    wanted = any(item.name == COMPILE_TEST for item in request.session.items)
+    run = CompileRun(tmp_path_factory.mktemp("compile_kernels")) if wanted else None
+    yield run
+    if run is not None:
+        run.stop()

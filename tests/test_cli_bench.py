@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import platform
+from pathlib import Path
 
 import pytest
 import torch
@@ -294,6 +297,20 @@ def test_env_prints_versions_devices_and_bandwidth():
     assert "cpu copy bandwidth" in result.stdout and "GB/s" in result.stdout
     if not torch.cuda.is_available():
         assert "none (torch sees no CUDA device)" in result.stdout
+
+
+def test_env_and_run_metadata_name_the_cpu_model(monkeypatch):
+    info = Path("/proc/cpuinfo")
+    names = [line.split(":", 1)[1].strip() for line in info.read_text().splitlines()
+             if line.startswith("model name")] if info.is_file() else []
+    model = results.cpu_model()
+    if names:  # Linux: the kernel's name for it, where platform.processor() is often empty
+        assert model == " ".join(names[0].split())
+    device = results.collect_metadata("cpu")["device"]
+    assert device.startswith("cpu (") and model in device  # "cpu" first: compare tells CPU runs by it
+    assert model in _one_line(run("env").stdout)
+    monkeypatch.setattr(results, "cpu_model", lambda: "")  # nothing names it: the architecture alone
+    assert results.device_description("cpu")["device"] == f"cpu ({platform.machine()}, {os.cpu_count()} cores)"
 
 
 def test_output_folders_of_another_run_are_never_overwritten_or_mixed(tmp_path):

@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-import json
+import io
 import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
+from rich.console import Console
 from typer.testing import CliRunner
 
 from specbench import sweep
 from specbench.cli import app
+from specbench.cli_sweep import case_table, per_second
 from specbench.results import read_results
-from specbench.scenarios import DEFAULT_SCENARIO, load_scenario
+from specbench.scenarios import DEFAULT_SCENARIO, load_scenario, make_profile
 
 REPO = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -250,27 +251,66 @@ def test_interrupted_sweep_keeps_finished_cases(tmp_path, monkeypatch):
         r["accepted_histogram"] for r in records]
 
 
+# `specbench sweep` in a process of its own whose second case (L = 2: rates 1, 0, 0) waits for Ctrl-C,
+# so the signal lands mid-run however busy the machine is (a sweep left to run can finish first)
+_WAITS_IN_ITS_SECOND_CASE = """
+import sys, time
+from specbench import sweep
+from specbench.cli import main
+
+simulate = sweep.simulate_acceptance
+
+def second_case_waits(rates, num_requests, **keywords):
+    if list(rates) == [1.0, 0.0, 0.0]:
+        print("second case started", file=sys.stderr, flush=True)
+        time.sleep(600)
+    return simulate(rates, num_requests, **keywords)
+
+sweep.simulate_acceptance = second_case_waits
+sys.argv[0] = "specbench"
+main()
+"""
+
+
 def test_ctrl_c_in_a_real_process_leaves_readable_results(tmp_path):
     out = tmp_path / "partial"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "specbench", "sweep", "-l", "1.5:4.0:0.25", "-k", "3", "-n", "300000",
+        [sys.executable, "-c", _WAITS_IN_ITS_SECOND_CASE, "sweep", "-l", "1.5,2,2.5", "-k", "3", "-n", "3000",
          "--no-charts", "--device", "cpu", "--backend", "torch", "-o", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        path = out / "results.json"
-        if path.is_file() and json.loads(path.read_text())["records"]:
+    before = []  # what it said on stderr until then (a busy-machine warning, say)
+    for line in process.stderr:
+        if line.strip() == "second case started":
             break
-        time.sleep(0.05)
+        before.append(line)
+    else:
+        process.wait(timeout=60)
+        pytest.fail(f"the sweep ended (status {process.returncode}) without reaching its second case: {before}")
     process.send_signal(signal.SIGINT)
     stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr
     _, records = read_results(out)
-    assert 1 <= len(records) < 11
-    assert "interrupted" in stdout
+    assert [r["configured_acceptance_length"] for r in records] == [1.5]
+    assert "interrupted: 1 of 3 cases finished" in one_line(stdout)
+
+
+def test_a_case_title_keeps_its_phrases_whole_on_a_terminal():
+    (record,) = sweep.run_sweep([make_profile(3, acceptance_length=2.5)], num_requests=2000, backend="torch",
+                                device="cpu")
+    terminal = Console(file=io.StringIO(), width=80)
+    terminal.print(case_table(record))
+    name, run = (line.strip() for line in terminal.file.getvalue().splitlines()[:2])
+    assert name == "L=2.5 min-variance  K=3"
+    assert run.startswith("2,000 steps  ·  torch on cpu  ·  ") and run.endswith(" positions/s"), run
+
+
+def test_rates_are_printed_with_a_prefix_that_keeps_three_figures():
+    # the Triton interpreter simulates ~50k positions a second (once printed "0.0M"), an H200 1e11
+    rates = (0.5, 512.0, 999.6, 49_830.0, 2.304e7, 1.2e11)
+    assert [per_second(rate) for rate in rates] == ["0.5", "512", "1.0k", "49.8k", "23.0M", "120G"]
 
 
 def test_shipped_scenarios_are_found_by_name_from_any_folder(tmp_path, monkeypatch):

@@ -4,29 +4,20 @@ The interpreter runs kernels as numpy and never lowers them, so a kernel only th
 rejects (a float64 constant in a float32 loop-carried value, an int that should be a
 ``tl.constexpr``) would pass every other test on a CPU machine and break on the first GPU.
 ``tests/compile_kernels.py`` lowers each variant to a cubin in a subprocess without
-``TRITON_INTERPRET``.
+``TRITON_INTERPRET``, started with the test session (``conftest.py``) so that it runs beside the
+other tests.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from compile_kernels import variants  # tests/ is on sys.path under pytest
 
-SCRIPT = Path(__file__).with_name("compile_kernels.py")
-REPO = SCRIPT.parent.parent
 
-
-def test_every_kernel_variant_compiles_for_hopper(tmp_path):
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    env["TRITON_CACHE_DIR"] = str(tmp_path)  # compile now, not from an earlier run's cache
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    run = subprocess.run([sys.executable, str(SCRIPT), "90"], check=False, env=env, capture_output=True, text=True, timeout=900)
+def test_every_kernel_variant_compiles_for_hopper(kernel_compile_run):
+    run = kernel_compile_run.result(timeout=900)  # started with the session (conftest.py)
     if run.returncode == 3:
         pytest.skip(run.stderr.strip())
     assert run.returncode == 0, run.stderr[-4000:]

@@ -14,7 +14,7 @@ import warnings
 import pytest
 import scipy.stats
 import torch
-from conftest import device_for
+from conftest import device_for, interpreted
 
 from specbench import oracle
 
@@ -23,15 +23,15 @@ NAN, INF = math.nan, math.inf
 K, V = 3, 8
 
 
-def _samples(backend: str, on_the_interpreter: bool = False) -> int:
-    """Requests per statistical case: 20 000 on torch or a GPU. The Triton interpreter costs ~15 ms a
-    request, so there only the cases marked for it run, with 300 requests; the others skip, since
-    ``test_backends_agree_token_for_token`` holds those kernels to torch's tokens."""
+def _samples(backend: str, on_the_interpreter: bool = False, interpreter_requests: int = 300) -> int:
+    """Requests per statistical case: 20 000 on torch or a GPU. The Triton interpreter costs tens of ms a
+    request, so there only the cases marked for it run, with ``interpreter_requests`` requests; the others skip,
+    since ``test_backends_agree_token_for_token`` holds those kernels to torch's tokens."""
     if backend == "torch" or device_for(backend).type == "cuda":
         return 20_000
     if backend == "triton-split" or not on_the_interpreter:
         pytest.skip("sampled on torch; under the interpreter this backend is checked token for token against torch")
-    return 300
+    return interpreter_requests
 
 
 def _one_hot_logits(tokens: list[int], vocab: int = V) -> torch.Tensor:
@@ -58,8 +58,8 @@ def _draft_keywords(kind: str, draft_logits: torch.Tensor, batch: int) -> dict:
 
 
 @pytest.mark.parametrize("kind", ["none", "logits", "probs"])
-def test_a_draft_holding_all_the_target_mass_is_always_accepted(run_verify, kind):
-    batch = 16
+def test_a_draft_holding_all_the_target_mass_is_always_accepted(run_verify, backend, kind):
+    batch = 4 if interpreted(backend) else 16
     target = _one_hot_logits([3, 0, 7, 5])  # drafts 3, 0, 7 carry p = 1; bonus row puts p = 1 on 5
     drafts = torch.tensor([3, 0, 7])
     draft_logits = torch.randn(K, V, generator=torch.Generator().manual_seed(1))
@@ -75,9 +75,9 @@ def test_a_draft_holding_all_the_target_mass_is_always_accepted(run_verify, kind
 
 @pytest.mark.parametrize("kind", ["none", "logits", "probs"])
 @pytest.mark.parametrize("draft", [2, -1, V, 10**9])
-def test_a_draft_without_target_mass_is_always_rejected(run_verify, kind, draft):
+def test_a_draft_without_target_mass_is_always_rejected(run_verify, backend, kind, draft):
     # p is one-hot at 6 and gives the draft (or the out-of-range id) nothing: the residual is 6
-    batch = 16
+    batch = 4 if interpreted(backend) else 16
     target = _one_hot_logits([6, 1, 1, 1])
     drafts = torch.tensor([draft, 1, 1])
     draft_logits = torch.randn(K, V, generator=torch.Generator().manual_seed(2))
@@ -91,8 +91,8 @@ def test_a_draft_without_target_mass_is_always_rejected(run_verify, kind, draft)
     assert result.output_token_ids.tolist() == [[6, -1, -1, -1]] * batch
 
 
-def test_zero_or_nan_draft_probability_accepts_any_draft_the_target_allows(run_verify):
-    batch = 16
+def test_zero_or_nan_draft_probability_accepts_any_draft_the_target_allows(run_verify, backend):
+    batch = 4 if interpreted(backend) else 16
     target = torch.zeros(K + 1, V)  # p uniform: p(x) = 1/8 > 0 everywhere
     drafts = torch.tensor([4, 2, 1])
     probs = torch.softmax(torch.randn(K, V, generator=torch.Generator().manual_seed(3)), dim=-1)
@@ -206,7 +206,7 @@ def test_backends_agree_token_for_token(run_verify, backend, kind, batch, num_sp
     # two correct implementations has probability ~1e-7 per decision, so no tolerance is taken
     if backend == "torch":
         pytest.skip("compares the triton backends with torch")
-    if backend == "triton-split" and device_for(backend).type != "cuda":
+    if interpreted(backend):  # the batch picks launch shapes on a GPU only; 20 requests still mix every input kind
         batch = min(batch, 20)
     target, drafts, keywords = _random_batch(batch, num_spec, vocab, seed=batch + num_spec + vocab, kind=kind)
     expected = run_verify(target, drafts, backend="torch", **keywords)
@@ -247,7 +247,7 @@ def test_nan_and_inf_inputs_give_the_documented_tokens(run_verify, backend, kind
 def test_adding_a_constant_to_every_logit_changes_no_token(run_verify, backend, kind):
     # softmax ignores a shift; with integer logits and a shift of 2**23 float32 stays exact at
     # T = 0.5, 1 and 2 (z - max is the same number), so the tokens must be identical, race and all
-    batch = 32 if backend == "torch" else 16
+    batch = 8 if interpreted(backend) else 32
     target, drafts, keywords = _random_batch(batch, K, 24, seed=90, kind=kind)
     target = torch.round(target)
     shifted_keywords = dict(keywords)
@@ -260,8 +260,9 @@ def test_adding_a_constant_to_every_logit_changes_no_token(run_verify, backend, 
 
 
 def test_several_inf_logits_share_the_mass_equally(run_verify, backend, chi_square):
-    # +inf becomes the largest float32: the bonus sample is uniform over the +inf tokens
-    n = _samples(backend, on_the_interpreter=True)
+    # +inf becomes the largest float32: the bonus sample is uniform over the +inf tokens (a tie broken
+    # to one of them, or the NaN counted among them, fails 100 requests as surely as 20,000)
+    n = _samples(backend, on_the_interpreter=True, interpreter_requests=100)
     target = torch.randn(n, 1, V, generator=torch.Generator().manual_seed(8))
     target[:, 0, [1, 4, 6]] = INF
     target[:, 0, 2] = NAN
@@ -306,7 +307,10 @@ def _statistics_case(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tenso
 @pytest.mark.parametrize("temperature", [0.5, 1.0, 2.0])
 @pytest.mark.parametrize("kind", ["logits", "probs", "none"])
 def test_emitted_tokens_follow_the_exact_law(run_verify, backend, chi_square, kind, temperature):
-    n = _samples(backend, on_the_interpreter=(kind, temperature) == ("logits", 1.0))
+    # 150 under the interpreter: the acceptance law alone fails a one-hot acceptance test (seed 002)
+    # with power 1.0, slot 0 alone a residual drawn from p with power 0.99 (multinomial simulation)
+    n = _samples(backend, on_the_interpreter=(kind, temperature) == ("logits", 1.0),
+                 interpreter_requests=150)
     target, draft_logits, drafts = _statistics_case(seed=21)
     keywords = _draft_keywords(kind, draft_logits, n)
     result = run_verify(

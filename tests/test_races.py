@@ -76,7 +76,7 @@ def _logits(seed: int, scale: float) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("scale", [0.5, 3.0, 8.0])
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(2))  # 188 chunks a row: each seed costs the interpreter most of a second
 def test_the_probability_race_picks_the_reference_token_and_skips_most_chunks(raced_chunks, seed, scale):
     probs = torch.softmax(_logits(seed, scale), dim=0)
     token, key = _race(probs, seed=seed)
@@ -86,7 +86,7 @@ def test_the_probability_race_picks_the_reference_token_and_skips_most_chunks(ra
 
 
 @pytest.mark.parametrize("scale", [0.5, 3.0, 8.0])
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(2))
 def test_the_logit_race_picks_the_reference_token_and_skips_most_chunks(raced_chunks, seed, scale):
     z = _logits(seed, scale) + 40.0  # a shift changes nothing but the scores' magnitude
     token, key = _race(z, logits=True, seed=seed)

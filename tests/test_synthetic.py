@@ -41,6 +41,8 @@ def _case(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 def test_rates_and_emitted_tokens_follow_the_profile(run_verify, backend, chi_square, temperature):
     if backend == "triton-split" and device_for(backend).type != "cuda":
         pytest.skip("sampled on torch and the default triton kernels; the split kernels agree token for token below")
+    if backend == "triton" and device_for(backend).type != "cuda" and temperature != 1.0:
+        pytest.skip("sampled at T = 1 under the interpreter; at every T its tokens equal torch's (below)")
     n = _samples(backend)
     target, drafts = _case(seed=41)
     result = run_verify(

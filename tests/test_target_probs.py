@@ -8,7 +8,7 @@ import math
 
 import pytest
 import torch
-from conftest import device_for
+from conftest import device_for, interpreted
 
 from specbench import oracle
 from specbench.errors import SpecbenchError
@@ -68,6 +68,8 @@ def _tempered_probs(target: torch.Tensor, temperatures: torch.Tensor) -> torch.T
 def test_probabilities_give_the_logits_path_tokens(run_verify, backend, kind, batch, num_spec, vocab, temperature):
     # target_probs = softmax(target_logits / T): the same step as the target logits at T, for every draft form
     # (draft logits mean the same thing whatever form the target takes)
+    if interpreted(backend):
+        batch = min(batch, 5)  # still a greedy request and every draft count (b % 4 == 3, b % (K + 1))
     target, draft_logits, drafts = _case(batch, num_spec, vocab, seed=vocab + num_spec)
     keywords = _same_step_keywords(kind, batch, num_spec, draft_logits, temperature)
     from_logits = run_verify(target, drafts, **keywords)
@@ -148,8 +150,9 @@ def test_cleaning_rules(run_verify):
 
 def test_a_row_is_read_as_given_not_renormalised(run_verify, backend):
     # p(x) = 0.3 against q(x) = 1 (a one-hot draft): accepted 30% of the time, whatever the row sums to
-    # (the interpreter runs a program at a time: fewer requests there, a wider bound)
-    vocab, n = 4, (4000 if device_for(backend).type == "cuda" or backend == "torch" else 150)
+    # (the interpreter runs a program at a time: fewer requests there, a wider bound, still far from
+    # the 0.75 of a renormalised row)
+    vocab, n = 4, (4000 if device_for(backend).type == "cuda" or backend == "torch" else 60)
     probs = torch.tensor([[0.3, 0.1, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25]]).expand(n, -1, -1).contiguous()
     result = run_verify(None, torch.zeros(n, 1, dtype=torch.int64), target_probs=probs, seeds=torch.arange(n))
     accepted = float(result.num_accepted.double().mean())

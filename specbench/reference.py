@@ -125,7 +125,6 @@ def verify(
     num_draft_tokens = torch.where(invalid_request, 0, num_draft_tokens.clamp(0, num_spec))
     greedy_row = temperatures == 0  # [B]
     inv_temperature = torch.where(greedy_row, 1.0, 1.0 / torch.where(greedy_row, 1.0, temperatures))  # [B]
-    inv_temperature = torch.where(invalid_request, torch.nan, inv_temperature)  # never used: nothing is emitted
 
     slots = torch.arange(num_spec, dtype=torch.int64, device=device)  # [K]
     drafts = draft_token_ids  # [B, K]

@@ -240,7 +240,7 @@ class Suite:
         shapes = [list(result.output_token_ids.shape), list(result.num_emitted.shape), list(result.num_accepted.shape)]
         if shapes != [[batch, num_rows], [batch], [batch]]:
             raise _Broken(f"returned shapes {shapes}, expected [[{batch}, {num_rows}], [{batch}], [{batch}]]")
-        return VerifyResult(*(t.detach().to("cpu", torch.int64) for t in result))
+        return result._replace(logprobs=None).map(lambda t: t.detach().to("cpu", torch.int64))
 
     # --- inputs -------------------------------------------------------------------------------------------------
 
@@ -421,7 +421,7 @@ class Suite:
         kwargs = self._small_batch(mode, n)
         first, again = self._call(kwargs), self._call(kwargs)
         other = self._call({**kwargs, "seeds": kwargs["seeds"] + 1})
-        same = all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
+        same = all(torch.equal(a, b) for a, b in zip(first[:3], again[:3], strict=True))
         differs = mode == "greedy" or not torch.equal(first.output_token_ids, other.output_token_ids)
         detail = "" if same else "the same seeds gave different outputs"
         detail += "" if differs else ("; " if detail else "") + "other seeds gave the very same outputs (seeds ignored?)"
@@ -501,7 +501,7 @@ class _Broken(Exception):
 
 
 def _reference(kwargs: dict[str, Any]) -> VerifyResult:
-    return VerifyResult(*(t.cpu().to(torch.int64) for t in verify(**kwargs, backend="torch")))
+    return verify(**kwargs, backend="torch").map(lambda t: t.cpu().to(torch.int64))
 
 
 def _poison_allocator(device: torch.device) -> None:
@@ -523,7 +523,7 @@ def _exact_equal(got: VerifyResult, want: VerifyResult, n: int) -> CheckResult:
 
 
 def _structure_problems(result: VerifyResult, counts: torch.Tensor) -> str:
-    tokens, emitted, accepted = result
+    tokens, emitted, accepted = result.output_token_ids, result.num_emitted, result.num_accepted
     slots = torch.arange(tokens.shape[1])[None, :]
     problems = []
     if bool((accepted > counts).any()):

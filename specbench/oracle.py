@@ -83,6 +83,113 @@ def greedy_token_of_probs(probs: torch.Tensor) -> int:
     return int(torch.nonzero(row == row.max())[0, 0])
 
 
+class Truncation(NamedTuple):
+    """Which tokens of one row survive truncation (``specbench/verification.py``'s rules).
+
+    - ``order`` ``[V]`` int64: the row's tokens by value, largest first, ties to the lowest id.
+    - ``kept_min``, ``kept_max``: the number ``L`` of tokens kept (the first ``L`` of ``order``)
+      lies in ``[kept_min, kept_max]``; they differ only where a float32 implementation may
+      put a boundary token either side (``TOP_P_TOLERANCE``, or ``min_p`` within rounding of a
+      token's mass). ``kept_min == kept_max`` means the kept set is exact.
+    """
+
+    order: torch.Tensor
+    kept_min: int
+    kept_max: int
+
+    @property
+    def exact(self) -> bool:
+        return self.kept_min == self.kept_max
+
+    def mask(self, kept: int | None = None) -> torch.Tensor:
+        """``[V]`` bool: the first ``kept`` (default ``kept_min``) tokens of the order."""
+        mask = torch.zeros(self.order.numel(), dtype=torch.bool)
+        mask[self.order[: self.kept_min if kept is None else kept]] = True
+        return mask
+
+
+def truncation_values(row: torch.Tensor, temperature: float, is_probs: bool) -> torch.Tensor:
+    """The values a row's tokens are ranked by, float32 as the kernels compute them, in float64:
+    ``clean(logit * (1 / T))`` with ``1 / T`` rounded to float32 (``T`` 0 or probabilities: no
+    scaling), or the cleaned probabilities (no mass as ``-inf``: never ahead of a token with mass)."""
+    if is_probs:
+        cleaned = clean_probs(row)
+        return torch.where(cleaned > 0, cleaned, float("-inf"))
+    inv = torch.tensor(1.0, dtype=torch.float32) / torch.tensor(temperature if temperature > 0 else 1.0,
+                                                                dtype=torch.float32)
+    scaled = row.to(torch.float32) * inv
+    return torch.nan_to_num(scaled, nan=float("-inf"), posinf=_F32_MAX, neginf=float("-inf")).to(torch.float64)
+
+
+_MIN_P_TOLERANCE = 1e-6  # relative: a float32 exp is within a few ulp of the true mass
+
+
+def truncation(values: torch.Tensor, *, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0,
+               is_probs: bool = False) -> Truncation:
+    """The tokens one row keeps under ``top_k``, ``top_p``, ``min_p`` (values from ``truncation_values``).
+
+    The knobs are read as float32 (``top_p``, ``min_p``) as ``verify`` reads them, off values and
+    out-of-range values as the contract says. A row with no finite value keeps nothing.
+    """
+    from specbench.verification import TOP_P_TOLERANCE
+
+    vocab = values.numel()
+    values = values.to(torch.float64)
+    order = torch.sort(-values, stable=True).indices  # largest first, ties to the lowest id
+    ranked = values[order]
+    finite = int((ranked > float("-inf")).sum())
+    if finite == 0:
+        return Truncation(order, 0, 0)
+    top_p = float(torch.tensor(top_p, dtype=torch.float32))
+    min_p = float(torch.tensor(min_p, dtype=torch.float32))
+    # masses relative to the largest: exp(z - m), or the probabilities themselves
+    mass = ranked.clamp_min(0.0) if is_probs else torch.exp(ranked - ranked[0])
+    mass = torch.where(ranked > float("-inf"), mass, 0.0)
+    low = high = finite  # with a knob on, tokens with no mass never survive
+    truncated_row = False
+    if min_p > 0:  # NaN is off
+        truncated_row = True
+        threshold = min_p * (float(ranked[0]) if is_probs else 1.0)
+        low = min(low, int((mass >= threshold * (1 + _MIN_P_TOLERANCE)).sum()))
+        high = min(high, int((mass >= threshold * (1 - _MIN_P_TOLERANCE)).sum()))
+        low, high = max(1, low), max(1, high)  # the first token always survives
+    if 0 < top_k < vocab:
+        truncated_row = True
+        low, high = min(low, top_k), min(high, top_k)
+    if top_p < 1:  # NaN is off
+        truncated_row = True
+        low, high = _top_p_range(mass, low, high, top_p, TOP_P_TOLERANCE)
+    if not truncated_row:
+        return Truncation(order, finite, finite)
+    return Truncation(order, low, high)
+
+
+def _top_p_range(mass: torch.Tensor, low: int, high: int, top_p: float, tolerance: float) -> tuple[int, int]:
+    # For each possible length L of what min_p and top_k kept (low..high), the shortest prefix whose
+    # mass reaches top_p * M(L); the range of lengths over every L and every rounding within tolerance.
+    prefix = torch.cumsum(mass, dim=0) - mass  # mass before each token
+    shortest, longest = len(mass), 0
+    for kept in {low, high}:
+        total = float(mass[:kept].sum())
+        before = prefix[:kept]
+        sure = int((before < top_p * total - tolerance * total).sum())
+        maybe = int((before < top_p * total + tolerance * total).sum())
+        shortest, longest = min(shortest, max(1, sure)), max(longest, max(1, maybe))
+    return shortest, longest
+
+
+def truncated(values: torch.Tensor, truncation_: Truncation, is_probs: bool, kept: int | None = None) -> torch.Tensor:
+    """``p'`` ``[V]`` float64: the kept tokens' masses over their sum (the first ``kept`` of the order,
+    default the exact ``kept_min``); all zeros for a row that keeps nothing."""
+    values = values.to(torch.float64)
+    finite = values > float("-inf")
+    if not bool(finite.any()):
+        return torch.zeros_like(values)
+    mass = values.clamp_min(0.0) if is_probs else torch.exp(values - values.max())
+    mass = torch.where(finite & truncation_.mask(kept), mass, 0.0)
+    return normalised(mass)
+
+
 def _point_mass(token: int, vocab: int) -> torch.Tensor:
     mass = torch.zeros(vocab, dtype=torch.float64)
     if 0 <= token < vocab:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from specbench import rng
+from specbench.errors import SpecbenchError
 from specbench.verification import VerifyResult
 
 _SIMULATE_CHUNK = 1 << 16
@@ -92,6 +93,11 @@ def verify(
     seeds: torch.Tensor,
     positions: torch.Tensor,
     conditional_rates: torch.Tensor,
+    top_k: torch.Tensor | None = None,
+    top_p: torch.Tensor | None = None,
+    min_p: torch.Tensor | None = None,
+    truncate_draft_logits: bool = True,
+    logprobs: str | None = None,
 ) -> VerifyResult:
     """One verification step, vectorized over the batch (inputs already checked by ``specbench.verify``).
 
@@ -114,6 +120,8 @@ def verify(
         ``VerifyResult``: ``output_token_ids [B, K + 1]`` int64 (``-1`` past the last emitted
         token), ``num_emitted [B]`` int32, ``num_accepted [B]`` int32.
     """
+    if top_k is not None or top_p is not None or min_p is not None or logprobs is not None:
+        raise SpecbenchError("truncation and logprobs are not implemented by the torch backend yet")
     is_probs = target_probs is not None
     target_rows = target_probs if is_probs else target_logits
     batch, num_rows, vocab = target_rows.shape

@@ -59,6 +59,62 @@ of the probabilities):
 
 ``U`` is ``specbench.rng.uniform``; ``pos`` is ``positions[b]``. Results depend on nothing else:
 not the batch size, nor a request's place in it, nor the backend's launch shape.
+
+Truncation (``SamplingParams``: ``top_k``, ``top_p``, ``min_p`` per request) cuts the distribution a
+non-greedy request samples from, at every position of the request (its draft rows and its bonus
+row), exactly as the same request would be sampled without speculation:
+
+- Knobs and their "off" values: ``top_k`` 0 (and any ``top_k >= V``), ``top_p`` 1, ``min_p`` 0. A
+  request with every knob off is *untruncated*: every rule above holds unchanged, bit for bit.
+  Checked values (``check_values``): ``top_k`` a whole number ``>= 0``, ``top_p`` in ``(0, 1]``,
+  ``min_p`` in ``[0, 1]``. Unchecked: a negative ``top_k``, a NaN or ``>= 1`` ``top_p`` and a NaN or
+  ``<= 0`` ``min_p`` are off; ``top_p <= 0`` and ``min_p > 1`` keep only the first token (below).
+  Greedy rows (``temperatures[b] == 0``, or ``mode="greedy"``) ignore truncation: their argmax is
+  always kept by every knob, so truncation could not change it.
+- The order. A row's tokens are ranked by their value, largest first, ties to the lowest id: the
+  value is the cleaned, tempered logit ``z = clean(logit / T)`` (float32, as above), or the cleaned
+  target probability for ``target_probs``. Every knob keeps a prefix of this order, so what
+  survives is always the first ``L`` tokens of the order for one ``L >= 1``: the first token (the
+  argmax greedy would pick) always survives, and no two tokens of equal value are split except by
+  ``top_k`` and ``top_p``, which cut between ties by id.
+- The knobs, applied in this order (vLLM's), each to what the previous ones kept. Masses are the
+  float32 ``w(y) = exp(z_y - m)`` with ``m`` the row's largest ``z`` (for probabilities, the
+  cleaned ``p(y)`` itself): ``min_p`` keeps ``y`` iff ``w(y) >= min_p`` (for probabilities
+  ``p(y) >= min_p * max p``); ``top_k`` keeps the first ``top_k`` tokens of the order (exactly
+  ``top_k``: of tokens tied at the boundary, the lowest ids); ``top_p`` keeps the shortest prefix
+  whose mass reaches ``top_p`` times the mass ``M`` of what ``min_p`` and ``top_k`` kept: token
+  ``y`` survives iff the mass of the kept tokens before it in the order is ``< top_p * M``.
+- Arithmetic. Masses are float32 sums in an order the backend chooses, so two backends can differ
+  only on a token whose prefix mass lies within ``TOP_P_TOLERANCE`` (``1e-5``) times ``M`` of
+  ``top_p * M``; everywhere else the kept set is this definition's exactly. The float64 oracle
+  marks such tokens ambiguous (``specbench.oracle.truncation``), and ``specbench verify`` accepts
+  either side for them.
+- The truncated target ``p'`` is the kept tokens' masses over their sum ``S``: ``p'(y) = w(y) / S``
+  for a kept ``y`` and 0 otherwise (for target probabilities: ``p(y) / S``, the kept probabilities
+  renormalised, unlike an untruncated row, which is read as given).
+- Drafts. The acceptance test must use the distribution the drafts were drawn from. Draft logits
+  are truncated like the target by default (a drafter sampling with the request's parameters):
+  ``q'`` is their softmax at ``T`` cut by the same knobs in the draft row's own order;
+  ``truncate_draft_logits=False`` leaves them untruncated (``q`` as without truncation). Draft
+  probabilities are taken as given (the drafter's own, already cut if it cut them); one-hot
+  drafts need nothing.
+- Every probabilistic and synthetic rule above then reads ``p'`` and ``q'`` for ``p`` and ``q``:
+  accept iff ``u * q'(x) < p'(x)``; on rejection the residual race over ``max(p' - q', 0)``
+  (``p'`` without ``x`` for a one-hot draft, ``p'`` when nothing is left); the bonus row and the
+  synthetic mode's own token race over ``p'``. Same random streams, so ``top_k = 1`` emits the
+  greedy tokens (``p'`` is the one-hot at the argmax) and every knob off emits today's tokens.
+- NaN and infinite values are cleaned before the order (``NaN`` never survives: it has no mass);
+  a row with no finite value is invalid before and after truncation.
+
+Log-probabilities (``logprobs=``): ``VerifyResult.logprobs`` ``[B, K + 1]`` float32 holds, for every
+emitted token, its log-probability under the row it was emitted from, ``NaN`` past the last one:
+
+- ``"processed"``: under the distribution the token follows, ``log p'(y)`` (tempered and
+  truncated); for an untruncated request ``log p(y)`` (for target probabilities the row over its
+  sum); for a greedy row the log-softmax of the cleaned logits (no temperature), or the row over
+  its sum. vLLM calls this ``processed_logprobs``.
+- ``"raw"``: under the target as given, ``log_softmax`` of the cleaned logits without temperature or
+  truncation (for target probabilities: the row over its sum). vLLM's ``raw_logprobs``.
 """
 
 from __future__ import annotations
@@ -89,11 +145,39 @@ class VerifyResult(NamedTuple):
     - ``num_emitted`` ``[B]`` int32: tokens emitted (``num_accepted + 1`` unless an invalid row
       stopped the request).
     - ``num_accepted`` ``[B]`` int32: drafts accepted, ``0..num_draft_tokens[b]``.
+    - ``logprobs`` ``[B, K + 1]`` float32 when ``verify(logprobs=...)`` asked for them (module
+      docstring: each emitted token's log-probability, ``NaN`` past the last), else None.
     """
 
     output_token_ids: torch.Tensor
     num_emitted: torch.Tensor
     num_accepted: torch.Tensor
+    logprobs: torch.Tensor | None = None
+
+    def map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> VerifyResult:
+        """The same result with ``fn`` applied to every tensor it holds (``logprobs`` stays None if it is)."""
+        return self._make(None if tensor is None else fn(tensor) for tensor in self)
+
+
+class SamplingParams(NamedTuple):
+    """How each request samples: the per-request parameters of ``verify`` (module docstring).
+
+    Each field is a ``[B]`` tensor on the target's device, a Python number for every request, or
+    None for its default: ``temperatures`` float (default 1, or 0 in the greedy mode), ``top_k``
+    integer (0 = off), ``top_p`` float (1 = off), ``min_p`` float (0 = off). With every knob None
+    no truncation code runs at all.
+    """
+
+    temperatures: torch.Tensor | float | None = None
+    top_k: torch.Tensor | int | None = None
+    top_p: torch.Tensor | float | None = None
+    min_p: torch.Tensor | float | None = None
+
+
+LOGPROBS: tuple[str, ...] = ("processed", "raw")
+# two backends' float32 masses may put a token whose top-p prefix mass lies this close (relative
+# to the mass top_p is taken of) to the boundary on different sides (module docstring)
+TOP_P_TOLERANCE = 1e-5
 
 
 _FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -163,10 +247,13 @@ def verify(
     num_draft_tokens: torch.Tensor | None = None,
     draft_logits: torch.Tensor | None = None,
     draft_probs: torch.Tensor | None = None,
+    sampling: SamplingParams | None = None,
     temperatures: torch.Tensor | None = None,
     seeds: torch.Tensor | None = None,
     positions: torch.Tensor | None = None,
     acceptance_rates: list[float] | None = None,
+    truncate_draft_logits: bool = True,
+    logprobs: str | None = None,
     backend: Backend = "auto",
     check_values: bool | None = None,
 ) -> VerifyResult:
@@ -183,11 +270,19 @@ def verify(
         draft_logits: ``[B, K, V]`` float, the draft model's logits before its temperature
             (probabilistic mode): ``q = softmax(draft_logits / T)`` whatever the target's form.
         draft_probs: ``[B, K, V]`` float, the draft distribution itself (probabilistic mode).
-        temperatures: ``[B]`` float, ``>= 0``; 0 makes a greedy row; default 1. It tempers
-            target and draft logits; target and draft probabilities are taken as already tempered.
+        sampling: ``SamplingParams``: each request's temperature and truncation (``top_k``,
+            ``top_p``, ``min_p``; module docstring). Default: temperature 1 (0 in the greedy
+            mode), no truncation.
+        temperatures: ``[B]`` float, ``>= 0``, the same as ``sampling=SamplingParams(temperatures)``
+            (give one of the two); 0 makes a greedy row; default 1. It tempers target and draft
+            logits; target and draft probabilities are taken as already tempered.
         seeds: ``[B]`` int64 request seeds; required unless ``mode="greedy"``.
         positions: ``[B]`` integer, sequence position of each request's first draft slot; default 0.
         acceptance_rates: ``K`` unconditional rates, required for ``mode="synthetic"``.
+        truncate_draft_logits: draft logits are cut by the request's truncation like the target
+            (default), or, False, taken whole (a drafter that samples untruncated).
+        logprobs: ``"processed"`` or ``"raw"`` to return each emitted token's log-probability
+            (module docstring); default None, none computed.
         backend: ``"auto"`` (Triton on a GPU, torch on the CPU), ``"triton"`` or ``"torch"``.
         check_values: inspect the values of ``num_draft_tokens`` and ``temperatures`` (a host
             read). Default: on CPU tensors only, so a GPU call never waits on the device and can
@@ -196,13 +291,13 @@ def verify(
 
     Returns:
         ``VerifyResult(output_token_ids [B, K+1] int64 (-1 padded), num_emitted [B] int32,
-        num_accepted [B] int32)`` on the device of ``target_logits``.
+        num_accepted [B] int32, logprobs [B, K+1] float32 or None)`` on the device of ``target_logits``.
     """
     backend_verify, kwargs = prepare_verify(
         target_logits, draft_token_ids, target_probs=target_probs, mode=mode, num_draft_tokens=num_draft_tokens,
-        draft_logits=draft_logits,
-        draft_probs=draft_probs, temperatures=temperatures, seeds=seeds, positions=positions,
-        acceptance_rates=acceptance_rates, backend=backend, check_values=check_values,
+        draft_logits=draft_logits, draft_probs=draft_probs, sampling=sampling, temperatures=temperatures,
+        seeds=seeds, positions=positions, acceptance_rates=acceptance_rates,
+        truncate_draft_logits=truncate_draft_logits, logprobs=logprobs, backend=backend, check_values=check_values,
     )
     return backend_verify(**kwargs)
 
@@ -216,10 +311,13 @@ def prepare_verify(
     num_draft_tokens: torch.Tensor | None = None,
     draft_logits: torch.Tensor | None = None,
     draft_probs: torch.Tensor | None = None,
+    sampling: SamplingParams | None = None,
     temperatures: torch.Tensor | None = None,
     seeds: torch.Tensor | None = None,
     positions: torch.Tensor | None = None,
     acceptance_rates: list[float] | None = None,
+    truncate_draft_logits: bool = True,
+    logprobs: str | None = None,
     backend: Backend = "auto",
     check_values: bool | None = None,
 ) -> tuple[Callable[..., VerifyResult], dict[str, Any]]:
@@ -289,15 +387,26 @@ def prepare_verify(
             if tensor.stride(2) != 1:
                 raise SpecbenchError(f"{name} must be contiguous in its last (vocabulary) dimension")
 
-    if temperatures is None:
-        temperatures = torch.full((batch,), 0.0 if mode == "greedy" else 1.0, dtype=torch.float32, device=device)
-    _check_tensor("temperatures", temperatures, (batch,), (torch.float32, torch.float64), device)
+    if sampling is None:
+        sampling = SamplingParams()
+    elif not isinstance(sampling, SamplingParams):
+        raise SpecbenchError(f"sampling must be a specbench.SamplingParams, got {type(sampling).__name__}")
+    if temperatures is not None:
+        if sampling.temperatures is not None:
+            raise SpecbenchError("give temperatures or sampling.temperatures, not both")
+        sampling = sampling._replace(temperatures=temperatures)
+    temperatures = _per_request("temperatures", sampling.temperatures, 0.0 if mode == "greedy" else 1.0, batch,
+                                (torch.float32, torch.float64), torch.float32, device)
     if check_values and not bool(torch.all(temperatures >= 0)):
         bad = temperatures[~(temperatures >= 0)][0].item()
         raise SpecbenchError(f"temperatures must be non-negative numbers, got {bad}")
-    temperatures = temperatures.to(torch.float32)
     if mode == "greedy":
         temperatures = torch.zeros_like(temperatures)
+    truncation = _checked_truncation(sampling, mode, batch, device, check_values)
+    if not isinstance(truncate_draft_logits, bool):
+        raise SpecbenchError(f"truncate_draft_logits must be True or False, got {truncate_draft_logits!r}")
+    if logprobs is not None and logprobs not in LOGPROBS:
+        raise SpecbenchError(f"logprobs must be one of {', '.join(LOGPROBS)} (or None), got {logprobs!r}")
 
     if seeds is None:
         if mode != "greedy":
@@ -329,10 +438,61 @@ def prepare_verify(
         "draft_logits": draft_logits,
         "draft_probs": draft_probs,
         "temperatures": temperatures.contiguous(),
+        **truncation,
+        "truncate_draft_logits": truncate_draft_logits,
+        "logprobs": logprobs,
         "seeds": seeds.to(torch.int64).contiguous(),
         "positions": positions.to(torch.int64).contiguous(),
         "conditional_rates": conditional,
     }
+
+
+def _per_request(name: str, value: Any, default: Any, batch: int, dtypes: tuple, dtype: torch.dtype,
+                 device: torch.device) -> torch.Tensor:
+    """A ``[B]`` tensor of ``dtype`` from a ``[B]`` tensor, a Python number for every request, or None."""
+    if value is None:
+        value = default
+    if isinstance(value, torch.Tensor):
+        _check_tensor(name, value, (batch,), dtypes, device)
+        return value.to(dtype).contiguous()
+    integral = dtype in (torch.int32, torch.int64)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral if integral else numbers.Real):
+        kind = "a whole number" if integral else "a number"
+        raise SpecbenchError(f"{name} must be a [B] tensor or {kind}, got {value!r}")
+    return torch.full((batch,), value, dtype=dtype, device=device)
+
+
+def _checked_truncation(sampling: SamplingParams, mode: str, batch: int, device: torch.device,
+                        check_values: bool) -> dict[str, torch.Tensor | None]:
+    """The truncation knobs as ``[B]`` tensors (``top_k`` int32, ``top_p`` and ``min_p`` float32), each
+    None where not given; all None in the greedy mode, which truncation cannot change."""
+    knobs = {"top_k": None, "top_p": None, "min_p": None}
+    if all(getattr(sampling, name) is None for name in knobs):
+        return knobs
+    for name, off, dtypes, dtype in (("top_k", 0, (torch.int32, torch.int64), torch.int32),
+                                     ("top_p", 1.0, (torch.float32, torch.float64), torch.float32),
+                                     ("min_p", 0.0, (torch.float32, torch.float64), torch.float32)):
+        given = getattr(sampling, name)
+        if given is None:
+            continue
+        if name == "top_k" and isinstance(given, torch.Tensor) and given.dtype == torch.int64:
+            given = given.clamp(-1, 2**31 - 1)  # every top_k >= V is off and every negative one too: int32 holds them
+        elif name == "top_k" and isinstance(given, numbers.Integral) and not isinstance(given, bool):
+            given = max(-1, min(int(given), 2**31 - 1))
+        knobs[name] = _per_request(name, given, off, batch, dtypes, dtype, device)
+    if check_values and batch > 0:
+        top_k, top_p, min_p = knobs["top_k"], knobs["top_p"], knobs["min_p"]
+        if top_k is not None and bool((top_k < 0).any()):
+            raise SpecbenchError(f"top_k must be a whole number >= 0 (0 is off), got {top_k[top_k < 0][0].item()}")
+        if top_p is not None and not bool(((top_p > 0) & (top_p <= 1)).all()):
+            bad = top_p[~((top_p > 0) & (top_p <= 1))][0].item()
+            raise SpecbenchError(f"top_p must lie in (0, 1] (1 is off), got {bad}")
+        if min_p is not None and not bool(((min_p >= 0) & (min_p <= 1)).all()):
+            bad = min_p[~((min_p >= 0) & (min_p <= 1))][0].item()
+            raise SpecbenchError(f"min_p must lie in [0, 1] (0 is off), got {bad}")
+    if mode == "greedy":
+        return {name: None for name in knobs}
+    return knobs
 
 
 def simulate_acceptance(

@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 import torch
+from conftest import same_result
 
 from specbench import oracle
 from specbench.errors import SpecbenchError
@@ -43,7 +44,7 @@ def test_a_file_plugin_loads_and_matches_the_reference(plugin_file):
     kwargs = {"mode": "probabilistic", "target_logits": target, "draft_token_ids": drafts,
               "draft_logits": torch.randn(4, 2, 20), "seeds": torch.arange(4)}
     got, want = impl.bind(kwargs)(), verify(**kwargs, backend="torch")
-    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    assert same_result(got, want)
 
 
 def test_a_module_plugin_and_an_installed_entry_point_load(plugin_file, monkeypatch):
@@ -150,7 +151,7 @@ def test_every_declared_form_gets_the_same_step_from_target_probabilities(target
     kwargs = {"mode": "probabilistic", "target_probs": target_probs, "draft_logits": draft_logits,
               "draft_token_ids": drafts, "seeds": torch.arange(batch), "temperatures": temperatures}
     got, want = through_torch.bind(kwargs)(), verify(backend="torch", **kwargs)
-    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    assert same_result(got, want)
 
 
 def test_conversion_inside_the_call_gives_the_same_outputs():
@@ -158,7 +159,7 @@ def test_conversion_inside_the_call_gives_the_same_outputs():
     kwargs = {"mode": "probabilistic", "target_logits": torch.randn(5, 4, 30), "draft_logits": torch.randn(5, 3, 30),
               "draft_token_ids": torch.randint(0, 30, (5, 3)), "seeds": torch.arange(5)}
     outside, inside = impl.bind(kwargs, "outside")(), impl.bind(kwargs, "inside")()
-    assert all(torch.equal(a, b) for a, b in zip(outside, inside, strict=True))
+    assert same_result(outside, inside)
     with pytest.raises(SpecbenchError, match="conversion must be one of outside, inside, got 'later'"):
         impl.bind(kwargs, "later")
 

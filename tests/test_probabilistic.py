@@ -212,7 +212,7 @@ def test_backends_agree_token_for_token(run_verify, backend, kind, batch, num_sp
     expected = run_verify(target, drafts, backend="torch", **keywords)
     got = run_verify(target, drafts, **keywords)
     for name, a, b in zip(expected._fields, got, expected):
-        assert torch.equal(a, b), f"{name}: {backend} gave {a.tolist()}, torch {b.tolist()}"
+        assert (a is None and b is None) or torch.equal(a, b), f"{name}: {backend} gave {a}, torch {b}"
 
 
 @pytest.mark.parametrize("kind", ["none", "logits", "probs"])
@@ -344,7 +344,7 @@ def test_greedy_rows_mixed_in_keep_both_laws(run_verify, backend, chi_square):
         temperatures=temperatures,
         draft_logits=_repeat(draft_logits, n),
     )
-    sampled = result._make(t[1::2] for t in result)
+    sampled = result.map(lambda t: t[1::2])
     law = oracle.step_distribution(
         mode="probabilistic",
         target_logits=target,

@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from conftest import triton_launch
+from conftest import same_result, triton_launch
 
 from specbench import reference
 from specbench.errors import SpecbenchError
@@ -134,11 +134,9 @@ def test_strided_and_expanded_small_inputs_give_the_contiguous_result(run_verify
             k: v for k, v in plain.items() if k != "temperatures"})
         got = run_verify(target, drafts.t().contiguous().t(), **keywords, **{
             k: v for k, v in strided.items() if mode == "probabilistic" or k != "temperatures"})
-        for a, b in zip(got, want):
-            assert torch.equal(a, b)
+        assert same_result(got, want)
     expanded = run_verify(target, drafts, **{**plain, "temperatures": torch.tensor([0.7]).expand(batch)})
-    for a, b in zip(expanded, expected):
-        assert torch.equal(a, b)
+    assert same_result(expanded, expected)
 
 
 def test_unchecked_negative_temperatures_and_counts_follow_the_contract(run_verify):
@@ -161,8 +159,7 @@ def test_unchecked_negative_temperatures_and_counts_follow_the_contract(run_veri
                           num_draft_tokens=torch.tensor([K + 1, K + 5, -3, 0], dtype=torch.int32), **extra)
         clamped = run_verify(target, drafts, mode=mode, seeds=seeds,
                              num_draft_tokens=torch.tensor([K, K, 0, 0], dtype=torch.int32), **extra)
-        for a, b in zip(over, clamped):
-            assert torch.equal(a, b)
+        assert same_result(over, clamped)
 
 
 @pytest.mark.parametrize(("overrides", "words"), BAD_INPUTS, ids=[" ".join(w) for _, w in BAD_INPUTS])
@@ -203,8 +200,7 @@ def test_defaults_and_integer_widths_change_nothing(run_verify):
         temperatures=torch.ones(B, dtype=torch.float64),
         positions=torch.zeros(B, dtype=torch.int32),
     )
-    for a, b in zip(plain, spelled_out):
-        assert torch.equal(a, b)
+    assert same_result(plain, spelled_out)
 
 
 def test_greedy_mode_ignores_temperatures_and_needs_no_seeds(run_verify):
@@ -229,8 +225,7 @@ def test_bfloat16_inputs_are_computed_in_float32(run_verify, backend):
         sixteen = run_verify(target, drafts, **common, **keywords)
         upcast = {k: v.float() for k, v in keywords.items()}
         thirty_two = run_verify(target.float(), drafts, **common, **upcast)
-        for a, b in zip(sixteen, thirty_two):
-            assert torch.equal(a, b)
+        assert same_result(sixteen, thirty_two)
 
 
 def test_outputs_are_fresh_tensors_not_views_of_the_inputs(run_verify):

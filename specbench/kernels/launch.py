@@ -290,8 +290,15 @@ def verify(
     seeds: torch.Tensor,
     positions: torch.Tensor,
     conditional_rates: torch.Tensor,
+    top_k: torch.Tensor | None = None,
+    top_p: torch.Tensor | None = None,
+    min_p: torch.Tensor | None = None,
+    truncate_draft_logits: bool = True,
+    logprobs: str | None = None,
 ) -> VerifyResult:
     """Triton verification step; see ``specbench.verification.verify`` for arguments and results."""
+    if top_k is not None or top_p is not None or min_p is not None or logprobs is not None:
+        raise SpecbenchError("truncation and logprobs are not implemented by the triton backend yet")
     target = target_logits if target_probs is None else target_probs
     target_is_probs = target_probs is not None
     batch, num_slots, vocab = target.shape

@@ -77,7 +77,7 @@ def launch_variant(name: str) -> Implementation | None:
 
 def _ours(name: str, description: str, prepare, **facts) -> Implementation:
     return Implementation(name, description, prepare=prepare, rng="specbench", seeded=True, batch_invariant=True,
-                          **facts)
+                          truncation=True, logprobs=True, **facts)
 
 
 def _triton(name: str, description: str, prepare) -> Implementation:

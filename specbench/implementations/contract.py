@@ -16,8 +16,10 @@ the callable and declares the facts with ``@sampler(...)``:
 - ``seeded``: the same ``seeds`` give the same outputs; ``batch_invariant``: a request's outputs do
   not depend on the other requests in the batch; ``ragged``: it honours ``num_draft_tokens < K``;
   ``invalid_drafts``: it takes draft ids of ``-1`` or outside ``[0, V)`` (rejected without a test);
-  ``cuda_graph``: its calls can be captured in a CUDA graph. ``specbench verify`` runs the checks
-  of a fact only when it is declared.
+  ``cuda_graph``: its calls can be captured in a CUDA graph. ``truncation``: it takes each request's
+  ``top_k``, ``top_p``, ``min_p`` and ``truncate_draft_logits`` and follows the truncation rules of
+  ``specbench/verification.py``; ``logprobs``: it takes ``logprobs`` and returns them. ``specbench
+  verify`` runs the checks of a fact only when it is declared.
 - ``devices``: ``cpu``, ``cuda`` or both.
 
 The callable is called with keyword arguments, the same names as ``specbench.verify``:
@@ -73,6 +75,8 @@ class Implementation:
     ragged: bool = True
     invalid_drafts: bool = True
     cuda_graph: bool = False
+    truncation: bool = False
+    logprobs: bool = False
     devices: tuple[str, ...] = DEVICES
     needs_gpu: bool = False
     unavailable: Callable[[torch.device], str | None] = field(default=lambda device: None)
@@ -88,7 +92,7 @@ class Implementation:
                 "target": self.target or "any", "draft": self.draft or "any", "one_hot": self.one_hot,
                 "rng": self.rng, "seeded": self.seeded, "batch_invariant": self.batch_invariant,
                 "ragged": self.ragged, "invalid_drafts": self.invalid_drafts, "cuda_graph": self.cuda_graph,
-                "devices": list(self.devices)}
+                "truncation": self.truncation, "logprobs": self.logprobs, "devices": list(self.devices)}
 
     def cannot_run(self, device: torch.device, interpret: bool = False) -> str | None:
         """Why it cannot run on ``device`` in this process at all (``interpret``: the Triton interpreter is on)."""
@@ -156,6 +160,8 @@ def sampler(
     ragged: bool = True,
     invalid_drafts: bool = True,
     cuda_graph: bool = False,
+    truncation: bool = False,
+    logprobs: bool = False,
     devices: tuple[str, ...] | list[str] = DEVICES,
 ) -> Callable[[Callable[..., VerifyResult]], Implementation]:
     """Declare a function as a specbench implementation (the facts: module docstring).
@@ -179,7 +185,7 @@ def sampler(
             name=name or fn.__name__, description=description or (doc[0] if doc else fn.__name__), fn=fn,
             modes=modes, target=target, draft=draft, one_hot=one_hot, rng=rng, seeded=seeded,
             batch_invariant=batch_invariant, ragged=ragged, invalid_drafts=invalid_drafts, cuda_graph=cuda_graph,
-            devices=devices, source=f"{fn.__module__}:{fn.__qualname__}",
+            truncation=truncation, logprobs=logprobs, devices=devices, source=f"{fn.__module__}:{fn.__qualname__}",
         )
 
     return declare
@@ -248,6 +254,10 @@ def convert(impl: Implementation, kwargs: dict[str, Any], greedy_rows: bool | No
     call = {"mode": mode, f"target_{impl.target}": target, "draft_token_ids": checked["draft_token_ids"],
             "num_draft_tokens": checked["num_draft_tokens"], "temperatures": temperatures, "seeds": checked["seeds"],
             "positions": checked["positions"], "acceptance_rates": kwargs.get("acceptance_rates")}
+    if impl.truncation:
+        call.update({name: checked[name] for name in ("top_k", "top_p", "min_p", "truncate_draft_logits")})
+    if impl.logprobs:
+        call["logprobs"] = checked["logprobs"]
     if mode == "probabilistic":
         call[f"draft_{impl.draft}"] = _draft_in_form(impl, checked, temperatures, target.shape[-1], dtype)
     return call

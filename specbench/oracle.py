@@ -150,8 +150,11 @@ def truncation(values: torch.Tensor, *, top_k: int = 0, top_p: float = 1.0, min_
     if min_p > 0:  # NaN is off
         truncated_row = True
         threshold = min_p * (float(ranked[0]) if is_probs else 1.0)
-        low = min(low, int((mass >= threshold * (1 + _MIN_P_TOLERANCE)).sum()))
-        high = min(high, int((mass >= threshold * (1 - _MIN_P_TOLERANCE)).sum()))
+        sure = int((mass >= threshold * (1 + _MIN_P_TOLERANCE)).sum())
+        if min_p <= 1:  # tokens tied with the first have mass exactly 1 (max p) in float32 too: always kept
+            sure = max(sure, int((ranked == ranked[0]).sum()))
+        low = min(low, sure)
+        high = min(high, max(sure, int((mass >= threshold * (1 - _MIN_P_TOLERANCE)).sum())))
         low, high = max(1, low), max(1, high)  # the first token always survives
     if 0 < top_k < vocab:
         truncated_row = True

@@ -188,6 +188,27 @@ def test_kept_mask_is_the_oracles_kept_set(target_form):
         assert torch.equal(mask[b], cut.mask(kept)), b  # a prefix of the order
 
 
+def test_kept_mask_follows_the_definition_at_exact_boundaries():
+    # dyadic probabilities: every float32 sum is exact, so the boundary cases are the definition's own
+    probs = torch.tensor([[0.125, 0.5, 0.25, 0.125, 0.0]] * 6)
+    top_p = torch.tensor([0.75, 0.7500001, 1.0, 0.0, 1.0, 1.0])  # prefix 0.75 < 0.75 fails: token 0 is cut
+    min_p = torch.tensor([0.0, 0.0, 0.5, 0.0, 0.51, 2.0])  # 0.25 >= 0.5 * 0.5 keeps token 2
+    top_k = torch.tensor([0, 0, 0, 0, 0, 0], dtype=torch.int32)
+    mask = truncation.kept_mask(probs, top_k, top_p, min_p, is_probs=True)
+    assert mask.int().tolist() == [[0, 1, 1, 0, 0], [1, 1, 1, 0, 0], [0, 1, 1, 0, 0], [0, 1, 0, 0, 0],
+                                   [0, 1, 0, 0, 0], [0, 1, 0, 0, 0]]
+    # top_k splits the tie of tokens 0 and 3 by id; off knobs keep every token with mass, never the empty one
+    top_k = torch.tensor([3, 5, 0, -1, 1, 0], dtype=torch.int32)
+    mask = truncation.kept_mask(probs, top_k, None, None, is_probs=True)
+    assert mask.int().tolist() == [[1, 1, 1, 0, 0]] + [[1, 1, 1, 1, 0]] * 3 + [[0, 1, 0, 0, 0], [1, 1, 1, 1, 0]]
+    # logits: masses exp(z - m); a row with no finite value keeps nothing
+    logits = torch.tensor([[0.0, 0.0, -INF, -1.0], [-INF, -INF, -INF, -INF]])
+    mask = truncation.kept_mask(logits, torch.tensor([1, 1]), None, torch.tensor([1.0, 0.5]), is_probs=False)
+    assert mask.int().tolist() == [[1, 0, 0, 0], [0, 0, 0, 0]]
+    assert truncation.kept_mask(logits, None, None, torch.tensor([1.0, 1.0]), is_probs=False).int().tolist() == [
+        [1, 1, 0, 0], [0, 0, 0, 0]]
+
+
 @pytest.mark.parametrize("kind", ["none", "logits", "probs"])
 def test_emitted_tokens_never_leave_the_kept_set(run_verify, kind):
     batch, vocab = 400, 33

@@ -24,7 +24,7 @@ own seeds), runs the implementation once, and tests what came out:
   ``TRUNCATION_CONFIGS`` (ties of equal value across the ``top_k`` and ``top_p`` boundaries,
   ``min_p``, all three at once) rows whose kept sets are exact (``oracle.truncation``), drafts drawn
   from the truncated draft law ``q'`` (given as draft logits, cut by the sampler, or as ``q'``
-  itself, or one-hot): the token of each slot against ``p'`` (chi-square), the accepted-count law,
+  itself, or one-hot; once from the whole ``q`` with ``truncate_draft_logits=False``): the token of each slot against ``p'`` (chi-square), the accepted-count law,
   and an exact count of emitted tokens outside their row's kept set (ambiguous tokens allowed).
   Then ``top_k = 1`` emits the greedy mode's tokens; every knob given as an "off" tensor gives the
   call without knobs bit for bit (seeded implementations); a batch of more than 64 rows mixing
@@ -136,6 +136,7 @@ class _TruncationConfig:
     top_p: float = 1.0
     min_p: float = 0.0
     tie: bool = False  # every target row has two tokens of equal value on either side of its boundary
+    truncate_draft: bool = True  # False: truncate_draft_logits=False, drafts drawn from the whole q
 
 
 TRUNCATION_CONFIGS = (
@@ -146,6 +147,8 @@ TRUNCATION_CONFIGS = (
     _TruncationConfig("min_p=0.1, T=0.7, draft logits", 0.7, "logits", min_p=0.1),
     _TruncationConfig("top_k=6, top_p=0.9, min_p=0.05, draft logits", 1.0, "logits", top_k=6, top_p=0.9,
                       min_p=0.05),
+    _TruncationConfig("top_k=5, top_p=0.85, whole draft logits (truncate_draft_logits=False)", 1.0, "logits",
+                      top_k=5, top_p=0.85, truncate_draft=False),
 )
 # (temperature, top_k, top_p, min_p) of the requests of the mixed-knob checks, request r taking set r % 8:
 # two at top_p 0.95 (the vLLM bug left such rows their whole 5% tail in batches of more than 64 rows),
@@ -538,7 +541,7 @@ class Suite:
             draft = target[:NUM_SPEC] + torch.randn(NUM_SPEC, VOCAB, generator=gen) * 0.45
             if config.tie:
                 target = _tie_boundaries(target, knobs)
-            laws = _knob_laws(target, draft, knobs, exact=True, tie=config.tie)
+            laws = _knob_laws(target, draft, knobs, exact=True, tie=config.tie, cut_draft=config.truncate_draft)
             if laws is None:
                 continue
             score = _truncated_testable(laws[0], laws[1], config.draft_kind == "none")
@@ -573,6 +576,10 @@ class Suite:
         drafts = oracle.sample_drafts(q_cut, n, seed=self.seed * 7919 + 500 + index)
         given = self._draft_given(config.draft_kind, draft_logits, q_cut)
         kwargs = self._kwargs("probabilistic", target, drafts, config.temperature, n, **given)
+        if not config.truncate_draft or "draft_probs" in given:
+            # draft probabilities are taken as given whatever the flag; False keeps an implementation that takes
+            # draft logits from cutting their conversion (T * log q') a second time
+            kwargs["truncate_draft_logits"] = False
         _, kwargs["sampling"] = self._knob_params([(config.temperature, config.top_k, config.top_p, config.min_p)] * n)
         result = self._call(kwargs)
         emit, accept = _truncated_emitted_law(p_cut, q_cut, one_hot=config.draft_kind == "none")
@@ -633,6 +640,7 @@ class Suite:
                               draft_logits=given.get("draft_logits"))
         if "draft_probs" in given:
             kwargs["draft_probs"] = given["draft_probs"].contiguous().to(self.device)
+            kwargs["truncate_draft_logits"] = False  # as in _truncated_law
         kwargs["temperatures"], sampling = self._knob_params([sets[int(i)] for i in which])
         if truncating:
             kwargs["sampling"] = sampling
@@ -724,12 +732,13 @@ def _testable(target: torch.Tensor, draft_logits: torch.Tensor, config: _Config)
 
 
 def _knob_laws(target: torch.Tensor, draft_logits: torch.Tensor, knobs: tuple[float, int, float, float], *,
-               exact: bool, tie: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+               exact: bool, tie: bool,
+               cut_draft: bool = True) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
     """``(p' [K + 1, V], q' [K, V], allowed [K + 1, V])`` in float64 for one knob set ``(T, top_k, top_p,
     min_p)``: the truncated target and draft laws (the exact kept sets, or the shortest where a token is
     ambiguous) and the tokens a sampler may emit (the longest kept set; the argmax alone for ``T = 0``).
     None where ``exact`` and a kept set is ambiguous, or ``tie`` and a target row has no tie across its
-    boundary."""
+    boundary. ``cut_draft`` False: ``q'`` is the whole draft softmax (``truncate_draft_logits=False``)."""
     temperature, top_k, top_p, min_p = knobs
     cut_at = {"top_k": top_k, "top_p": top_p, "min_p": min_p}
     law_t = temperature if temperature > 0 else 1.0
@@ -751,7 +760,7 @@ def _knob_laws(target: torch.Tensor, draft_logits: torch.Tensor, knobs: tuple[fl
     q_rows = []
     for row in draft_logits:
         values = oracle.truncation_values(row, law_t, False)
-        cut = oracle.truncation(values, **cut_at)
+        cut = oracle.truncation(values, **(cut_at if cut_draft else {}))
         if exact and not cut.exact:
             return None
         q_rows.append(oracle.truncated(values, cut, False))

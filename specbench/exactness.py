@@ -24,7 +24,8 @@ own seeds), runs the implementation once, and tests what came out:
   ``TRUNCATION_CONFIGS`` (ties of equal value across the ``top_k`` and ``top_p`` boundaries,
   ``min_p``, all three at once) rows whose kept sets are exact (``oracle.truncation``), drafts drawn
   from the truncated draft law ``q'`` (given as draft logits, cut by the sampler, or as ``q'``
-  itself, or one-hot; once from the whole ``q`` with ``truncate_draft_logits=False``): the token of each slot against ``p'`` (chi-square), the accepted-count law,
+  itself, or one-hot; once from the whole ``q`` with ``truncate_draft_logits=False``; once with the
+  target given as probabilities): the token of each slot against ``p'`` (chi-square), the accepted-count law,
   and an exact count of emitted tokens outside their row's kept set (ambiguous tokens allowed).
   Then ``top_k = 1`` emits the greedy mode's tokens; every knob given as an "off" tensor gives the
   call without knobs bit for bit (seeded implementations); a batch of more than 64 rows mixing
@@ -137,6 +138,7 @@ class _TruncationConfig:
     min_p: float = 0.0
     tie: bool = False  # every target row has two tokens of equal value on either side of its boundary
     truncate_draft: bool = True  # False: truncate_draft_logits=False, drafts drawn from the whole q
+    target_probs: bool = False  # the target given as probabilities, softmax(logits / T) (min_p is then relative)
 
 
 TRUNCATION_CONFIGS = (
@@ -149,6 +151,8 @@ TRUNCATION_CONFIGS = (
                       min_p=0.05),
     _TruncationConfig("top_k=5, top_p=0.85, whole draft logits (truncate_draft_logits=False)", 1.0, "logits",
                       top_k=5, top_p=0.85, truncate_draft=False),
+    _TruncationConfig("target probabilities, top_k=4, min_p=0.15, tie at the boundary, draft logits", 0.9, "logits",
+                      top_k=4, min_p=0.15, tie=True, target_probs=True),
 )
 # (temperature, top_k, top_p, min_p) of the requests of the mixed-knob checks, request r taking set r % 8:
 # two at top_p 0.95 (the vLLM bug left such rows their whole 5% tail in batches of more than 64 rows),
@@ -541,7 +545,8 @@ class Suite:
             draft = target[:NUM_SPEC] + torch.randn(NUM_SPEC, VOCAB, generator=gen) * 0.45
             if config.tie:
                 target = _tie_boundaries(target, knobs)
-            laws = _knob_laws(target, draft, knobs, exact=True, tie=config.tie, cut_draft=config.truncate_draft)
+            laws = _knob_laws(target, draft, knobs, exact=True, tie=config.tie, cut_draft=config.truncate_draft,
+                              target_probs=_target_probs(target, config))
             if laws is None:
                 continue
             score = _truncated_testable(laws[0], laws[1], config.draft_kind == "none")
@@ -581,6 +586,10 @@ class Suite:
             # draft logits from cutting their conversion (T * log q') a second time
             kwargs["truncate_draft_logits"] = False
         _, kwargs["sampling"] = self._knob_params([(config.temperature, config.top_k, config.top_p, config.min_p)] * n)
+        if config.target_probs:
+            kwargs.pop("target_logits")
+            probs = _target_probs(target, config)
+            kwargs["target_probs"] = probs.expand(n, *probs.shape).contiguous().to(self.device)
         result = self._call(kwargs)
         emit, accept = _truncated_emitted_law(p_cut, q_cut, one_hot=config.draft_kind == "none")
         checks = _token_and_count_checks(result, emit, accept, config.label)
@@ -732,27 +741,29 @@ def _testable(target: torch.Tensor, draft_logits: torch.Tensor, config: _Config)
 
 
 def _knob_laws(target: torch.Tensor, draft_logits: torch.Tensor, knobs: tuple[float, int, float, float], *,
-               exact: bool, tie: bool,
-               cut_draft: bool = True) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+               exact: bool, tie: bool, cut_draft: bool = True,
+               target_probs: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
     """``(p' [K + 1, V], q' [K, V], allowed [K + 1, V])`` in float64 for one knob set ``(T, top_k, top_p,
     min_p)``: the truncated target and draft laws (the exact kept sets, or the shortest where a token is
     ambiguous) and the tokens a sampler may emit (the longest kept set; the argmax alone for ``T = 0``).
     None where ``exact`` and a kept set is ambiguous, or ``tie`` and a target row has no tie across its
-    boundary. ``cut_draft`` False: ``q'`` is the whole draft softmax (``truncate_draft_logits=False``)."""
+    boundary. ``cut_draft`` False: ``q'`` is the whole draft softmax (``truncate_draft_logits=False``);
+    ``target_probs`` ``[K + 1, V]``: the target as given in probabilities (ranked and cut as probabilities)."""
     temperature, top_k, top_p, min_p = knobs
     cut_at = {"top_k": top_k, "top_p": top_p, "min_p": min_p}
     law_t = temperature if temperature > 0 else 1.0
     p_rows, allowed = [], []
-    for row in target:
-        values = oracle.truncation_values(row, law_t, False)
-        cut = oracle.truncation(values, **cut_at)
+    is_probs = target_probs is not None
+    for row in target if target_probs is None else target_probs:
+        values = oracle.truncation_values(row, law_t, is_probs)
+        cut = oracle.truncation(values, **cut_at, is_probs=is_probs)
         if exact and not cut.exact:
             return None
         if tie and (cut.kept_min >= VOCAB or
                     float(values[cut.order[cut.kept_min - 1]]) != float(values[cut.order[cut.kept_min]])):
             return None
         if temperature > 0:
-            p_rows.append(oracle.truncated(values, cut, False))
+            p_rows.append(oracle.truncated(values, cut, is_probs))
             allowed.append(cut.mask(cut.kept_max))
         else:
             p_rows.append(oracle._point_mass(oracle.greedy_token(row), VOCAB))
@@ -765,6 +776,14 @@ def _knob_laws(target: torch.Tensor, draft_logits: torch.Tensor, knobs: tuple[fl
             return None
         q_rows.append(oracle.truncated(values, cut, False))
     return torch.stack(p_rows), torch.stack(q_rows), torch.stack(allowed)
+
+
+def _target_probs(target: torch.Tensor, config: _TruncationConfig) -> torch.Tensor | None:
+    """``softmax(target / T)`` in float32 where the config gives the target as probabilities (equal logits, equal
+    probabilities: the ties survive), else None."""
+    if not config.target_probs:
+        return None
+    return torch.stack([oracle.softmax(row, config.temperature) for row in target]).to(torch.float32)
 
 
 def _tie_boundaries(target: torch.Tensor, knobs: tuple[float, int, float, float]) -> torch.Tensor:

@@ -11,7 +11,7 @@ from specbench.cli import app
 from specbench.exactness import TRUNCATION_CONFIGS, Suite
 from specbench.implementations import resolve, sampler
 from specbench.implementations.contract import logits_to_probs
-from specbench.implementations.controls import chain_sample, truncate
+from specbench.implementations.controls import chain_sample, truncate, untruncated_draft_probs
 
 CPU = torch.device("cpu")
 SAMPLES = 3000
@@ -94,6 +94,23 @@ def test_large_batch_tail_fails_every_top_p_check_and_the_mixed_batch():
         assert outside.verdict == ("FAIL" if config.top_p < 1 else "pass"), config.label
     assert checks[MIXED].verdict == "FAIL"
     assert checks["truncation: top_k = 1 is greedy"].verdict == "pass"  # top_k still cuts
+
+
+@sampler(name="always-cut-draft", target="probs", draft="logits", seeded=True, truncation=True)
+def always_cut_draft(*, target_probs, draft_logits, draft_token_ids, num_draft_tokens, seeds, temperatures,
+                     top_k=None, top_p=None, min_p=None, **_):
+    # ignores truncate_draft_logits=False: cuts the draft logits even when the drafter sampled them whole
+    q = truncate(untruncated_draft_probs(draft_logits, temperatures), temperatures, top_k, top_p, min_p)
+    return chain_sample(truncate(target_probs, temperatures, top_k, top_p, min_p), q, draft_token_ids,
+                        num_draft_tokens, seeds)
+
+
+def test_a_sampler_that_ignores_truncate_draft_logits_false_fails_that_config():
+    checks = _truncation_checks(always_cut_draft)
+    label = next(c.label for c in TRUNCATION_CONFIGS if not c.truncate_draft)
+    assert checks[f"accepted-count law ({label})"].verdict == "FAIL"
+    cut_label = _label(draft_kind="logits", truncate_draft=True, tie=False, min_p=0.1)
+    assert checks[f"accepted-count law ({cut_label})"].verdict == "pass"  # where the drafter did cut: right
 
 
 def _with_logprobs(processed_untruncated: bool):

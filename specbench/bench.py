@@ -42,7 +42,9 @@ emits, with early exit (nothing after a request's first rejection is needed):
   temperatures;
 - under truncation with target probabilities, every target row ``0..A_b`` whole (``p'(x)`` needs
   the kept set's sum), as for logits; draft rows as without truncation (a draft-logit row is read
-  whole anyway). The per-request knobs are not counted (12 bytes a request).
+  whole anyway). The per-request knobs are not counted (12 bytes a request);
+- with ``logprobs``, the ``[B, K + 1]`` float32 log-probabilities written, and with target
+  probabilities every target row ``0..A_b`` whole (each emitted token's row over its sum).
 
 ``bytes_all_rows`` counts every target row and every draft row once, plus the same small tensors.
 GB/s in a record is ``bytes_needed`` over the median time.
@@ -329,7 +331,9 @@ def bytes_moved(case: Case, num_accepted: torch.Tensor) -> tuple[int, int]:
     # num_draft_tokens (int32), seed and position (int64), temperature (float32) read
     small = batch * (num_spec * 8 + (num_spec + 1) * 8 + 4 + 4) + batch * (4 + 8 + 8 + 4)
     target_rows = batch if case.mode == "synthetic" else int((accepted + 1).sum())
-    if case.target == "probs" and case.mode == "probabilistic" and not case.truncated:
+    if case.logprobs is not None:
+        small += batch * (num_spec + 1) * 4  # the float32 log-probabilities written
+    if case.target == "probs" and case.mode == "probabilistic" and not case.truncated and case.logprobs is None:
         # probabilities: p(x) gathered per accepted draft, the terminal row read whole
         needed = batch * row + int(accepted.sum()) * elem
     else:

@@ -403,3 +403,16 @@ def test_flashinfer_truncated_declines_min_p(fake_flashinfer):
     cpu = contract.Implementation(**{**{f: getattr(impl, f) for f in impl.__dataclass_fields__}, "devices": ("cpu",)})
     [record] = bench.run_case(_case(draft="probs", min_p=0.1), [cpu], config=FAST, reference=_untruncated_reference)
     assert record["status"] == "skipped" and record["reason"].startswith("flashinfer-truncated declines min_p")
+
+
+def test_bytes_under_truncation_and_logprobs():
+    accepted = torch.tensor([0, 1, 2, 3, 1, 2])
+    untruncated = bench.Case("probabilistic", 6, 3, 10, "float32", "none", (0.5, 0.5, 0.5), "x", target="probs")
+    cut = bench.Case("probabilistic", 6, 3, 10, "float32", "none", (0.5, 0.5, 0.5), "x", target="probs", top_k=3)
+    logits = bench.Case("probabilistic", 6, 3, 10, "float32", "none", (0.5, 0.5, 0.5), "x")
+    small = bench.bytes_moved(logits, accepted)[0] - int((accepted + 1).sum()) * 40
+    # target probabilities read one value per accepted draft and the terminal row; truncated, every row whole
+    assert bench.bytes_moved(untruncated, accepted)[0] == small + 6 * 40 + int(accepted.sum()) * 4
+    assert bench.bytes_moved(cut, accepted)[0] == small + int((accepted + 1).sum()) * 40
+    with_logprobs = bench.Case("probabilistic", 6, 3, 10, "float32", "none", (0.5, 0.5, 0.5), "x", logprobs="raw")
+    assert bench.bytes_moved(with_logprobs, accepted)[0] == bench.bytes_moved(logits, accepted)[0] + 6 * 4 * 4

@@ -45,7 +45,9 @@ def _variant(row: pd.Series) -> str:
     fields = {name: row.get(name) for name in _SAMPLING_FIELDS}
     fields = {name: value for name, value in fields.items() if isinstance(value, str) or pd.notna(value)}
     base = f"{row['mode']}/{row['draft']}" if row["mode"] == "probabilistic" else row["mode"]
-    return base + sampling_label(fields)
+    target = row.get("target")
+    probs = " target-probs" if isinstance(target, str) and target == "probs" else ""  # its own line, not a zigzag
+    return base + sampling_label(fields) + probs
 
 
 def _variants(frame: pd.DataFrame) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 import types
+from dataclasses import replace
 
 import pytest
 import torch
@@ -264,9 +265,11 @@ def test_charts_give_each_set_of_parameters_its_own_panels(tmp_path):
             record = bench._record(_case(batch=batch, **sampling), "torch", "ok", median_us=10.0 * batch,
                                    p20_us=9.0 * batch, p80_us=11.0 * batch, tokens_per_s=1e5, speedup_vs_torch=1.0)
             rows.append(record)
+    rows.append(bench._record(replace(_case(top_k=50), target="probs"), "torch", "ok", median_us=1.0, p20_us=1.0,
+                              p80_us=1.0, tokens_per_s=1e5, speedup_vs_torch=1.0))
     frame = _ok_frame(rows)
     assert _variants(frame) == ["probabilistic/logits", "probabilistic/logits sampling=mixed",
-                                "probabilistic/logits top_k=50"]
+                                "probabilistic/logits top_k=50", "probabilistic/logits top_k=50 target-probs"]
     paths = render_kernel_charts(rows, tmp_path)
     assert paths and all(p.stat().st_size > 0 for p in paths)
 

@@ -40,19 +40,6 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _truncation_implemented() -> bool:
-    case = _case(top_k=5)
-    try:
-        bench.torch_reference(bench.make_inputs(case))
-    except SpecbenchError:
-        return False
-    return True
-
-
-needs_torch_truncation = pytest.mark.skipif(not _truncation_implemented(),
-                                            reason="the torch backend does not implement truncation in this checkout")
-
-
 # --- checks and plans ----------------------------------------------------------------------------------------------
 
 
@@ -177,7 +164,6 @@ def test_an_untruncated_case_still_runs_a_plugin_without_the_facts():
     assert record["status"] == "ok"
 
 
-@needs_torch_truncation
 @pytest.mark.parametrize("draft", ["logits", "probs", "none"])
 @pytest.mark.parametrize("sampling", [{"top_k": 3}, {"top_p": 0.5}, {"min_p": 0.3}, {"top_k": 5, "top_p": 0.8},
                                       {"sampling": "mixed"}])
@@ -188,7 +174,6 @@ def test_planned_acceptance_holds_under_truncation(draft, sampling):
     assert result.num_accepted.tolist() == inputs.planned_accepted.tolist()
 
 
-@needs_torch_truncation
 def test_torch_times_a_truncated_case_with_logprobs():
     records = bench.run_case(_case(top_k=5, top_p=0.9, logprobs="processed"), [resolve("torch")], config=FAST)
     assert [r["status"] for r in records] == ["ok"] and records[0]["top_k"] == 5
@@ -241,8 +226,7 @@ def test_a_truncated_run_records_its_parameters_and_skips_what_cannot_truncate(t
     assert rows["plain", "probabilistic"]["status"] == "skipped"
     assert "does not declare truncation" in rows["plain", "probabilistic"]["reason"]
     assert "top_k=5" in _one_line(result.stdout)
-    expected_torch = "ok" if _truncation_implemented() else "skipped"
-    assert rows["torch", "probabilistic"]["status"] == expected_torch
+    assert rows["torch", "probabilistic"]["status"] == "ok"
 
 
 # --- compare and plot ----------------------------------------------------------------------------------------------
@@ -289,7 +273,6 @@ def _truncated_q(logits: torch.Tensor, temperature: float, **knobs) -> torch.Ten
 
 
 def test_draft_logits_converted_for_a_probs_plugin_are_the_truncated_draft():
-    # TODO(trunc-ref): fails until specbench.truncation.kept_mask is on main (merge main, then this passes)
     @sampler(target="probs", draft="probs", truncation=True)
     def spy(**inputs):
         return None
@@ -419,3 +402,48 @@ def test_bytes_under_truncation_and_logprobs():
     assert bench.bytes_moved(cut, accepted)[0] == small + int((accepted + 1).sum()) * 40
     with_logprobs = bench.Case("probabilistic", 6, 3, 10, "float32", "none", (0.5, 0.5, 0.5), "x", logprobs="raw")
     assert bench.bytes_moved(with_logprobs, accepted)[0] == bench.bytes_moved(logits, accepted)[0] + 6 * 4 * 4
+
+
+def _torch_step(*, top_k, top_p, min_p, temperatures, **inputs) -> VerifyResult:
+    # a plugin is called with each knob on its own (contract.convert); verify takes them together
+    sampling = SamplingParams(temperatures=temperatures, top_k=top_k, top_p=top_p, min_p=min_p)
+    return verify(backend="torch", sampling=sampling, **inputs)
+
+
+@sampler(name="shifted-logprobs", modes=["greedy", "probabilistic"], target="logits", draft="logits",
+         rng="specbench", truncation=True, logprobs=True)
+def _shifted_logprobs(**inputs) -> VerifyResult:
+    result = _torch_step(**inputs)
+    return result._replace(logprobs=result.logprobs + 0.5)
+
+
+@sampler(name="no-logprobs", modes=["greedy", "probabilistic"], target="logits", draft="logits",
+         rng="specbench", truncation=True, logprobs=True)
+def _no_logprobs(**inputs) -> VerifyResult:
+    return _torch_step(**inputs)._replace(logprobs=None)
+
+
+def test_logprobs_are_checked_against_the_reference():
+    case = _case(top_p=0.8, logprobs="processed")
+    records = bench.run_case(case, [resolve("torch"), _shifted_logprobs, _no_logprobs], config=FAST)
+    by_impl = {r["impl"]: r for r in records}
+    assert by_impl["torch"]["status"] == "ok"
+    assert by_impl["shifted-logprobs"]["status"] == "FAIL"
+    assert by_impl["shifted-logprobs"]["reason"].startswith("logprobs differ from the torch reference's at")
+    assert (by_impl["no-logprobs"]["status"], by_impl["no-logprobs"]["reason"]) == (
+        "FAIL", "returns no logprobs, though the case asks for them")
+
+
+@sampler(name="probs-plugin", target="probs", draft="probs", rng="specbench", truncation=True)
+def _probs_plugin(*, target_probs, **inputs) -> VerifyResult:
+    return _torch_step(target_probs=target_probs, **inputs)
+
+
+@pytest.mark.parametrize("sampling", [{"top_k": 5}, {"top_p": 0.7, "min_p": 0.05}, {"sampling": "mixed"}])
+def test_a_probs_plugin_given_truncated_draft_probs_takes_the_reference_step(sampling):
+    # its residuals agree with the reference's only if the converted draft is the truncated q'
+    case = _case(batch=24, draft="logits", **sampling)
+    records = bench.run_case(case, [resolve("torch"), _probs_plugin], config=FAST)
+    assert [r["status"] for r in records] == ["ok", "ok"], records[1]["reason"]
+    assert records[1]["converted"] == ["target logits -> probs", "draft logits -> probs"]
+    assert records[1]["token_agreement"] == 1.0

@@ -46,6 +46,7 @@ from typing import Any
 import torch
 
 from specbench.errors import SpecbenchError
+from specbench.truncation import kept_mask
 from specbench.verification import MODES, VerifyResult, prepare_verify
 
 FORMS: tuple[str, ...] = ("logits", "probs")
@@ -241,11 +242,6 @@ def truncated_draft_probs(draft_logits: torch.Tensor, temperatures: torch.Tensor
     (temperature 0) is softmaxed at 1 and not cut, as without truncation; a row with no finite logit
     is all zeros. The kept set is ``specbench.truncation.kept_mask``'s.
     """
-    try:
-        from specbench.truncation import kept_mask
-    except ImportError:  # TODO(trunc-ref): specbench.truncation lands on main with the torch backend's truncation
-        raise SpecbenchError("converting draft logits to truncated draft probabilities needs "
-                             "specbench.truncation.kept_mask, which this checkout does not have yet") from None
     sampled = temperatures > 0
     scale = torch.where(sampled, 1.0 / torch.where(sampled, temperatures, 1.0), 1.0)
     cleaned = draft_logits.to(torch.float32) * scale[:, None, None]

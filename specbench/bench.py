@@ -63,7 +63,15 @@ import torch
 from specbench import acceptance, rng, timing
 from specbench.errors import SpecbenchError
 from specbench.implementations import Implementation
-from specbench.sampling_cases import KNOBS, MIXED, checked_knobs, sampling_fields, sampling_key, sampling_label
+from specbench.sampling_cases import (
+    KNOBS,
+    MIXED,
+    check_logprobs,
+    checked_knobs,
+    sampling_fields,
+    sampling_key,
+    sampling_label,
+)
 from specbench.scenarios import Profile
 from specbench.timing import is_out_of_memory
 from specbench.verification import MODES, SamplingParams, VerifyResult, verify
@@ -170,8 +178,7 @@ def plan_cases(
     (``logprobs`` they keep).
     """
     knobs = checked_knobs(top_k, top_p, min_p, sampling)
-    if logprobs is not None and logprobs not in ("processed", "raw"):
-        raise SpecbenchError(f"logprobs must be processed or raw, got {logprobs!r}")
+    check_logprobs(logprobs)
     for mode in modes:
         if mode not in MODES:
             raise SpecbenchError(f"unknown mode {mode!r}; choose from {', '.join(MODES)} or all")

@@ -132,7 +132,7 @@ LAW_CONFIGS = (
 class _TruncationConfig:
     label: str
     temperature: float
-    draft_kind: str  # logits (q' for an implementation that takes draft probabilities), probs, none
+    draft_kind: str  # logits (cut by the implementation, or by the harness's conversion to q'), probs (q'), none
     top_k: int = 0
     top_p: float = 1.0
     min_p: float = 0.0
@@ -567,11 +567,9 @@ class Suite:
                                             top_p=torch.tensor(columns[2], dtype=torch.float32, device=device),
                                             min_p=torch.tensor(columns[3], dtype=torch.float32, device=device))
 
-    def _draft_given(self, kind: str, draft_logits: torch.Tensor, q_cut: torch.Tensor) -> dict[str, torch.Tensor]:
-        # an implementation that takes draft probabilities gets q' itself: the harness's conversion of draft
-        # logits gives their untruncated softmax, and probabilities are taken as given
-        if kind == "logits" and self.impl.draft == "probs":
-            kind = "probs"
+    @staticmethod
+    def _draft_given(kind: str, draft_logits: torch.Tensor, q_cut: torch.Tensor) -> dict[str, torch.Tensor]:
+        # draft logits reach an implementation taking draft probabilities as the harness's q' (contract.convert)
         return {"logits": {"draft_logits": draft_logits}, "probs": {"draft_probs": q_cut.to(torch.float32)},
                 "none": {}}[kind]
 
@@ -643,13 +641,7 @@ class Suite:
         for index, (_, q_cut, _) in enumerate(laws):
             chosen = which == index
             drafts[chosen] = oracle.sample_drafts(q_cut, int(chosen.sum()), seed=self.seed * 31 + 600 + index)
-        q_all = torch.stack([q_cut for _, q_cut, _ in laws])[which]  # [n, K, V]
-        given = self._draft_given("logits", draft_logits, q_all)
-        kwargs = self._kwargs("probabilistic", target, drafts, 1.0, n,
-                              draft_logits=given.get("draft_logits"))
-        if "draft_probs" in given:
-            kwargs["draft_probs"] = given["draft_probs"].contiguous().to(self.device)
-            kwargs["truncate_draft_logits"] = False  # as in _truncated_law
+        kwargs = self._kwargs("probabilistic", target, drafts, 1.0, n, draft_logits=draft_logits)
         kwargs["temperatures"], sampling = self._knob_params([sets[int(i)] for i in which])
         if truncating:
             kwargs["sampling"] = sampling

@@ -300,6 +300,24 @@ def test_draft_logits_converted_for_a_probs_plugin_are_the_truncated_draft():
     assert torch.allclose(untruncated, torch.softmax(draft_logits / scale, -1), atol=1e-6)
 
 
+def test_draft_probs_converted_for_a_logits_plugin_are_not_cut_again():
+    # draft probabilities are taken as given: a logits plugin gets T * log q and is told not to truncate it
+    @sampler(target="logits", draft="logits", truncation=True)
+    def spy(**inputs):
+        return None
+
+    gen = torch.Generator().manual_seed(4)
+    batch, k, vocab = 2, 2, 16
+    kwargs = {"mode": "probabilistic", "target_logits": torch.randn(batch, k + 1, vocab, generator=gen),
+              "draft_token_ids": torch.randint(0, vocab, (batch, k), generator=gen),
+              "draft_probs": torch.softmax(torch.randn(batch, k, vocab, generator=gen), -1),
+              "seeds": torch.arange(batch), "sampling": SamplingParams(top_k=3)}
+    call = contract.convert(spy, kwargs)
+    assert call["truncate_draft_logits"] is False and call["top_k"].tolist() == [3, 3]
+    with_logits = contract.convert(spy, {**kwargs, "draft_probs": None, "draft_logits": torch.randn(batch, k, vocab)})
+    assert with_logits["truncate_draft_logits"] is True
+
+
 # --- the FlashInfer truncated adapter, with a fake flashinfer ------------------------------------------------------
 
 

@@ -282,6 +282,9 @@ def convert(impl: Implementation, kwargs: dict[str, Any], greedy_rows: bool | No
             "positions": checked["positions"], "acceptance_rates": kwargs.get("acceptance_rates")}
     if impl.truncation:
         call.update({name: checked[name] for name in ("top_k", "top_p", "min_p", "truncate_draft_logits")})
+        if impl.draft == "logits" and checked["draft_probs"] is not None:
+            # draft probabilities are the drafter's distribution as given: their T * log q must not be cut again
+            call["truncate_draft_logits"] = False
     if impl.logprobs:
         call["logprobs"] = checked["logprobs"]
     if mode == "probabilistic":

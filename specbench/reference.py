@@ -13,10 +13,20 @@ from specbench.verification import VerifyResult
 _SIMULATE_CHUNK = 1 << 16
 
 
-def simulate(*, conditional_rates: torch.Tensor, num_requests: int, seed: int, first_request: int) -> torch.Tensor:
+def simulate(
+    *,
+    conditional_rates: torch.Tensor,
+    num_requests: int,
+    seed: int,
+    first_request: int,
+    mixture_rates: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Drafts accepted per synthetic step; request ``r`` has seed ``request_seed(seed, first_request + r)``.
 
     The seed is used at position 0. ``conditional_rates`` ``[K]`` float32; returns ``[num_requests]`` int32.
+    ``mixture_rates`` ``[M, K]`` float32 (``M`` a power of two): per-request spread, request ``r``'s
+    conditional rates are row ``m = floor(w * M / 2**32)`` of it, ``w`` word 0 of its
+    ``(seed, 0, SPREAD)`` stream; ``conditional_rates`` then only sets ``K``.
     """
     device = conditional_rates.device
     slots = torch.arange(conditional_rates.numel(), dtype=torch.int64, device=device)
@@ -27,10 +37,16 @@ def simulate(*, conditional_rates: torch.Tensor, num_requests: int, seed: int, f
         stop = min(start + chunk, num_requests)
         requests = torch.arange(first_request + start, first_request + stop, dtype=torch.int64, device=device)
         seeds = rng.request_seed(torch.tensor(seed, dtype=torch.int64, device=device), requests)
-        keys = rng.stream_key(rng.seed_key(seeds)[:, None], slots[None, :], rng.ACCEPT)  # [n, K]
+        seed_keys = rng.seed_key(seeds)
+        keys = rng.stream_key(seed_keys[:, None], slots[None, :], rng.ACCEPT)  # [n, K]
         u = rng.to_uniform(rng.fmix32(keys))  # word 0 of each stream
+        if mixture_rates is None:
+            rates = conditional_rates[None, :]
+        else:  # each request's row of the table, picked by word 0 of its (seed, 0, SPREAD) stream
+            pick = rng.fmix32(rng.stream_key(seed_keys, torch.zeros_like(seed_keys), rng.SPREAD))
+            rates = mixture_rates[(pick * mixture_rates.shape[0]) >> 32]
         # accept position i iff u_i < c_i; A is the length of the accepted prefix
-        accepted = (u < conditional_rates[None, :]).to(torch.int32)
+        accepted = (u < rates).to(torch.int32)
         counts[start:stop] = accepted.cumprod(dim=1).sum(dim=1, dtype=torch.int32)
     return counts
 

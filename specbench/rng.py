@@ -25,6 +25,8 @@ Purposes (each random decision has its own stream):
 - ``RESIDUAL``: the race that samples the residual distribution after a rejection;
 - ``SAMPLE``: the race that samples the target distribution itself (the bonus token, and the
   target's own token in the synthetic mode).
+- ``SPREAD``: the per-request draw of a synthetic simulation with per-request spread (which of
+  the ``M`` equally likely acceptance rates a request gets; word 0 of position 0's stream).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from specbench.errors import SpecbenchError
 ACCEPT = 1
 RESIDUAL = 2
 SAMPLE = 3
+SPREAD = 4
 
 GOLDEN = 0x9E3779B9
 MIX_1 = 0x85EBCA6B

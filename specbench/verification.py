@@ -504,6 +504,7 @@ def simulate_acceptance(
     first_request: int = 0,
     backend: Backend = "auto",
     device: str | torch.device = "cpu",
+    request_rates: Sequence[float] | None = None,
 ) -> torch.Tensor:
     """Drafts accepted by ``num_requests`` synthetic steps, without logits (the sweep's engine).
 
@@ -513,9 +514,25 @@ def simulate_acceptance(
     chunks (``first_request``) gives the same counts as one call. ``seed`` and
     ``first_request + num_requests`` must lie in ``[0, 2**62)``.
 
+    Per-request spread (``request_rates``, ``M`` numbers in ``[0, 1]``, ``M`` a power of two from 1
+    to ``MAX_SPREAD_COMPONENTS``): request ``r`` first draws one of the ``M`` rates, equally
+    likely, then accepts every position with it. Exactly, with ``s_r`` its seed: ``w`` is word 0
+    of the ``(s_r, position 0, rng.SPREAD)`` stream (``fmix32(stream_key(seed_key(s_r), 0, SPREAD))``),
+    ``m = floor(w * M / 2**32)`` (the top ``log2 M`` bits of ``w``), ``alpha = float32(request_rates[m])``,
+    and position ``i`` (``0..K-1``) is accepted iff every earlier one was and
+    ``U(s_r, i, ACCEPT) < alpha``: the same ``u_i`` as without spread, so ``M = 1`` with
+    ``request_rates = [alpha]`` gives the counts of the i.i.d. profile ``alpha`` bit for bit. The
+    law of ``A`` is then exactly the mixture ``P(A >= i) = (1/M) sum_m alpha_m^i`` (float32 rates,
+    23-bit uniforms). A Beta law is simulated through its ``M`` quantiles
+    ``alpha_m = F^-1((m + 1/2) / M)`` (``profile_models.beta_quantile_rates``), so the closed form
+    a sweep checks is that mixture's, not the continuous law's. ``acceptance_rates`` then only sets
+    ``K`` (pass the mixture's own rates, ``profile_models.mixture_rates(request_rates, K)``).
+    No random stream of the spread-free simulation changes: every earlier count stays the same.
+
     Returns ``[num_requests]`` int32 in ``0..K`` on ``device``.
     """
     rates = acceptance.validate_rates(_rate_values(acceptance_rates), None)
+    mixture = None if request_rates is None else _request_rates(request_rates)
     for name, value, low in (("num_requests", num_requests, 1), ("first_request", first_request, 0)):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
             raise SpecbenchError(f"{name} must be a whole number of at least {low}, got {value!r}")
@@ -525,9 +542,31 @@ def simulate_acceptance(
     device = _simulation_device(device)
     conditional = torch.tensor(acceptance.conditional_rates(rates), dtype=torch.float32, device=device)
     impl = backend_module(resolve_backend(backend, device))
-    return impl.simulate(
-        conditional_rates=conditional, num_requests=num_requests, seed=int(seed), first_request=int(first_request)
-    )
+    if mixture is None:
+        return impl.simulate(
+            conditional_rates=conditional, num_requests=num_requests, seed=int(seed), first_request=int(first_request)
+        )
+    table = torch.tensor(mixture, dtype=torch.float32, device=device)[:, None].expand(len(mixture), len(rates))
+    return impl.simulate(conditional_rates=conditional, num_requests=num_requests, seed=int(seed),
+                         first_request=int(first_request), mixture_rates=table.contiguous())
+
+
+MAX_SPREAD_COMPONENTS = 1 << 16
+
+
+def _request_rates(values: Sequence[float]) -> list[float]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise SpecbenchError(f"request_rates must be a list of numbers, got {values!r}")
+    count = len(values)
+    if count < 1 or count > MAX_SPREAD_COMPONENTS or count & (count - 1):
+        raise SpecbenchError(f"request_rates must hold a power of two of rates, from 1 to {MAX_SPREAD_COMPONENTS}, "
+                             f"got {count}")
+    result = []
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+            raise SpecbenchError(f"request_rates must be numbers in [0, 1], got {value!r}")
+        result.append(float(value))
+    return result
 
 
 def _simulation_device(device: str | torch.device) -> torch.device:

@@ -30,7 +30,7 @@ import triton.language as tl
 from specbench.errors import SpecbenchError
 from specbench.kernels.sequential import _verify_sequential_kernel
 from specbench.kernels.split import _split_rows_kernel, _split_terminal_kernel
-from specbench.kernels.synthetic import _simulate_kernel
+from specbench.kernels.synthetic import _simulate_kernel, _simulate_mixture_kernel
 from specbench.verification import VerifyResult
 
 # Under TRITON_INTERPRET=1 the kernels run as numpy: lanes the kernels mask or select away may
@@ -358,13 +358,29 @@ _TERMINAL = _Launcher(_split_terminal_kernel)
 
 
 @_quiet_under_interpreter
-def simulate(*, conditional_rates: torch.Tensor, num_requests: int, seed: int, first_request: int) -> torch.Tensor:
+def simulate(
+    *,
+    conditional_rates: torch.Tensor,
+    num_requests: int,
+    seed: int,
+    first_request: int,
+    mixture_rates: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Drafts accepted per synthetic step; request ``r`` has seed ``request_seed(seed, first_request + r)``.
 
-    ``conditional_rates`` ``[K]`` float32; returns ``[num_requests]`` int32.
+    ``conditional_rates`` ``[K]`` float32; returns ``[num_requests]`` int32. ``mixture_rates``
+    ``[M, K]`` float32 (``M`` a power of two): per-request spread, each request's conditional rates
+    are row ``m`` of it (``simulate_acceptance`` gives the rule), and ``conditional_rates`` only sets ``K``.
     """
     counts = torch.empty(num_requests, dtype=torch.int32, device=conditional_rates.device)
     grid = (_cdiv(num_requests, _SIMULATE_BLOCK),)
+    if mixture_rates is not None:
+        table = mixture_rates.contiguous()
+        _simulate_mixture_kernel[grid](
+            counts, table, seed, first_request, num_requests, table.shape[1], table.shape[0],
+            BLOCK=_SIMULATE_BLOCK,
+        )
+        return counts
     _simulate_kernel[grid](
         counts, conditional_rates, seed, first_request, num_requests, conditional_rates.numel(),
         BLOCK=_SIMULATE_BLOCK,

@@ -167,6 +167,14 @@ def case_table(record: dict) -> Table:
                   "", "")
     table.add_row(f"speed-up (c={record['cost_ratio']:g})", _fmt(record["expected_speedup"], 3),
                   _fmt(record["measured_speedup"], 3), "", "")
+    if record.get("iid_same_length_distribution") is not None:
+        # a model profile beside the i.i.d. one of the same K and L: same mean, another law of A
+        p_value = record.get("iid_same_length_p_value")
+        table.add_row(f"[dim]i.i.d. alpha={record['iid_same_length_alpha']:.4f}, same L: Var(A)[/]",
+                      _fmt(record["iid_same_length_variance"]), "", "",
+                      "" if p_value is None else f"G test p {p_value:.2g}")
+        table.add_row("[dim]i.i.d., same L: P(A=j)[/]",
+                      " ".join(f"{v:.3f}" for v in record["iid_same_length_distribution"]), "", "", "")
     rates = record.get("min_variance_rates")
     if rates is not None and any(abs(a - b) > 1e-9 for a, b in zip(rates, record["configured_rates"])):
         # a measured or geometric profile beside the minimum-variance one of the same mean length
@@ -184,13 +192,22 @@ def summary_table(records: list[dict]) -> Table:
     (``bug_p_threshold``) is what chance gives.
     """
     table = Table(title="Sweep summary", title_justify="left", show_edge=False, pad_edge=False)
-    for column in ("profile", "K", "L", "measured L", "95% interval", "speed-up", "verdict"):
+    spread = any(r.get("iid_same_length_distribution") is not None for r in records)
+    columns = ["profile", "K", "L", "measured L", "95% interval", "Var(A)", "speed-up", "verdict"]
+    if spread:  # model profiles: the law of A against the i.i.d. one with the same L
+        columns[6:6] = ["Var(A) i.i.d. same L", "vs i.i.d. p"]
+    for column in columns:
         table.add_column(column, justify="left" if column in ("profile", "verdict") else "right")
     for r in records:
         chance = f" (min p {r['min_p_value']:.2g})" if r["verdict"] != "BUG" else f" ({r['num_bugs']} checks)"
         table.add_row(escape(r["profile"]), str(r["num_spec_tokens"]), _fmt(r["expected_acceptance_length"]),
                       _fmt(r["mean_acceptance_length"]),
                       _interval(r["mean_acceptance_length_ci_low"], r["mean_acceptance_length_ci_high"]),
+                      _fmt(r["measured_accepted_variance"]),
+                      *([] if not spread else [
+                          _fmt(r.get("iid_same_length_variance")) if r.get("iid_same_length_variance") is not None
+                          else "", "" if r.get("iid_same_length_p_value") is None
+                          else f"{r['iid_same_length_p_value']:.2g}"]),
                       _fmt(r["measured_speedup"], 3),
                       _verdict(r["verdict"]) + escape(chance))
     return table

@@ -18,6 +18,12 @@ from. The schema (every field optional unless marked)::
     schedule = "geometric"             # how a length becomes rates: min-variance (default) or geometric
     alpha = 0.8                        # p_i = alpha^i: a number in [0, 1] or a list (needs num_spec_tokens)
 
+    model = "beta-geometric"           # instead of the three above: a profile model (specbench.profile_models)
+    a = 6.0                            # with its parameters: iid takes alpha; beta-geometric a, b (> 0);
+    b = 2.5                            # depth-decay c1, d (in [0, 1]); each a number
+    spread_components = 1024           # beta-geometric only: M, the Beta law's equally likely quantiles
+                                       # a request draws from (a power of two, default 1024)
+
     [[profiles]]                       # several profiles in one file: each table takes
     name = "..."                       # name, description, source, cost_ratio,
     rates = [0.85]                     # num_spec_tokens and rates | acceptance_length (+ schedule)
@@ -25,6 +31,11 @@ from. The schema (every field optional unless marked)::
 
     [fit]                              # written by `specbench profile fit`: the counts, intervals and
     num_drafts = 120000                # raw rates behind `rates`; for people, the sweep ignores it
+
+A model profile's ``rates`` are the exact law the sweep simulates: ``iid`` and ``depth-decay`` give
+their ``p_i`` (plain conditional rates, no spread); ``beta-geometric`` gives the law of its ``M``-point
+quantile mixture (``Profile.request_rates``), which each simulated request draws its own rate from
+(``simulate_acceptance``'s per-request spread).
 
 A file has either a top-level ``rates``/``acceptance_length``/``alpha`` (one profile) or
 ``[[profiles]]``, not both. A list of ``num_spec_tokens``, ``acceptance_length`` or ``alpha``
@@ -59,9 +70,11 @@ else:  # pragma: no cover - Python 3.10
 EMBEDDED_DIR = Path(__file__).resolve().parent / "scenarios"
 DEFAULT_SCENARIO = EMBEDDED_DIR / "default.toml"  # what `specbench sweep` runs with no profile option
 
+_MODEL_FIELDS = ("model", "a", "b", "c1", "d", "spread_components")
 _PROFILE_FIELDS = ("name", "description", "source", "cost_ratio", "num_spec_tokens", "rates", "acceptance_length",
-                   "schedule", "alpha")
+                   "schedule", "alpha", *_MODEL_FIELDS)
 _VALUE_FIELDS = ("rates", "acceptance_length", "alpha")
+DEFAULT_SPREAD_COMPONENTS = 1024
 # `fit`: what `specbench profile fit` measured (counts, intervals, raw rates); kept for people, not read
 _TOP_FIELDS = (*_PROFILE_FIELDS, "profiles", "fit")
 
@@ -78,6 +91,10 @@ class Profile:
     - ``schedule``: ``min-variance`` or ``geometric`` when the rates come from a length or an
       ``alpha`` (``geometric``), None when the rates were given.
     - ``alpha``: the geometric schedule's per-draft rate (given, or solved from ``L``), else None.
+    - ``model``, ``model_parameters``: the profile model and its parameters when the profile is one
+      (``specbench.profile_models``), else None.
+    - ``request_rates``: the ``M`` equally likely per-request rates a beta-geometric profile is
+      simulated with (per-request spread); None for every profile without spread.
     """
 
     name: str
@@ -88,6 +105,43 @@ class Profile:
     cost_ratio: float | None = None
     schedule: str | None = None
     alpha: float | None = None
+    model: str | None = None
+    model_parameters: tuple[float, ...] | None = None
+    request_rates: tuple[float, ...] | None = None
+
+
+def make_model_profile(
+    num_spec_tokens: int,
+    model: str,
+    parameters: tuple[float, ...] | list[float],
+    *,
+    spread_components: int = DEFAULT_SPREAD_COMPONENTS,
+    name: str | None = None,
+    source: str = "",
+    cost_ratio: float | None = None,
+) -> Profile:
+    """A validated ``Profile`` of a profile model (see the module docstring for what it simulates)."""
+    from specbench import profile_models
+
+    check_num_spec_tokens(num_spec_tokens)
+    params = profile_models.check_parameters(model, parameters)
+    if cost_ratio is not None:
+        cost_ratio = acceptance.check_cost_ratio(cost_ratio)
+    label = ", ".join(f"{key}={value:g}" for key, value in zip(profile_models.MODELS[model].parameters, params))
+    name = name if name is not None else f"{model} {label}"
+    request_rates = None
+    if model == "beta-geometric":
+        m = spread_components
+        if isinstance(m, bool) or not isinstance(m, int) or m < 1 or m > 1 << 16 or m & (m - 1):
+            raise SpecbenchError(f"spread_components must be a power of two from 1 to 65536, got {m!r}")
+        request_rates = tuple(profile_models.beta_quantile_rates(*params, m))
+        rates = profile_models.mixture_rates(request_rates, num_spec_tokens)
+    else:
+        rates = profile_models.rates(model, params, num_spec_tokens)
+    resolved = acceptance.validate_rates(rates, num_spec_tokens)
+    alpha = params[0] if model == "iid" else None
+    return Profile(name, num_spec_tokens, tuple(resolved), None, source, cost_ratio,
+                   "geometric" if model == "iid" else None, alpha, model, params, request_rates)
 
 
 def make_profile(
@@ -201,7 +255,7 @@ def _parse(data: dict[str, Any], path: Path) -> Scenario:
         entries = data["profiles"]
         if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
             raise _error(path, "profiles", entries, "must be a non-empty array of tables ([[profiles]])")
-        clash = [key for key in (*_VALUE_FIELDS, "num_spec_tokens", "schedule") if key in data]
+        clash = [key for key in (*_VALUE_FIELDS, *_MODEL_FIELDS, "num_spec_tokens", "schedule") if key in data]
         if clash:
             raise _error(path, clash[0], data[clash[0]], "belongs inside each [[profiles]] table in a file with them")
         profiles: list[Profile] = []
@@ -223,7 +277,46 @@ def _parse(data: dict[str, Any], path: Path) -> Scenario:
     return Scenario(name, description, source, path, tuple(profiles))
 
 
+_MODEL_PARAMETERS = {"iid": ("alpha",), "beta-geometric": ("a", "b"), "depth-decay": ("c1", "d")}
+
+
+def _expand_model(entry: dict, name: str, source: str, cost_ratio: float | None, prefix: str,
+                  path: Path) -> list[Profile]:
+    model = _text(entry, "model", "", prefix, path)
+    if model not in _MODEL_PARAMETERS:
+        raise _error(path, prefix + "model", model, f"must be one of {', '.join(_MODEL_PARAMETERS)}")
+    wanted = _MODEL_PARAMETERS[model]
+    stray = [key for key in ("rates", "acceptance_length", "schedule", "alpha", "a", "b", "c1", "d",
+                             "spread_components")
+             if key in entry and key not in wanted and not (key == "spread_components" and model == "beta-geometric")]
+    if stray:
+        raise _error(path, prefix + stray[0], entry[stray[0]], f"cannot go with {prefix}model = {model!r} "
+                     f"(it takes {', '.join(prefix + w for w in wanted)})")
+    missing = [key for key in wanted if key not in entry]
+    if missing:
+        raise SpecbenchError(f"scenario {path}: {prefix}model = {model!r} needs the field {prefix}{missing[0]}")
+    if "num_spec_tokens" not in entry:
+        raise SpecbenchError(f"scenario {path}: field {prefix}num_spec_tokens is required with {prefix}model")
+    ks = _whole_numbers(entry, prefix, path, default=None)
+    profiles = []
+    for k in ks:
+        label = name if len(ks) == 1 else f"{name} (K={k})"
+        try:
+            profiles.append(make_model_profile(
+                k, model, [entry[key] for key in wanted],
+                spread_components=entry.get("spread_components", DEFAULT_SPREAD_COMPONENTS),
+                name=label, source=source, cost_ratio=cost_ratio))
+        except SpecbenchError as exc:
+            raise SpecbenchError(f"scenario {path}, {prefix}model {model}: {exc}") from exc
+    return profiles
+
+
 def _expand(entry: dict, name: str, source: str, cost_ratio: float | None, prefix: str, path: Path) -> list[Profile]:
+    if "model" in entry:
+        return _expand_model(entry, name, source, cost_ratio, prefix, path)
+    stray = [key for key in _MODEL_FIELDS if key in entry]
+    if stray:
+        raise _error(path, prefix + stray[0], entry[stray[0]], f"belongs to a profile model; add {prefix}model")
     given = [key for key in _VALUE_FIELDS if key in entry]
     if len(given) != 1:
         got = " and ".join(prefix + key for key in given) if given else "none"

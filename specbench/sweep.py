@@ -104,6 +104,8 @@ def resolve_sweep_backend(backend: str, device: str) -> str:
 def profile_key(profile: Profile) -> int:
     """A 62-bit key of a profile's ``K`` and rates (exact float bits): what makes its case seed its own."""
     text = f"K={profile.num_spec_tokens} rates=" + ",".join(float(r).hex() for r in profile.rates)
+    if profile.request_rates is not None:  # per-request spread: another experiment (keys without it unchanged)
+        text += " spread=" + ",".join(float(r).hex() for r in profile.request_rates)
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") >> 2
 
 
@@ -148,8 +150,9 @@ def simulate_histogram(
     """
     k = profile.num_spec_tokens
     rates = list(profile.rates)
+    spread = None if profile.request_rates is None else list(profile.request_rates)
     # the kernel does not specialize its integer arguments, so this one compile serves every chunk
-    simulate_acceptance(rates, 1, seed=seed, backend=backend, device=device)
+    simulate_acceptance(rates, 1, seed=seed, backend=backend, device=device, request_rates=spread)
     chunk = max(1, _CHUNK_POSITIONS // k)
     histogram = torch.zeros(k + 1, dtype=torch.int64, device=device)
     seconds = 0.0
@@ -157,7 +160,8 @@ def simulate_histogram(
         size = min(chunk, num_requests - start)
         _synchronize(device)  # the previous chunk's histogram work stays out of this chunk's time
         began = time.perf_counter()
-        counts = simulate_acceptance(rates, size, seed=seed, first_request=start, backend=backend, device=device)
+        counts = simulate_acceptance(rates, size, seed=seed, first_request=start, backend=backend, device=device,
+                                     request_rates=spread)
         _synchronize(device)
         seconds += time.perf_counter() - began
         histogram += torch.bincount(counts.to(torch.int64), minlength=k + 1)
@@ -344,6 +348,7 @@ def run_case(
         expected_speedup=acceptance.expected_speedup(record["expected_acceptance_length"], k, cost_ratio),
         measured_speedup=acceptance.expected_speedup(record["mean_acceptance_length"], k, cost_ratio),
         **_min_variance_comparison(profile, cost_ratio),
+        **_model_fields(profile, histogram),
         simulated_positions=positions,
         simulation_seconds=seconds,
         positions_per_second=positions / seconds if seconds > 0 else None,
@@ -362,6 +367,44 @@ def _min_variance_comparison(profile: Profile, cost_ratio: float) -> dict[str, A
         "min_variance_speedup": acceptance.expected_speedup(acceptance.mean_acceptance_length(rates),
                                                             profile.num_spec_tokens, cost_ratio),
     }
+
+
+def _model_fields(profile: Profile, histogram: Sequence[int]) -> dict[str, Any]:
+    """A model profile's parameters and, set beside it, the i.i.d. profile of the same ``K`` and ``L``.
+
+    ``iid_same_length_p_value``: the likelihood-ratio (G) test of the measured histogram against that
+    i.i.d. law of ``A`` (``K`` degrees of freedom): small where per-request spread (or depth decay)
+    changes the law of ``A`` although ``L`` is the same. ``continuous_rates``: the beta-geometric
+    model's own ``B(a + i, b) / B(a, b)``, beside the ``M``-point mixture that is simulated and checked.
+    """
+    if profile.model is None:
+        return {}
+    from specbench import profile_models
+
+    k = profile.num_spec_tokens
+    fields: dict[str, Any] = {"model": profile.model, "model_parameters": dict(zip(
+        profile_models.MODELS[profile.model].parameters, profile.model_parameters))}
+    if profile.request_rates is not None:
+        continuous = profile_models.rates(profile.model, profile.model_parameters, k)
+        fields.update(spread_components=len(profile.request_rates), continuous_rates=continuous,
+                      spread_discretisation_gap=max(abs(a - b) for a, b in zip(continuous, profile.rates)))
+    if profile.model == "iid":
+        return fields
+    alpha = acceptance.length_to_alpha(acceptance.mean_acceptance_length(profile.rates), k)
+    law = acceptance.accepted_distribution(acceptance.iid_rates(alpha, k))
+    total = int(sum(histogram))
+    expected = np.asarray(law) * total
+    observed = np.asarray(histogram, dtype=np.float64)
+    if np.all(expected > 0):
+        g = float(2.0 * np.sum(np.where(observed > 0, observed * np.log(np.where(observed > 0, observed, 1.0)
+                                                                         / expected), 0.0)))
+        p_value = float(stats.chi2.sf(g, k))
+    else:
+        p_value = None
+    fields.update(iid_same_length_alpha=alpha, iid_same_length_distribution=law,
+                  iid_same_length_variance=acceptance.accepted_variance(acceptance.iid_rates(alpha, k)),
+                  iid_same_length_p_value=p_value)
+    return fields
 
 
 def run_sweep(

@@ -5,7 +5,9 @@
   configured ``p`` and ``c`` are the same numbers (``K = 1``, or a min-variance profile), one line
   labelled ``configured p_i = c_i`` stands for both.
 - ``accepted_distribution.png``: ``P(A = j)``, closed form (bars) vs measured (points with
-  95% interval bars); one panel per case, its subtitle the configured and the measured ``L``.
+  95% interval bars); one panel per case, its subtitle the configured and the measured ``L``. A
+  model profile (beta-geometric, depth-decay) also shows the i.i.d. law of the same ``K`` and ``L``
+  (dashed steps): the mean is the same, the law of ``A`` is not.
 - ``expected_speedup.png``: ``S = L / (1 + K c)`` against the mean acceptance length for
   several ``K`` (each ``K`` its own colour and dash, ending in a labelled marker at ``L = K + 1``,
   so lines that lie on top of each other, as all do at ``c = 0``, stay apart), with each case's
@@ -129,6 +131,9 @@ def _draw_distribution(ax, record: dict) -> None:
                                       record["measured_accepted_distribution_ci_high"])
     ax.errorbar([counts[i] for i in index], values, yerr=bars, fmt="o", ms=3.5, capsize=3, color=_MEASURED,
                 label="measured")
+    iid_law = record.get("iid_same_length_distribution")
+    if iid_law is not None:  # a model profile: the i.i.d. law of A with the same K and L, for contrast
+        ax.step(counts, iid_law, where="mid", color="#555555", ls="--", lw=1.2, label="i.i.d., same L")
     ax.set_xticks(counts)
     ax.set_xlabel("drafts accepted A")
     ax.set_ylabel("P(A = j)")

@@ -1,7 +1,10 @@
 """`specbench profile fit`: a scenario file from a vLLM server's spec-decode metrics or log lines.
 
 Parses the options, calls ``specbench.profile_fit``, prints what it measured and writes the
-scenario; nothing is written when any input is unusable (one sentence, exit 2).
+scenario; nothing is written when any input is unusable (one sentence, exit 2). Then every profile
+model of ``specbench.profile_models`` is fitted to the counts: a table of parameters with 95%
+bootstrap intervals, GOF p-values and AIC, the best model named, optionally the fits extended to
+``--extend-k`` drafts, recorded in the scenario's ``[fit.models]`` and drawn in a figure.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from specbench.console import console, fail, lazy_module, print_table
 from specbench.errors import SpecbenchError
 
 profile_fit = lazy_module("specbench.profile_fit")
+profile_models = lazy_module("specbench.profile_models")
+profile_charts = lazy_module("specbench.profile_charts")
 scenarios = lazy_module("specbench.scenarios")
 
 
@@ -30,6 +35,42 @@ def _fit_table(fit: profile_fit.FittedProfile) -> Table:
         flag = "" if abs(fit.rates[i] - measured) < 1e-12 else " [yellow](adjusted)[/]"
         table.add_row(str(i + 1), f"{fit.counts.accepted_per_position[i]:,}", f"{measured:.4f}",
                       f"[{fit.ci_low[i]:.4f}, {fit.ci_high[i]:.4f}]", f"{fit.rates[i]:.4f}{flag}")
+    return table
+
+
+def _interval_text(low: float, high: float) -> str:
+    return f"[{low:.4g}, {high:.4g}]"
+
+
+def _models_table(comparison) -> Table:
+    table = Table(title="profile models (maximum likelihood; 95% parametric-bootstrap intervals)",
+                  title_justify="left", show_edge=False, pad_edge=False)
+    for column in ("model", "parameters", "G", "df", "GOF p", "AIC", "dAIC"):
+        table.add_column(column, justify="left" if column in ("model", "parameters") else "right")
+    best = comparison.best_fit
+    for name, fit in comparison.fits.items():
+        params = ", ".join(f"{key} = {value:.4g} {_interval_text(*fit.parameters_ci[key])}"
+                           for key, value in fit.parameters.items())
+        p_text = "-" if fit.p_value is None else f"{fit.p_value:.3g}"
+        if fit.fits is False:
+            p_text = f"[red]{p_text}[/]"
+        table.add_row(escape(name) + (" [bold](best)[/]" if name == comparison.best else ""), escape(params),
+                      f"{fit.g_statistic:.2f}", str(fit.degrees_of_freedom), p_text, f"{fit.aic:.1f}",
+                      f"{fit.aic - best.aic:.1f}")
+    return table
+
+
+def _extension_table(comparison, extend_k: int) -> Table:
+    table = Table(title=f"extended to K = {extend_k} (95% bootstrap intervals: parameter uncertainty only)",
+                  title_justify="left", show_edge=False, pad_edge=False)
+    table.add_column("i", justify="right")
+    extensions = {name: fit.extend(extend_k) for name, fit in comparison.fits.items()}
+    for name in extensions:
+        table.add_column(f"p_i {name}", justify="right")
+    for i in range(extend_k):
+        table.add_row(str(i + 1), *(f"{e.rates[i]:.4f} {_interval_text(*e.rates_ci[i])}" for e in extensions.values()))
+    table.add_row("L", *(f"{e.mean_acceptance_length:.3f} {_interval_text(*e.mean_acceptance_length_ci)}"
+                         for e in extensions.values()), style="bold")
     return table
 
 
@@ -49,6 +90,14 @@ def fit_command(
         "--cost-ratio", "-c", metavar="C", help="Draft/target step cost ratio to record for the speed-up model.",
         show_default=False)] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace --output if it exists.")] = False,
+    extend_k: Annotated[int | None, typer.Option(
+        "--extend-k", metavar="N", help="Extend every model's fitted rates to N draft positions, with intervals.",
+        show_default=False)] = None,
+    figure: Annotated[Path | None, typer.Option(
+        "--figure", metavar="FILE", help="The goodness-of-fit figure (PNG; default: the output's name with -fit.png).",
+        show_default=False)] = None,
+    bootstrap: Annotated[int, typer.Option(
+        "--bootstrap", metavar="B", help="Parametric-bootstrap resamples for the models' intervals.")] = 200,
 ) -> None:
     """Fit per-position acceptance rates from a vLLM server's metrics or logs into a scenario file."""
     try:
@@ -62,9 +111,24 @@ def fit_command(
                 cost = acceptance.check_cost_ratio(float(cost_ratio))
             except ValueError:
                 raise SpecbenchError(f"--cost-ratio takes a number, got {cost_ratio!r}") from None
+        if extend_k is not None:
+            from specbench import scenarios as scenario_module
+
+            scenario_module.check_num_spec_tokens(extend_k)
         counts = profile_fit.read_counts(list(files), model)
         fit = profile_fit.fit_profile(counts)
-        text = profile_fit.scenario_toml(fit, name or output.stem, cost)
+        if extend_k is not None and extend_k < fit.num_spec_tokens:
+            raise SpecbenchError(f"--extend-k {extend_k} is below the measured K = {fit.num_spec_tokens}; give at "
+                                 f"least {fit.num_spec_tokens}")
+        comparison, skipped = None, None
+        try:
+            comparison = profile_models.fit_all(counts.num_drafts, counts.accepted_per_position,
+                                                num_bootstrap=bootstrap)
+        except SpecbenchError as exc:
+            if "not nested" not in str(exc):
+                raise
+            skipped = str(exc)
+        text = profile_fit.scenario_toml(fit, name or output.stem, cost, comparison, extend_k)
         tmp = output.with_name(output.name + ".tmp")
         try:
             tmp.write_text(text)
@@ -84,5 +148,23 @@ def fit_command(
         console.print("[yellow]note:[/] the measured rates rise with position somewhere (noise, or too few drafts); "
                       "the scenario's rates are the nearest non-increasing profile, the measured ones are kept in "
                       "its [fit] table", highlight=False)
+    if comparison is not None:
+        print_table(_models_table(comparison))
+        best = comparison.best_fit
+        verdict = {True: "fits", False: "is rejected", None: "cannot be tested (as many parameters as positions)"}
+        console.print(f"best model (lowest AIC): [bold]{comparison.best}[/]; it {verdict[best.fits]} at "
+                      f"significance {profile_models.SIGNIFICANCE:g}" +
+                      ("" if comparison.any_fits is not False else "; [yellow]no model fits[/]"), highlight=False)
+        if extend_k is not None:
+            print_table(_extension_table(comparison, extend_k))
+        figure_path = figure or output.with_name(output.stem + "-fit.png")
+        try:
+            profile_charts.render_fit_chart(comparison, counts.num_drafts, counts.accepted_per_position, figure_path,
+                                            extend_k)
+        except OSError as exc:
+            fail(f"cannot write the figure {figure_path}: {exc.strerror or exc}")
+        console.print(f"figure: {escape(str(figure_path))}", highlight=False)
+    else:
+        console.print(f"[yellow]note:[/] no profile model fitted: {escape(skipped)}", highlight=False)
     console.print(f"wrote {escape(str(output))}; run it with: specbench sweep --scenario {escape(str(output))}",
                   highlight=False)

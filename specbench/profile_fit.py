@@ -381,8 +381,59 @@ def _toml_value(value: object) -> str:
     return str(value)
 
 
-def scenario_toml(fit: FittedProfile, name: str, cost_ratio: float | None = None) -> str:
-    """A scenario file (``specbench sweep --scenario`` reads it) holding the fitted profile."""
+def models_toml(comparison, extend_k: int | None = None) -> str:
+    """``[fit.models]`` tables: the best model, and each model's parameters with intervals, GOF and AIC.
+
+    ``comparison`` is a ``profile_models.Comparison``; with ``extend_k`` each model also records its
+    rates at ``K = extend_k`` with 95% bootstrap intervals.
+    """
+    from specbench import profile_models
+
+    best = comparison.best_fit
+    head = {"best": comparison.best, "likelihood": "multinomial law of A (chained conditional binomials)",
+            "intervals": f"95% parametric bootstrap, {len(best.bootstrap)} resamples",
+            "gof": "likelihood ratio (G) against the saturated model, chi-square with K - k degrees of freedom",
+            "significance": profile_models.SIGNIFICANCE}
+    if comparison.any_fits is not None:
+        head["any_fits"] = comparison.any_fits
+    if extend_k is not None:
+        head["extend_k"] = extend_k
+    def value_text(value: object) -> str:  # floats in full (p-values can be tiny); inf is TOML's own
+        if isinstance(value, float):
+            return repr(value)
+        if isinstance(value, list):
+            return "[" + ", ".join(value_text(v) for v in value) + "]"
+        return _toml_value(value)
+
+    text = "\n[fit.models]  # profile models fitted to the counts (specbench.profile_models)\n"
+    text += "".join(f"{key} = {value_text(value)}\n" for key, value in head.items())
+    for model, fit in comparison.fits.items():
+        table: dict[str, object] = {}
+        for key, value in fit.parameters.items():
+            table[key] = value
+            table[f"{key}_ci"] = list(fit.parameters_ci[key])
+        table.update(log_likelihood=fit.log_likelihood, aic=fit.aic, g_statistic=fit.g_statistic,
+                     degrees_of_freedom=fit.degrees_of_freedom)
+        if fit.p_value is not None:
+            table["p_value"] = fit.p_value
+        if extend_k is not None:
+            extension = fit.extend(extend_k)
+            table["extended_rates"] = extension.rates
+            table["extended_rates_ci_low"] = [low for low, _ in extension.rates_ci]
+            table["extended_rates_ci_high"] = [high for _, high in extension.rates_ci]
+            table["extended_acceptance_length"] = extension.mean_acceptance_length
+            table["extended_acceptance_length_ci"] = list(extension.mean_acceptance_length_ci)
+        text += f'\n[fit.models."{model}"]\n' + "".join(f"{key} = {value_text(value)}\n"
+                                                       for key, value in table.items())
+    return text
+
+
+def scenario_toml(fit: FittedProfile, name: str, cost_ratio: float | None = None, models=None,
+                  extend_k: int | None = None) -> str:
+    """A scenario file (``specbench sweep --scenario`` reads it) holding the fitted profile.
+
+    ``models``: a ``profile_models.Comparison`` of the same counts, recorded under ``[fit.models]``.
+    """
     counts = fit.counts
     source = (f"specbench profile fit of {', '.join(counts.sources)}" + (f", model {counts.model}" if counts.model else "")
               + (f", {counts.span}" if counts.span else "") + f"; {fit.num_drafts} drafts verified")
@@ -419,4 +470,5 @@ def scenario_toml(fit: FittedProfile, name: str, cost_ratio: float | None = None
                    "# non-increasing profile, [fit].measured_rates what was measured.\n")
     body = "".join(f"{key} = {_toml_value(value)}\n" for key, value in top.items())
     table = "".join(f"{key} = {_toml_value(value)}\n" for key, value in fit_table.items())
-    return header + body + "\n[fit]  # what was measured; the sweep reads only the fields above\n" + table
+    text = header + body + "\n[fit]  # what was measured; the sweep reads only the fields above\n" + table
+    return text if models is None else text + models_toml(models, extend_k)

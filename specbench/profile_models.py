@@ -59,6 +59,8 @@ BOOTSTRAP_SEED = 20251125
 # beta-geometric's a and b are fitted on the log scale within these bounds: a + b near e^20 is iid
 # to within anything a count can show, and a, b near e^-12 put the whole mass of alpha at 0 or 1
 _LOG_BOUNDS = (-12.0, 20.0)
+# a + b past this: the Beta law's sd is below 0.0016 (at most sqrt(1/4 / 1e5)), which is iid for any count
+IID_LIMIT = 1e5
 # depth-decay's c1 and d on the logit scale: e^-30 from 0 or 1 is as good as there
 _LOGIT_BOUNDS = (-30.0, 30.0)
 
@@ -363,10 +365,10 @@ def fit_model(name: str, num_drafts: int, accepted_per_position: Sequence[int], 
     samples = np.asarray(refits, dtype=np.float64)
     intervals = _percentiles(samples)
     if name == "beta-geometric":
-        # refits at the upper bound of a or b are the iid limit (a + b unbounded): no finite upper end
-        limit = math.exp(_LOG_BOUNDS[1] - 1.0)
-        intervals = [(low, math.inf) if (samples[:, j] >= limit).mean() > (1 - CONFIDENCE) / 2 else (low, high)
-                     for j, (low, high) in enumerate(intervals)]
+        # refits with a + b past IID_LIMIT are the iid limit, where the likelihood is flat in a + b and
+        # the optimiser stops anywhere: when more than the upper tail of them gets there, no finite upper end
+        at_limit = (samples.sum(axis=1) >= IID_LIMIT).mean() > (1 - CONFIDENCE) / 2
+        intervals = [(low, math.inf if at_limit else high) for low, high in intervals]
     return ModelFit(
         model=name, parameters=dict(zip(model.parameters, params)),
         parameters_ci=dict(zip(model.parameters, intervals)), log_likelihood=loglik,

@@ -37,7 +37,7 @@ from triton.backends.compiler import GPUTarget
 from specbench.kernels import launch
 from specbench.kernels.sequential import _verify_sequential_kernel
 from specbench.kernels.split import _split_rows_kernel, _split_terminal_kernel
-from specbench.kernels.synthetic import _simulate_kernel
+from specbench.kernels.synthetic import _simulate_kernel, _simulate_mixture_kernel
 
 # pointer arguments by name (target and draft rows take the logits dtype)
 POINTERS = {
@@ -75,6 +75,7 @@ def variants() -> list[tuple[object, dict[str, int], int, str]]:
                                                              **sizes}, warps, dtype)
                                    for batch, (block, warps) in split_shapes_by_batch.items())
     out.append((_simulate_kernel, {"BLOCK": launch._SIMULATE_BLOCK}, 4, "fp32"))
+    out.append((_simulate_mixture_kernel, {"BLOCK": launch._SIMULATE_BLOCK}, 4, "fp32"))
     return out
 
 

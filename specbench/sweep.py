@@ -32,7 +32,10 @@ the record as ``case_seed``. Request ``r`` of the case uses ``rng.request_seed(c
 ``simulate_acceptance(record["configured_rates"], N, seed=record["case_seed"])`` gives back the
 case's histogram, a case gives the same result whatever else runs with it, and two cases (or two
 run seeds) share no stream. Cases with the same ``K`` and rates are the same experiment and get
-the same seed.
+the same seed. A profile with per-request spread (a beta-geometric model profile) passes its
+``request_rates`` to the simulation and mixes them into its key too (keys of every other profile are
+unchanged); its record holds ``model``, ``model_parameters`` and ``spread_components``, from which
+``profile_models.beta_quantile_rates`` gives the ``request_rates`` back.
 
 Records are plain dicts (``kind = "sweep"``) ready for ``results.ResultsWriter``; charts and the
 long-form table read only them.

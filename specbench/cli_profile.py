@@ -96,6 +96,10 @@ def fit_command(
     figure: Annotated[Path | None, typer.Option(
         "--figure", metavar="FILE", help="The goodness-of-fit figure (PNG; default: the output's name with -fit.png).",
         show_default=False)] = None,
+    use_model: Annotated[str | None, typer.Option(
+        "--use-model", metavar="MODEL|best", help="Make the scenario's profile this fitted model (iid, beta-geometric, "
+        "depth-decay, or best) at K = --extend-k or the measured K, instead of the measured rates.",
+        show_default=False)] = None,
     bootstrap: Annotated[int, typer.Option(
         "--bootstrap", metavar="B", help="Parametric-bootstrap resamples for the models' intervals.")] = 200,
 ) -> None:
@@ -128,7 +132,14 @@ def fit_command(
             if "not nested" not in str(exc):
                 raise
             skipped = str(exc)
-        text = profile_fit.scenario_toml(fit, name or output.stem, cost, comparison, extend_k)
+        chosen = None
+        if use_model is not None:
+            if use_model != "best":
+                profile_models.get_model(use_model)
+            if comparison is None:
+                raise SpecbenchError(f"--use-model {use_model}: no model could be fitted ({skipped})")
+            chosen = comparison.best if use_model == "best" else use_model
+        text = profile_fit.scenario_toml(fit, name or output.stem, cost, comparison, extend_k, chosen)
         tmp = output.with_name(output.name + ".tmp")
         try:
             tmp.write_text(text)

@@ -429,10 +429,12 @@ def models_toml(comparison, extend_k: int | None = None) -> str:
 
 
 def scenario_toml(fit: FittedProfile, name: str, cost_ratio: float | None = None, models=None,
-                  extend_k: int | None = None) -> str:
+                  extend_k: int | None = None, profile_model: str | None = None) -> str:
     """A scenario file (``specbench sweep --scenario`` reads it) holding the fitted profile.
 
     ``models``: a ``profile_models.Comparison`` of the same counts, recorded under ``[fit.models]``.
+    ``profile_model``: one of its models, whose fitted parameters then make the scenario's profile
+    (``model = ...`` at ``K = extend_k`` or the measured ``K``) instead of the measured rates.
     """
     counts = fit.counts
     source = (f"specbench profile fit of {', '.join(counts.sources)}" + (f", model {counts.model}" if counts.model else "")
@@ -444,6 +446,13 @@ def scenario_toml(fit: FittedProfile, name: str, cost_ratio: float | None = None
         "num_spec_tokens": fit.num_spec_tokens,
         "rates": [round(r, 6) for r in fit.rates],
     }
+    if profile_model is not None:
+        chosen = models.fits[profile_model]
+        del top["rates"]
+        top["num_spec_tokens"] = extend_k or fit.num_spec_tokens
+        top["description"] += f"; profile: the fitted {profile_model} model at K={top['num_spec_tokens']}"
+        top["model"] = profile_model
+        top.update({key: float(value) for key, value in chosen.parameters.items()})
     if cost_ratio is not None:
         top["cost_ratio"] = cost_ratio
     fit_table = {
@@ -468,7 +477,8 @@ def scenario_toml(fit: FittedProfile, name: str, cost_ratio: float | None = None
     if not fit.non_increasing:
         header += ("# The measured rates rise with position somewhere (noise can do that); `rates` holds the nearest\n"
                    "# non-increasing profile, [fit].measured_rates what was measured.\n")
-    body = "".join(f"{key} = {_toml_value(value)}\n" for key, value in top.items())
+    exact = set() if profile_model is None else set(models.fits[profile_model].parameters)  # in full, not rounded
+    body = "".join(f"{key} = {repr(value) if key in exact else _toml_value(value)}\n" for key, value in top.items())
     table = "".join(f"{key} = {_toml_value(value)}\n" for key, value in fit_table.items())
     text = header + body + "\n[fit]  # what was measured; the sweep reads only the fields above\n" + table
     return text if models is None else text + models_toml(models, extend_k)

@@ -157,3 +157,19 @@ def test_profile_fit_refuses_an_extension_below_the_measured_k(tmp_path):
     result = CliRunner().invoke(app, ["profile", "fit", str(EXAMPLES / "vllm-metrics-after.prom"), "-o",
                                       str(tmp_path / "x.toml"), "--extend-k", "2"])
     assert result.exit_code == 2 and "below the measured K" in result.output
+
+
+def test_profile_fit_can_make_the_best_model_the_scenarios_profile(tmp_path):
+    out = tmp_path / "model.toml"
+    result = CliRunner().invoke(app, ["profile", "fit", str(EXAMPLES / "vllm-metrics-before.prom"),
+                                      str(EXAMPLES / "vllm-metrics-after.prom"), "-o", str(out), "--extend-k", "8",
+                                      "--bootstrap", "30", "--use-model", "best"])
+    assert result.exit_code == 0, result.output
+    data = tomllib.loads(out.read_text())
+    assert data["model"] == data["fit"]["models"]["best"] and "rates" not in data
+    profile, = scenarios.load_scenario(out).profiles
+    assert profile.num_spec_tokens == 8 and profile.model == data["model"]
+    assert list(profile.rates) == pytest.approx(data["fit"]["models"][data["model"]]["extended_rates"], rel=1e-9)
+    refused = CliRunner().invoke(app, ["profile", "fit", str(EXAMPLES / "vllm-metrics-after.prom"), "-o",
+                                       str(tmp_path / "y.toml"), "--use-model", "gamma"])
+    assert refused.exit_code == 2 and "must be one of" in refused.output

@@ -597,3 +597,64 @@ def roofline(target: ModelSpec, gpu: str | GpuSpec, *, draft: ModelSpec | None =
     if not math.isfinite(overhead_ms) or overhead_ms < 0:
         raise SpecbenchError(f"overhead {overhead_ms!r} ms must be a non-negative number")
     return RooflineCosts(target, resolve_gpu(gpu), draft, context_length, sampler_results, overhead_ms)
+
+
+# ----------------------------------------------------------------------------------------------
+# the roofline beside published measurements
+
+
+@dataclass(frozen=True)
+class PublishedStep:
+    """One published forward/step time, with what it was measured on."""
+
+    source: str
+    gpu: str  # a GPUS key
+    model: str  # a MODELS key
+    batch_size: int
+    tokens: int  # tokens in the forward
+    measured_ms: float
+    what: str  # what the time covers
+
+
+_VLLM_MLX_699 = "waybarrios/vllm-mlx #699 (verify forward of width w, M5 Max, MLX 6-bit)"
+PUBLISHED: tuple[PublishedStep, ...] = (
+    *(PublishedStep(_VLLM_MLX_699, "M5-Max", "Nemotron-3.5-Lightning-30B-A3B-6bit", 1, width, ms,
+                    "one verify forward")
+      for width, ms in ((1, 8.47), (2, 13.49), (3, 15.64), (5, 20.67), (8, 28.13))),
+    PublishedStep("vllm-project/vllm #16937 (vanilla Llama-3.1-8B-Instruct, H100, batch 1: 133 output tok/s)", "H100",
+                  "Llama-3.1-8B", 1, 1, 1000 / 133, "a whole decode step, 1000/133 ms: forward, sampling, scheduling"),
+    PublishedStep("cloudai.pt, CUDA Graphs + torch.compile (Llama 3.1 8B decode step, H100 SXM5, eager)", "H100",
+                  "Llama-3.1-8B", 1, 1, 8.4, "one decode step, eager"),
+    PublishedStep("cloudai.pt, CUDA Graphs + torch.compile (Llama 3.1 8B decode step, H100 SXM5, CUDA graph)", "H100",
+                  "Llama-3.1-8B", 1, 1, 5.1, "one decode step, CUDA graph"),
+)
+
+
+def compare_published(points: tuple[PublishedStep, ...] = PUBLISHED) -> list[dict[str, Any]]:
+    """The roofline's forward time beside each published time; error = (modelled - measured) / measured.
+
+    No published point here states its context length, so the roofline runs at context 0 (no KV read).
+    """
+    rows = []
+    for point in points:
+        model = roofline(MODELS[point.model], point.gpu, context_length=0)
+        modelled = model.forward_ms(MODELS[point.model], point.tokens, point.batch_size)
+        rows.append({"source": point.source, "gpu": GPUS[point.gpu].name, "model": point.model,
+                     "batch_size": point.batch_size, "tokens": point.tokens, "what": point.what,
+                     "measured_ms": point.measured_ms, "modelled_ms": modelled,
+                     "error": (modelled - point.measured_ms) / point.measured_ms})
+    return rows
+
+
+def published_table() -> str:
+    """``compare_published`` as a Markdown table (the one in the README)."""
+    lines = ["| source | model on device | B | tokens | measured ms | roofline ms | error |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for row in compare_published():
+        lines.append(f"| {row['source']} | {row['model']} on {row['gpu']} | {row['batch_size']} | {row['tokens']} | "
+                     f"{row['measured_ms']:.2f} | {row['modelled_ms']:.2f} | {row['error']:+.0%} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(published_table())

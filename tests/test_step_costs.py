@@ -312,3 +312,9 @@ def test_published_comparison_states_each_error():
 
 def test_step_cost_total():
     assert StepCost(1.0, 2.0, 0.25, 0.5, {}).total_ms == 3.75
+
+
+def test_readme_table_is_the_one_the_code_prints():
+    from specbench.step_costs import published_table
+
+    assert published_table() in (ROOT / "README.md").read_text()

@@ -436,6 +436,16 @@ MODELS: dict[str, ModelSpec] = {
         vocab_size=151936,
         source="Qwen/Qwen3-30B-A3B model card: 30.5B params, 3.3B activated, 48 layers, 32 query / 4 KV heads, "
                "128 experts, 8 activated; config: head_dim 128, hidden 2048, vocab 151936, untied; bf16"),
+    # one decoder layer whose attention takes the concatenated embedding and hidden state (2 x 4096 in),
+    # the fc that fuses three target layers (3 x 4096 -> 4096) and a 32,000-token head; the input
+    # embedding is the target's (shared, gathered): 8192*4096 + 2*8192*1024 + 4096*4096 (attention)
+    # + 3*4096*14336 (MLP) + 12288*4096 (fc) + 4096*32000 (head) = 424,673,280
+    "EAGLE-3-Llama-3.1-8B": ModelSpec(
+        "EAGLE-3 head for Llama-3.1-8B", 424_673_280, 2.0, attention_layers=1, query_heads=32, kv_heads=8,
+        head_dim=128, vocab_size=32000,
+        source="derived from the shapes in SpecForge configs/llama3-8B-eagle3.json (1 layer, hidden 4096, "
+               "intermediate 14336, 32 query / 8 KV heads, draft_vocab_size 32000), with EAGLE-3's attention reading "
+               "2 x hidden and its fc 3 x hidden; a sum of shapes, not a published parameter count; bf16"),
     "Nemotron-3.5-Lightning-30B-A3B-6bit": ModelSpec(
         "Nemotron-3.5-Lightning-30B-A3B (MLX 6-bit)", 30e9, 6.5 / 8, active_params=3e9, num_experts=128,
         experts_per_token=6, attention_layers=None,

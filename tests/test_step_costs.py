@@ -318,3 +318,14 @@ def test_readme_table_is_the_one_the_code_prints():
     from specbench.step_costs import published_table
 
     assert published_table() in (ROOT / "README.md").read_text()
+
+
+def test_eagle3_head_is_its_shapes_summed_and_cheap_beside_the_target():
+    head = MODELS["EAGLE-3-Llama-3.1-8B"]
+    hidden, kv, mlp = 4096, 1024, 14336
+    attention = 2 * hidden * hidden + 2 * (2 * hidden * kv) + hidden * hidden
+    assert head.params == attention + 3 * hidden * mlp + 3 * hidden * hidden + hidden * 32000
+    model = roofline(MODELS["Llama-3.1-8B"], "H100", draft=head, context_length=2048)
+    step = model.step(1, 3)
+    assert step.sources["draft"] == "modelled"
+    assert 0.1 < step.draft_ms / step.target_ms < 0.25  # three head forwards against one target forward

@@ -71,6 +71,7 @@ import csv
 import itertools
 import json
 import math
+import operator
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,11 +111,18 @@ class CostModel(Protocol):
     def describe(self) -> list[str]: ...
 
 
-def _check_step(batch_size: int, num_spec_tokens: int) -> None:
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+def _check_step(batch_size: int, num_spec_tokens: int) -> tuple[int, int]:
+    """``(B, K)`` as Python ints (numpy integers accepted); anything else is a usage error."""
+    try:
+        b = operator.index(batch_size) if not isinstance(batch_size, bool) else -1
+        k = operator.index(num_spec_tokens) if not isinstance(num_spec_tokens, bool) else -1
+    except TypeError:
+        b = k = -1
+    if b < 1:
         raise SpecbenchError(f"batch size {batch_size!r} must be a positive integer")
-    if not isinstance(num_spec_tokens, int) or isinstance(num_spec_tokens, bool) or num_spec_tokens < 0:
+    if k < 0:
         raise SpecbenchError(f"number of drafts {num_spec_tokens!r} must be a non-negative integer")
+    return b, k
 
 
 def _interpolate(points: list[tuple[float, float]], x: float) -> float | None:
@@ -168,8 +176,7 @@ class MeasuredCosts:
         return value
 
     def step(self, batch_size: int, num_spec_tokens: int) -> StepCost:
-        _check_step(batch_size, num_spec_tokens)
-        b, k = batch_size, num_spec_tokens
+        b, k = _check_step(batch_size, num_spec_tokens)
         tokens = b * (k + 1)
         parts = self._parts()
         sources = {}
@@ -196,6 +203,20 @@ class MeasuredCosts:
                 overhead = self._lookup("overhead", b, tokens)
             sources["overhead"] = "measured"
         return StepCost(target, draft, sampler, overhead, sources)
+
+    def max_spec_tokens(self, batch_size: int) -> int | None:
+        """The largest K this file costs at batch B (every K from 0 up to it is covered), or None if K = 0 is not."""
+        points = self._table.get(("target", batch_size))
+        if not points:
+            return None
+        best = None
+        for k in range(int(points[-1][0]) // batch_size):
+            try:
+                self.step(batch_size, k)
+            except SpecbenchError:
+                break
+            best = k
+        return best
 
     def describe(self) -> list[str]:
         lines = [f"costs measured, from {self.path}"]
@@ -481,8 +502,7 @@ class RooflineCosts:
         return seconds * 1e3
 
     def step(self, batch_size: int, num_spec_tokens: int) -> StepCost:
-        _check_step(batch_size, num_spec_tokens)
-        b, k = batch_size, num_spec_tokens
+        b, k = _check_step(batch_size, num_spec_tokens)
         sources = {"target": "modelled"}
         target = self.forward_ms(self.target, b * (k + 1), b)
         draft = 0.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -329,3 +330,23 @@ def test_eagle3_head_is_its_shapes_summed_and_cheap_beside_the_target():
     step = model.step(1, 3)
     assert step.sources["draft"] == "modelled"
     assert 0.1 < step.draft_ms / step.target_ms < 0.25  # three head forwards against one target forward
+
+
+def test_numpy_integers_and_the_largest_k_a_file_covers(tmp_path):
+    numpy = pytest.importorskip("numpy")
+    costs = load_cost_file(EXAMPLE_CSV)
+    assert costs.step(numpy.int64(1), numpy.int32(2)).target_ms == pytest.approx(15.64)
+    with pytest.raises(SpecbenchError, match="must be a positive integer"):
+        costs.step(1.5, 1)
+    assert costs.max_spec_tokens(1) == 7 and costs.max_spec_tokens(2) is None
+    narrow = load_cost_file(write(tmp_path, "batch,tokens,ms\n4,4,1\n4,12,2\n4,20,3\n"))
+    assert narrow.max_spec_tokens(4) == 4  # 20 tokens at B = 4: K up to 4
+
+
+def test_module_imports_without_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, specbench.step_costs; sys.exit('torch' in sys.modules)"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=False).returncode == 0

@@ -62,7 +62,8 @@ Draft steps: ``K`` forwards of the draft model at ``T = B``, each with its own K
 context length). Sampler: from a ``specbench kernels`` results file (``sampler_results``), the
 records at batch ``B`` and ``K`` drafts (``K + 1`` rows per request) of the vocabulary nearest the
 target's, the fastest such record; ``K`` between two measured ones is interpolated linearly in
-``K + 1`` and outside them refused. Without a results file the sampler costs 0 (``none``).
+``K + 1`` and outside them refused. Without a results file, and at ``K = 0`` (no verification step;
+the kernels file times none), the sampler costs 0 (``none``).
 """
 
 from __future__ import annotations

@@ -39,8 +39,9 @@ Bonferroni budget of ``SWEEP_FAMILY_ALPHA`` over the cases: ``differs`` below it
 
 Plan runs. Rows are matched by profile, batch size and ``K``; the statistic is the milliseconds per
 emitted token per request (``step_ms / L``, lower is better) current over baseline, judged with the
-threshold like a kernels row: through the interval the profile's ``L`` interval gives where both plans
-have one, else by the ratio alone (``_compare_plans``). A row where the best ``K`` moved says so.
+threshold like a kernels row. With one profile on both sides its uncertainty cancels and the ratio is
+exact; otherwise through the interval the two ``L`` intervals give where both plans have one, else by
+the ratio alone (``_compare_plans``). A row where the best ``K`` moved says so.
 
 ``compare_runs`` returns a ``Comparison``; ``compare_report`` renders and writes it. Failing
 verdicts (``slower``, ``changed``, ``differs``) make ``Comparison.failed`` true.

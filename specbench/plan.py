@@ -120,7 +120,7 @@ class LinearCosts:
 
     def __post_init__(self) -> None:
         if not (isinstance(self.target_ms, (int, float)) and math.isfinite(self.target_ms) and self.target_ms > 0):
-            raise SpecbenchError(f"the target step time must be a positive number of milliseconds, got "
+            raise SpecbenchError(f"the target step time (--target-ms) must be a positive number of milliseconds, got "
                                  f"{self.target_ms!r}")
         acceptance.check_cost_ratio(self.cost_ratio)
 

@@ -57,7 +57,8 @@ def compare_command(
         "--chart", metavar="FILE", help="Draw each case's ratio and interval: a .png, .svg or .pdf file, or an "
         "existing folder (compare.png inside it).", show_default=False)] = None,
 ) -> None:
-    """Compare two kernels runs (or two sweeps): exit 1 when a case is significantly slower, or a sweep changed."""
+    """Compare two kernels runs (or two sweeps, or two plans): exit 1 when a case is significantly slower, or a sweep
+    changed."""
     try:
         thresholds = compare.parse_thresholds(threshold or [])
         host = compare.parse_thresholds([host_threshold])[None]

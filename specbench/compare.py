@@ -37,6 +37,12 @@ count, a case is deterministic: any difference in its histogram of accepted coun
 Otherwise the two histograms are tested for homogeneity (chi-square, ``scipy.stats``) with a
 Bonferroni budget of ``SWEEP_FAMILY_ALPHA`` over the cases: ``differs`` below it, else ``same``.
 
+Plan runs. Rows are matched by profile, batch size and ``K``; the statistic is the milliseconds per
+emitted token per request (``step_ms / L``, lower is better) current over baseline, judged with the
+threshold like a kernels row. With one profile on both sides its uncertainty cancels and the ratio is
+exact; otherwise through the interval the two ``L`` intervals give where both plans have one, else by
+the ratio alone (``_compare_plans``). A row where the best ``K`` moved says so.
+
 ``compare_runs`` returns a ``Comparison``; ``compare_report`` renders and writes it. Failing
 verdicts (``slower``, ``changed``, ``differs``) make ``Comparison.failed`` true.
 """
@@ -200,8 +206,8 @@ def load_run(path: str | Path) -> tuple[dict[str, Any], list[dict]]:
     if not isinstance(version, int) or version > results.SCHEMA_VERSION:
         raise SpecbenchError(f"{path} was written with results schema {version!r}, newer than this specbench reads "
                              f"({results.SCHEMA_VERSION}); update specbench to compare it")
-    if metadata.get("kind") not in ("kernels", "sweep"):
-        raise SpecbenchError(f"{path} holds a {metadata.get('kind')!r} run; compare reads kernels and sweep runs")
+    if metadata.get("kind") not in ("kernels", "sweep", "plan"):
+        raise SpecbenchError(f"{path} holds a {metadata.get('kind')!r} run; compare reads kernels, sweep and plan runs")
     if metadata["kind"] == "kernels":
         given = Path(path)
         check_timings(given if given.is_file() else given / results.RESULTS_JSON, records)
@@ -226,6 +232,8 @@ def compare_runs(baseline: str | Path, current: str | Path,
     if base_meta["kind"] == "kernels":
         comparison = _compare_kernels(base_records, cur_records, thresholds, host_threshold, base_meta, cur_meta,
                                       differences)
+    elif base_meta["kind"] == "plan":
+        comparison = _compare_plans(base_records, cur_records, thresholds, base_meta, cur_meta)
     else:
         comparison = _compare_sweeps(base_records, cur_records, base_meta, cur_meta)
     comparison.differences = differences
@@ -386,5 +394,64 @@ def _compare_sweeps(base_records, cur_records, base_meta, cur_meta) -> Compariso
                 row.p_value = float(stats.chi2_contingency(table, correction=False).pvalue)
                 row.verdict = "differs" if row.p_value < alpha else "same"
             row.note = f"other seeds or steps: chi-square homogeneity of the histograms, Bonferroni alpha {alpha:.1e}"
+        comparison.cases.append(row)
+    return comparison
+
+
+# ---- plans ---------------------------------------------------------------------------------------
+
+
+def _plan_key(record: dict) -> tuple:
+    return (record["profile"], int(record["batch_size"]), int(record["num_spec_tokens"]))
+
+
+def _ms_per_token(record: dict, length_key: str = "acceptance_length") -> float | None:
+    length = record.get(length_key)
+    return None if not length else record["step_ms"] / length
+
+
+def _compare_plans(base_records, cur_records, thresholds, base_meta, cur_meta) -> Comparison:
+    """Plan rows matched by (profile, B, K); the statistic is milliseconds per emitted token per request,
+    ``step_ms / L`` (lower is better, like a kernel's median), current over baseline. With one profile on
+    both sides (same ``L`` and interval) the ratio is exact (the step times'); otherwise its interval takes
+    each side's ``L`` interval where it has one (the extreme ratios of the two intervals' ends), so a plan
+    with intervals gets ``slower``/``faster``/``unchanged``/``inconclusive`` as a kernels row does; without
+    intervals the ratio alone is judged against the threshold."""
+    base = {_plan_key(r): r for r in base_records if r.get("kind") == "plan"}
+    cur = {_plan_key(r): r for r in cur_records if r.get("kind") == "plan"}
+    comparison = Comparison("plan", [], base_meta, cur_meta)
+
+    def label(key: tuple) -> str:
+        return f"{key[0]} B={key[1]} K={key[2]}"
+
+    comparison.only_in_baseline = [label(k) for k in base if k not in cur]
+    comparison.only_in_current = [label(k) for k in cur if k not in base]
+    threshold = thresholds[None]
+    for key in (k for k in base if k in cur):
+        before, after = base[key], cur[key]
+        b_time, c_time = _ms_per_token(before), _ms_per_token(after)
+        row = CaseComparison(label(key), "plan", "", baseline=b_time, current=c_time, ratio=c_time / b_time,
+                             threshold=threshold)
+        b_low, b_high = _ms_per_token(before, "acceptance_length_ci_high"), _ms_per_token(before,
+                                                                                         "acceptance_length_ci_low")
+        c_low, c_high = _ms_per_token(after, "acceptance_length_ci_high"), _ms_per_token(after,
+                                                                                        "acceptance_length_ci_low")
+        same_profile = all(before.get(k) == after.get(k) for k in ("acceptance_length", "acceptance_length_ci_low",
+                                                                     "acceptance_length_ci_high"))
+        if same_profile:  # one profile on both sides: its uncertainty cancels, the step times decide
+            row.ci_low = row.ci_high = row.ratio
+            row.verdict = verdict_for(row.ratio, row.ratio, threshold)
+            row.note = "same profile: the ratio of step times"
+        elif None not in (b_low, b_high, c_low, c_high):
+            row.ci_low, row.ci_high = c_low / b_high, c_high / b_low
+            row.verdict = verdict_for(row.ci_low, row.ci_high, threshold)
+            if row.verdict == "inconclusive":
+                row.note = f"interval [{row.ci_low:.3f}, {row.ci_high:.3f}] straddles 1 ± {threshold:.0%}"
+        else:
+            row.verdict = verdict_for(row.ratio, row.ratio, threshold)
+            row.note = "no profile interval on one side: the ratio alone"
+        if before.get("is_best") != after.get("is_best") and after.get("is_best"):
+            row.note = (row.note + "; " if row.note else "") + (
+                f"best K at B={key[1]} moved from {before.get('best_num_spec_tokens')} to {key[2]}")
         comparison.cases.append(row)
     return comparison

@@ -73,6 +73,8 @@ def setting_differences(base_meta: dict[str, Any], cur_meta: dict[str, Any]) -> 
     ]
     if not timed:  # a sweep's counts do not depend on how a run was timed
         checks = [check for check in checks if check[0] in ("device", *VERSION_FIELDS)]
+    if base_meta.get("kind") == "plan":  # a plan is arithmetic: the machine it ran on changes nothing
+        checks = [check for check in checks if check[0] in VERSION_FIELDS]
     found = []
     for name, before, after, rows in checks:
         if before == after:

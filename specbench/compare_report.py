@@ -97,7 +97,7 @@ def case_cells(case: CaseComparison) -> list[str]:
 
 
 def columns(kind: str) -> list[str]:
-    what = "median µs" if kind == "kernels" else "mean L"
+    what = {"kernels": "median µs", "plan": "ms/token"}.get(kind, "mean L")
     return ["case", f"baseline {what}", f"current {what}", "ratio", "95% interval", "threshold", "verdict", "note"]
 
 

@@ -1,0 +1,286 @@
+"""`specbench plan`: the K to run at each batch size, and what it gains, from a profile and step costs.
+
+Parses the options into a ``plan.PlanProfile`` and a cost model, calls ``plan.run_plan``, writes the
+records (results.json/CSV) and charts, prints the K table and the configuration snippets. Every bad
+input is one sentence and exit 2. Also the ``plot`` command's entry point: plan results get their
+charts here, anything else goes to the kernels/sweep ``plot`` unchanged.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from specbench import acceptance
+from specbench.cli_sweep import _numbers, _single
+from specbench.console import console, fail, lazy_module, print_table
+from specbench.errors import SpecbenchError
+
+plan = lazy_module("specbench.plan")
+plan_charts = lazy_module("specbench.plan_charts")
+results = lazy_module("specbench.results")
+
+_ROOFLINE_OPTIONS = ("--gpu", "--target-model", "--draft-model", "--context", "--sampler-results", "--overhead-ms")
+
+
+def _step_costs():
+    try:
+        from specbench import step_costs
+    except ImportError:
+        raise SpecbenchError("--costs and --roofline need specbench.step_costs, which this installation does not "
+                             "have yet; use --cost-ratio C --target-ms MS (the linear cost model)") from None
+    return step_costs
+
+
+def _lookup(table: dict, option: str, name: str):
+    if name not in table:
+        raise SpecbenchError(f"{option} {name!r} is not known (known: {', '.join(sorted(table))})")
+    return table[name]
+
+
+def cost_model(costs: str | None, roofline: bool, roofline_options: dict[str, str | None], cost_ratio: str | None,
+               target_ms: str | None):
+    """The cost model of the options: ``--costs FILE``, ``--roofline ...`` or ``--cost-ratio C --target-ms MS``."""
+    given = [name for name, on in (("--costs", costs is not None), ("--roofline", roofline),
+                                   ("--cost-ratio", cost_ratio is not None)) if on]
+    if len(given) != 1:
+        raise SpecbenchError("give exactly one source of step costs: --costs FILE, --roofline (with --gpu, "
+                             "--target-model, --context) or --cost-ratio C with --target-ms MS" +
+                             (f"; got {' and '.join(given)}" if given else ""))
+    stray = [option for option, value in roofline_options.items() if value is not None]
+    if stray and not roofline:
+        raise SpecbenchError(f"{stray[0]} belongs to --roofline; add --roofline or leave it out")
+    if target_ms is not None and cost_ratio is None:
+        raise SpecbenchError("--target-ms belongs to --cost-ratio (the linear cost model); add --cost-ratio C")
+    if costs is not None:
+        path = Path(costs)
+        if not path.is_file():
+            raise SpecbenchError(f"--costs {costs}: no such file")
+        try:
+            return _step_costs().load_cost_file(path)
+        except (OSError, ValueError, KeyError) as exc:
+            raise SpecbenchError(f"--costs {costs} cannot be read ({type(exc).__name__}: {exc})") from None
+    if roofline:
+        missing = [o for o in ("--gpu", "--target-model", "--context") if roofline_options[o] is None]
+        if missing:
+            raise SpecbenchError(f"--roofline needs {missing[0]}")
+        module = _step_costs()
+        gpu = _lookup(module.GPUS, "--gpu", roofline_options["--gpu"])
+        target = _lookup(module.MODELS, "--target-model", roofline_options["--target-model"])
+        draft = None if roofline_options["--draft-model"] is None else \
+            _lookup(module.MODELS, "--draft-model", roofline_options["--draft-model"])
+        context = _single("--context", roofline_options["--context"], int)
+        if context < 1:
+            raise SpecbenchError(f"--context must be a whole number of tokens >= 1, got {context}")
+        overhead = 0.0 if roofline_options["--overhead-ms"] is None else \
+            _single("--overhead-ms", roofline_options["--overhead-ms"], float)
+        if not overhead >= 0:
+            raise SpecbenchError(f"--overhead-ms must be >= 0, got {roofline_options['--overhead-ms']}")
+        sampler = roofline_options["--sampler-results"]
+        if sampler is not None and not Path(sampler).exists():
+            raise SpecbenchError(f"--sampler-results {sampler}: no such file or folder")
+        return module.roofline(target, gpu, draft=draft, context_length=context,
+                               sampler_results=None if sampler is None else Path(sampler), overhead_ms=overhead)
+    if target_ms is None:
+        raise SpecbenchError("--cost-ratio needs --target-ms MS, the target model's step time without speculation")
+    ratio = acceptance.check_cost_ratio(_single("--cost-ratio", cost_ratio, float))
+    return plan.LinearCosts(_single("--target-ms", target_ms, float), ratio)
+
+
+def plan_profile(scenario: str | None, rates: str | None, profile_name: str | None, max_k: int, bootstrap: int):
+    if (scenario is None) == (rates is None):
+        raise SpecbenchError("give one profile: --scenario FILE|NAME (a `profile fit` scenario, a shipped one) or "
+                             "--rates P1,P2,...")
+    if profile_name is not None and scenario is None:
+        raise SpecbenchError("--profile picks a profile inside --scenario; give --scenario")
+    if rates is not None:
+        return plan.profile_from_rates(_numbers("--rates", rates, ranges=False), max_k)
+    return plan.profile_from_scenario(scenario, max_k, profile_name=profile_name, num_bootstrap=bootstrap)
+
+
+def _fmt(value, spec: str = ".3f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def k_table(metadata_plan: dict) -> Table:
+    """One row per batch size: the best K with its range, throughput and speed-up with intervals."""
+    table = Table(title=f"specbench plan: {escape(metadata_plan['profile'])}  ·  costs: "
+                        f"{escape(metadata_plan['cost_model'])}", title_justify="left", show_edge=False,
+                  pad_edge=False)
+    for column in ("B", "best K", "K range (95%)", "draws agreeing", "tok/s per GPU", "95% interval",
+                   "speed-up", "95% interval ", "pays"):
+        table.add_column(column, justify="left" if column == "pays" else "right")
+    for s in metadata_plan["per_batch"]:
+        k_range = f"{s['best_k_low']}..{s['best_k_high']}" if s["best_k_share"] is not None else "-"
+        table.add_row(str(s["batch_size"]), f"[bold]{s['best_num_spec_tokens']}[/]", k_range,
+                      _fmt(s["best_k_share"], ".0%"), _fmt(s["best_tokens_per_second_per_gpu"], ",.0f"),
+                      "-" if s["best_tokens_per_second_per_gpu_ci_low"] is None else
+                      f"[{s['best_tokens_per_second_per_gpu_ci_low']:,.0f}, "
+                      f"{s['best_tokens_per_second_per_gpu_ci_high']:,.0f}]",
+                      _fmt(s["best_speedup"]),
+                      "-" if s["best_speedup_ci_low"] is None else
+                      f"[{s['best_speedup_ci_low']:.3f}, {s['best_speedup_ci_high']:.3f}]",
+                      "[green]yes[/]" if s["pays"] else "[yellow]no[/]")
+    return table
+
+
+def speedup_table(records: list[dict]) -> Table:
+    """Speed-up over K = 0 for every (B, K): rows B, columns K; the best of each row in bold."""
+    ks = sorted({r["num_spec_tokens"] for r in records})
+    table = Table(title="speed-up over K = 0 (tokens/s per request at K over at K = 0, same batch size)",
+                  title_justify="left", show_edge=False, pad_edge=False)
+    table.add_column("B", justify="right")
+    for k in ks:
+        table.add_column(f"K={k}" + ("*" if any(r["extended"] and r["num_spec_tokens"] == k for r in records) else ""),
+                         justify="right")
+    rows: dict[int, dict[int, dict]] = {}
+    for r in records:
+        rows.setdefault(r["batch_size"], {})[r["num_spec_tokens"]] = r
+    for b, by_k in sorted(rows.items()):
+        table.add_row(str(b), *[(f"[bold]{by_k[k]['speedup']:.3f}[/]" if by_k[k]["is_best"]
+                                 else f"{by_k[k]['speedup']:.3f}") for k in ks])
+    return table
+
+
+def static_table(metadata_plan: dict) -> Table:
+    table = Table(title="one static K everywhere: throughput lost against each batch size's best",
+                  title_justify="left", show_edge=False, pad_edge=False)
+    for column in ("K", "mean loss", "worst loss"):
+        table.add_column(column, justify="right")
+    for s in metadata_plan["static_k"]:
+        mark = s["num_spec_tokens"] == metadata_plan["best_static_k"]
+        cells = [str(s["num_spec_tokens"]), f"{s['mean_loss']:.1%}", f"{s['max_loss']:.1%}"]
+        table.add_row(*[f"[bold]{c}[/]" if mark else c for c in cells])
+    return table
+
+
+def plan_command(
+    scenario: Annotated[str | None, typer.Option(
+        "--scenario", "-s", metavar="FILE|NAME", show_default=False,
+        help="The profile: a scenario file (from `specbench profile fit --use-model best --extend-k N`: its model "
+             "extends to --max-k with bootstrap intervals) or a shipped scenario's name.")] = None,
+    profile_name: Annotated[str | None, typer.Option(
+        "--profile", metavar="NAME", show_default=False,
+        help="Which profile of a scenario that holds several.")] = None,
+    rates: Annotated[str | None, typer.Option(
+        "--rates", "-r", metavar="RATES", show_default=False,
+        help="The profile as unconditional per-position rates p_1,...,p_K (K at least --max-k; no intervals).")] = None,
+    costs: Annotated[str | None, typer.Option(
+        "--costs", metavar="FILE", show_default=False, help="A step-cost file (specbench.step_costs).")] = None,
+    roofline: Annotated[bool, typer.Option(
+        "--roofline", help="Model step costs from the hardware: needs --gpu, --target-model and --context.")] = False,
+    gpu: Annotated[str | None, typer.Option("--gpu", metavar="NAME", show_default=False,
+                                            help="--roofline: the GPU.")] = None,
+    target_model: Annotated[str | None, typer.Option("--target-model", metavar="NAME", show_default=False,
+                                                     help="--roofline: the target model.")] = None,
+    draft_model: Annotated[str | None, typer.Option("--draft-model", metavar="NAME", show_default=False,
+                                                    help="--roofline: the draft model (default: none).")] = None,
+    context: Annotated[str | None, typer.Option("--context", metavar="TOKENS", show_default=False,
+                                                help="--roofline: context length per request.")] = None,
+    sampler_results: Annotated[str | None, typer.Option(
+        "--sampler-results", metavar="DIR", show_default=False,
+        help="--roofline: a `specbench kernels` results folder for the sampler's time.")] = None,
+    overhead_ms: Annotated[str | None, typer.Option("--overhead-ms", metavar="MS", show_default=False,
+                                                    help="--roofline: fixed time per step.")] = None,
+    cost_ratio: Annotated[str | None, typer.Option(
+        "--cost-ratio", "-c", metavar="C", show_default=False,
+        help="The linear cost model t = T (1 + K c) at every batch size (with --target-ms).")] = None,
+    target_ms: Annotated[str | None, typer.Option("--target-ms", metavar="MS", show_default=False,
+                                                  help="--cost-ratio: the target step time T.")] = None,
+    batch_sizes: Annotated[str, typer.Option(
+        "--batch-sizes", "-b", metavar="SIZES", help="Batch sizes (concurrent requests): a list or a range.")
+    ] = ",".join(map(str, (1, 2, 4, 8, 16, 32, 64, 128, 256))),
+    max_k: Annotated[str, typer.Option("--max-k", "-k", metavar="K", help="Plan K = 0..K.")] = "7",
+    bootstrap: Annotated[str, typer.Option(
+        "--bootstrap", metavar="B", help="Bootstrap refits of a fitted model for the intervals.")] = "200",
+    output: Annotated[str | None, typer.Option(
+        "--output", "-o", metavar="DIR", show_default=False, help="Results folder (default results/plan-<timestamp>/).")
+    ] = None,
+    no_charts: Annotated[bool, typer.Option("--no-charts", help="Skip the PNG charts.")] = False,
+) -> None:
+    """Which K to run at each batch size, with its gain and interval, and the vLLM/SGLang configuration."""
+    try:
+        k_max = _single("--max-k", max_k, int)
+        draws = _single("--bootstrap", bootstrap, int)
+        if draws < 20:
+            raise SpecbenchError(f"--bootstrap must be at least 20 resamples, got {draws}")
+        sizes = plan.check_batch_sizes(_numbers("--batch-sizes", batch_sizes, int))
+        profile = plan_profile(scenario, rates, profile_name, k_max, draws)
+        model = cost_model(costs, roofline, dict(zip(_ROOFLINE_OPTIONS, (gpu, target_model, draft_model, context,
+                                                                        sampler_results, overhead_ms))),
+                           cost_ratio, target_ms)
+        records, summary = plan.run_plan(plan.PlanSettings(profile, model, sizes, scenario))
+        if output is not None and not output.strip():
+            raise SpecbenchError("--output needs a folder name, got ''")
+        out_dir, _, _ = results.open_output(None if output is None else Path(output), "plan")
+        metadata = results.collect_metadata("cpu", kind="plan", plan=summary, scenario=scenario,
+                                            profiles=[profile.name], num_cases=len(records))
+        writer = results.ResultsWriter(out_dir, metadata)
+        for record in records:
+            writer.records.append(record)
+        writer.flush()
+        charts = [] if no_charts else plan_charts.render_plan_charts(records, out_dir)
+    except SpecbenchError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot write the plan's files: {exc.strerror or exc}")
+    print_table(k_table(summary))
+    console.print()
+    print_table(speedup_table(records))
+    if profile.extended:
+        console.print(f"[dim]* K past the measured {profile.measured_k}: the {profile.model} model's extension[/]",
+                      highlight=False)
+    console.print()
+    print_table(static_table(summary))
+    stop = summary["stop_batch_size"]
+    console.print(("speculation pays at every batch size asked" if stop is None else
+                   f"speculation stops paying at batch size {stop} (best K = 0, or a gain whose interval reaches 1)"),
+                  highlight=False)
+    console.print(f"profile uncertainty: {escape(profile.uncertainty)}", highlight=False)
+    for line in summary["cost_description"]:
+        console.print(f"costs: {escape(str(line))}", highlight=False)
+    console.print()
+    for key in ("vllm", "vllm_table", "sglang"):
+        console.print(escape(summary["snippets"][key]), highlight=False, soft_wrap=True)
+        console.print()
+    files = ", ".join(str(out_dir / name) for name in (results.RESULTS_JSON, results.RESULTS_CSV))
+    console.print(f"results: {escape(files)}", highlight=False)
+    for path in charts:
+        console.print(f"chart: {escape(str(path))}", highlight=False)
+
+
+def plot_command(
+    directory: Annotated[Path, typer.Argument(metavar="DIR", help="A results folder, or its results.json.")],
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", metavar="DIR", help="Where to write the charts (default: DIR itself).",
+        show_default=False)] = None,
+) -> None:
+    """Re-render every chart of a results folder from its results.json alone."""
+    from specbench import cli_bench
+
+    try:
+        _, records = results.read_results(directory)
+    except SpecbenchError as exc:
+        fail(str(exc))
+    if not any(r.get("kind") == "plan" for r in records):
+        cli_bench.plot_command(directory, output)
+        return
+    folder = directory.parent if directory.is_file() else directory
+    out_dir = output or folder
+    if out_dir.exists() and not out_dir.is_dir():
+        fail(f"--output {out_dir} is a file, not a folder")
+    try:
+        charts = plan_charts.render_plan_charts(records, out_dir)
+    except OSError as exc:
+        fail(f"cannot write charts into {out_dir}: {exc.strerror or exc}")
+    except (KeyError, StopIteration) as exc:
+        fail(f"{folder}/{results.RESULTS_JSON} has a plan record without the field {exc.args[0] if exc.args else ''!r} "
+             f"its charts need")
+    except (TypeError, ValueError) as exc:
+        fail(f"{folder}/{results.RESULTS_JSON} has a plan record whose values its charts cannot use ({exc})")
+    for path in charts:
+        console.print(f"chart: {escape(str(path))}", highlight=False)

@@ -12,6 +12,24 @@ kernels (``specbench/kernels/sequential.py`` and ``specbench/kernels/split.py``)
   does not.
 
 Every path gives the same tokens for the same seeds.
+
+Truncation and log-probabilities (``specbench/kernels/truncation.py``, ``specbench/kernels/logprobs.py``):
+
+- With every knob None (``top_k``, ``top_p``, ``min_p``), the kernels above run exactly as without
+  them: same kernels, same constexprs; nothing of truncation is compiled into them.
+- With any knob given, two launches at every batch size and for every target and draft form: the
+  prepass (grid ``B x (K + 1) x 1 or 2``) writes each needed row's summary ``(m, S, tau, iota)``
+  to the step's scratch (the row max, the kept mass, the cutoff in the row's order: no sort),
+  then one program per request (``_verify_truncated_kernel``) verifies the batch. Within that call
+  a request with every knob off, and a greedy one, is decided by today's arithmetic (the helpers
+  ``sequential.py`` uses, bit for bit); a truncated one from its summaries. ``TRUNCATE_DRAFT``: draft
+  logits are truncated too (``truncate_draft_logits``); draft probabilities never are.
+- ``logprobs``: one more launch after the step (grid ``B x (K + 1)``), reading the step's tokens and,
+  for truncated requests, the summaries still in the scratch.
+
+No launch reads a value on the host, and scratch comes from ``_scratch``: a step can be captured
+in a CUDA graph. The truncation launches are sized for correctness first (``TRUNCATION_SHAPE``), not
+tuned.
 """
 
 from __future__ import annotations

@@ -18,6 +18,14 @@ inputs make every position ``i < A_b`` accepted and position ``A_b`` rejected, f
   argmax and ``p(x) = 0``, so it is rejected.
 - Everything else is random normal logits (never zeros) and random draft tokens.
 
+Under truncation (``top_k``, ``top_p``, ``min_p``, the mixed batch) the plan still holds: an
+accepted draft is the argmax of its target row, which every knob keeps, and renormalising over
+the kept set only raises ``p'(x)``; the draft row (the target row with ``x`` lowered by 1) keeps at
+least the other tokens the target keeps (each knob cuts it no deeper), so ``q'(x) < p'(x)`` still,
+or ``x`` is cut from the draft (``q'(x) = 0``); draft probabilities are taken as given
+(``q(x) < p(x) <= p'(x)``); a one-hot draft has ``p'(x) = 1``. A rejected draft has ``p(x) = 0``, so
+``p'(x) = 0``. Greedy rows are not truncated at all.
+
 The synthetic mode ignores the distributions and accepts at the profile's rates, so its measured
 acceptance varies around the requested one; every record reports the measured mean length.
 
@@ -31,7 +39,12 @@ emits, with early exit (nothing after a request's first rejection is needed):
   residual), nothing more when all ``K`` are accepted;
 - re-reading the rejected row for the residual is not counted (a re-read is not a needed byte);
 - small tensors: draft ids and outputs (int64), per-request counts, seeds, positions and
-  temperatures.
+  temperatures;
+- under truncation with target probabilities, every target row ``0..A_b`` whole (``p'(x)`` needs
+  the kept set's sum), as for logits; draft rows as without truncation (a draft-logit row is read
+  whole anyway). The per-request knobs are not counted (12 bytes a request);
+- with ``logprobs``, the ``[B, K + 1]`` float32 log-probabilities written, and with target
+  probabilities every target row ``0..A_b`` whole (each emitted token's row over its sum).
 
 ``bytes_all_rows`` counts every target row and every draft row once, plus the same small tensors.
 GB/s in a record is ``bytes_needed`` over the median time.
@@ -50,9 +63,18 @@ import torch
 from specbench import acceptance, rng, timing
 from specbench.errors import SpecbenchError
 from specbench.implementations import Implementation
+from specbench.sampling_cases import (
+    KNOBS,
+    MIXED,
+    check_logprobs,
+    checked_knobs,
+    sampling_fields,
+    sampling_key,
+    sampling_label,
+)
 from specbench.scenarios import Profile
 from specbench.timing import is_out_of_memory
-from specbench.verification import MODES, VerifyResult, verify
+from specbench.verification import MODES, SamplingParams, VerifyResult, verify
 
 DRAFTS: tuple[str, ...] = ("logits", "probs", "none")
 TARGETS: tuple[str, ...] = ("logits", "probs")
@@ -70,6 +92,10 @@ class Case:
 
     ``acceptance`` is the label the case was asked for (``"3"``, ``"full"``, a scenario
     profile's name); ``rates`` the ``K`` unconditional rates the inputs are built to follow.
+
+    ``top_k``, ``top_p``, ``min_p`` (None: off) truncate every request alike when ``sampling`` is
+    ``"fixed"``; ``sampling="mixed"`` gives each request its own (``specbench.sampling_cases``).
+    ``logprobs`` (``"processed"`` or ``"raw"``) times the step with log-probabilities returned.
     """
 
     mode: str
@@ -83,6 +109,16 @@ class Case:
     cuda_graph: bool = False
     model: str | None = None
     target: str = "logits"
+    top_k: int | None = None
+    top_p: float | None = None
+    min_p: float | None = None
+    sampling: str = "fixed"
+    logprobs: str | None = None
+
+    @property
+    def truncated(self) -> bool:
+        """Whether any request's distribution is cut (a knob set, or the mixed batch)."""
+        return self.sampling == "mixed" or any(getattr(self, name) is not None for name in KNOBS)
 
     @property
     def acceptance_length(self) -> float:
@@ -106,14 +142,15 @@ def describe_record(record: dict) -> str:
     if record.get("converted"):
         graph += f" ({', '.join(record['converted'])}, {record['conversion']} the timed call)"
     return (f"{record['mode']}{draft} B={record['batch_size']} K={record['num_spec_tokens']} "
-            f"V={record['vocab_size']} {record['dtype']} L={record['acceptance_length']:g}{graph}")
+            f"V={record['vocab_size']} {record['dtype']} L={record['acceptance_length']:g}{sampling_label(record)}"
+            f"{graph}")
 
 
 def record_key(record: dict) -> tuple:
     """``Case.key`` of a written record (the acceptance label tells apart profiles of one mean length)."""
     return (record["mode"], record["impl"], record["batch_size"], record["num_spec_tokens"], record["vocab_size"],
             record["dtype"], record["draft"], record["acceptance"], round(float(record["acceptance_length"]), 6),
-            bool(record["cuda_graph"]), record.get("target", "logits"), record.get("conversion"))
+            bool(record["cuda_graph"]), record.get("target", "logits"), record.get("conversion"), *sampling_key(record))
 
 
 def plan_cases(
@@ -126,11 +163,22 @@ def plan_cases(
     drafts: Sequence[str] = ("logits",),
     cuda_graph: Sequence[bool] = (False,),
     targets: Sequence[str] = ("logits",),
+    top_k: int | None = None,
+    top_p: float | None = None,
+    min_p: float | None = None,
+    sampling: str = "fixed",
+    logprobs: str | None = None,
 ) -> list[Case]:
     """Every combination, validated: ``vocabularies`` are ``(model name or None, V)``; each
     acceptance profile brings its ``K`` and rates. Greedy and synthetic cases take no draft
     distribution, so they appear once whatever ``drafts`` holds.
+
+    Every case takes the sampling parameters (``sampling_cases.checked_knobs``: a knob at its off
+    value is None) except greedy cases, which truncation cannot change: they are planned untruncated
+    (``logprobs`` they keep).
     """
+    knobs = checked_knobs(top_k, top_p, min_p, sampling)
+    check_logprobs(logprobs)
     for mode in modes:
         if mode not in MODES:
             raise SpecbenchError(f"unknown mode {mode!r}; choose from {', '.join(MODES)} or all")
@@ -159,7 +207,8 @@ def plan_cases(
                             for graph in cuda_graph:
                                 for target in targets:
                                     cases.append(Case(mode, batch, profile.num_spec_tokens, vocab, dtype, draft,
-                                                      profile.rates, profile.name, graph, model, target))
+                                                      profile.rates, profile.name, graph, model, target,
+                                                      logprobs=logprobs, **(knobs if mode != "greedy" else {})))
     return list(dict.fromkeys(cases))
 
 
@@ -201,7 +250,8 @@ class CaseInputs:
     planned_accepted: torch.Tensor  # [B] int64, the A_b the inputs are built for
     draft_logits: torch.Tensor | None = None  # [B, K, V]
     draft_probs: torch.Tensor | None = None  # [B, K, V]
-    extra: dict[str, torch.Tensor] = field(default_factory=dict)  # num_draft_tokens, temperatures, seeds, positions
+    # num_draft_tokens, sampling (a SamplingParams: temperatures and truncation), seeds, positions
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def verify_kwargs(self) -> dict[str, Any]:
         """Arguments of the public ``specbench.verification.verify`` (without ``backend``)."""
@@ -211,9 +261,30 @@ class CaseInputs:
             target = {"target_probs": torch.softmax(self.target_logits.float(), dim=-1).to(self.target_logits.dtype)}
         else:
             target = {"target_logits": self.target_logits}
+        logprobs = {"logprobs": self.case.logprobs} if self.case.logprobs is not None else {}
         return dict(**target, draft_token_ids=self.draft_token_ids, mode=self.case.mode,
                     draft_logits=self.draft_logits, draft_probs=self.draft_probs,
-                    acceptance_rates=list(self.case.rates) if synthetic else None, **self.extra)
+                    acceptance_rates=list(self.case.rates) if synthetic else None, **self.extra, **logprobs)
+
+
+def sampling_params(case: Case, device: str | torch.device = "cpu") -> SamplingParams:
+    """Each request's temperature and truncation for ``case`` (the one place a case's sampling becomes
+    ``verify``'s ``sampling=``): temperature 1 (0 in the greedy mode) and the case's knobs for every
+    request, each None when off; or, ``sampling="mixed"``, request ``b`` takes ``MIXED[b % 6]``
+    (``specbench.sampling_cases``) as ``[B]`` tensors."""
+    batch = case.batch_size
+    if case.sampling == "mixed" and case.mode != "greedy":
+        rows = [MIXED[b % len(MIXED)] for b in range(batch)]
+        temperature, top_k, top_p, min_p = (list(column) for column in zip(*rows))
+        return SamplingParams(
+            temperatures=torch.tensor(temperature, dtype=torch.float32, device=device),
+            top_k=torch.tensor(top_k, dtype=torch.int32, device=device),
+            top_p=torch.tensor(top_p, dtype=torch.float32, device=device),
+            min_p=torch.tensor(min_p, dtype=torch.float32, device=device))
+    temperatures = torch.full((batch,), 0.0 if case.mode == "greedy" else 1.0, dtype=torch.float32, device=device)
+    if case.mode == "greedy":  # truncation cannot change a greedy row
+        return SamplingParams(temperatures=temperatures)
+    return SamplingParams(temperatures=temperatures, top_k=case.top_k, top_p=case.top_p, min_p=case.min_p)
 
 
 def make_inputs(case: Case, device: str | torch.device = "cpu", seed: int = 0) -> CaseInputs:
@@ -250,7 +321,7 @@ def make_inputs(case: Case, device: str | torch.device = "cpu", seed: int = 0) -
             del draft_logits
     inputs.extra = {
         "num_draft_tokens": torch.full((batch,), num_spec, dtype=torch.int32, device=device),
-        "temperatures": torch.full((batch,), 0.0 if case.mode == "greedy" else 1.0, dtype=torch.float32, device=device),
+        "sampling": sampling_params(case, device),
         "seeds": rng.request_seed(seed, torch.arange(batch, dtype=torch.int64)).to(device),  # as in sweeps
         "positions": torch.zeros(batch, dtype=torch.int64, device=device),
     }
@@ -267,7 +338,9 @@ def bytes_moved(case: Case, num_accepted: torch.Tensor) -> tuple[int, int]:
     # num_draft_tokens (int32), seed and position (int64), temperature (float32) read
     small = batch * (num_spec * 8 + (num_spec + 1) * 8 + 4 + 4) + batch * (4 + 8 + 8 + 4)
     target_rows = batch if case.mode == "synthetic" else int((accepted + 1).sum())
-    if case.target == "probs" and case.mode == "probabilistic":
+    if case.logprobs is not None:
+        small += batch * (num_spec + 1) * 4  # the float32 log-probabilities written
+    if case.target == "probs" and case.mode == "probabilistic" and not case.truncated and case.logprobs is None:
         # probabilities: p(x) gathered per accepted draft, the terminal row read whole
         needed = batch * row + int(accepted.sum()) * elem
     else:
@@ -326,7 +399,7 @@ class Check(NamedTuple):
 
 
 def check_output(mode: str, result: VerifyResult, expected: VerifyResult, vocab_size: int,
-                 same_rng: bool = True, draft_token_ids: torch.Tensor | None = None) -> Check:
+                 same_rng: bool = True, draft_token_ids: torch.Tensor | None = None, logprobs: bool = False) -> Check:
     """Compare an implementation's output with the reference's.
 
     Greedy and synthetic: equal tensors. Probabilistic (inputs with planned acceptance): equal
@@ -336,6 +409,10 @@ def check_output(mode: str, result: VerifyResult, expected: VerifyResult, vocab_
     (``token_agreement`` is that fraction); one that does not is only held to never emitting, at
     a rejection, the draft it rejected (``draft_token_ids`` ``[B, K]``: the planned inputs give
     that draft no residual mass).
+
+    ``logprobs``: the case asked for log-probabilities; they must be ``[B, K + 1]``, ``NaN`` past the
+    last emitted slot, and within ``1e-3`` (absolute and relative) of the reference's wherever the
+    emitted token is the reference's.
     """
     out, ref = result.output_token_ids.cpu(), expected.output_token_ids.cpu()
     if tuple(out.shape) != tuple(ref.shape):
@@ -358,6 +435,10 @@ def check_output(mode: str, result: VerifyResult, expected: VerifyResult, vocab_
         return Check(False, f"emits token ids outside [0, {vocab_size})", agreement)
     if bool((out[~slot_used] != -1).any()):
         return Check(False, "writes tokens past the last emitted slot (expected -1)", agreement)
+    if logprobs:
+        reason = _logprobs_differ(result.logprobs, expected.logprobs, out == ref, slot_used)
+        if reason:
+            return Check(False, reason, agreement)
     if mode != "probabilistic":
         wrong = int((out != ref).any(dim=1).sum())
         if wrong:
@@ -379,6 +460,25 @@ def check_output(mode: str, result: VerifyResult, expected: VerifyResult, vocab_
     return Check(True, None, agreement)
 
 
+def _logprobs_differ(got: torch.Tensor | None, want: torch.Tensor | None, same_token: torch.Tensor,
+                     slot_used: torch.Tensor) -> str | None:
+    if not isinstance(got, torch.Tensor):
+        return "returns no logprobs, though the case asks for them"
+    if tuple(got.shape) != tuple(slot_used.shape):
+        return f"logprobs have shape {list(got.shape)}, not {list(slot_used.shape)}"
+    got = got.detach().cpu().to(torch.float32)
+    if not bool(torch.isnan(got[~slot_used]).all()):
+        return "logprobs past the last emitted slot are not NaN"
+    if want is None:
+        return None
+    compared = slot_used & same_token
+    close = torch.isclose(got[compared], want.detach().cpu().to(torch.float32)[compared], rtol=1e-3, atol=1e-3,
+                          equal_nan=True)
+    if not bool(close.all()):
+        return f"logprobs differ from the torch reference's at {int((~close).sum())} emitted tokens"
+    return None
+
+
 def _unsupported(impl: Implementation, case: Case, device: torch.device) -> str | None:
     """Why ``impl`` does not run ``case`` here: its declaration, or a shape too large for the Triton interpreter."""
     reason = impl.unsupported(case.mode, device)
@@ -386,6 +486,10 @@ def _unsupported(impl: Implementation, case: Case, device: torch.device) -> str 
         return reason
     if case.cuda_graph and not impl.cuda_graph:
         return f"{impl.name} declares that its calls cannot be captured in a CUDA graph"
+    if case.truncated and not impl.truncation:
+        return f"{impl.name} does not declare truncation (top_k, top_p, min_p), so it cannot run a truncated case"
+    if case.logprobs is not None and not impl.logprobs:
+        return f"{impl.name} does not declare logprobs, so it cannot return them"
     elements = case.batch_size * (case.num_spec_tokens + 1) * case.vocab_size
     if impl.needs_gpu and device.type != "cuda" and elements > INTERPRET_MAX_ELEMENTS:
         return (f"too large for the Triton interpreter ({elements} logits > {INTERPRET_MAX_ELEMENTS}); "
@@ -410,6 +514,7 @@ def _record(case: Case, impl: str, status: str, reason: str | None = None, **val
         "l2_flush": None, "bytes_needed": None, "bytes_all_rows": None, "gbps": None, "pct_peak": None,
         "speedup_vs_torch": None, "tokens_per_s": None, "token_agreement": None, "status": status, "reason": reason,
     }
+    record.update(sampling_fields(case))  # only what is set: an untruncated record is as before
     record.update(values)
     return record
 
@@ -470,6 +575,14 @@ def expected_acceptance_length(case: Case, seed: int = 0) -> float:
 def _check_and_time(case, implementations, device, config, peak_gbps, baselines, reference, seed,
                     records: dict[str, dict], conversion: str) -> None:
     # fills ``records`` as it goes, so an out-of-memory error leaves the rows already decided
+    # what an implementation's declaration rules out is said first, whatever the reference does
+    for impl in implementations:
+        reason = _unsupported(impl, case, device)
+        if reason:
+            records[impl.name] = _record(case, impl.name, "skipped", reason)
+    implementations = [impl for impl in implementations if impl.name not in records]
+    if not implementations:
+        return
     inputs = make_inputs(case, device, seed)
     try:
         expected = reference(inputs)
@@ -482,10 +595,6 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
     calls, outputs, agreements, converted = {}, {}, {}, {}
     kwargs = inputs.verify_kwargs()
     for impl in implementations:
-        reason = _unsupported(impl, case, device)
-        if reason:
-            records[impl.name] = _record(case, impl.name, "skipped", reason)
-            continue
         done = impl.conversions(kwargs)
         converted[impl.name] = {"converted": done, "conversion": conversion if done else None}
         try:
@@ -503,7 +612,8 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
         if not isinstance(result, VerifyResult):
             records[impl.name] = _record(case, impl.name, "FAIL", f"returned {type(result).__name__}, not a VerifyResult")
             continue
-        check = check_output(case.mode, result, expected, case.vocab_size, impl.same_rng, inputs.draft_token_ids)
+        check = check_output(case.mode, result, expected, case.vocab_size, impl.same_rng, inputs.draft_token_ids,
+                             logprobs=case.logprobs is not None)
         measured = 1.0 + float(result.num_accepted.double().mean())
         if not check.ok:
             records[impl.name] = _record(case, impl.name, "FAIL", check.reason, measured_acceptance_length=measured,

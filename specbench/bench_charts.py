@@ -3,7 +3,8 @@
 For each (acceptance, dtype) group of successful records:
 
 - ``time_vs_batch_<group>.png``: median µs against batch size (log-log) per implementation,
-  one panel per mode/draft (rows) and (K, V) (columns); dashed lines are CUDA-graph timings,
+  one panel per mode/draft and sampling parameters (rows: ``probabilistic/logits top_k=50``) and (K, V)
+  (columns); dashed lines are CUDA-graph timings,
   the shaded band p20-p80.
 - ``throughput_vs_batch_<group>.png``: tokens per second through the sampler, same layout.
 - ``speedup_<impl>_<group>[_graph].png``: the speed-up over the torch baseline as a heatmap over
@@ -26,8 +27,11 @@ from matplotlib.colors import LogNorm
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, NullLocator
 
+from specbench.sampling_cases import KNOBS, sampling_label
+
 _PLAIN = FuncFormatter(lambda value, _: f"{value:,.0f}" if value >= 1000 else f"{value:g}")  # 1,000 not 10^3
 
+_SAMPLING_FIELDS = (*KNOBS, "sampling", "logprobs")
 _MODE_ORDER = {"greedy": 0, "probabilistic": 1, "synthetic": 2}
 _DRAFT_ORDER = {"logits": 0, "probs": 1, "none": 2}
 
@@ -37,13 +41,20 @@ def _slug(text: str) -> str:
 
 
 def _variant(row: pd.Series) -> str:
-    return f"{row['mode']}/{row['draft']}" if row["mode"] == "probabilistic" else row["mode"]
+    # the sampling parameters (absent, so NaN in a frame, when not set) make a variant of their own
+    fields = {name: row.get(name) for name in _SAMPLING_FIELDS}
+    fields = {name: value for name, value in fields.items() if isinstance(value, str) or pd.notna(value)}
+    base = f"{row['mode']}/{row['draft']}" if row["mode"] == "probabilistic" else row["mode"]
+    target = row.get("target")
+    probs = " target-probs" if isinstance(target, str) and target == "probs" else ""  # its own line, not a zigzag
+    return base + sampling_label(fields) + probs
 
 
 def _variants(frame: pd.DataFrame) -> list[str]:
-    pairs = frame[["mode", "draft"]].drop_duplicates().itertuples(index=False)
-    ordered = sorted(pairs, key=lambda p: (_MODE_ORDER.get(p.mode, 9), _DRAFT_ORDER.get(p.draft, 9), p.mode))
-    return list(dict.fromkeys(f"{p.mode}/{p.draft}" if p.mode == "probabilistic" else p.mode for p in ordered))
+    rows = frame[["mode", "draft", "variant"]].drop_duplicates().itertuples(index=False)
+    ordered = sorted(rows, key=lambda p: (_MODE_ORDER.get(p.mode, 9), _DRAFT_ORDER.get(p.draft, 9), p.mode,
+                                          p.variant))
+    return list(dict.fromkeys(p.variant for p in ordered))
 
 
 def _ok_frame(records: list[dict]) -> pd.DataFrame:

@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from specbench import acceptance, machine, models, scenarios
+from specbench import acceptance, machine, models, sampling_cases, scenarios
 from specbench.console import STOPPED, console, error_console, fail, lazy_module, print_table, stopped
 from specbench.errors import SpecbenchError
 
@@ -145,6 +145,45 @@ def _profiles(lengths: list[str], ks: list[int], scenario: str | None, grid: Gri
     return list(unique.values())
 
 
+def _sampling(top_k: str | None, top_p: str | None, min_p: str | None, sampling: str, logprobs: str | None,
+              modes: list[str]) -> dict:
+    """The sampling keywords of ``bench.plan_cases`` from the options (one value each), checked: one
+    sentence for a bad value, a mixed batch given a knob, or truncation asked of greedy cases alone."""
+    if sampling not in sampling_cases.SAMPLING_KINDS:
+        raise SpecbenchError(f"--sampling must be fixed or mixed, got {sampling!r}")
+    if logprobs is not None and logprobs not in sampling_cases.LOGPROBS:
+        raise SpecbenchError(f"--logprobs must be processed or raw, got {logprobs!r}")
+    values: dict = {"top_k": None}
+    if top_k is not None:
+        try:
+            values["top_k"] = int(top_k.strip().replace("_", ""))
+        except ValueError:
+            raise SpecbenchError(f"--top-k takes one whole number (0 is off), got {top_k!r}") from None
+        if values["top_k"] < 0:
+            raise SpecbenchError(f"--top-k must be a whole number >= 0 (0 is off), got {values['top_k']}")
+    for name, option, text, allowed in (("top_p", "--top-p", top_p, "(0, 1] (1 is off)"),
+                                        ("min_p", "--min-p", min_p, "[0, 1] (0 is off)")):
+        value = None if text is None else _number(option, text)
+        if value is not None and not (0 <= value <= 1 and (value > 0 or name == "min_p")):
+            raise SpecbenchError(f"{option} must lie in {allowed}, got {text}")
+        values[name] = value
+    given = [option for option, text in (("--top-k", top_k), ("--top-p", top_p), ("--min-p", min_p))
+             if text is not None]
+    if sampling == "mixed" and given:
+        raise SpecbenchError(f"--sampling mixed sets every request's own top_k, top_p and min_p, so it cannot be "
+                             f"combined with {given[0]}; drop one of them")
+    knobs = sampling_cases.checked_knobs(**values, sampling=sampling)
+    truncating = sampling == "mixed" or any(knobs[name] is not None for name in sampling_cases.KNOBS)
+    if truncating and all(m == "greedy" for m in modes):
+        what = "--sampling mixed" if sampling == "mixed" else given[0]
+        raise SpecbenchError(f"{what} changes nothing in the greedy mode (truncation keeps the argmax), and this run "
+                             f"has only greedy cases; add --mode probabilistic or synthetic, or drop {what}")
+    if truncating and "greedy" in modes:
+        console.print("[yellow]note:[/] the greedy cases run untruncated: truncation cannot change an argmax",
+                      highlight=False)
+    return {**knobs, "logprobs": logprobs}
+
+
 def _vocabularies(vocab_sizes: list[int], model_names: list[str], grid: Grid) -> list[tuple[str | None, int]]:
     if vocab_sizes and model_names:
         raise SpecbenchError("give --vocab-size or --model, not both")
@@ -264,8 +303,25 @@ def kernels_command(
         "instead of --acceptance-length and --num-spec-tokens.", show_default=False)] = None,
     impl: Annotated[str | None, typer.Option(
         "--impl", metavar="NAMES", help="Implementations to time, comma-separated: torch, triton, triton-split, "
-        "triton-sequential, flashinfer, vllm, a plugin's name, module:function or file.py:function (default torch, "
-        "triton where they run).", show_default=False)] = None,
+        "triton-sequential, flashinfer, flashinfer-truncated, vllm, a plugin's name, module:function or "
+        "file.py:function (default torch, triton where they run).", show_default=False)] = None,
+    top_k: Annotated[str | None, typer.Option(
+        "--top-k", metavar="K", help="Keep each request's K most likely tokens (exactly K: ties to the lowest ids); "
+        "0 is off. Truncation applies to every non-greedy case; greedy cases run untruncated (truncation cannot "
+        "change an argmax).", show_default=False)] = None,
+    top_p: Annotated[str | None, typer.Option(
+        "--top-p", metavar="P", help="Keep the shortest prefix of the order whose mass reaches P, in (0, 1]; 1 is "
+        "off.", show_default=False)] = None,
+    min_p: Annotated[str | None, typer.Option(
+        "--min-p", metavar="P", help="Keep tokens of at least P times the largest probability, in [0, 1]; 0 is off. "
+        "Applied first, then --top-k, then --top-p.", show_default=False)] = None,
+    sampling: Annotated[str, typer.Option(
+        "--sampling", metavar="KIND", help="fixed: every request takes --top-k/--top-p/--min-p as given; mixed: "
+        + sampling_cases.MIXED_TEXT + "; it takes none of the three flags.")] = "fixed",
+    logprobs: Annotated[str | None, typer.Option(
+        "--logprobs", metavar="KIND", help="Time the step with each emitted token's log-probability returned: "
+        "processed (after temperature and truncation) or raw (the target as given). Implementations that do not "
+        "declare logprobs are skipped.", show_default=False)] = None,
     convert: Annotated[str, typer.Option(
         "--convert", metavar="WHERE", help="For an implementation that takes its inputs in another form "
         "(probabilities, when the case gives logits): convert them outside the timed call (what a caller that "
@@ -321,6 +377,7 @@ def kernels_command(
         if cuda_graph and not on_gpu:
             raise SpecbenchError("--cuda-graph needs a CUDA GPU, and this run is on the CPU")
         modes = [m for item in _items("--mode", mode) or ["all"] for m in (verification.MODES if item == "all" else [item])]
+        knobs = _sampling(top_k, top_p, min_p, sampling, logprobs, modes)
         if draft is not None and "probabilistic" not in modes:
             console.print(f"[yellow]note:[/] --draft {escape(draft)} is ignored: only the probabilistic mode takes a "
                           f"draft distribution, and this run has {escape(', '.join(modes))}", highlight=False)
@@ -340,6 +397,7 @@ def kernels_command(
             drafts=_items("--draft", draft) or grid.drafts,
             targets=_items("--target", target) or ["logits"],
             cuda_graph=graph_choice,
+            **knobs,
         )
         if quick:
             cases = _quick_cases(cases, on_gpu)

@@ -126,7 +126,13 @@ def verify_command(
     interpret: Annotated[bool, typer.Option(
         "--interpret", help="On a CPU, run Triton implementations under the Triton interpreter.")] = False,
 ) -> None:
-    """Check that an implementation's outputs follow the contract: token laws, acceptance, greedy identity, edges."""
+    """Check that an implementation's outputs follow the contract: token laws, acceptance, greedy identity, edges.
+    Implementations that declare truncation are also checked under top_k, top_p and min_p (ties at the
+    boundaries, drafts cut like the target): each slot's token law against the truncated target, the
+    accepted-count law, no emitted token outside the kept set, top_k = 1 equal to greedy, every knob
+    off equal to no knobs, per-request knobs in a batch of more than 64 rows; and, where declared,
+    processed and raw log-probabilities against the float64 oracle.
+    """
     try:
         if interpret:
             device = machine.use_triton_interpreter(device)

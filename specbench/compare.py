@@ -1,7 +1,9 @@
 """Two results files side by side: the CI perf-regression gate behind ``specbench compare``.
 
 Kernels runs. Cases are matched by ``bench.record_key`` (mode, implementation, shape, dtype,
-draft kind, acceptance, graph). For each pair with timings on both sides, the statistic is the
+draft kind, acceptance, graph, and the sampling parameters ``top_k``, ``top_p``, ``min_p``,
+``sampling``, ``logprobs``: rows that differ in any never match; records without them, written
+before they existed, are untruncated and match untruncated rows). For each pair with timings on both sides, the statistic is the
 ratio of medians ``current / baseline`` with a 95% percentile-bootstrap interval (both sides'
 samples resampled with replacement, ``BOOTSTRAP_RESAMPLES`` times, from a fixed seed, so the
 same files always give the same interval). With threshold ``t`` the verdict is:

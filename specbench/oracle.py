@@ -150,8 +150,11 @@ def truncation(values: torch.Tensor, *, top_k: int = 0, top_p: float = 1.0, min_
     if min_p > 0:  # NaN is off
         truncated_row = True
         threshold = min_p * (float(ranked[0]) if is_probs else 1.0)
-        low = min(low, int((mass >= threshold * (1 + _MIN_P_TOLERANCE)).sum()))
-        high = min(high, int((mass >= threshold * (1 - _MIN_P_TOLERANCE)).sum()))
+        sure = int((mass >= threshold * (1 + _MIN_P_TOLERANCE)).sum())
+        if min_p <= 1:  # tokens tied with the first have mass exactly 1 (max p) in float32 too: always kept
+            sure = max(sure, int((ranked == ranked[0]).sum()))
+        low = min(low, sure)
+        high = min(high, max(sure, int((mass >= threshold * (1 - _MIN_P_TOLERANCE)).sum())))
         low, high = max(1, low), max(1, high)  # the first token always survives
     if 0 < top_k < vocab:
         truncated_row = True
@@ -188,6 +191,82 @@ def truncated(values: torch.Tensor, truncation_: Truncation, is_probs: bool, kep
     mass = values.clamp_min(0.0) if is_probs else torch.exp(values - values.max())
     mass = torch.where(finite & truncation_.mask(kept), mass, 0.0)
     return normalised(mass)
+
+
+def truncation_on(vocab: int, *, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0) -> bool:
+    """Whether any knob is on (read as ``verify`` reads them: ``top_p``, ``min_p`` in float32; ``top_k``
+    in ``(0, V)``, ``top_p < 1``, ``min_p > 0``, NaN off). A request with every knob off is untruncated."""
+    top_p32 = float(torch.tensor(top_p, dtype=torch.float32))
+    min_p32 = float(torch.tensor(min_p, dtype=torch.float32))
+    return 0 < top_k < vocab or top_p32 < 1 or min_p32 > 0
+
+
+def truncated_row(row: torch.Tensor, temperature: float, is_probs: bool, *, top_k: int = 0, top_p: float = 1.0,
+                  min_p: float = 0.0) -> tuple[torch.Tensor, Truncation]:
+    """``(p', truncation)`` of one row ``[V]`` (logits at ``temperature``, or probabilities): the law a
+    truncated request samples from (the ambiguous range's ``kept_min``), and the kept set itself."""
+    values = truncation_values(row, temperature, is_probs)
+    cut = truncation(values, top_k=top_k, top_p=top_p, min_p=min_p, is_probs=is_probs)
+    return truncated(values, cut, is_probs), cut
+
+
+def truncation_is_exact(
+    *,
+    mode: str = "probabilistic",
+    target_logits: torch.Tensor | None = None,
+    target_probs: torch.Tensor | None = None,
+    num_draft_tokens: int,
+    draft_logits: torch.Tensor | None = None,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    min_p: float = 0.0,
+    truncate_draft_logits: bool = True,
+) -> bool:
+    """Whether every kept set ``step_distribution`` uses for this request is exact (``kept_min ==
+    kept_max``). Where one is not, a float32 backend may keep a boundary token ``step_distribution``
+    drops (it uses ``kept_min``): statistical tests should pick inputs for which this is True."""
+    target = target_logits if target_probs is None else target_probs
+    vocab = target.shape[-1]
+    greedy = mode == "greedy" or temperature == 0 or not temperature >= 0
+    if greedy or not truncation_on(vocab, top_k=top_k, top_p=top_p, min_p=min_p):
+        return True
+    knobs = {"top_k": top_k, "top_p": top_p, "min_p": min_p}
+    rows = [(target[i], target_probs is not None) for i in range(num_draft_tokens + 1)]
+    if draft_logits is not None and truncate_draft_logits and mode == "probabilistic":
+        rows += [(draft_logits[i], False) for i in range(num_draft_tokens)]
+    return all(truncated_row(row, temperature, is_probs, **knobs)[1].exact for row, is_probs in rows)
+
+
+def logprob(row: torch.Tensor, token: int, temperature: float, *, is_probs: bool = False,
+            kind: str = "processed", top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0) -> float:
+    """The float64 log-probability of ``token`` under one target row ``[V]`` (``verify(logprobs=kind)``).
+
+    ``"processed"``: the distribution the row samples from: ``log p'(y)`` for a truncated request,
+    ``log p(y)`` (tempered softmax; probabilities over their sum) otherwise; a greedy row
+    (``temperature == 0``) the log-softmax of the cleaned logits, or the probabilities over their sum.
+    ``"raw"``: the log-softmax of the cleaned logits without temperature or truncation (probabilities
+    over their sum). ``-inf`` for a token without mass (or outside the kept set); NaN for an invalid row.
+    """
+    if kind not in ("processed", "raw"):
+        raise ValueError(f"kind must be processed or raw, got {kind!r}")
+    vocab = row.numel()
+    processed = kind == "processed" and temperature > 0
+    if processed and truncation_on(vocab, top_k=top_k, top_p=top_p, min_p=min_p):
+        values = truncation_values(row, temperature, is_probs)
+        kept = truncation(values, top_k=top_k, top_p=top_p, min_p=min_p, is_probs=is_probs).mask()
+        values = torch.where(kept, values, float("-inf"))
+    elif is_probs:
+        values = clean_probs(row)
+        values = torch.where(values > 0, values, float("-inf"))
+    else:
+        values = clean_logits(row, temperature if processed else 0.0)
+    if not bool((values > float("-inf")).any()):
+        return float("nan")
+    if is_probs:  # log p(y) - log S, S the sum of what is kept
+        total = float(torch.where(values > float("-inf"), values, 0.0).sum())
+        return float(torch.log(values[token].clamp_min(0.0))) - float(torch.log(torch.tensor(total)))
+    return float(torch.log_softmax(values, dim=-1)[token])
 
 
 def _point_mass(token: int, vocab: int) -> torch.Tensor:
@@ -265,6 +344,10 @@ def step_distribution(
     draft_probs: torch.Tensor | None = None,
     temperature: float = 1.0,
     conditional_rates: list[float] | None = None,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    min_p: float = 0.0,
+    truncate_draft_logits: bool = True,
 ) -> StepDistribution:
     """The exact law of one request's step (``specbench/verification.py``'s rules, in float64).
 
@@ -282,6 +365,12 @@ def step_distribution(
         temperature: ``T >= 0``; 0 (or ``mode="greedy"``) makes a greedy row; a negative or NaN
             one makes the request invalid: nothing is emitted (``A = 0``, every emit row zero).
         conditional_rates: ``K`` conditional rates ``c_i`` (synthetic mode).
+        top_k, top_p, min_p: the request's truncation (``truncation``): a non-greedy request with a
+            knob on reads ``p'`` for every target row (acceptance test, residual, bonus and synthetic
+            own token) and, with ``truncate_draft_logits``, ``q'`` for draft logits. An ambiguous kept
+            set (``Truncation.exact`` False) is taken at ``kept_min``: pick inputs for which
+            ``truncation_is_exact`` holds when comparing with a float32 backend.
+        truncate_draft_logits: cut draft logits like the target (default) or take them whole.
 
     Returns:
         ``StepDistribution`` with ``accept_probs [n]``, ``reach_probs [n + 1]``,
@@ -297,12 +386,19 @@ def step_distribution(
                                 emit_probs=torch.zeros(num_draft_tokens + 1, vocab, dtype=torch.float64),
                                 num_accepted_probs=reach.clone())
     greedy = mode == "greedy" or temperature == 0
+    knobs = {"top_k": top_k, "top_p": top_p, "min_p": min_p}
+    cut = not greedy and truncation_on(vocab, **knobs)  # greedy rows ignore truncation
     accept_probs = []
     emit_rows = []
     for i in range(num_draft_tokens + 1):
         # own: the law of the row's own token; p: what the acceptance test reads (the same, but for
         # target probabilities, which it reads as given)
-        if target_probs is not None:
+        if cut:  # p': the acceptance test and every draw read the truncated, renormalised row
+            own_token = -1
+            is_probs = target_probs is not None
+            own = p = truncated_row((target_probs if is_probs else target_logits)[i], temperature, is_probs,
+                                    **knobs)[0]
+        elif target_probs is not None:
             own_token = greedy_token_of_probs(target_probs[i]) if greedy else -1
             p = clean_probs(target_probs[i])
             own = _point_mass(own_token, vocab) if greedy else normalised(p)
@@ -331,6 +427,9 @@ def step_distribution(
                 temperature,
                 vocab,
             )
+            if cut and truncate_draft_logits and draft_logits is not None and bool(q.any()):
+                q_cut = truncated_row(draft_logits[i], temperature, False, **knobs)[0]
+                q = q_cut if bool(q_cut.any()) else q  # an invalid draft-logit row stays one-hot
             accept = acceptance_probability(p, q, draft) if bool(p.any()) else 0.0
             emit = emitted_distribution(p, q, draft)
         accept_probs.append(accept)

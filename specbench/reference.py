@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from specbench import rng
-from specbench.errors import SpecbenchError
+from specbench import rng, truncation
 from specbench.verification import VerifyResult
 
 _SIMULATE_CHUNK = 1 << 16
@@ -74,6 +73,27 @@ def _race(weights: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
     return scores.argmax(dim=-1)
 
 
+class _Cut:
+    """The truncation of one call: ``[B]`` knobs (None where not given) and ``on`` ``[B]``, the requests cut."""
+
+    def __init__(self, top_k, top_p, min_p, on: torch.Tensor):
+        self.knobs, self.on = (top_k, top_p, min_p), on
+
+    def mask(self, values: torch.Tensor, is_probs: bool) -> torch.Tensor:
+        # values [B, V] or [B, K, V]: each request's knobs on each of its rows
+        shaped = [None if k is None else k.reshape(-1, *([1] * (values.dim() - 2))) for k in self.knobs]
+        return truncation.kept_mask(values, *shaped, is_probs)
+
+    def probs(self, values: torch.Tensor, is_probs: bool) -> torch.Tensor:
+        # p' [.., V]: the kept masses over their sum
+        return truncation.truncated_probs(values, self.mask(values, is_probs), is_probs)
+
+    def probs_at(self, values: torch.Tensor, tokens: torch.Tensor, is_probs: bool) -> torch.Tensor:
+        # p'(y) [..] at tokens [..] (in range)
+        kept, total = truncation.truncated_masses(values, self.mask(values, is_probs), is_probs)
+        return kept.gather(-1, tokens[..., None])[..., 0] / total.clamp_min(torch.finfo(torch.float32).tiny)
+
+
 def _accept_uniforms(seed_keys: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
     # u [B, K] = U(seed, pos + i, ACCEPT, 0)
     keys = rng.stream_key(seed_keys[:, None], positions[:, None] + slots[None, :], rng.ACCEPT)
@@ -115,13 +135,16 @@ def verify(
         seeds: ``[B]`` int64.
         positions: ``[B]`` int64, the sequence position of draft slot 0.
         conditional_rates: ``[max(K, 1)]`` float32, the synthetic profile ``c_i``.
+        top_k, top_p, min_p: ``[B]`` int32 / float32 / float32 truncation knobs, each None when not
+            given (``specbench/truncation.py``); greedy rows ignore them.
+        truncate_draft_logits: cut draft logits like the target (True) or take them whole.
+        logprobs: ``"processed"``, ``"raw"`` or None.
 
     Returns:
         ``VerifyResult``: ``output_token_ids [B, K + 1]`` int64 (``-1`` past the last emitted
-        token), ``num_emitted [B]`` int32, ``num_accepted [B]`` int32.
+        token), ``num_emitted [B]`` int32, ``num_accepted [B]`` int32, ``logprobs [B, K + 1]``
+        float32 (NaN past the last emitted token) or None.
     """
-    if top_k is not None or top_p is not None or min_p is not None or logprobs is not None:
-        raise SpecbenchError("truncation and logprobs are not implemented by the torch backend yet")
     is_probs = target_probs is not None
     target_rows = target_probs if is_probs else target_logits
     batch, num_rows, vocab = target_rows.shape
@@ -133,6 +156,11 @@ def verify(
     num_draft_tokens = torch.where(invalid_request, 0, num_draft_tokens.clamp(0, num_spec))
     greedy_row = temperatures == 0  # [B]
     inv_temperature = torch.where(greedy_row, 1.0, 1.0 / torch.where(greedy_row, 1.0, temperatures))  # [B]
+    # Truncation runs only when a knob is given, and its results replace the untruncated ones only for
+    # the requests it cuts (a knob on, not greedy): every other request keeps today's arithmetic bit for bit.
+    cut = None
+    if top_k is not None or top_p is not None or min_p is not None:
+        cut = _Cut(top_k, top_p, min_p, truncation.active(top_k, top_p, min_p, vocab) & ~greedy_row)
 
     slots = torch.arange(num_spec, dtype=torch.int64, device=device)  # [K]
     drafts = draft_token_ids  # [B, K]
@@ -162,7 +190,11 @@ def verify(
                 target_sum = torch.exp(target - target_max).sum(dim=-1)  # [B, K]
                 p_draft = torch.exp(target.gather(2, drafts_in_range[..., None]) - target_max)
                 p_draft = p_draft[..., 0] / target_sum  # [B, K]: p(x)
-            q_draft, draft_one_hot = _draft_prob_at_draft(draft_logits, draft_probs, inv_temperature, drafts_in_range)
+            if cut is not None:  # p'(x) = w(x) / S for a kept x, 0 otherwise
+                p_draft = torch.where(cut.on[:, None], cut.probs_at(target, drafts_in_range, is_probs), p_draft)
+            q_draft, draft_one_hot = _draft_prob_at_draft(
+                draft_logits, draft_probs, inv_temperature, drafts_in_range, cut if truncate_draft_logits else None
+            )
             q_draft = torch.where(draft_one_hot, 1.0, q_draft)  # q(x) = 1 for one-hot drafts
             # accept iff u * q(x) < p(x)  (Leviathan et al. 2022, alg. 1)
             sampled_accept = draft_valid & (_accept_uniforms(seed_keys, positions, slots) * q_draft < p_draft)
@@ -183,12 +215,15 @@ def verify(
     if mode != "greedy":
         # p: the probabilities as given (a race needs no normaliser), or the softmax of the logits
         weights = terminal_row if is_probs else _softmax(terminal_row, terminal_max)
+        if cut is not None:  # p': the kept masses over their sum
+            weights = torch.where(cut.on[:, None], cut.probs(terminal_row, is_probs), weights)
         rejected = terminal < num_draft_tokens.to(torch.int64)
         residual = rejected if mode == "probabilistic" else torch.zeros_like(rejected)
         if mode == "probabilistic" and num_spec > 0:
             weights = torch.where(
                 residual[:, None],
-                _residual(weights, draft_logits, draft_probs, inv_temperature, drafts, terminal, vocab),
+                _residual(weights, draft_logits, draft_probs, inv_temperature, drafts, terminal, vocab,
+                          cut if truncate_draft_logits else None),
                 weights,
             )
         # residual race at pos + t after a probabilistic rejection; the SAMPLE race otherwise
@@ -204,7 +239,11 @@ def verify(
     output = torch.cat([output, torch.full((batch, 1), -1, dtype=torch.int64, device=device)], dim=1)
     output.scatter_(1, terminal[:, None], torch.where(terminal_valid, token, -1)[:, None])
     num_emitted = num_accepted + terminal_valid.to(torch.int32)
-    return VerifyResult(output_token_ids=output, num_emitted=num_emitted, num_accepted=num_accepted)
+    log_probs = None
+    if logprobs is not None:
+        log_probs = _logprobs(logprobs, target_rows, is_probs, inv_temperature, cut, output, num_emitted)
+    return VerifyResult(output_token_ids=output, num_emitted=num_emitted, num_accepted=num_accepted,
+                        logprobs=log_probs)
 
 
 def _draft_prob_at_draft(
@@ -212,8 +251,10 @@ def _draft_prob_at_draft(
     draft_probs: torch.Tensor | None,
     inv_temperature: torch.Tensor,
     drafts_in_range: torch.Tensor,
+    cut: _Cut | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    # q(x) [B, K] float32 and whether each slot's draft is one-hot [B, K] bool
+    # q(x) [B, K] float32 and whether each slot's draft is one-hot [B, K] bool; q'(x) for the requests
+    # `cut` truncates when it is given (draft logits only: draft probabilities are taken as given)
     batch, num_spec = drafts_in_range.shape
     if draft_probs is not None:
         q_draft = draft_probs.gather(2, drafts_in_range[..., None])[..., 0].to(torch.float32)
@@ -229,6 +270,8 @@ def _draft_prob_at_draft(
     q_draft = torch.exp(draft.gather(2, drafts_in_range[..., None]) - shift)[..., 0] / draft_sum.clamp_min(
         torch.finfo(torch.float32).tiny
     )
+    if cut is not None:
+        q_draft = torch.where(cut.on[:, None], cut.probs_at(draft, drafts_in_range, False), q_draft)
     return q_draft, draft_invalid
 
 
@@ -240,9 +283,11 @@ def _residual(
     drafts: torch.Tensor,
     terminal: torch.Tensor,
     vocab: int,
+    cut: _Cut | None,
 ) -> torch.Tensor:
     # w = max(p - q, 0) at each request's terminal slot [B, V]; q one-hot at x for one-hot drafts,
-    # q = 0 (so w = p) for an id outside [0, V), and w = p when nothing is left
+    # q = 0 (so w = p) for an id outside [0, V), and w = p when nothing is left; q' for draft logits
+    # of the requests `cut` truncates
     batch = p.shape[0]
     batch_index = torch.arange(batch, device=p.device)
     slot = terminal.clamp(max=drafts.shape[1] - 1)  # rows past the drafts are never residual rows
@@ -254,9 +299,47 @@ def _residual(
     elif draft_logits is not None:
         cleaned = _clean(draft_logits[batch_index, slot], inv_temperature)  # [B, V]
         row_max = cleaned.amax(dim=-1)
-        q = torch.where((row_max > _NEG_INF)[:, None], _softmax(cleaned, row_max), one_hot)
+        q = _softmax(cleaned, row_max)
+        if cut is not None:
+            q = torch.where(cut.on[:, None], cut.probs(cleaned, False), q)
+        q = torch.where((row_max > _NEG_INF)[:, None], q, one_hot)
     else:
         q = one_hot
     q = torch.where(draft_valid[:, None], q, 0.0)
     w = (p - q).clamp_min(0.0)
     return torch.where((w > 0).any(dim=-1, keepdim=True), w, p)
+
+
+def _logprobs(
+    kind: str,
+    target_rows: torch.Tensor,
+    is_probs: bool,
+    inv_temperature: torch.Tensor,
+    cut: _Cut | None,
+    output: torch.Tensor,
+    num_emitted: torch.Tensor,
+) -> torch.Tensor:
+    # [B, K + 1] float32: log p(y) of each emitted token y under its row, NaN past the last one.
+    # "processed": the distribution sampled (tempered, p' for the requests cut; greedy rows have
+    # 1/T = 1 and are never cut); "raw": the row untempered and uncut. Probabilities: the row over its sum.
+    num_rows, vocab = target_rows.shape[1:]
+    tokens = output.clamp(0, vocab - 1)[..., None]  # [B, K + 1, 1]
+    if is_probs:
+        values = _clean_probs(target_rows)
+        log_mass = torch.log(values.gather(2, tokens)[..., 0])
+        log_total = torch.log(values.sum(dim=-1))
+    else:
+        scale = inv_temperature if kind == "processed" else torch.ones_like(inv_temperature)
+        values = _clean(target_rows, scale[:, None])
+        row_max = values.amax(dim=-1, keepdim=True)
+        shifted = values - torch.where(row_max > _NEG_INF, row_max, 0.0)
+        log_mass = shifted.gather(2, tokens)[..., 0]  # z_y - m
+        log_total = torch.log(torch.exp(shifted).sum(dim=-1))
+    result = log_mass - log_total
+    if kind == "processed" and cut is not None:
+        mask = cut.mask(values, is_probs)
+        _, kept_total = truncation.truncated_masses(values, mask, is_probs)
+        cut_result = torch.where(mask.gather(2, tokens)[..., 0], log_mass - torch.log(kept_total), _NEG_INF)
+        result = torch.where(cut.on[:, None], cut_result, result)
+    slots = torch.arange(num_rows, device=output.device)
+    return torch.where(slots[None, :] < num_emitted[:, None], result, float("nan"))

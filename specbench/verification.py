@@ -112,7 +112,8 @@ emitted token, its log-probability under the row it was emitted from, ``NaN`` pa
 - ``"processed"``: under the distribution the token follows, ``log p'(y)`` (tempered and
   truncated); for an untruncated request ``log p(y)`` (for target probabilities the row over its
   sum); for a greedy row the log-softmax of the cleaned logits (no temperature), or the row over
-  its sum. vLLM calls this ``processed_logprobs``.
+  its sum. vLLM calls this ``processed_logprobs``. A token that row gives no mass (a draft the
+  synthetic mode accepts outside the kept set, say) has ``-inf``.
 - ``"raw"``: under the target as given, ``log_softmax`` of the cleaned logits without temperature or
   truncation (for target probabilities: the row over its sum). vLLM's ``raw_logprobs``.
 """

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from specbench import cli, oracle
 from specbench.cli import app
-from specbench.exactness import DEFAULT_SAMPLES, LAW_CONFIGS, MIN_BONUS_SHARE, Suite
+from specbench.exactness import DEFAULT_SAMPLES, LAW_CONFIGS, MIN_BONUS_SHARE, TRUNCATION_CONFIGS, Suite
 from specbench.implementations import resolve
 
 CPU = torch.device("cpu")
@@ -250,7 +250,8 @@ def test_every_statistical_check_of_the_reference_runs_at_the_default_sample_cou
         assert not skipped, (seed, skipped)
         assert not [c for c in checks if c.verdict == "FAIL"]
         bonus = [c.samples for c in checks if c.name.startswith("token law, bonus slot")]
-        assert len(bonus) == len(LAW_CONFIGS) and min(bonus) >= MIN_BONUS_SHARE * DEFAULT_SAMPLES / 2
+        assert len(bonus) == len(LAW_CONFIGS) + len(TRUNCATION_CONFIGS)
+        assert min(bonus) >= MIN_BONUS_SHARE * DEFAULT_SAMPLES / 2
 
 
 def _plugin(tmp_path, body: str) -> str:

@@ -135,3 +135,101 @@ def test_sample_drafts_follows_q_and_is_reproducible(chi_square):
     assert torch.equal(drafts, oracle.sample_drafts(q, 20_000, seed=1))
     for slot in range(2):
         assert chi_square(torch.bincount(drafts[:, slot], minlength=4), q[slot]) > 1e-3
+
+
+# ------------------------------------------------------------------------------------- truncation
+
+
+def _kept(values: list[float], **knobs) -> tuple[list[int], bool]:
+    # the kept ids (sorted) of one logit row at T = 1, and whether the kept set is exact
+    cut = oracle.truncation(oracle.truncation_values(torch.tensor(values), 1.0, False), **knobs)
+    return sorted(torch.nonzero(cut.mask())[:, 0].tolist()), cut.exact
+
+
+def test_truncation_order_and_top_k_ties_keep_the_lowest_ids():
+    values = [1.0, 3.0, 2.0, 3.0, 2.0, 2.0]  # order: 1, 3, 2, 4, 5, 0
+    cut = oracle.truncation(oracle.truncation_values(torch.tensor(values), 1.0, False), top_k=3)
+    assert cut.order.tolist() == [1, 3, 2, 4, 5, 0]
+    assert (cut.kept_min, cut.kept_max) == (3, 3)
+    assert _kept(values, top_k=3) == ([1, 2, 3], True)  # 2 of the tied 2.0s is kept, 4 and 5 are not
+    assert _kept(values, top_k=1) == ([1], True)  # the tie at the top goes to the lowest id
+    assert _kept(values, top_k=6) == (list(range(6)), True)  # top_k >= V is off
+    assert _kept(values, top_k=100) == (list(range(6)), True)
+    assert _kept(values, top_k=-3) == (list(range(6)), True)  # a negative top_k (unchecked) is off
+
+
+def test_truncation_top_p_boundary_and_ties():
+    # masses 1, e^-1 x 3 (tied), e^-2: M = 1 + 3/e + e^-2 ~ 2.239; prefix masses 0, 1, 1.368, 1.736, 2.104
+    values = [0.0, -1.0, -1.0, -1.0, -2.0]
+    mass = torch.exp(torch.tensor(values, dtype=torch.float64))
+    prefix = torch.cumsum(mass, 0) - mass
+    total = float(mass.sum())
+    # a cut between the tied tokens: the token whose prefix is just below top_p * M survives, the next does not
+    top_p = float((prefix[2] + prefix[3]) / 2 / total)
+    assert _kept(values, top_p=top_p) == ([0, 1, 2], True)
+    # just above the first token's mass keeps the second (prefix 1 < top_p * M), not the third
+    assert _kept(values, top_p=1.0 / total + 0.01) == ([0, 1], True)
+    # a prefix mass exactly at top_p * M lies inside the tolerance: ambiguous, kept_min leaves it out
+    cut = oracle.truncation(oracle.truncation_values(torch.tensor(values), 1.0, False), top_p=float(prefix[2] / total))
+    assert not cut.exact and cut.kept_min == 2
+    assert _kept(values, top_p=1.0) == (list(range(5)), True)  # 1 is off, NaN too
+    assert _kept(values, top_p=NAN) == (list(range(5)), True)
+
+
+def test_truncation_min_p_and_knobs_in_order():
+    # masses exp(z - 3): 1, e^-1 ~ 0.368, e^-2 ~ 0.135, e^-3 ~ 0.050
+    values = [3.0, 2.0, 1.0, 0.0]
+    assert _kept(values, min_p=0.2) == ([0, 1], True)
+    assert _kept(values, min_p=0.1) == ([0, 1, 2], True)
+    assert _kept(values, min_p=0.0) == ([0, 1, 2, 3], True)
+    assert _kept(values, min_p=NAN) == ([0, 1, 2, 3], True)
+    assert _kept(values, min_p=0.1, top_k=2) == ([0, 1], True)
+    # top_p of what min_p and top_k kept: M = 1 + e^-1; 0.7 * M ~ 0.957 < 1: only the first token
+    assert _kept(values, top_k=2, top_p=0.7) == ([0], True)
+    # probabilities: min_p times the largest probability
+    probs = torch.tensor([0.1, 0.5, 0.3, 0.1, 0.0])
+    cut = oracle.truncation(oracle.truncation_values(probs, 1.0, True), min_p=0.5, is_probs=True)
+    assert sorted(torch.nonzero(cut.mask())[:, 0].tolist()) == [1, 2] and cut.exact
+
+
+def test_out_of_range_knobs_keep_the_first_token_and_a_nan_row_keeps_nothing():
+    values = [0.5, 2.0, 2.0, -1.0]
+    assert _kept(values, top_p=0.0) == ([1], True)
+    assert _kept(values, top_p=-0.5) == ([1], True)
+    assert _kept(values, min_p=1.5) == ([1], True)
+    assert _kept(values, min_p=1.0) == ([1, 2], True)  # the tied token has mass exactly 1
+    nan_row = oracle.truncation(oracle.truncation_values(torch.full((4,), NAN), 1.0, False), top_k=2)
+    assert (nan_row.kept_min, nan_row.kept_max) == (0, 0) and not bool(nan_row.mask().any())
+    # NaN never survives, and tokens without mass do not either when a knob is on
+    assert _kept([NAN, 1.0, -INF, 0.0], top_k=3) == ([1, 3], True)
+
+
+def _near(a: torch.Tensor, b: list[float]) -> bool:
+    # truncated laws are computed from the float32 values a backend ranks (oracle.truncation_values)
+    return torch.allclose(a, torch.as_tensor(b, dtype=torch.float64), atol=1e-6, rtol=0)
+
+
+def test_truncated_step_distribution_and_logprob():
+    # top_k = 2 on p = [0.5, 0.3, 0.2]: p' = [0.625, 0.375, 0]; one-hot draft 2 is never accepted
+    target = torch.stack([_logits([0.5, 0.3, 0.2]), _logits([0.2, 0.2, 0.6])])
+    law = oracle.step_distribution(mode="probabilistic", target_logits=target, draft_token_ids=torch.tensor([2]),
+                                   num_draft_tokens=1, top_k=2)
+    assert _close(law.accept_probs, [0.0])
+    assert _near(law.emit_probs[0], [0.625, 0.375, 0.0])
+    assert oracle.logprob(target[0], 1, 1.0, top_k=2) == pytest.approx(math.log(0.375), abs=1e-6)
+    assert oracle.logprob(target[0], 2, 1.0, top_k=2) == -INF
+    assert oracle.logprob(target[0], 2, 1.0, top_k=2, kind="raw") == pytest.approx(math.log(0.2))
+    assert oracle.logprob(target[0], 2, 0.5) == pytest.approx(math.log(0.04 / 0.38))
+    bonus = oracle.step_distribution(mode="probabilistic", target_logits=target, draft_token_ids=torch.tensor([0]),
+                                     num_draft_tokens=0, top_k=2)
+    assert _near(bonus.emit_probs[0], [0.625, 0.375, 0.0])
+    # greedy rows ignore truncation; probabilities are renormalised over what is kept
+    greedy = oracle.step_distribution(mode="probabilistic", target_logits=target, draft_token_ids=torch.tensor([0]),
+                                      num_draft_tokens=1, temperature=0.0, top_k=2)
+    assert _close(greedy.accept_probs, [1.0])
+    probs = torch.tensor([[0.4, 0.2, 0.2, 0.1]], dtype=torch.float64)  # sums to 0.9: read as given untruncated
+    cut = oracle.step_distribution(mode="probabilistic", target_probs=probs, draft_token_ids=torch.tensor([]),
+                                   num_draft_tokens=0, top_k=2)
+    assert _near(cut.emit_probs[0], [2 / 3, 1 / 3, 0.0, 0.0])
+    assert oracle.logprob(probs[0], 1, 1.0, is_probs=True, top_k=2) == pytest.approx(math.log(1 / 3), abs=1e-6)
+    assert oracle.logprob(probs[0], 3, 1.0, is_probs=True) == pytest.approx(math.log(1 / 9))

@@ -6,6 +6,18 @@ one-line note, never a traceback).
   draft tokens emitted. It has no count of drafts per request (no ragged batches) and reads the
   draft id's row unchecked (no ``-1`` drafts). Each request gets its own Philox seed (``seeds``)
   and offset (from ``positions``), both device tensors, so calls can be captured in a CUDA graph.
+- ``flashinfer-truncated``: the same sampler after FlashInfer's own truncation, as SGLang runs it:
+  ``flashinfer.sampling.top_k_renorm_probs`` then ``top_p_renorm_probs`` on the target
+  probabilities (flattened to ``[B * (K + 1), V]``, each request's ``top_k`` (int32, off as ``V``)
+  and ``top_p`` (float32) repeated over its rows; a knob not given is not applied), then
+  ``chain_speculative_sampling`` as above. Draft probabilities are taken as given (the harness
+  truncates converted draft logits, ``contract.convert``). FlashInfer has no min-p
+  renormalisation, so a case with any ``min_p`` is declined (a skipped row), never run without it.
+  Known differences from specbench's contract, which ``specbench verify`` flags on inputs with
+  ties: FlashInfer's top-k keeps every token tied with the k-th value (specbench keeps exactly
+  ``k``, the lowest ids), and its top-p keeps every token tied with the boundary value (specbench
+  cuts between ties by id). Renormalising probabilities, it also cannot tell a greedy row (one-hot
+  after conversion) from a sampled one, which is harmless: top-k/top-p keep a one-hot row as is.
 - ``vllm``: vLLM V1's ``vllm.v1.sample.rejection_sampler.rejection_sample`` (the signature of
   ``rejection_sample(draft_token_ids, num_draft_tokens, max_spec_len, cu_num_draft_tokens,
   draft_probs, target_probs, bonus_token_ids, sampling_metadata)``): requests flattened to
@@ -21,6 +33,7 @@ from dataclasses import replace
 
 import torch
 
+from specbench.errors import SpecbenchError
 from specbench.implementations.contract import Implementation, sampler
 from specbench.verification import VerifyResult
 
@@ -43,6 +56,31 @@ def flashinfer(*, target_probs, draft_probs, draft_token_ids, seeds, positions, 
     num_rows = target_probs.shape[1]
     tokens, _independent, emitted = chain_speculative_sampling(
         draft_probs, draft_token_ids.to(torch.int32), target_probs, deterministic=True,
+        seed=seeds, offset=positions * num_rows)
+    num_accepted = emitted.to(torch.int32)
+    return VerifyResult(tokens.to(torch.int64), num_accepted + 1, num_accepted)
+
+
+@sampler(name="flashinfer-truncated", description="FlashInfer top_k_renorm_probs, top_p_renorm_probs, then "
+         "chain_speculative_sampling (probabilities in; no min_p)", modes=["probabilistic"], target="probs",
+         draft="probs", rng="own", seeded=True, ragged=False, invalid_drafts=False, cuda_graph=True, truncation=True,
+         devices=["cuda"])
+def flashinfer_truncated(*, target_probs, draft_probs, draft_token_ids, seeds, positions, top_k=None, top_p=None,
+                         min_p=None, **_) -> VerifyResult:
+    from flashinfer.sampling import chain_speculative_sampling, top_k_renorm_probs, top_p_renorm_probs
+
+    if min_p is not None and bool((min_p > 0).any()):  # read once, before timing: the harness calls it untimed first
+        raise SpecbenchError("flashinfer-truncated declines min_p: FlashInfer has no min-p renormalisation to apply "
+                             "before chain_speculative_sampling")
+    batch, num_rows, vocab = target_probs.shape
+    rows = target_probs.reshape(batch * num_rows, vocab)
+    if top_k is not None:  # specbench's 0 (off) is V for FlashInfer, which keeps every token then
+        per_row = torch.where(top_k > 0, top_k, vocab).clamp(max=vocab).to(torch.int32)
+        rows = top_k_renorm_probs(rows, per_row.repeat_interleave(num_rows))
+    if top_p is not None:
+        rows = top_p_renorm_probs(rows, top_p.to(torch.float32).repeat_interleave(num_rows))
+    tokens, _independent, emitted = chain_speculative_sampling(
+        draft_probs, draft_token_ids.to(torch.int32), rows.reshape(batch, num_rows, vocab), deterministic=True,
         seed=seeds, offset=positions * num_rows)
     num_accepted = emitted.to(torch.int32)
     return VerifyResult(tokens.to(torch.int64), num_accepted + 1, num_accepted)
@@ -81,5 +119,7 @@ def vllm(*, target_probs, draft_token_ids, num_draft_tokens, temperatures, draft
 
 ADAPTERS: dict[str, Implementation] = {
     "flashinfer": replace(flashinfer, unavailable=_missing("flashinfer", "flashinfer-python", "FlashInfer")),
+    "flashinfer-truncated": replace(flashinfer_truncated,
+                                    unavailable=_missing("flashinfer", "flashinfer-python", "FlashInfer")),
     "vllm": replace(vllm, unavailable=_missing("vllm", "vllm", "vLLM")),
 }

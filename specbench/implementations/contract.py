@@ -10,7 +10,11 @@ the callable and declares the facts with ``@sampler(...)``:
   ``convert``): softmax of the logits at the request's temperature (a greedy row, temperature 0,
   becomes the one-hot at its argmax), or ``T * log p`` of the probabilities (``log p`` for a greedy
   row), whose division by ``T`` gives ``log p`` back. ``one_hot``: it takes ``draft_<form>=None``
-  for drafts without a distribution; otherwise it is given the one-hot rows.
+  for drafts without a distribution; otherwise it is given the one-hot rows. Under truncation a
+  converted target is never cut (a plugin declaring ``truncation`` cuts it itself, with the knobs
+  it is given), but draft probabilities are taken as given, so draft logits converted for a plugin
+  taking draft probabilities become the truncated ``q'`` (``truncated_draft_probs``) unless
+  ``truncate_draft_logits=False``.
 - ``rng``: ``"specbench"`` when it draws from ``specbench.rng``'s streams (its outputs must then
   equal the reference's), ``"own"`` when it has its own generator (it is judged statistically).
 - ``seeded``: the same ``seeds`` give the same outputs; ``batch_invariant``: a request's outputs do
@@ -42,6 +46,7 @@ from typing import Any
 import torch
 
 from specbench.errors import SpecbenchError
+from specbench.truncation import kept_mask
 from specbench.verification import MODES, VerifyResult, prepare_verify
 
 FORMS: tuple[str, ...] = ("logits", "probs")
@@ -229,6 +234,27 @@ def probs_to_logits(probs: torch.Tensor, temperatures: torch.Tensor) -> torch.Te
     return torch.log(torch.where(torch.isnan(probs) | (probs < 0), 0.0, probs)) * scale
 
 
+def truncated_draft_probs(draft_logits: torch.Tensor, temperatures: torch.Tensor, top_k: torch.Tensor | None,
+                          top_p: torch.Tensor | None, min_p: torch.Tensor | None) -> torch.Tensor:
+    """``[B, K, V]`` float32 ``q'``: the draft logits' softmax at each request's temperature, cut by its
+    ``[B]`` knobs (None: off) in each draft row's own order and renormalised over what is kept, as
+    ``verify`` reads draft logits under truncation (``truncate_draft_logits=True``). A greedy request
+    (temperature 0) is softmaxed at 1 and not cut, as without truncation; a row with no finite logit
+    is all zeros. The kept set is ``specbench.truncation.kept_mask``'s.
+    """
+    sampled = temperatures > 0
+    scale = torch.where(sampled, 1.0 / torch.where(sampled, temperatures, 1.0), 1.0)
+    cleaned = draft_logits.to(torch.float32) * scale[:, None, None]
+    torch.nan_to_num_(cleaned, nan=float("-inf"), posinf=_F32_MAX, neginf=float("-inf"))
+
+    def per_row(knob: torch.Tensor | None, off: float) -> torch.Tensor | None:
+        # greedy requests are never cut: their knobs read as off
+        return None if knob is None else torch.where(sampled, knob, torch.full_like(knob, off))[:, None]
+
+    keep = kept_mask(cleaned, per_row(top_k, 0), per_row(top_p, 1.0), per_row(min_p, 0.0), is_probs=False)
+    return torch.nan_to_num_(torch.softmax(cleaned.masked_fill_(~keep, float("-inf")), dim=-1), nan=0.0)
+
+
 def one_hot_rows(draft_token_ids: torch.Tensor, vocab: int) -> torch.Tensor:
     """``[B, K, V]`` float32 one-hot at each draft; a row of zeros for an id outside ``[0, V)``."""
     valid = (draft_token_ids >= 0) & (draft_token_ids < vocab)
@@ -256,6 +282,9 @@ def convert(impl: Implementation, kwargs: dict[str, Any], greedy_rows: bool | No
             "positions": checked["positions"], "acceptance_rates": kwargs.get("acceptance_rates")}
     if impl.truncation:
         call.update({name: checked[name] for name in ("top_k", "top_p", "min_p", "truncate_draft_logits")})
+        if impl.draft == "logits" and checked["draft_probs"] is not None:
+            # draft probabilities are the drafter's distribution as given: their T * log q must not be cut again
+            call["truncate_draft_logits"] = False
     if impl.logprobs:
         call["logprobs"] = checked["logprobs"]
     if mode == "probabilistic":
@@ -275,7 +304,12 @@ def _draft_in_form(impl: Implementation, checked: dict[str, Any], temperatures: 
     if impl.draft == "probs":
         if draft_probs is not None:
             return draft_probs
-        probs = logits_to_probs(draft_logits, torch.where(temperatures == 0, 1.0, temperatures), greedy_rows=False)
+        if impl.truncation and checked["truncate_draft_logits"] and any(
+                checked[name] is not None for name in ("top_k", "top_p", "min_p")):
+            probs = truncated_draft_probs(draft_logits, temperatures, checked["top_k"], checked["top_p"],
+                                          checked["min_p"])
+        else:
+            probs = logits_to_probs(draft_logits, torch.where(temperatures == 0, 1.0, temperatures), greedy_rows=False)
         # a draft-logit row with no finite value (all zeros now) is a one-hot draft (the verify rules)
         invalid = ~(probs.amax(dim=-1, keepdim=True) > 0)
         valid_id = (drafts >= 0) & (drafts < vocab)

@@ -17,7 +17,20 @@ batch's seeds) with one rule changed, after a bug found in a serving engine:
   ``softmax(draft_logits)`` while the drafts came from ``softmax(draft_logits / T)``. Exact at
   ``T = 1`` only.
 
-``textbook`` is the same code with no rule changed: the positive control, which passes.
+Truncation controls (they declare ``truncation=True``; each cuts the target with
+``specbench.truncation.kept_mask`` and breaks one rule of the truncation contract):
+
+- ``control-untruncated-draft`` takes draft logits and tests against their untruncated softmax
+  ``q`` while the drafter sampled them cut by the request's knobs (``q'``): the mismatched-draft bug.
+- ``control-boundary-ties`` keeps every token tied with the last kept one, where the contract keeps
+  exactly ``top_k`` tokens and cuts a ``top_p`` prefix between ties by id.
+- ``control-untruncated-acceptance`` renormalises the target for the residual and the bonus token
+  but tests acceptance against the untruncated ``p``.
+- ``control-large-batch-tail`` drops ``top_p`` when the batch has more than 64 rows, leaving every
+  row its whole tail (vLLM's top-p at 0.95 did this to batches of more than 64 rows).
+
+``textbook`` is the same code with no rule changed: the positive control, which passes; it follows
+the truncation contract too.
 """
 
 from __future__ import annotations
@@ -36,19 +49,21 @@ def _generator(seeds: torch.Tensor) -> torch.Generator:
 
 def chain_sample(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_token_ids: torch.Tensor,
                  num_draft_tokens: torch.Tensor, seeds: torch.Tensor, *, accept: str = "ratio",
-                 residual: str = "difference") -> VerifyResult:
+                 residual: str = "difference", accept_probs: torch.Tensor | None = None) -> VerifyResult:
     """The chain sampler, vectorized: ``accept`` is ``"ratio"`` (``u * q(x) < p(x)``) or ``"one-hot"``
     (``u < p(x)``); ``residual`` is ``"difference"`` (``max(p - q, 0)``), ``"without-draft"`` (``p``
-    with ``x`` removed) or ``"target"`` (``p``). Shapes as ``specbench.verify``; probabilities float."""
+    with ``x`` removed) or ``"target"`` (``p``). ``accept_probs``: the ``p`` the acceptance test reads,
+    when another than ``target_probs`` (a bug). Shapes as ``specbench.verify``; probabilities float."""
     batch, num_rows, vocab = target_probs.shape
     num_spec = num_rows - 1
     device = target_probs.device
     generator = _generator(seeds)
     p, q = target_probs.to(torch.float32), draft_probs.to(torch.float32)
+    tested = p if accept_probs is None else accept_probs.to(torch.float32)
     drafts = draft_token_ids.to(torch.int64)
     valid = (drafts >= 0) & (drafts < vocab)
     x = drafts.clamp(0, vocab - 1)[..., None]
-    p_x, q_x = p[:, :num_spec].gather(2, x)[..., 0], q.gather(2, x)[..., 0]  # [B, K]
+    p_x, q_x = tested[:, :num_spec].gather(2, x)[..., 0], q.gather(2, x)[..., 0]  # [B, K]
     u = torch.rand(batch, num_spec, generator=generator, device=device)
     passed = u * q_x < p_x if accept == "ratio" else u < p_x
     slots = torch.arange(num_spec, device=device)
@@ -77,13 +92,49 @@ def chain_sample(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_to
     return VerifyResult(output, num_accepted + 1, num_accepted)
 
 
+def truncate(probs: torch.Tensor, temperatures: torch.Tensor, top_k: torch.Tensor | None,
+             top_p: torch.Tensor | None, min_p: torch.Tensor | None, *, keep_ties: bool = False) -> torch.Tensor:
+    """``p'`` ``[B, R, V]`` of probabilities ``[B, R, V]``: each request's knobs (``[B]`` or None) cut its
+    rows by ``specbench.truncation.kept_mask`` and the kept entries are renormalised. Requests with every
+    knob off and greedy requests (temperature 0) keep their rows as given. ``keep_ties``: also keep
+    every token whose value equals the last kept one (a bug: the contract splits ties by id)."""
+    if top_k is None and top_p is None and min_p is None:
+        return probs
+    from specbench import truncation  # imported when a knob is given: the untruncated controls never need it
+
+    batch, num_rows, vocab = probs.shape
+    device = probs.device
+    knobs = [torch.full((batch,), off, dtype=dtype, device=device) if knob is None else knob.to(dtype)
+             for knob, off, dtype in ((top_k, 0, torch.int32), (top_p, 1.0, torch.float32),
+                                      (min_p, 0.0, torch.float32))]
+    off = (((knobs[0] <= 0) | (knobs[0] >= vocab)) & ~(knobs[1] < 1) & ~(knobs[2] > 0)) | (temperatures == 0)
+    values = torch.where(probs > 0, probs.to(torch.float32).clamp(max=1.0), 0.0)
+    rows = values.reshape(batch * num_rows, vocab)
+    kept = truncation.kept_mask(rows, *(knob.repeat_interleave(num_rows) for knob in knobs), is_probs=True)
+    if keep_ties:
+        last = torch.where(kept, rows, float("inf")).amin(dim=-1, keepdim=True)
+        kept = kept | ((rows == last) & (rows > 0))
+    cut = torch.where(kept, rows, 0.0).reshape(batch, num_rows, vocab)
+    cut = cut / cut.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float32).tiny)
+    return torch.where(off[:, None, None], probs, cut.to(probs.dtype))
+
+
+def untruncated_draft_probs(draft_logits: torch.Tensor, temperatures: torch.Tensor) -> torch.Tensor:
+    """``q = softmax(draft_logits / T)`` ``[B, K, V]`` (T 0 read as 1), NaN as ``-inf``, never cut."""
+    scale = torch.where(temperatures > 0, temperatures, 1.0)[:, None, None]
+    return torch.softmax(torch.nan_to_num(draft_logits.to(torch.float32), nan=float("-inf")) / scale, dim=-1)
+
+
 _FACTS = {"modes": ["probabilistic"], "target": "probs", "rng": "own", "seeded": True}
+_TRUNCATING = {**_FACTS, "truncation": True}
 
 
 @sampler(name="textbook", description="the chain sampler in plain torch, no rule changed (positive control)",
-         draft="probs", **_FACTS)
-def textbook(*, target_probs, draft_probs, draft_token_ids, num_draft_tokens, seeds, **_) -> VerifyResult:
-    return chain_sample(target_probs, draft_probs, draft_token_ids, num_draft_tokens, seeds)
+         draft="probs", **_TRUNCATING)
+def textbook(*, target_probs, draft_probs, draft_token_ids, num_draft_tokens, seeds, temperatures, top_k=None,
+             top_p=None, min_p=None, **_) -> VerifyResult:
+    cut = truncate(target_probs, temperatures, top_k, top_p, min_p)
+    return chain_sample(cut, draft_probs, draft_token_ids, num_draft_tokens, seeds)
 
 
 @sampler(name="control-onehot-acceptance", description="accepts by u < p(x) as if drafts were one-hot "
@@ -116,5 +167,45 @@ def untempered_draft(*, target_probs, draft_logits, draft_token_ids, num_draft_t
     return chain_sample(target_probs, draft_probs, draft_token_ids, num_draft_tokens, seeds)
 
 
+@sampler(name="control-untruncated-draft", description="tests against the untruncated draft softmax q while "
+         "the drafts came from the truncated q'", draft="logits", **_TRUNCATING)
+def untruncated_draft(*, target_probs, draft_logits, draft_token_ids, num_draft_tokens, seeds, temperatures,
+                      top_k=None, top_p=None, min_p=None, **_) -> VerifyResult:
+    cut = truncate(target_probs, temperatures, top_k, top_p, min_p)
+    q = untruncated_draft_probs(draft_logits, temperatures)  # truncate_draft_logits ignored: the bug
+    return chain_sample(cut, q, draft_token_ids, num_draft_tokens, seeds)
+
+
+@sampler(name="control-boundary-ties", description="keeps every token tied at the top_k / top_p boundary",
+         draft="probs", **_TRUNCATING)
+def boundary_ties(*, target_probs, draft_probs, draft_token_ids, num_draft_tokens, seeds, temperatures,
+                  top_k=None, top_p=None, min_p=None, **_) -> VerifyResult:
+    cut = truncate(target_probs, temperatures, top_k, top_p, min_p, keep_ties=True)
+    return chain_sample(cut, draft_probs, draft_token_ids, num_draft_tokens, seeds)
+
+
+@sampler(name="control-untruncated-acceptance", description="renormalises the truncated target for the "
+         "residual and the bonus, but tests acceptance against the untruncated p", draft="probs", **_TRUNCATING)
+def untruncated_acceptance(*, target_probs, draft_probs, draft_token_ids, num_draft_tokens, seeds, temperatures,
+                           top_k=None, top_p=None, min_p=None, **_) -> VerifyResult:
+    cut = truncate(target_probs, temperatures, top_k, top_p, min_p)
+    return chain_sample(cut, draft_probs, draft_token_ids, num_draft_tokens, seeds, accept_probs=target_probs)
+
+
+LARGE_BATCH_ROWS = 64
+
+
+@sampler(name="control-large-batch-tail", description="drops top_p when the batch has more than 64 rows "
+         "(each row keeps its whole tail, as vLLM's top-p did)", draft="probs", **_TRUNCATING)
+def large_batch_tail(*, target_probs, draft_probs, draft_token_ids, num_draft_tokens, seeds, temperatures,
+                     top_k=None, top_p=None, min_p=None, **_) -> VerifyResult:
+    if target_probs.shape[0] * target_probs.shape[1] > LARGE_BATCH_ROWS:
+        top_p = None
+    cut = truncate(target_probs, temperatures, top_k, top_p, min_p)
+    return chain_sample(cut, draft_probs, draft_token_ids, num_draft_tokens, seeds)
+
+
 CONTROLS: dict[str, Implementation] = {impl.name: impl for impl in
-                                       (textbook, onehot_acceptance, bf16_draft, residual_from_p, untempered_draft)}
+                                       (textbook, onehot_acceptance, bf16_draft, residual_from_p, untempered_draft,
+                                        untruncated_draft, boundary_ties, untruncated_acceptance,
+                                        large_batch_tail)}

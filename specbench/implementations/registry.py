@@ -3,7 +3,8 @@
 ``--impl`` takes, comma-separated:
 
 - a registered name: ``torch``, ``triton`` (and its forced kernel shapes ``triton-sequential`` and
-  ``triton-split``), the adapters ``flashinfer`` and ``vllm``, the negative controls ``control-*``;
+  ``triton-split``), the adapters ``flashinfer``, ``flashinfer-truncated`` and ``vllm``, the negative
+  controls ``control-*``;
 - a Triton launch variant spelled out: ``triton-sequential-4096x16`` (tokens per block x warps per
   program), ``triton-split-2048x8-chunk32768`` (and the most tokens a split program reads of a row);
 - a name an installed package registers under the entry-point group ``specbench.implementations``

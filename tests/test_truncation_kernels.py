@@ -4,13 +4,13 @@ Under the interpreter (no GPU) on tiny shapes, with the truncation kernels' bloc
 row of 40 is three chunks, the last one short:
 
 - the prepass's cutoffs keep exactly the set a sort of the row keeps (a float64 check written
-  here, from the contract: value order, ties to the lowest id, min_p -> top_k -> top_p), apart
-  from tokens whose top-p prefix mass lies within ``TOP_P_TOLERANCE`` of the boundary;
+  here, from the contract: value order, ties to the lowest id, min_p -> top_k -> top_p, and
+  ``specbench.truncation.kept_mask``), apart from tokens whose top-p prefix mass lies within
+  ``TOP_P_TOLERANCE`` of the boundary;
 - every knob off equals no knob at all, bit for bit, and ``top_k = 1`` emits the greedy tokens,
   for every target and draft form;
 - mixed batches (truncated, untruncated and greedy requests; ties at the top_k boundary; top_p;
-  min_p) equal the torch reference's tokens and counts, and its log-probabilities to 1e-5 (skipped
-  while the torch backend does not implement truncation);
+  min_p) equal the torch reference's tokens and counts, and its log-probabilities to 1e-5;
 - log-probabilities without truncation equal a direct ``log_softmax``.
 """
 
@@ -22,7 +22,7 @@ import pytest
 import torch
 from conftest import device_for, interpreted, triton_launch
 
-from specbench.errors import SpecbenchError
+from specbench import truncation
 from specbench.verification import TOP_P_TOLERANCE, SamplingParams, verify
 
 B, K, V = 6, 3, 40
@@ -176,6 +176,9 @@ def test_prepass_cutoffs_keep_what_a_sort_keeps(small_blocks, is_probs):
             ids = torch.arange(V)
             got = ((ranked > tau[b, r]) | ((ranked == tau[b, r]) & (ids <= iota[b, r]))) & (ranked > -math.inf)
             assert torch.equal(got[~unsure], kept[~unsure]), (b, r, got.nonzero().flatten(), kept.nonzero().flatten())
+            # and the kept set of specbench.truncation (the torch reference's)
+            reference = truncation.kept_mask(cleaned[None], top_k[b:b + 1], top_p[b:b + 1], min_p[b:b + 1], is_probs)[0]
+            assert torch.equal(got[~unsure], reference[~unsure]), (b, r)
             if bool(kept.any()):
                 masses = torch.where(got, cleaned if is_probs else torch.exp(cleaned - cleaned.max()), 0.0)
                 assert float(mass[b, r]) == pytest.approx(float(masses.sum()), rel=1e-5)
@@ -244,12 +247,7 @@ def test_untruncated_logprobs_are_log_softmax(target):
 
 
 def _reference(inputs: dict, **keywords):
-    try:
-        return _verify(inputs, backend="torch", **keywords)
-    except SpecbenchError as error:
-        if "not implemented" in str(error):
-            pytest.skip("the torch backend does not implement truncation yet")
-        raise
+    return _verify(inputs, backend="torch", **keywords)
 
 
 @pytest.mark.parametrize(("form", "which"), [(form, ("processed", "raw")[i % 2]) for i, form in enumerate(FORMS)])

@@ -17,8 +17,12 @@ token ``y`` is kept iff ``v_y > tau`` or ``v_y == tau and y <= iota``. Tokens wi
    cuts inside a group of tied values, a radix select on the ids of that group (4 bits a pass). The
    knobs go in the contract's order: ``min_p`` (a threshold on ``w``: no search), ``top_k`` (count
    select among what ``min_p`` kept), ``top_p`` (mass select, the target ``top_p * M`` with ``M``
-   the mass of what ``min_p`` and ``top_k`` kept). ``select_cutoff`` is the only search: a faster
-   method (a band gathered and sorted) can replace it alone.
+   the mass of what ``min_p`` and ``top_k`` kept); with ``min_p`` on, the cutoff is then moved to
+   the last token still in play (two passes), so ``(tau, iota)`` alone says what is kept. Out of
+   range knobs as the contract says (``request_knobs``: ``top_p <= 0`` and ``min_p > 1`` are
+   ``top_k = 1``). ``select_cutoff`` is the only search: a faster method (a band of at most C
+   tokens found by pivots, gathered and sorted) can replace it alone. Cost per row, in passes over
+   it: 1 (max), ``top_k`` 9 (+ 1 to 5 for a tie cut by id), ``top_p`` 10 (+ ids), 1 (S), ``min_p`` 2.
 2. ``_verify_truncated_kernel`` (grid ``B``): one program per request for every mode, target form
    and draft form once any knob is given. A request with every knob off, or a greedy one, takes
    today's arithmetic (the same helpers as ``sequential.py``); a truncated one reads its rows'
@@ -26,6 +30,11 @@ token ``y`` is kept iff ``v_y > tau`` or ``v_y == tau and y <= iota``. Tokens wi
    for truncated draft logits (untruncated ones: their softmax; draft probabilities as given),
    accepts iff ``u q'(x) < p'(x)`` and races over ``max(p' - q', 0)`` or ``p'`` with the tokens outside
    the cutoff left out.
+
+Masses are float32 ``exp(z - m)`` (``tl.exp``: on a GPU an approximate exponential, so a token
+whose mass lies within a few ulp of ``min_p`` or whose top-p prefix lies within rounding of the
+boundary can fall either side, as the contract and the oracle allow); sums are lane sums then a
+tree reduction, in an order of this kernel's own.
 
 Scratch (float32 / int32, ``R = K + 1``): the summaries ``[B, R, 2, 4]`` (m, S, tau, unused) and
 ``[B, R, 2]`` (iota); side 0 the target row, side 1 the draft row. Only rows the prepass wrote are

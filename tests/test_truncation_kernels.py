@@ -152,6 +152,8 @@ def test_prepass_cutoffs_keep_what_a_sort_keeps(small_blocks, is_probs):
     logits[5, 1] = -math.inf  # a row with no value: nothing kept
     logits[6, 0, 20:26] = 9.0  # a tie at the top, wider than top_k
     logits[6, 1, 10:12] = math.inf
+    logits[0, 0, [30, 31, 35]] = 9.0  # top_k = 5 cuts the next tie (8.0) at id 4, then top_p inside this one
+    logits[0, 0, [2, 4, 6]] = 8.0
     temperatures = torch.tensor([1.0, 0.5, 2.0, 1.0, 1.0, 1.0, 1.0, 0.8])
     if is_probs:
         values = torch.softmax(logits.nan_to_num(nan=-math.inf), dim=-1)
@@ -159,8 +161,8 @@ def test_prepass_cutoffs_keep_what_a_sort_keeps(small_blocks, is_probs):
         values[3, 1] = values[3, 1] * 3  # a row that does not sum to 1
     else:
         values = logits
-    top_k = torch.tensor([3, 0, 1, 17, 2, 5, 4, 40], dtype=torch.int32)
-    top_p = torch.tensor([1.0, 0.6, 0.95, 1.0, -0.5, 0.5, 0.999, float("nan")])
+    top_k = torch.tensor([5, 0, 1, 17, 2, 5, 4, 40], dtype=torch.int32)
+    top_p = torch.tensor([0.3, 0.6, 0.95, 1.0, -0.5, 0.5, 0.999, float("nan")])
     min_p = torch.tensor([0.0, 0.1, 0.0, 0.3, 0.0, 2.0, 0.01, 0.0])
     m, mass, tau, iota = launch.truncation_summaries(
         target=values, target_is_probs=is_probs, temperatures=temperatures,

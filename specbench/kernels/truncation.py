@@ -149,10 +149,11 @@ def _set_mass(row, V, inv_temperature, m, minp_threshold, tau, iota, TARGET_PROB
 
 
 @triton.jit
-def _select_id(row, V, inv_temperature, m, minp_threshold, tau, iota, rank, TARGET_PROBS: tl.constexpr,
-               BLOCK: tl.constexpr):
-    # the rank-th smallest id (1-based) among the tokens in play of value tau: a radix select on
-    # the ids, 4 bits a pass from the highest digit V - 1 has
+def _select_id(row, V, inv_temperature, m, minp_threshold, tau, iota, group_value, rank,
+               TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr):
+    # the rank-th smallest id (1-based) among the tokens in play (at or before the cutoff (tau,
+    # iota)) of value group_value: a radix select on the ids, 4 bits a pass from the highest digit
+    # V - 1 has
     bins = tl.arange(0, 16)
     top = 0
     while ((V - 1) >> (top + 4)) > 0:
@@ -166,7 +167,8 @@ def _select_id(row, V, inv_temperature, m, minp_threshold, tau, iota, rank, TARG
         for start in range(0, V, BLOCK):
             offs = start + tl.arange(0, BLOCK)
             value, mass = row_values(row, offs, V, inv_temperature, m, TARGET_PROBS)
-            match = _in_play(value, mass, offs, minp_threshold, tau, iota) & (value == tau) & ((offs & high) == prefix)
+            match = _in_play(value, mass, offs, minp_threshold, tau, iota) & (value == group_value)
+            match = match & ((offs & high) == prefix)
             digit = (offs >> shift) & 15
             hist += tl.sum(((digit[:, None] == bins[None, :]) & match[:, None]).to(tl.int32), axis=0)
         below = tl.sum(tl.where(bins[:, None] < bins[None, :], hist[:, None], 0), axis=0)  # ids of lower digits
@@ -246,7 +248,8 @@ def select_cutoff(row, V, inv_temperature, m, minp_threshold, tau, iota, target,
     found = found & (group_size > 0)
     new_iota = tl.max(last_id, axis=0)
     if found & (rank < group_size):
-        new_iota = _select_id(row, V, inv_temperature, m, minp_threshold, new_tau, iota, rank, TARGET_PROBS, BLOCK)
+        new_iota = _select_id(row, V, inv_temperature, m, minp_threshold, tau, iota, new_tau, rank, TARGET_PROBS,
+                              BLOCK)
     return tl.where(found, new_tau, tau), tl.where(found, new_iota, iota)
 
 

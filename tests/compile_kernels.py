@@ -35,15 +35,19 @@ import triton
 from triton.backends.compiler import GPUTarget
 
 from specbench.kernels import launch
+from specbench.kernels.logprobs import _logprobs_kernel
 from specbench.kernels.sequential import _verify_sequential_kernel
 from specbench.kernels.split import _split_rows_kernel, _split_terminal_kernel
 from specbench.kernels.synthetic import _simulate_kernel, _simulate_mixture_kernel
+from specbench.kernels.truncation import _truncation_prepass_kernel, _verify_truncated_kernel
 
 # pointer arguments by name (target and draft rows take the logits dtype)
 POINTERS = {
     "out_ptr": "*i64", "num_emitted_ptr": "*i32", "num_accepted_ptr": "*i32", "draft_ids_ptr": "*i64",
     "num_draft_ptr": "*i32", "temperature_ptr": "*fp32", "seed_ptr": "*i64", "position_ptr": "*i64",
     "conditional_rates_ptr": "*fp32", "scratch_f_ptr": "*fp32", "scratch_i_ptr": "*i32", "arrivals_ptr": "*i32",
+    "top_k_ptr": "*i32", "top_p_ptr": "*fp32", "min_p_ptr": "*fp32", "summary_f_ptr": "*fp32", "summary_i_ptr": "*i32",
+    "logprobs_ptr": "*fp32",
 }
 MODES = {"greedy": 0, "probabilistic": 1, "synthetic": 2}
 DRAFTS = (0, 1, 2)  # none, logits, probs
@@ -76,6 +80,38 @@ def variants() -> list[tuple[object, dict[str, int], int, str]]:
                                    for batch, (block, warps) in split_shapes_by_batch.items())
     out.append((_simulate_kernel, {"BLOCK": launch._SIMULATE_BLOCK}, 4, "fp32"))
     out.append((_simulate_mixture_kernel, {"BLOCK": launch._SIMULATE_BLOCK}, 4, "fp32"))
+    out.extend(truncation_variants())
+    return out
+
+
+def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
+    """The truncation prepass, the truncated step and the log-probability epilogue: every mode, target and
+    draft form with every knob given (the knobs not given only drop loads), one with top_k alone, in
+    float32, and the probabilistic forms in bfloat16."""
+    block, warps = launch._truncation_shape(1 << 17, _GPU)
+    every_knob = {"HAS_TOP_K": 1, "HAS_TOP_P": 1, "HAS_MIN_P": 1}
+    out = []
+    for mode in ("probabilistic", "synthetic"):
+        for draft in DRAFTS if mode == "probabilistic" else (0,):
+            for truncate_draft in (0, 1) if draft == 1 else (0,):
+                for target_probs in (0, 1):
+                    common = {"MODE": MODES[mode], "TARGET_PROBS": target_probs, "TRUNCATE_DRAFT": truncate_draft,
+                              **every_knob}
+                    for dtype in ("fp32", "bf16") if mode == "probabilistic" else ("fp32",):
+                        if draft == 0 or truncate_draft:  # the prepass reads draft rows only with TRUNCATE_DRAFT
+                            out.append((_truncation_prepass_kernel, {**common, "BLOCK": block}, warps, dtype))
+                        out.append((_verify_truncated_kernel, {**common, "DRAFT": draft, "BLOCK": block,
+                                                               "OUT_BLOCK": 8}, warps, dtype))
+    top_k_only = {"MODE": 1, "TARGET_PROBS": 0, "TRUNCATE_DRAFT": 1, "HAS_TOP_K": 1, "HAS_TOP_P": 0, "HAS_MIN_P": 0}
+    out.append((_truncation_prepass_kernel, {**top_k_only, "BLOCK": block}, warps, "fp32"))
+    out.append((_verify_truncated_kernel, {**top_k_only, "DRAFT": 1, "BLOCK": block, "OUT_BLOCK": 8}, warps, "fp32"))
+    for mode in ("greedy", "probabilistic"):
+        for target_probs in (0, 1):
+            for raw in (0, 1):
+                for truncate in (0, 1) if mode == "probabilistic" else (0,):
+                    flags = every_knob if truncate else {"HAS_TOP_K": 0, "HAS_TOP_P": 0, "HAS_MIN_P": 0}
+                    out.append((_logprobs_kernel, {"MODE": MODES[mode], "TARGET_PROBS": target_probs, "RAW": raw,
+                                                   "TRUNCATE": truncate, **flags, "BLOCK": block}, warps, "fp32"))
     return out
 
 

@@ -19,8 +19,10 @@ built to reach the edges: draft ids of -1, ``V`` and beyond, rows of NaN, of ``-
 ``+inf`` entries, ragged draft counts including 0 and counts out of range, temperature-0
 (greedy) requests mixed with sampled ones, negative and NaN temperatures, target probabilities
 with negative, above-1 and NaN entries and rows with no mass, draft-logit rows with no finite
-value, ``K = 0``, a vocabulary of one token, and the sweep's simulation kernel. Each call runs
-twice, the second through the launcher's direct path to the compiled kernel.
+value, ``K = 0``, a vocabulary of one token, and the sweep's simulation kernel; then truncation and
+log-probabilities on the same inputs with ties (``truncation_knobs``: knobs in range, off and out of
+range, per request), with and without truncated draft logits, and log-probabilities alone. Each
+call runs twice, the second through the launcher's direct path to the compiled kernel.
 """
 
 from __future__ import annotations
@@ -83,11 +85,25 @@ def hostile_inputs(batch: int, num_spec: int, vocab: int, draft: str, target: st
     return kwargs
 
 
+def truncation_knobs(batch: int, vocab: int) -> dict:
+    """``SamplingParams`` keyword arguments on the CPU: per request, knobs in range, off (0, 1, 0,
+    ``top_k >= V``) and out of range (negative ``top_k``, NaN and non-positive ``top_p``, NaN, negative
+    and above-1 ``min_p``), so the requests of a hostile batch meet many combinations."""
+    import torch
+
+    top_k = [0, 1, 3, vocab, vocab + 5, -2, 2, 0]
+    top_p = [1.0, 0.5, math.nan, 0.0, -1.0, 0.9, 1.0, 0.999]
+    min_p = [0.0, 0.1, math.nan, 1.5, -1.0, 0.01, 0.3, 0.0]
+    return {"top_k": torch.tensor([top_k[b % 8] for b in range(batch)], dtype=torch.int32),
+            "top_p": torch.tensor([top_p[(b // 2) % 8] for b in range(batch)]),
+            "min_p": torch.tensor([min_p[(b // 3) % 8] for b in range(batch)])}
+
+
 def workload() -> int:
     """Every kernel path on hostile inputs; prints one line per group of calls."""
     import torch
 
-    from specbench import simulate_acceptance, verify
+    from specbench import SamplingParams, simulate_acceptance, verify
     from specbench.kernels import launch
 
     device = torch.device("cuda")
@@ -109,6 +125,31 @@ def workload() -> int:
                                     calls += 1
                     torch.cuda.synchronize()
                     print(f"{mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok", flush=True)
+    # truncation (the prepass, the truncated step) and the log-probability epilogue: logits rounded to a
+    # grid so ties cross the top_k and top_p boundaries, V not a multiple of the block, top_k >= V
+    for mode in ("probabilistic", "synthetic", "greedy"):
+        for draft in (("none", "logits", "probs") if mode == "probabilistic" else ("none",)):
+            for target in ("logits", "probs"):
+                for dtype in (torch.float32, torch.bfloat16):
+                    for batch, num_spec, vocab in shapes:
+                        kwargs = hostile_inputs(batch, num_spec, vocab, draft, target, dtype, seed=batch + vocab)
+                        if "target_logits" in kwargs:
+                            kwargs["target_logits"] = (kwargs["target_logits"].float() * 2).round().div(2).to(dtype)
+                        kwargs = {k: v.to(device) for k, v in kwargs.items()}
+                        if mode == "synthetic":
+                            kwargs["acceptance_rates"] = [0.9, 0.6, 0.5, 0.2][:num_spec]
+                        knobs = {k: v.to(device) for k, v in truncation_knobs(batch, vocab).items()}
+                        sampling = SamplingParams(temperatures=kwargs.pop("temperatures"), **knobs)
+                        for truncate_draft, logprobs in ((True, "processed"), (False, "raw")):
+                            for _ in range(2):  # the JIT launch, then the direct one
+                                verify(mode=mode, backend="triton", check_values=False, sampling=sampling,
+                                       truncate_draft_logits=truncate_draft, logprobs=logprobs, **kwargs)
+                                verify(mode=mode, backend="triton", check_values=False, logprobs=logprobs,
+                                       temperatures=sampling.temperatures, **kwargs)  # logprobs alone
+                                calls += 2
+                    torch.cuda.synchronize()
+                    print(f"truncated {mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok",
+                          flush=True)
     counts = simulate_acceptance([0.9, 0.7, 0.3], 5000, seed=3, backend="triton", device=device)
     torch.cuda.synchronize()
     print(f"{calls} verify calls and one simulation ({int(counts.sum())} accepted drafts)", flush=True)

@@ -12,6 +12,24 @@ kernels (``specbench/kernels/sequential.py`` and ``specbench/kernels/split.py``)
   does not.
 
 Every path gives the same tokens for the same seeds.
+
+Truncation and log-probabilities (``specbench/kernels/truncation.py``, ``specbench/kernels/logprobs.py``):
+
+- With every knob None (``top_k``, ``top_p``, ``min_p``), the kernels above run exactly as without
+  them: same kernels, same constexprs; nothing of truncation is compiled into them.
+- With any knob given, two launches at every batch size and for every target and draft form: the
+  prepass (grid ``B x (K + 1) x 1 or 2``) writes each needed row's summary ``(m, S, tau, iota)``
+  to the step's scratch (the row max, the kept mass, the cutoff in the row's order: no sort),
+  then one program per request (``_verify_truncated_kernel``) verifies the batch. Within that call
+  a request with every knob off, and a greedy one, is decided by today's arithmetic (the helpers
+  ``sequential.py`` uses, bit for bit); a truncated one from its summaries. ``TRUNCATE_DRAFT``: draft
+  logits are truncated too (``truncate_draft_logits``); draft probabilities never are.
+- ``logprobs``: one more launch after the step (grid ``B x (K + 1)``), reading the step's tokens and,
+  for truncated requests, the summaries still in the scratch.
+
+No launch reads a value on the host, and scratch comes from ``_scratch``: a step can be captured
+in a CUDA graph. The truncation launches are sized for correctness first (``TRUNCATION_SHAPE``), not
+tuned.
 """
 
 from __future__ import annotations
@@ -28,9 +46,11 @@ import triton
 import triton.language as tl
 
 from specbench.errors import SpecbenchError
+from specbench.kernels.logprobs import _logprobs_kernel
 from specbench.kernels.sequential import _verify_sequential_kernel
 from specbench.kernels.split import _split_rows_kernel, _split_terminal_kernel
 from specbench.kernels.synthetic import _simulate_kernel, _simulate_mixture_kernel
+from specbench.kernels.truncation import _truncation_prepass_kernel, _verify_truncated_kernel
 from specbench.verification import VerifyResult
 
 # Under TRITON_INTERPRET=1 the kernels run as numpy: lanes the kernels mask or select away may
@@ -297,8 +317,41 @@ def verify(
     logprobs: str | None = None,
 ) -> VerifyResult:
     """Triton verification step; see ``specbench.verification.verify`` for arguments and results."""
-    if top_k is not None or top_p is not None or min_p is not None or logprobs is not None:
-        raise SpecbenchError("truncation and logprobs are not implemented by the triton backend yet")
+    if top_k is not None or top_p is not None or min_p is not None:
+        result = _verify_truncated(mode=mode, target_logits=target_logits, target_probs=target_probs,
+                                   draft_token_ids=draft_token_ids, num_draft_tokens=num_draft_tokens,
+                                   draft_logits=draft_logits, draft_probs=draft_probs, temperatures=temperatures,
+                                   seeds=seeds, positions=positions, conditional_rates=conditional_rates,
+                                   top_k=top_k, top_p=top_p, min_p=min_p,
+                                   truncate_draft_logits=truncate_draft_logits)
+    else:
+        result = _verify_untruncated(mode=mode, target_logits=target_logits, target_probs=target_probs,
+                                     draft_token_ids=draft_token_ids, num_draft_tokens=num_draft_tokens,
+                                     draft_logits=draft_logits, draft_probs=draft_probs, temperatures=temperatures,
+                                     seeds=seeds, positions=positions, conditional_rates=conditional_rates)
+    if logprobs is None:
+        return result
+    return result._replace(logprobs=_logprobs(result, mode=mode, target_logits=target_logits,
+                                              target_probs=target_probs, num_draft_tokens=num_draft_tokens,
+                                              temperatures=temperatures, seeds=seeds, positions=positions,
+                                              top_k=top_k, top_p=top_p, min_p=min_p, raw=logprobs == "raw"))
+
+
+def _verify_untruncated(
+    *,
+    mode: str,
+    target_logits: torch.Tensor | None,
+    target_probs: torch.Tensor | None,
+    draft_token_ids: torch.Tensor,
+    num_draft_tokens: torch.Tensor,
+    draft_logits: torch.Tensor | None,
+    draft_probs: torch.Tensor | None,
+    temperatures: torch.Tensor,
+    seeds: torch.Tensor,
+    positions: torch.Tensor,
+    conditional_rates: torch.Tensor,
+) -> VerifyResult:
+    # the step with no truncation: today's kernels, unchanged
     target = target_logits if target_probs is None else target_probs
     target_is_probs = target_probs is not None
     batch, num_slots, vocab = target.shape
@@ -355,6 +408,136 @@ def verify(
 _SEQUENTIAL = _Launcher(_verify_sequential_kernel)
 _ROWS = _Launcher(_split_rows_kernel)
 _TERMINAL = _Launcher(_split_terminal_kernel)
+_PREPASS = _Launcher(_truncation_prepass_kernel)
+_TRUNCATED = _Launcher(_verify_truncated_kernel)
+_LOGPROBS = _Launcher(_logprobs_kernel)
+# Launch shapes of the truncation kernels (correct first; not tuned yet): a program per row or per
+# request reads whole rows in chunks of this many tokens
+TRUNCATION_SHAPE = (1024, 4)
+
+
+def _truncation_shape(vocab: int, device: torch.device) -> tuple[int, int]:
+    if device.type != "cuda":
+        return min(max(_next_power_of_2(vocab), 16), 1024), 4
+    block, num_warps = TRUNCATION_SHAPE
+    block = min(block, max(_next_power_of_2(vocab), 128))
+    return block, min(num_warps, max(block // 128, 1))
+
+
+def _knob_args(top_k, top_p, min_p, temperatures) -> tuple[tuple, dict[str, bool]]:
+    # the knob pointers (a given tensor stands in for one not given: never read) and their HAS_* flags
+    args = tuple(temperatures if knob is None else knob for knob in (top_k, top_p, min_p))
+    flags = {"HAS_TOP_K": top_k is not None, "HAS_TOP_P": top_p is not None, "HAS_MIN_P": min_p is not None}
+    return args, flags
+
+
+def _summaries(batch: int, num_slots: int, device: torch.device, key) -> tuple[torch.Tensor, torch.Tensor]:
+    # the prepass's summaries [B, K + 1, 2, 4] float32 and [B, K + 1, 2] int32, in the step's scratch
+    cells = batch * num_slots * 2
+    return _scratch(cells * 4, torch.float32, device, key), _scratch(cells, torch.int32, device, key)
+
+
+def _verify_truncated(
+    *,
+    mode: str,
+    target_logits: torch.Tensor | None,
+    target_probs: torch.Tensor | None,
+    draft_token_ids: torch.Tensor,
+    num_draft_tokens: torch.Tensor,
+    draft_logits: torch.Tensor | None,
+    draft_probs: torch.Tensor | None,
+    temperatures: torch.Tensor,
+    seeds: torch.Tensor,
+    positions: torch.Tensor,
+    conditional_rates: torch.Tensor,
+    top_k: torch.Tensor | None,
+    top_p: torch.Tensor | None,
+    min_p: torch.Tensor | None,
+    truncate_draft_logits: bool,
+) -> VerifyResult:
+    # the step with truncation given: the prepass writes the summaries of the rows truncated requests
+    # need, then one program per request verifies every request (truncated or not) from them
+    target = target_logits if target_probs is None else target_probs
+    target_is_probs = target_probs is not None
+    batch, num_slots, vocab = target.shape
+    device = target.device
+    out = torch.empty((batch, num_slots), dtype=torch.int64, device=device)
+    num_emitted, num_accepted = torch.empty((2, batch), dtype=torch.int32, device=device).unbind(0)
+    if batch == 0:
+        return VerifyResult(out, num_emitted, num_accepted)
+    draft_kind = _draft_kind(draft_logits, draft_probs)
+    draft = draft_logits if draft_logits is not None else draft_probs
+    if draft is None:
+        draft = target  # never read: DRAFT == 0
+    draft_ids = draft_token_ids if draft_token_ids.numel() else torch.full((batch, 1), -1, dtype=torch.int64,
+                                                                           device=device)
+    key = _stream_key(device)
+    block, num_warps = _truncation_shape(vocab, device)
+    knobs, flags = _knob_args(top_k, top_p, min_p, temperatures)
+    summary_f, summary_i = _summaries(batch, num_slots, device, key)
+    truncate_draft = draft_kind == 1 and truncate_draft_logits
+    common = {"MODE": _MODE_IDS[mode], "TARGET_PROBS": target_is_probs, "TRUNCATE_DRAFT": truncate_draft, **flags}
+    target_args = (target, target.stride(0), target.stride(1), draft, draft.stride(0), draft.stride(1))
+    request_args = (num_draft_tokens, temperatures, seeds, positions)
+    _PREPASS((batch, num_slots, 2 if truncate_draft else 1),
+             (summary_f, summary_i, *target_args, *request_args, *knobs, vocab, num_slots), num_warps, key,
+             BLOCK=block, **common)
+    _TRUNCATED((batch,),
+               (out, out.stride(0), num_emitted, num_accepted, *target_args, draft_ids, draft_ids.stride(0),
+                *request_args, conditional_rates, *knobs, summary_f, summary_i, vocab, num_slots),
+               num_warps, key, DRAFT=draft_kind, BLOCK=block, OUT_BLOCK=_next_power_of_2(num_slots), **common)
+    return VerifyResult(out, num_emitted, num_accepted)
+
+
+@_quiet_under_interpreter
+def truncation_summaries(*, target: torch.Tensor, target_is_probs: bool, temperatures: torch.Tensor,
+                         num_draft_tokens: torch.Tensor, top_k: torch.Tensor | None, top_p: torch.Tensor | None,
+                         min_p: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The prepass alone on target rows (for tests and tools): ``(m, S, tau, iota)``, each ``[B, K + 1]``,
+    written for the rows a truncated step reads (rows ``0..n`` of non-greedy requests with a knob on);
+    every other entry is what the scratch held."""
+    batch, num_slots, vocab = target.shape
+    device = target.device
+    key = _stream_key(device)
+    block, num_warps = _truncation_shape(vocab, device)
+    knobs, flags = _knob_args(top_k, top_p, min_p, temperatures)
+    summary_f, summary_i = _summaries(batch, num_slots, device, key)
+    zeros = torch.zeros(batch, dtype=torch.int64, device=device)
+    _PREPASS((batch, num_slots, 1),
+             (summary_f, summary_i, target, target.stride(0), target.stride(1), target, target.stride(0),
+              target.stride(1), num_draft_tokens, temperatures, zeros, zeros, *knobs, vocab, num_slots),
+             num_warps, key, BLOCK=block, MODE=_MODE_IDS["probabilistic"], TARGET_PROBS=target_is_probs,
+             TRUNCATE_DRAFT=False, **flags)
+    fields = summary_f[:batch * num_slots * 8].view(batch, num_slots, 2, 4)[:, :, 0]
+    iota = summary_i[:batch * num_slots * 2].view(batch, num_slots, 2)[:, :, 0]
+    return fields[..., 0].clone(), fields[..., 1].clone(), fields[..., 2].clone(), iota.clone()
+
+
+def _logprobs(result: VerifyResult, *, mode: str, target_logits: torch.Tensor | None,
+              target_probs: torch.Tensor | None, num_draft_tokens: torch.Tensor, temperatures: torch.Tensor,
+              seeds: torch.Tensor, positions: torch.Tensor, top_k: torch.Tensor | None, top_p: torch.Tensor | None,
+              min_p: torch.Tensor | None, raw: bool) -> torch.Tensor:
+    # the epilogue (specbench/kernels/logprobs.py): [B, K + 1] float32, after the step's kernels on the
+    # same stream (a truncated step's summaries are still in the scratch: nothing ran since)
+    target = target_logits if target_probs is None else target_probs
+    batch, num_slots, vocab = target.shape
+    device = target.device
+    logprobs = torch.empty((batch, num_slots), dtype=torch.float32, device=device)
+    if batch == 0:
+        return logprobs
+    key = _stream_key(device)
+    block, num_warps = _truncation_shape(vocab, device)
+    knobs, flags = _knob_args(top_k, top_p, min_p, temperatures)
+    truncate = top_k is not None or top_p is not None or min_p is not None
+    summary_f, summary_i = _summaries(batch, num_slots, device, key)
+    out = result.output_token_ids
+    _LOGPROBS((batch, num_slots),
+              (logprobs, logprobs.stride(0), out, out.stride(0), result.num_emitted,
+               target, target.stride(0), target.stride(1), num_draft_tokens, temperatures, seeds, positions,
+               *knobs, summary_f, summary_i, vocab, num_slots),
+              num_warps, key, MODE=_MODE_IDS[mode], TARGET_PROBS=target_probs is not None, RAW=raw,
+              TRUNCATE=truncate, BLOCK=block, **flags)
+    return logprobs
 
 
 @_quiet_under_interpreter

@@ -1,0 +1,273 @@
+"""Truncation and log-probabilities in the Triton backend (``specbench/kernels/truncation.py``, ``logprobs.py``).
+
+Under the interpreter (no GPU) on tiny shapes, with the truncation kernels' blocks at 16 tokens so a
+row of 40 is three chunks, the last one short:
+
+- the prepass's cutoffs keep exactly the set a sort of the row keeps (a float64 check written
+  here, from the contract: value order, ties to the lowest id, min_p -> top_k -> top_p, and
+  ``specbench.truncation.kept_mask``), apart from tokens whose top-p prefix mass lies within
+  ``TOP_P_TOLERANCE`` of the boundary;
+- every knob off equals no knob at all, bit for bit, and ``top_k = 1`` emits the greedy tokens,
+  for every target and draft form;
+- mixed batches (truncated, untruncated and greedy requests; ties at the top_k boundary; top_p;
+  min_p) equal the torch reference's tokens and counts, and its log-probabilities to 1e-5;
+- log-probabilities without truncation equal a direct ``log_softmax``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from conftest import device_for, interpreted, triton_launch
+
+from specbench import truncation
+from specbench.verification import TOP_P_TOLERANCE, SamplingParams, verify
+
+B, K, V = 6, 3, 40
+FORMS = [  # (target form, draft form, truncate_draft_logits)
+    ("logits", "none", True), ("logits", "logits", True), ("logits", "logits", False), ("logits", "probs", True),
+    ("probs", "none", True), ("probs", "logits", True), ("probs", "probs", True),
+]
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(monkeypatch):
+    """The truncation kernels read rows in blocks of 16 tokens here (several chunks, a short last one)."""
+    launch = triton_launch()
+    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device: (16, 4))
+    if not interpreted("triton"):
+        pytest.skip("these tests size their inputs for the interpreter")
+    return launch
+
+
+def _rows(generator: torch.Generator, batch: int, rows: int, vocab: int) -> torch.Tensor:
+    # logits with ties (values on a grid of 0.5), a NaN and a -inf per row, one +inf row
+    logits = torch.round(torch.randn(batch, rows, vocab, generator=generator) * 4) / 2
+    logits[..., 3] = math.nan
+    logits[..., 7] = -math.inf
+    return logits
+
+
+def _inputs(seed: int, target: str, draft: str, batch: int = B) -> dict:
+    generator = torch.Generator().manual_seed(seed)
+    logits = _rows(generator, batch, K + 1, V)
+    drafts_logits = _rows(generator, batch, K, V)
+    temperatures = torch.tensor([1.0, 0.7, 0.0, 1.3, 1.0, 0.9][:batch])
+    if target == "logits":
+        drafts = logits[:, :K].nan_to_num(nan=-math.inf).argmax(-1)  # mostly accepted at first
+    else:
+        drafts = torch.randint(0, V, (batch, K), generator=generator)
+    drafts[1::3, 1] = torch.randint(0, V, (len(range(1, batch, 3)),), generator=generator)
+    drafts[batch - 1, 0] = -1
+    keywords = {"seeds": torch.arange(100, 100 + batch), "positions": torch.arange(batch) * 3,
+                "num_draft_tokens": torch.tensor([3, 2, 3, 0, 1, 3][:batch], dtype=torch.int32),
+                "temperatures": temperatures}
+    if target == "logits":
+        keywords["target_logits"] = logits
+    else:
+        keywords["target_probs"] = torch.softmax(logits.nan_to_num(nan=-math.inf), dim=-1)
+    if draft == "logits":
+        keywords["draft_logits"] = drafts_logits
+    elif draft == "probs":
+        keywords["draft_probs"] = torch.softmax(drafts_logits.nan_to_num(nan=-math.inf) / 0.8, dim=-1)
+    return {"draft_token_ids": drafts, **keywords}
+
+
+def _knobs(batch: int = B) -> dict:
+    # per request: top_k cutting inside ties, top_p, min_p, every knob off, all three, top_k with min_p
+    return {
+        "top_k": torch.tensor([3, 0, 5, 0, 4, 7][:batch], dtype=torch.int32),
+        "top_p": torch.tensor([1.0, 0.7, 0.9, 1.0, 0.8, 1.0][:batch]),
+        "min_p": torch.tensor([0.0, 0.0, 0.0, 0.0, 0.05, 0.2][:batch]),
+    }
+
+
+def _verify(inputs: dict, backend: str = "triton", **keywords):
+    inputs = dict(inputs)
+    target_logits = inputs.pop("target_logits", None)
+    temperatures = inputs.pop("temperatures")
+    knobs = keywords.pop("knobs", {})
+    sampling = SamplingParams(temperatures=temperatures, **knobs)
+    device = device_for(backend)
+    moved = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+    sampling = SamplingParams(*(v.to(device) if isinstance(v, torch.Tensor) else v for v in sampling))
+    result = verify(None if target_logits is None else target_logits.to(device), sampling=sampling,
+                    backend=backend, **moved, **keywords)
+    return result.map(torch.Tensor.cpu)
+
+
+def _same(got, want) -> None:
+    assert torch.equal(got.output_token_ids, want.output_token_ids), (got.output_token_ids, want.output_token_ids)
+    assert torch.equal(got.num_emitted, want.num_emitted)
+    assert torch.equal(got.num_accepted, want.num_accepted)
+
+
+# --- the prepass against a sort ------------------------------------------------------------------
+
+
+def sort_kept(values: torch.Tensor, is_probs: bool, top_k: int, top_p: float, min_p: float):
+    """(kept, ambiguous) ``[V]`` bool for one cleaned row, by sorting it (float64 prefix masses)."""
+    vocab = values.numel()
+    ranked = torch.where(values > 0, values, -math.inf) if is_probs else values
+    if is_probs:
+        mass = torch.where(values > 0, values, 0.0)
+    else:
+        top = ranked.max()
+        mass = torch.exp(ranked - (top if top > -math.inf else 0.0))
+    order = sorted(range(vocab), key=lambda y: (-float(ranked[y]), y))
+    keep = [bool(ranked[y] > -math.inf) for y in order]
+    if min_p > 0:  # NaN: off
+        threshold = float(torch.tensor(min_p) * mass[order[0]]) if is_probs else min_p
+        keep = [kept and float(mass[y]) >= threshold for kept, y in zip(keep, order, strict=True)]
+    if 0 < top_k < vocab:
+        keep = [kept and rank < top_k for rank, kept in enumerate(keep)]
+    ambiguous = [False] * vocab
+    if top_p < 1:
+        total = sum(float(mass[y]) for kept, y in zip(keep, order, strict=True) if kept)
+        bound = float(torch.tensor(top_p, dtype=torch.float32) * torch.tensor(total, dtype=torch.float32))
+        before = 0.0
+        for rank, y in enumerate(order):
+            if keep[rank]:
+                ambiguous[rank] = abs(before - bound) <= TOP_P_TOLERANCE * total
+                keep[rank] = before < bound
+                before += float(mass[y])
+    if ranked[order[0]] > -math.inf:
+        keep[0] = True
+    kept = torch.zeros(vocab, dtype=torch.bool)
+    unsure = torch.zeros(vocab, dtype=torch.bool)
+    for rank, y in enumerate(order):
+        kept[y] = keep[rank]
+        unsure[y] = ambiguous[rank]
+    return kept, unsure
+
+
+@pytest.mark.parametrize("is_probs", [False, True])
+def test_prepass_cutoffs_keep_what_a_sort_keeps(small_blocks, is_probs):
+    launch = small_blocks
+    generator = torch.Generator().manual_seed(7)
+    batch = 8
+    logits = _rows(generator, batch, 2, V)
+    logits[5, 1] = -math.inf  # a row with no value: nothing kept
+    logits[6, 0, 20:26] = 9.0  # a tie at the top, wider than top_k
+    logits[6, 1, 10:12] = math.inf
+    logits[0, 0, [30, 31, 35]] = 9.0  # top_k = 5 cuts the next tie (8.0) at id 4, then top_p inside this one
+    logits[0, 0, [2, 4, 6]] = 8.0
+    temperatures = torch.tensor([1.0, 0.5, 2.0, 1.0, 1.0, 1.0, 1.0, 0.8])
+    if is_probs:
+        values = torch.softmax(logits.nan_to_num(nan=-math.inf), dim=-1)
+        values[2, 0, 30:34] = -0.5  # negative entries: no mass
+        values[3, 1] = values[3, 1] * 3  # a row that does not sum to 1
+    else:
+        values = logits
+    top_k = torch.tensor([5, 0, 1, 17, 2, 5, 4, 40], dtype=torch.int32)
+    top_p = torch.tensor([0.3, 0.6, 0.95, 1.0, -0.5, 0.5, 0.999, float("nan")])
+    min_p = torch.tensor([0.0, 0.1, 0.0, 0.3, 0.0, 2.0, 0.01, 0.0])
+    m, mass, tau, iota = launch.truncation_summaries(
+        target=values, target_is_probs=is_probs, temperatures=temperatures,
+        num_draft_tokens=torch.ones(batch, dtype=torch.int32), top_k=top_k, top_p=top_p, min_p=min_p)
+    for b in range(batch - 1):  # the last request has every knob off: no summary
+        for r in range(2):
+            if is_probs:
+                cleaned = torch.where(values[b, r] > 0, values[b, r].clamp(max=1.0), 0.0)
+            else:
+                cleaned = (values[b, r] * (1.0 / temperatures[b])).nan_to_num(nan=-math.inf, posinf=3.4028234663852886e38, neginf=-math.inf)
+            kept, unsure = sort_kept(cleaned, is_probs, int(top_k[b]), float(top_p[b]), float(min_p[b]))
+            ranked = torch.where(cleaned > 0, cleaned, -math.inf) if is_probs else cleaned
+            ids = torch.arange(V)
+            got = ((ranked > tau[b, r]) | ((ranked == tau[b, r]) & (ids <= iota[b, r]))) & (ranked > -math.inf)
+            assert torch.equal(got[~unsure], kept[~unsure]), (b, r, got.nonzero().flatten(), kept.nonzero().flatten())
+            # and the kept set of specbench.truncation (the torch reference's)
+            reference = truncation.kept_mask(cleaned[None], top_k[b:b + 1], top_p[b:b + 1], min_p[b:b + 1], is_probs)[0]
+            assert torch.equal(got[~unsure], reference[~unsure]), (b, r)
+            if bool(kept.any()):
+                masses = torch.where(got, cleaned if is_probs else torch.exp(cleaned - cleaned.max()), 0.0)
+                assert float(mass[b, r]) == pytest.approx(float(masses.sum()), rel=1e-5)
+                assert float(m[b, r]) == float(ranked.max())
+            else:
+                assert float(m[b, r]) == -math.inf
+
+
+# --- properties of the step that need no reference ----------------------------------------------
+
+
+@pytest.mark.parametrize(("target", "draft", "truncate_draft"), FORMS)
+def test_knobs_off_equal_no_knobs_and_top_k_one_is_greedy(target, draft, truncate_draft):
+    inputs = _inputs(1, target, draft)
+    plain = _verify(inputs, logprobs="processed")
+    off = {"top_k": torch.zeros(B, dtype=torch.int32), "top_p": torch.ones(B), "min_p": torch.zeros(B)}
+    off["top_k"][1] = V  # >= V is off too
+    off["top_p"][2] = float("nan")
+    knobs_off = _verify(inputs, knobs=off, truncate_draft_logits=truncate_draft, logprobs="processed",
+                        check_values=False)
+    _same(knobs_off, plain)
+    assert torch.equal(knobs_off.logprobs.nan_to_num(nan=9.0), plain.logprobs.nan_to_num(nan=9.0))
+    one = _verify(inputs, knobs={"top_k": 1}, truncate_draft_logits=truncate_draft, logprobs="processed")
+    greedy = _verify({**inputs, "temperatures": torch.zeros(B)})
+    _same(one, greedy)
+    emitted = torch.arange(K + 1)[None, :] < one.num_emitted[:, None].long()
+    sampled = (inputs["temperatures"] > 0)[:, None]  # a greedy row's processed logprob ignores truncation
+    assert bool((one.logprobs[emitted & sampled] == 0.0).all())  # p' is one-hot
+    assert bool(one.logprobs[~emitted].isnan().all())
+
+
+def test_synthetic_mode_knobs_off_and_top_k_one():
+    inputs = _inputs(2, "logits", "none")
+    rates = [0.6, 0.5, 0.4]
+    plain = _verify(inputs, mode="synthetic", acceptance_rates=rates)
+    _same(_verify(inputs, mode="synthetic", acceptance_rates=rates, knobs={"top_p": 1.0}), plain)
+    one = _verify(inputs, mode="synthetic", acceptance_rates=rates, knobs={"top_k": 1})
+    greedy = _verify({**inputs, "temperatures": torch.zeros(B)}, mode="synthetic", acceptance_rates=rates)
+    _same(one, greedy)
+
+
+@pytest.mark.parametrize("target", ["logits", "probs"])
+def test_untruncated_logprobs_are_log_softmax(target):
+    inputs = _inputs(3, target, "logits")
+    for which in ("processed", "raw"):
+        result = _verify(inputs, logprobs=which)
+        rows = inputs.get("target_logits", inputs.get("target_probs"))
+        for b in range(B):
+            for j in range(K + 1):
+                if j >= int(result.num_emitted[b]):
+                    assert math.isnan(float(result.logprobs[b, j]))
+                    continue
+                y = int(result.output_token_ids[b, j])
+                temperature = float(inputs["temperatures"][b])
+                if target == "probs":
+                    row = rows[b, j].clamp(min=0.0, max=1.0)
+                    want = math.log(float(row[y]) / float(row.sum()))
+                else:
+                    scale = 1.0 if which == "raw" or temperature == 0 else 1.0 / temperature
+                    row = (rows[b, j] * scale).nan_to_num(nan=-math.inf, neginf=-math.inf)
+                    want = float(torch.log_softmax(row.double(), dim=-1)[y])
+                assert float(result.logprobs[b, j]) == pytest.approx(want, abs=1e-5)
+
+
+# --- against the torch reference ------------------------------------------------------------------
+
+
+def _reference(inputs: dict, **keywords):
+    return _verify(inputs, backend="torch", **keywords)
+
+
+@pytest.mark.parametrize(("form", "which"), [(form, ("processed", "raw")[i % 2]) for i, form in enumerate(FORMS)])
+def test_mixed_batch_equals_reference(form, which):
+    target, draft, truncate_draft = form
+    inputs = _inputs(11 + FORMS.index(form), target, draft)
+    keywords = {"knobs": _knobs(), "truncate_draft_logits": truncate_draft, "logprobs": which}
+    want = _reference(inputs, **keywords)
+    got = _verify(inputs, **keywords)
+    _same(got, want)
+    assert torch.allclose(got.logprobs, want.logprobs, atol=1e-5, rtol=0, equal_nan=True), (got.logprobs,
+                                                                                           want.logprobs)
+
+
+def test_synthetic_mixed_batch_equals_reference():
+    inputs = _inputs(13, "logits", "none")
+    keywords = {"mode": "synthetic", "acceptance_rates": [0.7, 0.5, 0.3], "knobs": _knobs(), "logprobs": "processed"}
+    want = _reference(inputs, **keywords)
+    got = _verify(inputs, **keywords)
+    _same(got, want)
+    assert torch.allclose(got.logprobs, want.logprobs, atol=1e-5, rtol=0, equal_nan=True)

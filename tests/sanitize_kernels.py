@@ -99,8 +99,9 @@ def truncation_knobs(batch: int, vocab: int) -> dict:
             "min_p": torch.tensor([min_p[(b // 3) % 8] for b in range(batch)])}
 
 
-def workload() -> int:
-    """Every kernel path on hostile inputs; prints one line per group of calls."""
+def workload(part: str = "all") -> int:
+    """Every kernel path on hostile inputs (``part="truncation"``: the truncation and log-probability
+    kernels and the simulations only); prints one line per group of calls."""
     import torch
 
     from specbench import SamplingParams, simulate_acceptance, verify
@@ -109,7 +110,7 @@ def workload() -> int:
     device = torch.device("cuda")
     calls = 0
     shapes = [(5, 3, 4099), (3, 2, 70001), (70, 4, 2053), (2, 0, 513), (4, 2, 1)]
-    for mode in ("greedy", "probabilistic", "synthetic"):
+    for mode in ("greedy", "probabilistic", "synthetic") if part == "all" else ():
         for draft in (("none", "logits", "probs") if mode == "probabilistic" else ("none",)):
             for target in ("logits", "probs"):
                 for dtype in (torch.float32, torch.bfloat16):
@@ -151,12 +152,14 @@ def workload() -> int:
                     print(f"truncated {mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok",
                           flush=True)
     counts = simulate_acceptance([0.9, 0.7, 0.3], 5000, seed=3, backend="triton", device=device)
+    counts += simulate_acceptance([0.9, 0.7, 0.3], 5000, seed=3, backend="triton", device=device,
+                                  request_rates=[0.2, 0.5, 0.8, 0.95])  # per-request spread
     torch.cuda.synchronize()
     print(f"{calls} verify calls and one simulation ({int(counts.sum())} accepted drafts)", flush=True)
     return 0
 
 
-def sanitize(out: Path, tools: list[str]) -> int:
+def sanitize(out: Path, tools: list[str], part: str = "all") -> int:
     """Run the workload under each tool; 0 when every tool reports nothing, 1 otherwise."""
     sanitizer = shutil.which("compute-sanitizer")
     if sanitizer is None:
@@ -171,7 +174,7 @@ def sanitize(out: Path, tools: list[str]) -> int:
         command = [sanitizer, "--tool", tool, "--error-exitcode", "99", "--print-limit", "50"]
         if tool == "memcheck":
             command += ["--leak-check", "no"]
-        command += [sys.executable, str(Path(__file__).resolve()), "--workload"]
+        command += [sys.executable, str(Path(__file__).resolve()), "--workload", "--part", part]
         with log.open("w") as handle:
             done = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env=env, check=False)
         text = log.read_text(errors="replace")
@@ -193,9 +196,11 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("sanitize-logs"), help="folder for the logs and summary")
     parser.add_argument("--tools", default=",".join(TOOLS), help="comma-separated compute-sanitizer tools")
     parser.add_argument("--workload", action="store_true", help="run the kernels (what the tools watch)")
+    parser.add_argument("--part", choices=("all", "truncation"), default="all",
+                        help="truncation: only the truncation and log-probability kernels and the simulations")
     args = parser.parse_args()
     if args.workload:
-        return workload()
+        return workload(args.part)
     import torch
 
     if not torch.cuda.is_available():
@@ -206,7 +211,7 @@ def main() -> int:
     if unknown or not tools:
         print(f"--tools takes some of {', '.join(TOOLS)}, got {args.tools!r}", file=sys.stderr)
         return 2
-    return sanitize(args.out, tools)
+    return sanitize(args.out, tools, args.part)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from specbench import cli, oracle
 from specbench.cli import app
-from specbench.exactness import DEFAULT_SAMPLES, LAW_CONFIGS, MIN_BONUS_SHARE, TRUNCATION_CONFIGS, Suite
+from specbench.exactness import DEFAULT_SAMPLES, LAW_CONFIGS, MIN_BONUS_SHARE, Suite
+from specbench.exactness_truncation import TRUNCATION_CONFIGS
 from specbench.implementations import resolve
 
 CPU = torch.device("cpu")

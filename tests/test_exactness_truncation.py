@@ -8,7 +8,8 @@ import torch
 from typer.testing import CliRunner
 
 from specbench.cli import app
-from specbench.exactness import TRUNCATION_CONFIGS, Suite
+from specbench.exactness import Suite
+from specbench.exactness_truncation import TRUNCATION_CONFIGS
 from specbench.implementations import resolve, sampler
 from specbench.implementations.contract import logits_to_probs
 from specbench.implementations.controls import chain_sample, truncate, untruncated_draft_probs

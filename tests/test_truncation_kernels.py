@@ -242,20 +242,20 @@ def _no_radix(row, V, inv_temperature, k, top_p, min_p, TARGET_PROBS, BLOCK):
 
 @pytest.mark.parametrize("is_probs", [False, True])
 def test_top_k_fast_path_equals_sort_and_radix_path(small_blocks, monkeypatch, is_probs):
-    """Rows with 1 <= top_k <= 64 (the one-pass path; gathering at most 8 groups of 32 here): ties at the
+    """Rows with 1 <= top_k <= 64 (the one-pass path; gathering at most 4 groups of 32 here): ties at the
     top_k boundary and across group edges, top_k = 1, 64 and 65 (the radix path), all three knobs, NaN and
-    -inf, V = 300 (not a multiple of 32), rows whose values all tie (more groups than the cap: the radix
+    -inf, V = 150 (not a multiple of 32), rows whose values all tie (more groups than the cap: the radix
     path); the cutoffs equal a sort's, specbench.truncation's and the radix path's, and the rows meant for
     the fast path are resolved by it alone."""
     from specbench.kernels import truncation as kernels
 
     launch = small_blocks
-    monkeypatch.setattr(launch, "TOP_K_CAP_GROUPS", 8)
-    vocab = 300
+    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device: (32, 4))
+    vocab = 150
     generator = torch.Generator().manual_seed(5)
     logits = _rows(generator, 8, 2, vocab)
     logits[0, 0, 30:34] = 9.0  # a tie across the edge of groups 0 and 1, cut by top_k = 2
-    logits[0, 1, [31, 32, 95, 299]] = 9.0  # ... and one spread over three groups, the last one short
+    logits[0, 1, [31, 32, 95, 149]] = 9.0  # ... and one spread over three groups, the last one short
     logits[1, :, 60:] = -math.inf  # fewer tokens with mass than top_k = 64
     logits[3, 0] = 1.5  # every value ties: every group qualifies, more than the cap
     logits[3, 1, ::2] = math.nan
@@ -274,7 +274,7 @@ def test_top_k_fast_path_equals_sort_and_radix_path(small_blocks, monkeypatch, i
                 "num_draft_tokens": torch.ones(8, dtype=torch.int32), "top_k": top_k, "top_p": top_p, "min_p": min_p}
     fast = launch.truncation_summaries(**keywords)
     _check_summaries(fast, values, temperatures, top_k, top_p, min_p, is_probs)
-    expected_fast = _fast_rows(values, temperatures, top_k, is_probs, 8)
+    expected_fast = _fast_rows(values, temperatures, top_k, is_probs, 4)
     assert bool(expected_fast.any()) and not bool(expected_fast.all())
     assert not bool(expected_fast[3].any()) and not bool(expected_fast[6].any())
     # the fast path alone: the rows meant for it keep their summaries, the others get the stand-in's
@@ -284,7 +284,7 @@ def test_top_k_fast_path_equals_sort_and_radix_path(small_blocks, monkeypatch, i
     for got, want in zip(alone, fast, strict=True):
         assert torch.equal(got[expected_fast], want[expected_fast])
     monkeypatch.undo()
-    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device: (16, 4))
+    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device: (32, 4))
     monkeypatch.setattr(launch, "_MAX_GROUP_BLOCK", 1)  # no row fits: the radix path everywhere
     radix = launch.truncation_summaries(**keywords)
     for got, want in zip(fast, radix, strict=True):

@@ -20,9 +20,18 @@ token ``y`` is kept iff ``v_y > tau`` or ``v_y == tau and y <= iota``. Tokens wi
    the mass of what ``min_p`` and ``top_k`` kept); with ``min_p`` on, the cutoff is then moved to
    the last token still in play (two passes), so ``(tau, iota)`` alone says what is kept. Out of
    range knobs as the contract says (``request_knobs``: ``top_p <= 0`` and ``min_p > 1`` are
-   ``top_k = 1``). ``select_cutoff`` is the only search: a faster method (a band of at most C
-   tokens found by pivots, gathered and sorted) can replace it alone. Cost per row, in passes over
-   it: 1 (max), ``top_k`` 9 (+ 1 to 5 for a tie cut by id), ``top_p`` 10 (+ ids), 1 (S), ``min_p`` 2.
+   ``top_k = 1``). Cost per row of this radix path, in passes over it: 1 (max), ``top_k`` 9 (+ 1 to
+   5 for a tie cut by id), ``top_p`` 10 (+ ids), 1 (S), ``min_p`` 2: about 25 for top_k + top_p.
+
+   The fast path (``_top_k_fast``, rows with ``1 <= top_k <= 64`` and ``V <= 262144``; any top_p and
+   min_p with it): ONE pass over the row, writing the maximum of each group of 32 consecutive tokens
+   to scratch (``m`` is their maximum); ``c_k``, the k-th largest group maximum, by a 32-step
+   bisection on their order keys in registers; the groups whose maximum is ``>= c_k`` hold the
+   row's first k tokens and every token tied with the k-th (the proof is at ``_top_k_fast``); when
+   at most ``CAP_GROUPS`` (64) qualify, their tokens (at most 2048, read once more from the row) are
+   sorted in registers by (value desc, id asc) and the knobs resolved on them exactly, in the
+   contract's order. Cost: 1 pass + at most 2048 tokens gathered. More groups (ties at the top) or
+   any other row: the radix path (the fast path's pass is then lost).
 2. ``_verify_truncated_kernel`` (grid ``B``): one program per request for every mode, target form
    and draft form once any knob is given. A request with every knob off, or a greedy one, takes
    today's arithmetic (the same helpers as ``sequential.py``); a truncated one reads its rows'
@@ -37,8 +46,9 @@ boundary can fall either side, as the contract and the oracle allow); sums are l
 tree reduction, in an order of this kernel's own.
 
 Scratch (float32 / int32, ``R = K + 1``): the summaries ``[B, R, 2, 4]`` (m, S, tau, unused) and
-``[B, R, 2]`` (iota); side 0 the target row, side 1 the draft row. Only rows the prepass wrote are
-read. The summary is also what the log-probability epilogue reads (``logprobs.py``).
+``[B, R, 2]`` (iota); side 0 the target row, side 1 the draft row; then, for the fast path, per
+(row, side) ``ceil(V / 32)`` group maxima and ``CAP_GROUPS`` gathered group ids, each read only
+after the same program wrote it. Only rows the prepass wrote are read. The summary is also what the log-probability epilogue reads (``logprobs.py``).
 """
 
 import triton

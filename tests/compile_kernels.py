@@ -47,7 +47,7 @@ POINTERS = {
     "num_draft_ptr": "*i32", "temperature_ptr": "*fp32", "seed_ptr": "*i64", "position_ptr": "*i64",
     "conditional_rates_ptr": "*fp32", "scratch_f_ptr": "*fp32", "scratch_i_ptr": "*i32", "arrivals_ptr": "*i32",
     "top_k_ptr": "*i32", "top_p_ptr": "*fp32", "min_p_ptr": "*fp32", "summary_f_ptr": "*fp32", "summary_i_ptr": "*i32",
-    "logprobs_ptr": "*fp32",
+    "logprobs_ptr": "*fp32", "group_max_ptr": "*fp32", "group_ids_ptr": "*i32",
 }
 MODES = {"greedy": 0, "probabilistic": 1, "synthetic": 2}
 DRAFTS = (0, 1, 2)  # none, logits, probs
@@ -89,6 +89,7 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     draft form with every knob given (the knobs not given only drop loads), one with top_k alone, in
     float32, and the probabilistic forms in bfloat16."""
     block, warps = launch._truncation_shape(1 << 17, _GPU)
+    groups = launch._group_shape(1 << 17, block)  # the prepass's top_k fast path
     every_knob = {"HAS_TOP_K": 1, "HAS_TOP_P": 1, "HAS_MIN_P": 1}
     out = []
     for mode in ("probabilistic", "synthetic"):
@@ -99,11 +100,11 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                               **every_knob}
                     for dtype in ("fp32", "bf16") if mode == "probabilistic" else ("fp32",):
                         if draft == 0 or truncate_draft:  # the prepass reads draft rows only with TRUNCATE_DRAFT
-                            out.append((_truncation_prepass_kernel, {**common, "BLOCK": block}, warps, dtype))
+                            out.append((_truncation_prepass_kernel, {**common, "BLOCK": block, **groups}, warps, dtype))
                         out.append((_verify_truncated_kernel, {**common, "DRAFT": draft, "BLOCK": block,
                                                                "OUT_BLOCK": 8}, warps, dtype))
     top_k_only = {"MODE": 1, "TARGET_PROBS": 0, "TRUNCATE_DRAFT": 1, "HAS_TOP_K": 1, "HAS_TOP_P": 0, "HAS_MIN_P": 0}
-    out.append((_truncation_prepass_kernel, {**top_k_only, "BLOCK": block}, warps, "fp32"))
+    out.append((_truncation_prepass_kernel, {**top_k_only, "BLOCK": block, **groups}, warps, "fp32"))
     out.append((_verify_truncated_kernel, {**top_k_only, "DRAFT": 1, "BLOCK": block, "OUT_BLOCK": 8}, warps, "fp32"))
     for mode in ("greedy", "probabilistic"):
         for target_probs in (0, 1):

@@ -91,7 +91,7 @@ def truncation_knobs(batch: int, vocab: int) -> dict:
     and above-1 ``min_p``), so the requests of a hostile batch meet many combinations."""
     import torch
 
-    top_k = [0, 1, 3, vocab, vocab + 5, -2, 2, 0]
+    top_k = [0, 1, 3, vocab, vocab + 5, -2, 2, 64]  # 1, 2, 3, 64: the prepass's top_k fast path
     top_p = [1.0, 0.5, math.nan, 0.0, -1.0, 0.9, 1.0, 0.999]
     min_p = [0.0, 0.1, math.nan, 1.5, -1.0, 0.01, 0.3, 0.0]
     return {"top_k": torch.tensor([top_k[b % 8] for b in range(batch)], dtype=torch.int32),

@@ -37,6 +37,7 @@ def small_blocks(monkeypatch):
     """The truncation kernels read rows in blocks of 16 tokens here (several chunks, a short last one)."""
     launch = triton_launch()
     monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device: (16, 4))
+    monkeypatch.setattr(launch, "TOP_K_CAP_GROUPS", 4)  # the top_k fast path gathers at most 4 groups (128 tokens)
     if not interpreted("triton"):
         pytest.skip("these tests size their inputs for the interpreter")
     return launch
@@ -187,6 +188,108 @@ def test_prepass_cutoffs_keep_what_a_sort_keeps(small_blocks, is_probs):
                 assert float(m[b, r]) == float(ranked.max())
             else:
                 assert float(m[b, r]) == -math.inf
+
+
+def _check_summaries(summaries, values, temperatures, top_k, top_p, min_p, is_probs) -> None:
+    # every row's cutoff keeps what a sort keeps and what specbench.truncation keeps; S and m as the row says
+    m, mass, tau, iota = summaries
+    vocab = values.shape[-1]
+    for b in range(values.shape[0]):
+        for r in range(values.shape[1]):
+            if is_probs:
+                cleaned = torch.where(values[b, r] > 0, values[b, r].clamp(max=1.0), 0.0)
+            else:
+                cleaned = (values[b, r] * (1.0 / temperatures[b])).nan_to_num(
+                    nan=-math.inf, posinf=3.4028234663852886e38, neginf=-math.inf)
+            kept, unsure = sort_kept(cleaned, is_probs, int(top_k[b]), float(top_p[b]), float(min_p[b]))
+            ranked = torch.where(cleaned > 0, cleaned, -math.inf) if is_probs else cleaned
+            ids = torch.arange(vocab)
+            got = ((ranked > tau[b, r]) | ((ranked == tau[b, r]) & (ids <= iota[b, r]))) & (ranked > -math.inf)
+            assert torch.equal(got[~unsure], kept[~unsure]), (b, r, got.nonzero().flatten(), kept.nonzero().flatten())
+            reference = truncation.kept_mask(cleaned[None], top_k[b:b + 1], top_p[b:b + 1], min_p[b:b + 1], is_probs)[0]
+            assert torch.equal(got[~unsure], reference[~unsure]), (b, r)
+            if bool(kept.any()):
+                masses = torch.where(got, cleaned if is_probs else torch.exp(cleaned - cleaned.max()), 0.0)
+                assert float(mass[b, r]) == pytest.approx(float(masses.sum()), rel=1e-5)
+                assert float(m[b, r]) == float(ranked.max())
+            else:
+                assert float(m[b, r]) == -math.inf
+
+
+def _fast_rows(values, temperatures, top_k, is_probs, cap_groups) -> torch.Tensor:
+    # [B, R] bool: the rows the top_k fast path resolves (1 <= top_k <= 64 and at most cap_groups groups
+    # of 32 with a maximum >= the k-th largest group maximum; a row with no mass too)
+    batch, rows, vocab = values.shape
+    out = torch.zeros(batch, rows, dtype=torch.bool)
+    for b in range(batch):
+        k = int(top_k[b])
+        for r in range(rows):
+            if is_probs:
+                ranked = torch.where(values[b, r] > 0, values[b, r], -math.inf)
+            else:
+                ranked = (values[b, r] / temperatures[b]).nan_to_num(nan=-math.inf, posinf=3.4e38, neginf=-math.inf)
+            maxima = torch.nn.functional.pad(ranked, (0, -vocab % 32), value=-math.inf).view(-1, 32).amax(-1)
+            finite = maxima[maxima > -math.inf].sort(descending=True).values
+            c = finite[k - 1] if k <= finite.numel() else -math.inf
+            out[b, r] = 1 <= k <= 64 and (finite.numel() == 0 or int((finite >= c).sum()) <= cap_groups)
+    return out
+
+
+def _no_radix(row, V, inv_temperature, k, top_p, min_p, TARGET_PROBS, BLOCK):
+    # stands in for the radix path under the interpreter: a summary no row can have (iota = -7)
+    return math.nan, math.nan, math.nan, -7
+
+
+@pytest.mark.parametrize("is_probs", [False, True])
+def test_top_k_fast_path_equals_sort_and_radix_path(small_blocks, monkeypatch, is_probs):
+    """Rows with 1 <= top_k <= 64 (the one-pass path; gathering at most 4 groups of 32 here): ties at the
+    top_k boundary and across group edges, top_k = 1, 64 and 65 (the radix path), all three knobs, NaN and
+    -inf, V = 150 (not a multiple of 32), rows whose values all tie (more groups than the cap: the radix
+    path); the cutoffs equal a sort's, specbench.truncation's and the radix path's, and the rows meant for
+    the fast path are resolved by it alone."""
+    from specbench.kernels import truncation as kernels
+
+    launch = small_blocks
+    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device: (32, 4))
+    vocab = 150
+    generator = torch.Generator().manual_seed(5)
+    logits = _rows(generator, 8, 2, vocab)
+    logits[0, 0, 30:34] = 9.0  # a tie across the edge of groups 0 and 1, cut by top_k = 2
+    logits[0, 1, [31, 32, 95, 149]] = 9.0  # ... and one spread over three groups, the last one short
+    logits[1, :, 60:] = -math.inf  # fewer tokens with mass than top_k = 64
+    logits[3, 0] = 1.5  # every value ties: every group qualifies, more than the cap
+    logits[3, 1, ::2] = math.nan
+    logits[3, 1, 1::2] = -2.0
+    logits[5, 1] = -math.inf  # nothing has mass
+    temperatures = torch.tensor([1.0, 0.5, 2.0, 1.0, 0.7, 1.0, 1.0, 0.8])
+    if is_probs:
+        values = torch.softmax(logits.nan_to_num(nan=-math.inf), dim=-1)
+        values[2, 0, 40:50] = -0.5  # negative entries: no mass
+    else:
+        values = logits
+    top_k = torch.tensor([2, 64, 1, 3, 7, 5, 65, 10], dtype=torch.int32)
+    top_p = torch.tensor([1.0, 0.8, 1.0, 0.5, 0.6, 0.9, 0.7, 0.999])
+    min_p = torch.tensor([0.0, 0.05, 0.0, 0.0, 0.1, 0.0, 0.0, 0.02])
+    keywords = {"target": values, "target_is_probs": is_probs, "temperatures": temperatures,
+                "num_draft_tokens": torch.ones(8, dtype=torch.int32), "top_k": top_k, "top_p": top_p, "min_p": min_p}
+    fast = launch.truncation_summaries(**keywords)
+    _check_summaries(fast, values, temperatures, top_k, top_p, min_p, is_probs)
+    expected_fast = _fast_rows(values, temperatures, top_k, is_probs, 4)
+    assert bool(expected_fast.any()) and not bool(expected_fast.all())
+    assert not bool(expected_fast[3].any()) and not bool(expected_fast[6].any())
+    # the fast path alone: the rows meant for it keep their summaries, the others get the stand-in's
+    monkeypatch.setattr(kernels, "_truncate_row_radix", _no_radix)
+    alone = launch.truncation_summaries(**keywords)
+    assert torch.equal(alone[3] == -7, ~expected_fast), (alone[3], expected_fast)
+    for got, want in zip(alone, fast, strict=True):
+        assert torch.equal(got[expected_fast], want[expected_fast])
+    monkeypatch.undo()
+    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device: (32, 4))
+    monkeypatch.setattr(launch, "_MAX_GROUP_BLOCK", 1)  # no row fits: the radix path everywhere
+    radix = launch.truncation_summaries(**keywords)
+    for got, want in zip(fast, radix, strict=True):
+        assert torch.allclose(got, want, rtol=1e-5, atol=0, equal_nan=True), (got, want)
+    assert torch.equal(fast[2], radix[2]) and torch.equal(fast[3], radix[3])  # the cutoffs themselves
 
 
 # --- properties of the step that need no reference ----------------------------------------------

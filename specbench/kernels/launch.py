@@ -431,6 +431,32 @@ def _knob_args(top_k, top_p, min_p, temperatures) -> tuple[tuple, dict[str, bool
     return args, flags
 
 
+# The prepass's top_k fast path (rows with 1 <= top_k <= 64): groups of _GROUP tokens, at most
+# _MAX_GROUP_BLOCK of them in a row (V <= 262144), at most TOP_K_CAP_GROUPS gathered (ties: the radix path)
+_GROUP = 32
+_MAX_GROUP_BLOCK = 8192
+TOP_K_CAP_GROUPS = 64
+
+
+def _group_shape(vocab: int, block: int) -> dict[str, int]:
+    # the fast path's constexprs: groups per chunk of its pass, the block of a row's group maxima, the cap
+    groups = -(-vocab // _GROUP)
+    return {"GROUP_ROWS": max(block // _GROUP, 1),
+            "GROUP_BLOCK": min(max(_next_power_of_2(groups), 16), _MAX_GROUP_BLOCK),
+            "CAP_GROUPS": TOP_K_CAP_GROUPS}
+
+
+def _prepass_scratch(batch: int, num_slots: int, vocab: int, device: torch.device,
+                     key) -> tuple[torch.Tensor, ...]:
+    # the summaries (as _summaries: at the start of the step's scratch), then per (row, side) the
+    # fast path's group maxima (ceil(V / 32) floats) and gathered group ids (TOP_K_CAP_GROUPS ints)
+    cells = batch * num_slots * 2
+    groups = -(-vocab // _GROUP)
+    summary_f = _scratch(cells * (4 + groups), torch.float32, device, key)
+    summary_i = _scratch(cells * (1 + TOP_K_CAP_GROUPS), torch.int32, device, key)
+    return summary_f, summary_i, summary_f[cells * 4:], summary_i[cells:]
+
+
 def _summaries(batch: int, num_slots: int, device: torch.device, key) -> tuple[torch.Tensor, torch.Tensor]:
     # the prepass's summaries [B, K + 1, 2, 4] float32 and [B, K + 1, 2] int32, in the step's scratch
     cells = batch * num_slots * 2
@@ -474,14 +500,14 @@ def _verify_truncated(
     key = _stream_key(device)
     block, num_warps = _truncation_shape(vocab, device)
     knobs, flags = _knob_args(top_k, top_p, min_p, temperatures)
-    summary_f, summary_i = _summaries(batch, num_slots, device, key)
+    summary_f, summary_i, group_max, group_ids = _prepass_scratch(batch, num_slots, vocab, device, key)
     truncate_draft = draft_kind == 1 and truncate_draft_logits
     common = {"MODE": _MODE_IDS[mode], "TARGET_PROBS": target_is_probs, "TRUNCATE_DRAFT": truncate_draft, **flags}
     target_args = (target, target.stride(0), target.stride(1), draft, draft.stride(0), draft.stride(1))
     request_args = (num_draft_tokens, temperatures, seeds, positions)
     _PREPASS((batch, num_slots, 2 if truncate_draft else 1),
-             (summary_f, summary_i, *target_args, *request_args, *knobs, vocab, num_slots), num_warps, key,
-             BLOCK=block, **common)
+             (summary_f, summary_i, group_max, group_ids, *target_args, *request_args, *knobs, vocab, num_slots),
+             num_warps, key, BLOCK=block, **_group_shape(vocab, block), **common)
     _TRUNCATED((batch,),
                (out, out.stride(0), num_emitted, num_accepted, *target_args, draft_ids, draft_ids.stride(0),
                 *request_args, conditional_rates, *knobs, summary_f, summary_i, vocab, num_slots),
@@ -501,13 +527,13 @@ def truncation_summaries(*, target: torch.Tensor, target_is_probs: bool, tempera
     key = _stream_key(device)
     block, num_warps = _truncation_shape(vocab, device)
     knobs, flags = _knob_args(top_k, top_p, min_p, temperatures)
-    summary_f, summary_i = _summaries(batch, num_slots, device, key)
+    summary_f, summary_i, group_max, group_ids = _prepass_scratch(batch, num_slots, vocab, device, key)
     zeros = torch.zeros(batch, dtype=torch.int64, device=device)
     _PREPASS((batch, num_slots, 1),
-             (summary_f, summary_i, target, target.stride(0), target.stride(1), target, target.stride(0),
+             (summary_f, summary_i, group_max, group_ids, target, target.stride(0), target.stride(1), target, target.stride(0),
               target.stride(1), num_draft_tokens, temperatures, zeros, zeros, *knobs, vocab, num_slots),
              num_warps, key, BLOCK=block, MODE=_MODE_IDS["probabilistic"], TARGET_PROBS=target_is_probs,
-             TRUNCATE_DRAFT=False, **flags)
+             TRUNCATE_DRAFT=False, **_group_shape(vocab, block), **flags)
     fields = summary_f[:batch * num_slots * 8].view(batch, num_slots, 2, 4)[:, :, 0]
     iota = summary_i[:batch * num_slots * 2].view(batch, num_slots, 2)[:, :, 0]
     return fields[..., 0].clone(), fields[..., 1].clone(), fields[..., 2].clone(), iota.clone()

@@ -20,9 +20,18 @@ token ``y`` is kept iff ``v_y > tau`` or ``v_y == tau and y <= iota``. Tokens wi
    the mass of what ``min_p`` and ``top_k`` kept); with ``min_p`` on, the cutoff is then moved to
    the last token still in play (two passes), so ``(tau, iota)`` alone says what is kept. Out of
    range knobs as the contract says (``request_knobs``: ``top_p <= 0`` and ``min_p > 1`` are
-   ``top_k = 1``). ``select_cutoff`` is the only search: a faster method (a band of at most C
-   tokens found by pivots, gathered and sorted) can replace it alone. Cost per row, in passes over
-   it: 1 (max), ``top_k`` 9 (+ 1 to 5 for a tie cut by id), ``top_p`` 10 (+ ids), 1 (S), ``min_p`` 2.
+   ``top_k = 1``). Cost per row of this radix path, in passes over it: 1 (max), ``top_k`` 9 (+ 1 to
+   5 for a tie cut by id), ``top_p`` 10 (+ ids), 1 (S), ``min_p`` 2: about 25 for top_k + top_p.
+
+   The fast path (``_top_k_fast``, rows with ``1 <= top_k <= 64`` and ``V <= 262144``; any top_p and
+   min_p with it): ONE pass over the row, writing the maximum of each group of 32 consecutive tokens
+   to scratch (``m`` is their maximum); ``c_k``, the k-th largest group maximum, by a 32-step
+   bisection on their order keys in registers; the groups whose maximum is ``>= c_k`` hold the
+   row's first k tokens and every token tied with the k-th (the proof is at ``_top_k_fast``); when
+   at most ``CAP_GROUPS`` (64) qualify, their tokens (at most 2048, read once more from the row) are
+   sorted in registers by (value desc, id asc) and the knobs resolved on them exactly, in the
+   contract's order. Cost: 1 pass + at most 2048 tokens gathered. More groups (ties at the top) or
+   any other row: the radix path (the fast path's pass is then lost).
 2. ``_verify_truncated_kernel`` (grid ``B``): one program per request for every mode, target form
    and draft form once any knob is given. A request with every knob off, or a greedy one, takes
    today's arithmetic (the same helpers as ``sequential.py``); a truncated one reads its rows'
@@ -37,8 +46,9 @@ boundary can fall either side, as the contract and the oracle allow); sums are l
 tree reduction, in an order of this kernel's own.
 
 Scratch (float32 / int32, ``R = K + 1``): the summaries ``[B, R, 2, 4]`` (m, S, tau, unused) and
-``[B, R, 2]`` (iota); side 0 the target row, side 1 the draft row. Only rows the prepass wrote are
-read. The summary is also what the log-probability epilogue reads (``logprobs.py``).
+``[B, R, 2]`` (iota); side 0 the target row, side 1 the draft row; then, for the fast path, per
+(row, side) ``ceil(V / 32)`` group maxima and ``CAP_GROUPS`` gathered group ids, each read only
+after the same program wrote it. Only rows the prepass wrote are read. The summary is also what the log-probability epilogue reads (``logprobs.py``).
 """
 
 import triton
@@ -72,6 +82,8 @@ from specbench.kernels.sequential import _residual_token
 
 SUMMARY_FIELDS = tl.constexpr(4)  # per (request, row, side): m, S, tau, unused (+ one int: iota)
 INT32_MAX = tl.constexpr(2147483647)
+GROUP = tl.constexpr(32)  # tokens per group of the top_k fast path
+MAX_FAST_K = tl.constexpr(64)  # the largest top_k the fast path takes
 # the residual's draft side in the truncated races
 Q_NONE = tl.constexpr(0)  # w = p' (a token `exclude` left out)
 Q_TRUNCATED_LOGITS = tl.constexpr(1)  # q' from the draft row's summary
@@ -254,9 +266,132 @@ def select_cutoff(row, V, inv_temperature, m, minp_threshold, tau, iota, target,
 
 
 @triton.jit
-def truncate_row(row, V, inv_temperature, k, top_p, min_p, TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr):
+def _group_maxima(row, V, inv_temperature, group_max_ptr, TARGET_PROBS: tl.constexpr, GROUP_ROWS: tl.constexpr):
+    # one pass over the row: the largest value of each group of GROUP consecutive tokens, to scratch
+    # (slots 0 .. ceil(V / GROUP) - 1; -inf for a group with no value of mass)
+    rows = tl.arange(0, GROUP_ROWS)
+    lanes = tl.arange(0, GROUP)
+    num_groups = tl.cdiv(V, GROUP)
+    for start in range(0, num_groups, GROUP_ROWS):
+        groups = start + rows
+        offs = groups[:, None] * GROUP + lanes[None, :]
+        value, _mass = row_values(row, offs, V, inv_temperature, 0.0, TARGET_PROBS)
+        tl.store(group_max_ptr + groups, tl.max(value, axis=1), mask=groups < num_groups)
+
+
+@triton.jit
+def _kth_largest_key(key, k):
+    # the k-th largest of the order keys `key` (int64 in [0, 2**32); -1: no entry), k >= 1: the
+    # largest c with at least k keys >= c, built bit by bit from the top (32 counts over the block,
+    # in registers); 0 when fewer than k keys are given
+    c = tl.full([], 0, tl.int64)
+    for step in range(32):
+        trial = c | (tl.full([], 1, tl.int64) << (31 - step))
+        at_least = tl.sum((key >= trial).to(tl.int32), axis=0)
+        c = tl.where(at_least >= k, trial, c)
+    return c
+
+
+@triton.jit
+def _value_of_key(key):
+    # the inverse of _order_key (int64 in [0, 2**32) -> float32)
+    shifted = (key - 2147483648).to(tl.int32)
+    return tl.where(shifted >= 0, shifted, shifted ^ 0x7FFFFFFF).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _top_k_fast(row, V, inv_temperature, k, top_p, min_p, group_max_ptr, group_ids_ptr, TARGET_PROBS: tl.constexpr,
+                GROUP_ROWS: tl.constexpr, GROUP_BLOCK: tl.constexpr, CAP_GROUPS: tl.constexpr):
+    # The summary (done, m, S, tau, iota) of a row with 1 <= k <= MAX_FAST_K, in one pass over the
+    # row plus a gather of at most CAP_GROUPS groups; done = False (nothing else meaningful) when more
+    # than CAP_GROUPS groups qualify (ties), and the caller takes the radix path.
+    #
+    # Why the gathered groups hold the answer: let c_k be the k-th largest group maximum (counting
+    # multiplicity) and tau_k the row's k-th largest value. The k largest group maxima are k distinct
+    # tokens of value >= c_k, so tau_k >= c_k. Every token of the row's first k (and every token tied
+    # with tau_k) has value >= tau_k >= c_k, so its group's maximum is >= c_k: it is gathered. A token
+    # not gathered has value <= its group maximum < c_k <= tau_k, so it comes after all of those in
+    # the row's order, and the first k gathered tokens (in that order) are the row's first k. min_p
+    # keeps a prefix of the order and top_k and top_p act on the first k only, so resolving the knobs
+    # among the gathered tokens is exact. (Fewer than k groups with mass: every such group is gathered.)
+    _group_maxima(row, V, inv_temperature, group_max_ptr, TARGET_PROBS, GROUP_ROWS)
+    tl.debug_barrier()  # the maxima written by every thread of the program
+    groups = tl.arange(0, GROUP_BLOCK)
+    num_groups = tl.cdiv(V, GROUP)
+    group_max = tl.load(group_max_ptr + groups, mask=groups < num_groups, other=float("-inf"))
+    m = tl.max(group_max, axis=0)
+    done = True
+    mass = tl.full([], 0.0, tl.float32)
+    tau = tl.full([], float("inf"), tl.float32)
+    iota = tl.full([], -1, tl.int32)
+    if m > float("-inf"):  # (else nothing is kept, as in truncate_row)
+        has_mass = (groups < num_groups) & (group_max > float("-inf"))
+        key = tl.where(has_mass, _order_key(group_max), -1)
+        qualify = has_mass & (key >= _kth_largest_key(key, k))
+        count = tl.sum(qualify.to(tl.int32), axis=0)
+        done = count <= CAP_GROUPS
+        if done:
+            # compact the qualifying group ids (in id order) to scratch slots 0 .. count - 1
+            slot_of = tl.cumsum(qualify.to(tl.int32), axis=0) - 1
+            tl.store(group_ids_ptr + slot_of, groups, mask=qualify)
+            tl.debug_barrier()
+            slots = tl.arange(0, CAP_GROUPS)
+            ids = tl.load(group_ids_ptr + slots, mask=slots < count, other=0)
+            offs = ids[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
+            offs = tl.where((slots < count)[:, None], offs, V)  # unused slots: read nothing
+            value, weight = row_values(row, offs, V, inv_temperature, m, TARGET_PROBS)
+            minp_threshold = min_p
+            if TARGET_PROBS:
+                minp_threshold = min_p * m
+            play = (value > float("-inf")) & (weight >= minp_threshold) & (offs < V)
+            # sort keys in the row's order: value key (order-preserving, 32 bits) high, then the id
+            # reversed, so a descending sort puts ties lowest id first; -1 (no token) sorts last
+            id_max = tl.full([], INT32_MAX, tl.int64)
+            order = tl.where(play, (_order_key(value) << 31) + (id_max - offs), -1)
+            order = tl.sort(tl.reshape(order, [CAP_GROUPS * GROUP]), descending=True)
+            rank = tl.arange(0, CAP_GROUPS * GROUP)
+            ranked_value = _value_of_key(order >> 31)
+            ranked_id = (id_max - (order & id_max)).to(tl.int32)
+            if TARGET_PROBS:
+                ranked_mass = ranked_value
+            else:
+                ranked_mass = tl.exp(ranked_value - m)
+            kept = (order >= 0) & (rank < k)  # min_p, then top_k
+            ranked_mass = tl.where(kept, ranked_mass, 0.0)
+            if top_p < 1.0:
+                # a token survives iff the kept mass before it is below top_p * M (the first one always)
+                before = tl.cumsum(ranked_mass, axis=0) - ranked_mass
+                kept = kept & ((before < top_p * tl.sum(ranked_mass, axis=0)) | (rank == 0))
+            last = tl.max(tl.where(kept, rank, -1), axis=0)
+            mass = tl.sum(tl.where(kept, ranked_mass, 0.0), axis=0)
+            tau = tl.sum(tl.where(rank == last, ranked_value, 0.0), axis=0)
+            iota = tl.sum(tl.where(rank == last, ranked_id, 0), axis=0)
+    return done, m, mass, tau, iota
+
+
+@triton.jit
+def truncate_row(row, V, inv_temperature, k, top_p, min_p, group_max_ptr, group_ids_ptr, TARGET_PROBS: tl.constexpr,
+                 BLOCK: tl.constexpr, GROUP_ROWS: tl.constexpr, GROUP_BLOCK: tl.constexpr,
+                 CAP_GROUPS: tl.constexpr):
     # A row's summary (m, S, tau, iota) under the knobs (normalised by request_knobs): m = -inf and
-    # nothing kept for a row with no value of mass
+    # nothing kept for a row with no value of mass. Rows with 1 <= k <= MAX_FAST_K (and at most
+    # GROUP_BLOCK groups) try the one-pass path first; the radix path below is the fallback.
+    done = False
+    m = tl.full([], float("-inf"), tl.float32)
+    mass = tl.full([], 0.0, tl.float32)
+    tau = tl.full([], float("-inf"), tl.float32)
+    iota = tl.full([], INT32_MAX, tl.int32)
+    if (k >= 1) & (k <= MAX_FAST_K) & (tl.cdiv(V, GROUP) <= GROUP_BLOCK):
+        done, m, mass, tau, iota = _top_k_fast(row, V, inv_temperature, k, top_p, min_p, group_max_ptr,
+                                               group_ids_ptr, TARGET_PROBS, GROUP_ROWS, GROUP_BLOCK, CAP_GROUPS)
+    if not done:
+        m, mass, tau, iota = _truncate_row_radix(row, V, inv_temperature, k, top_p, min_p, TARGET_PROBS, BLOCK)
+    return m, mass, tau, iota
+
+
+@triton.jit
+def _truncate_row_radix(row, V, inv_temperature, k, top_p, min_p, TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr):
+    # the radix path (any knobs): a row's summary (m, S, tau, iota)
     high = tl.full([BLOCK], float("-inf"), tl.float32)
     for start in range(0, V, BLOCK):
         offs = start + tl.arange(0, BLOCK)
@@ -313,6 +448,7 @@ def _lowest_kept(row, V, inv_temperature, m, minp_threshold, tau, iota, TARGET_P
 @triton.jit
 def _truncation_prepass_kernel(
     summary_f_ptr, summary_i_ptr,  # [B, K + 1, 2, 4] float32 and [B, K + 1, 2] int32 scratch
+    group_max_ptr, group_ids_ptr,  # [B, K + 1, 2, ceil(V / GROUP)] float32, [B, K + 1, 2, CAP_GROUPS] int32 scratch
     target_ptr, target_stride_b, target_stride_k,  # [B, K + 1, V] logits, or probabilities (TARGET_PROBS)
     draft_ptr, draft_stride_b, draft_stride_k,  # [B, K, V] draft logits (read only with TRUNCATE_DRAFT)
     num_draft_ptr, temperature_ptr, seed_ptr, position_ptr,  # [B]
@@ -325,6 +461,9 @@ def _truncation_prepass_kernel(
     HAS_TOP_P: tl.constexpr,
     HAS_MIN_P: tl.constexpr,
     BLOCK: tl.constexpr,
+    GROUP_ROWS: tl.constexpr,  # groups per chunk of the fast path's pass
+    GROUP_BLOCK: tl.constexpr,  # a power of two >= the row's groups (up to 8192; more: the radix path)
+    CAP_GROUPS: tl.constexpr,  # the most groups the fast path gathers
 ):
     b = tl.program_id(0).to(tl.int64)
     r = tl.program_id(1)
@@ -338,12 +477,16 @@ def _truncation_prepass_kernel(
         wanted = wanted | (truncated & (~greedy) & (r < n) & (side == 1))
     if wanted:
         cell = (b * NUM_SLOTS + r) * 2 + side
+        group_max = group_max_ptr + cell * tl.cdiv(V, GROUP)
+        group_ids = group_ids_ptr + cell * CAP_GROUPS
         if side == 0:
             m, mass, tau, iota = truncate_row(target_ptr + b * target_stride_b + r * target_stride_k, V,
-                                              inv_temperature, k, top_p, min_p, TARGET_PROBS, BLOCK)
+                                              inv_temperature, k, top_p, min_p, group_max, group_ids, TARGET_PROBS,
+                                              BLOCK, GROUP_ROWS, GROUP_BLOCK, CAP_GROUPS)
         else:
             m, mass, tau, iota = truncate_row(draft_ptr + b * draft_stride_b + r * draft_stride_k, V,
-                                              inv_temperature, k, top_p, min_p, False, BLOCK)
+                                              inv_temperature, k, top_p, min_p, group_max, group_ids, False,
+                                              BLOCK, GROUP_ROWS, GROUP_BLOCK, CAP_GROUPS)
         tl.store(summary_f_ptr + cell * SUMMARY_FIELDS + 0, m)
         tl.store(summary_f_ptr + cell * SUMMARY_FIELDS + 1, mass)
         tl.store(summary_f_ptr + cell * SUMMARY_FIELDS + 2, tau)

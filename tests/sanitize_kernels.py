@@ -128,11 +128,14 @@ def workload(part: str = "all") -> int:
                     print(f"{mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok", flush=True)
     # truncation (the prepass, the truncated step) and the log-probability epilogue: logits rounded to a
     # grid so ties cross the top_k and top_p boundaries, V not a multiple of the block, top_k >= V
+    # (no 70001-token rows here: the radix fallback's ~25 passes over them under the sanitizers took minutes;
+    # 4099 tokens still span several blocks and groups, and bfloat16 runs on the first shape only)
+    truncation_shapes = [shape for shape in shapes if shape[2] != 70001]
     for mode in ("probabilistic", "synthetic", "greedy"):
         for draft in (("none", "logits", "probs") if mode == "probabilistic" else ("none",)):
             for target in ("logits", "probs"):
                 for dtype in (torch.float32, torch.bfloat16):
-                    for batch, num_spec, vocab in shapes:
+                    for batch, num_spec, vocab in truncation_shapes[:1] if dtype == torch.bfloat16 else truncation_shapes:
                         kwargs = hostile_inputs(batch, num_spec, vocab, draft, target, dtype, seed=batch + vocab)
                         if "target_logits" in kwargs:
                             kwargs["target_logits"] = (kwargs["target_logits"].float() * 2).round().div(2).to(dtype)

@@ -31,7 +31,7 @@ case ${1:-} in
     # FlashInfer 0.6.7.post3 (flashinfer-python, apache-tvm-ffi 0.1.15.post2) travels as wheels in .whl/
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
       && export PYTHONPATH=$PWD:/tmp/site
-    K="python3 -m specbench --format plain kernels --no-charts --max-ms 60 --mode probabilistic
+    K="python3 -m specbench --format plain kernels --no-charts --max-ms 40 --mode probabilistic
        --draft logits,probs --target logits,probs --cuda-graph -l 3 -o $out/timing"
     { for knobs in "" "--top-k 50 --top-p 0.9" "--top-p 0.95"; do
         small=triton,.old/triton_v1.py:triton_v1,flashinfer-truncated; large=triton,flashinfer-truncated

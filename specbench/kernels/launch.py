@@ -38,7 +38,7 @@ import contextlib
 import functools
 import inspect
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 import torch
@@ -337,6 +337,31 @@ def verify(
                                               top_k=top_k, top_p=top_p, min_p=min_p, raw=logprobs == "raw"))
 
 
+class _Step(NamedTuple):
+    """What both launch paths set up first: the target rows, the draft rows (the target when there
+    are none: never read with DRAFT == 0), the draft ids (one -1 column when K = 0) and the outputs."""
+
+    target: torch.Tensor
+    target_is_probs: bool
+    draft: torch.Tensor
+    draft_kind: int
+    draft_ids: torch.Tensor
+    result: VerifyResult
+
+    @classmethod
+    def of(cls, target_logits, target_probs, draft_logits, draft_probs, draft_token_ids) -> _Step:
+        target = target_logits if target_probs is None else target_probs
+        batch, num_slots, _ = target.shape
+        device = target.device
+        out = torch.empty((batch, num_slots), dtype=torch.int64, device=device)
+        num_emitted, num_accepted = torch.empty((2, batch), dtype=torch.int32, device=device).unbind(0)
+        draft = draft_logits if draft_logits is not None else draft_probs
+        draft_ids = draft_token_ids if draft_token_ids.numel() else torch.full((batch, 1), -1, dtype=torch.int64,
+                                                                               device=device)
+        return cls(target, target_probs is not None, target if draft is None else draft,
+                   _draft_kind(draft_logits, draft_probs), draft_ids, VerifyResult(out, num_emitted, num_accepted))
+
+
 def _verify_untruncated(
     *,
     mode: str,
@@ -352,20 +377,14 @@ def _verify_untruncated(
     conditional_rates: torch.Tensor,
 ) -> VerifyResult:
     # the step with no truncation: today's kernels, unchanged
-    target = target_logits if target_probs is None else target_probs
-    target_is_probs = target_probs is not None
+    step = _Step.of(target_logits, target_probs, draft_logits, draft_probs, draft_token_ids)
+    target, target_is_probs, draft, draft_kind, draft_ids = (step.target, step.target_is_probs, step.draft,
+                                                             step.draft_kind, step.draft_ids)
     batch, num_slots, vocab = target.shape
     device = target.device
-    out = torch.empty((batch, num_slots), dtype=torch.int64, device=device)
-    num_emitted, num_accepted = torch.empty((2, batch), dtype=torch.int32, device=device).unbind(0)
+    out, num_emitted, num_accepted = step.result[:3]
     if batch == 0:
-        return VerifyResult(out, num_emitted, num_accepted)
-    draft_kind = _draft_kind(draft_logits, draft_probs)
-    draft = draft_logits if draft_logits is not None else draft_probs
-    if draft is None:
-        draft = target  # never read: DRAFT == 0
-    draft_ids = draft_token_ids if draft_token_ids.numel() else torch.full((batch, 1), -1, dtype=torch.int64,
-                                                                           device=device)
+        return step.result
     common = {"MODE": _MODE_IDS[mode], "DRAFT": draft_kind, "TARGET_PROBS": target_is_probs}
     outputs = (out, out.stride(0), num_emitted, num_accepted)
     rows = (
@@ -483,20 +502,14 @@ def _verify_truncated(
 ) -> VerifyResult:
     # the step with truncation given: the prepass writes the summaries of the rows truncated requests
     # need, then one program per request verifies every request (truncated or not) from them
-    target = target_logits if target_probs is None else target_probs
-    target_is_probs = target_probs is not None
+    step = _Step.of(target_logits, target_probs, draft_logits, draft_probs, draft_token_ids)
+    target, target_is_probs, draft, draft_kind, draft_ids = (step.target, step.target_is_probs, step.draft,
+                                                             step.draft_kind, step.draft_ids)
     batch, num_slots, vocab = target.shape
     device = target.device
-    out = torch.empty((batch, num_slots), dtype=torch.int64, device=device)
-    num_emitted, num_accepted = torch.empty((2, batch), dtype=torch.int32, device=device).unbind(0)
+    out, num_emitted, num_accepted = step.result[:3]
     if batch == 0:
-        return VerifyResult(out, num_emitted, num_accepted)
-    draft_kind = _draft_kind(draft_logits, draft_probs)
-    draft = draft_logits if draft_logits is not None else draft_probs
-    if draft is None:
-        draft = target  # never read: DRAFT == 0
-    draft_ids = draft_token_ids if draft_token_ids.numel() else torch.full((batch, 1), -1, dtype=torch.int64,
-                                                                           device=device)
+        return step.result
     key = _stream_key(device)
     block, num_warps = _truncation_shape(vocab, device)
     knobs, flags = _knob_args(top_k, top_p, min_p, temperatures)

@@ -204,6 +204,10 @@ def test_verify_exits_1_on_a_negative_control():
 
 
 def test_the_example_plugin_runs_through_verify_and_kernels(tmp_path):
+    # the example draws from torch's global generator: seeded here, so its verdict does not depend on
+    # which tests ran before (a full run once drew a false alarm, p = 6.6e-7 against a Bonferroni level of
+    # 2.4e-5; 40 seeds in a row pass)
+    torch.manual_seed(0)
     spec = f"{EXAMPLE}:my_sampler"
     result = runner.invoke(app, ["verify", "--impl", spec, "--samples", "1500"])
     assert result.exit_code == 0, result.output

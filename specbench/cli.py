@@ -83,7 +83,7 @@ def _options(
 
 
 for name, command in (("sweep", cli_sweep.sweep_command), ("kernels", cli_bench.kernels_command),
-                      ("plot", cli_plan.plot_command), ("env", cli_bench.env_command),
+                      ("plot", cli_bench.plot_command), ("env", cli_bench.env_command),
                       ("plan", cli_plan.plan_command),
                       ("compare", cli_compare.compare_command), ("verify", cli_verify.verify_command)):
     app.command(name, epilog=EXIT_CODES)(command)

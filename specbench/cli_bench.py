@@ -30,6 +30,7 @@ results = lazy_module("specbench.results")
 rng = lazy_module("specbench.rng")
 sweep = lazy_module("specbench.sweep")
 sweep_charts = lazy_module("specbench.sweep_charts")
+plan_charts = lazy_module("specbench.plan_charts")
 timing = lazy_module("specbench.timing")
 verification = lazy_module("specbench.verification")
 
@@ -503,11 +504,13 @@ def plot_command(
     if out_dir.exists() and not out_dir.is_dir():
         fail(f"--output {out_dir} is a file, not a folder")
     try:
-        charts = bench_charts.render_kernel_charts(records, out_dir) + sweep_charts.render_sweep_charts(records, out_dir)
+        charts = (bench_charts.render_kernel_charts(records, out_dir) + sweep_charts.render_sweep_charts(records, out_dir)
+                  + plan_charts.render_plan_charts(records, out_dir))
     except OSError as exc:
         fail(f"cannot write charts into {out_dir}: {exc.strerror or exc}")
-    except KeyError as exc:
-        fail(f"{folder}/{results.RESULTS_JSON} has a record without the field {exc.args[0]!r} its charts need")
+    except (KeyError, StopIteration) as exc:
+        fail(f"{folder}/{results.RESULTS_JSON} has a record without the field {exc.args[0] if exc.args else ''!r} "
+             f"its charts need")
     except (TypeError, ValueError) as exc:
         fail(f"{folder}/{results.RESULTS_JSON} has a record whose values its charts cannot use ({exc})")
     if not charts:

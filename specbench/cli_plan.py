@@ -251,36 +251,3 @@ def plan_command(
     console.print(f"results: {escape(files)}", highlight=False)
     for path in charts:
         console.print(f"chart: {escape(str(path))}", highlight=False)
-
-
-def plot_command(
-    directory: Annotated[Path, typer.Argument(metavar="DIR", help="A results folder, or its results.json.")],
-    output: Annotated[Path | None, typer.Option(
-        "--output", "-o", metavar="DIR", help="Where to write the charts (default: DIR itself).",
-        show_default=False)] = None,
-) -> None:
-    """Re-render every chart of a results folder from its results.json alone."""
-    from specbench import cli_bench
-
-    try:
-        _, records = results.read_results(directory)
-    except SpecbenchError as exc:
-        fail(str(exc))
-    if not any(r.get("kind") == "plan" for r in records):
-        cli_bench.plot_command(directory, output)
-        return
-    folder = directory.parent if directory.is_file() else directory
-    out_dir = output or folder
-    if out_dir.exists() and not out_dir.is_dir():
-        fail(f"--output {out_dir} is a file, not a folder")
-    try:
-        charts = plan_charts.render_plan_charts(records, out_dir)
-    except OSError as exc:
-        fail(f"cannot write charts into {out_dir}: {exc.strerror or exc}")
-    except (KeyError, StopIteration) as exc:
-        fail(f"{folder}/{results.RESULTS_JSON} has a plan record without the field {exc.args[0] if exc.args else ''!r} "
-             f"its charts need")
-    except (TypeError, ValueError) as exc:
-        fail(f"{folder}/{results.RESULTS_JSON} has a plan record whose values its charts cannot use ({exc})")
-    for path in charts:
-        console.print(f"chart: {escape(str(path))}", highlight=False)

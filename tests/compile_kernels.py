@@ -47,7 +47,8 @@ POINTERS = {
     "num_draft_ptr": "*i32", "temperature_ptr": "*fp32", "seed_ptr": "*i64", "position_ptr": "*i64",
     "conditional_rates_ptr": "*fp32", "scratch_f_ptr": "*fp32", "scratch_i_ptr": "*i32", "arrivals_ptr": "*i32",
     "top_k_ptr": "*i32", "top_p_ptr": "*fp32", "min_p_ptr": "*fp32", "summary_f_ptr": "*fp32", "summary_i_ptr": "*i32",
-    "logprobs_ptr": "*fp32", "group_max_ptr": "*fp32", "group_ids_ptr": "*i32",
+    "logprobs_ptr": "*fp32", "group_max_ptr": "*fp32", "group_ids_ptr": "*i32", "list_ids_ptr": "*i32",
+    "list_v_ptr": "*fp32", "list_w_ptr": "*fp32",
 }
 MODES = {"greedy": 0, "probabilistic": 1, "synthetic": 2}
 DRAFTS = (0, 1, 2)  # none, logits, probs
@@ -85,11 +86,15 @@ def variants() -> list[tuple[object, dict[str, int], int, str]]:
 
 
 def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
-    """The truncation prepass, the truncated step and the log-probability epilogue: every mode, target and
-    draft form with every knob given (the knobs not given only drop loads), one with top_k alone, in
-    float32, and the probabilistic forms in bfloat16."""
+    """The truncation prepass, the truncated step (summarising rows itself, FUSED, and from the prepass's
+    summaries) and the log-probability epilogue: every mode, target and draft form with every knob given
+    (the knobs not given only drop loads), one with top_k alone, in float32, and the probabilistic forms
+    in bfloat16."""
     block, warps = launch._truncation_shape(1 << 17, _GPU)
-    groups = launch._group_shape(1 << 17, block)  # the prepass's top_k fast path
+    groups = launch._group_shape(1 << 17, block)  # the top-k path's shapes
+    fused_block, fused_warps = launch._truncation_shape(1 << 17, _GPU, True)
+    fused_groups = launch._group_shape(1 << 17, fused_block)
+    step_shapes = {0: (block, warps, groups), 1: (fused_block, fused_warps, fused_groups)}
     every_knob = {"HAS_TOP_K": 1, "HAS_TOP_P": 1, "HAS_MIN_P": 1}
     out = []
     for mode in ("probabilistic", "synthetic"):
@@ -100,12 +105,16 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                               **every_knob}
                     for dtype in ("fp32", "bf16") if mode == "probabilistic" else ("fp32",):
                         if draft == 0 or truncate_draft:  # the prepass reads draft rows only with TRUNCATE_DRAFT
-                            out.append((_truncation_prepass_kernel, {**common, "BLOCK": block, **groups}, warps, dtype))
-                        out.append((_verify_truncated_kernel, {**common, "DRAFT": draft, "BLOCK": block,
-                                                               "OUT_BLOCK": 8}, warps, dtype))
+                            out.append((_truncation_prepass_kernel, {**common, **groups}, warps, dtype))
+                        out.extend((_verify_truncated_kernel, {**common, "DRAFT": draft, "BLOCK": step_block,
+                                                               "OUT_BLOCK": 8, "FUSED": fused,
+                                                               "SUMMARIZE_EMITTED": int(mode == "synthetic"), **step_groups},
+                                    step_warps, dtype) for fused, (step_block, step_warps, step_groups) in step_shapes.items())
     top_k_only = {"MODE": 1, "TARGET_PROBS": 0, "TRUNCATE_DRAFT": 1, "HAS_TOP_K": 1, "HAS_TOP_P": 0, "HAS_MIN_P": 0}
-    out.append((_truncation_prepass_kernel, {**top_k_only, "BLOCK": block, **groups}, warps, "fp32"))
-    out.append((_verify_truncated_kernel, {**top_k_only, "DRAFT": 1, "BLOCK": block, "OUT_BLOCK": 8}, warps, "fp32"))
+    out.append((_truncation_prepass_kernel, {**top_k_only, **groups}, warps, "fp32"))
+    out.extend((_verify_truncated_kernel, {**top_k_only, "DRAFT": 1, "BLOCK": step_block, "OUT_BLOCK": 8, "FUSED": fused,
+                                           "SUMMARIZE_EMITTED": 0, **step_groups}, step_warps, "fp32")
+               for fused, (step_block, step_warps, step_groups) in step_shapes.items())
     for mode in ("greedy", "probabilistic"):
         for target_probs in (0, 1):
             for raw in (0, 1):

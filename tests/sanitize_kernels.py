@@ -144,13 +144,16 @@ def workload(part: str = "all") -> int:
                             kwargs["acceptance_rates"] = [0.9, 0.6, 0.5, 0.2][:num_spec]
                         knobs = {k: v.to(device) for k, v in truncation_knobs(batch, vocab).items()}
                         sampling = SamplingParams(temperatures=kwargs.pop("temperatures"), **knobs)
-                        for truncate_draft, logprobs in ((True, "processed"), (False, "raw")):
-                            for _ in range(2):  # the JIT launch, then the direct one
-                                verify(mode=mode, backend="triton", check_values=False, sampling=sampling,
-                                       truncate_draft_logits=truncate_draft, logprobs=logprobs, **kwargs)
-                                verify(mode=mode, backend="triton", check_values=False, logprobs=logprobs,
-                                       temperatures=sampling.temperatures, **kwargs)  # logprobs alone
-                                calls += 2
+                        # "split": the prepass summarises the rows first; "sequential": the step does (FUSED)
+                        for strategy in ("split", "sequential"):
+                            with launch.strategy(strategy):
+                                for truncate_draft, logprobs in ((True, "processed"), (False, "raw")):
+                                    for _ in range(2):  # the JIT launch, then the direct one
+                                        verify(mode=mode, backend="triton", check_values=False, sampling=sampling,
+                                               truncate_draft_logits=truncate_draft, logprobs=logprobs, **kwargs)
+                                        verify(mode=mode, backend="triton", check_values=False, logprobs=logprobs,
+                                               temperatures=sampling.temperatures, **kwargs)  # logprobs alone
+                                        calls += 2
                     torch.cuda.synchronize()
                     print(f"truncated {mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok",
                           flush=True)

@@ -36,7 +36,7 @@ FORMS = [  # (target form, draft form, truncate_draft_logits)
 def small_blocks(monkeypatch):
     """The truncation kernels read rows in blocks of 16 tokens here (several chunks, a short last one)."""
     launch = triton_launch()
-    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device: (16, 4))
+    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device, fused=False: (16, 4))
     monkeypatch.setattr(launch, "TOP_K_CAP_GROUPS", 4)  # the top_k fast path gathers at most 4 groups (128 tokens)
     if not interpreted("triton"):
         pytest.skip("these tests size their inputs for the interpreter")
@@ -165,7 +165,7 @@ def test_prepass_cutoffs_keep_what_a_sort_keeps(small_blocks, is_probs):
     top_k = torch.tensor([5, 0, 1, 17, 2, 5, 4, 40], dtype=torch.int32)
     top_p = torch.tensor([0.3, 0.6, 0.95, 1.0, -0.5, 0.5, 0.999, float("nan")])
     min_p = torch.tensor([0.0, 0.1, 0.0, 0.3, 0.0, 2.0, 0.01, 0.0])
-    m, mass, tau, iota = launch.truncation_summaries(
+    m, mass, tau, iota, _length = launch.truncation_summaries(
         target=values, target_is_probs=is_probs, temperatures=temperatures,
         num_draft_tokens=torch.ones(batch, dtype=torch.int32), top_k=top_k, top_p=top_p, min_p=min_p)
     # the last request has every knob off: no summary
@@ -218,22 +218,15 @@ def _fast_rows(values, temperatures, top_k, is_probs, cap_groups) -> torch.Tenso
     return out
 
 
-def _no_radix(row, V, inv_temperature, k, top_p, min_p, TARGET_PROBS, BLOCK):
-    # stands in for the radix path under the interpreter: a summary no row can have (iota = -7)
-    return math.nan, math.nan, math.nan, -7
-
-
 @pytest.mark.parametrize("is_probs", [False, True])
 def test_top_k_fast_path_equals_sort_and_radix_path(small_blocks, monkeypatch, is_probs):
     """Rows with 1 <= top_k <= 64 (the one-pass path; gathering at most 4 groups of 32 here): ties at the
     top_k boundary and across group edges, top_k = 1, 64 and 65 (the radix path), all three knobs, NaN and
     -inf, V = 150 (not a multiple of 32), rows whose values all tie (more groups than the cap: the radix
     path); the cutoffs equal a sort's, specbench.truncation's and the radix path's, and the rows meant for
-    the fast path are resolved by it alone."""
-    from specbench.kernels import truncation as kernels
-
+    the fast path are resolved by it (they have a kept list, the radix path's rows none)."""
     launch = small_blocks
-    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device: (32, 4))
+    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device, fused=False: (32, 4))
     vocab = 150
     generator = torch.Generator().manual_seed(5)
     logits = _rows(generator, 8, 2, vocab)
@@ -256,21 +249,19 @@ def test_top_k_fast_path_equals_sort_and_radix_path(small_blocks, monkeypatch, i
     keywords = {"target": values, "target_is_probs": is_probs, "temperatures": temperatures,
                 "num_draft_tokens": torch.ones(8, dtype=torch.int32), "top_k": top_k, "top_p": top_p, "min_p": min_p}
     fast = launch.truncation_summaries(**keywords)
-    _check_summaries(fast, values, temperatures, top_k, top_p, min_p, is_probs)
+    _check_summaries(fast[:4], values, temperatures, top_k, top_p, min_p, is_probs)
     expected_fast = _fast_rows(values, temperatures, top_k, is_probs, 4)
     assert bool(expected_fast.any()) and not bool(expected_fast.all())
     assert not bool(expected_fast[3].any()) and not bool(expected_fast[6].any())
-    # the fast path alone: the rows meant for it keep their summaries, the others get the stand-in's
-    monkeypatch.setattr(kernels, "_truncate_row_radix", _no_radix)
-    alone = launch.truncation_summaries(**keywords)
-    assert torch.equal(alone[3] == -7, ~expected_fast), (alone[3], expected_fast)
-    for got, want in zip(alone, fast, strict=True):
-        assert torch.equal(got[expected_fast], want[expected_fast])
+    has_mass = fast[0] > -math.inf
+    assert torch.equal(fast[4] > 0, expected_fast & has_mass), (fast[4], expected_fast)
+    assert bool((fast[4] <= top_k[:, None].clamp(max=64)).all())
     monkeypatch.undo()
-    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device: (32, 4))
-    monkeypatch.setattr(launch, "_MAX_GROUP_BLOCK", 1)  # no row fits: the radix path everywhere
+    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device, fused=False: (32, 4))
+    monkeypatch.setattr(launch, "MAX_GROUPS", 1)  # no row fits: the radix path everywhere
     radix = launch.truncation_summaries(**keywords)
-    for got, want in zip(fast, radix, strict=True):
+    assert not bool(radix[4].any())
+    for got, want in zip(fast[:4], radix[:4], strict=True):
         assert torch.allclose(got, want, rtol=1e-5, atol=0, equal_nan=True), (got, want)
     assert torch.equal(fast[2], radix[2]) and torch.equal(fast[3], radix[3])  # the cutoffs themselves
 
@@ -338,22 +329,28 @@ def _reference(inputs: dict, **keywords):
     return _verify(inputs, backend="torch", **keywords)
 
 
+@pytest.mark.parametrize("path", ["fused", "prepass"])
 @pytest.mark.parametrize(("form", "which"), [(form, ("processed", "raw")[i % 2]) for i, form in enumerate(FORMS)])
-def test_mixed_batch_equals_reference(form, which):
+def test_mixed_batch_equals_reference(small_blocks, form, which, path):
+    """Both launch paths: rows summarised inside the step as it reaches them (``FUSED``), and by the
+    prepass first, each row split across programs (forced by the split strategy)."""
     target, draft, truncate_draft = form
     inputs = _inputs(11 + FORMS.index(form), target, draft)
     keywords = {"knobs": _knobs(), "truncate_draft_logits": truncate_draft, "logprobs": which}
     want = _reference(inputs, **keywords)
-    got = _verify(inputs, **keywords)
+    with small_blocks.strategy("split" if path == "prepass" else "auto"):
+        got = _verify(inputs, **keywords)
     _same(got, want)
     assert torch.allclose(got.logprobs, want.logprobs, atol=1e-5, rtol=0, equal_nan=True), (got.logprobs,
                                                                                            want.logprobs)
 
 
-def test_synthetic_mixed_batch_equals_reference():
+@pytest.mark.parametrize("path", ["fused", "prepass"])
+def test_synthetic_mixed_batch_equals_reference(small_blocks, path):
     inputs = _inputs(13, "logits", "none")
     keywords = {"mode": "synthetic", "acceptance_rates": [0.7, 0.5, 0.3], "knobs": _knobs(), "logprobs": "processed"}
     want = _reference(inputs, **keywords)
-    got = _verify(inputs, **keywords)
+    with small_blocks.strategy("split" if path == "prepass" else "auto"):
+        got = _verify(inputs, **keywords)
     _same(got, want)
     assert torch.allclose(got.logprobs, want.logprobs, atol=1e-5, rtol=0, equal_nan=True)

@@ -28,8 +28,7 @@ Truncation and log-probabilities (``specbench/kernels/truncation.py``, ``specben
   for truncated requests, the summaries still in the scratch.
 
 No launch reads a value on the host, and scratch comes from ``_scratch``: a step can be captured
-in a CUDA graph. The truncation launches are sized for correctness first (``TRUNCATION_SHAPE``), not
-tuned.
+in a CUDA graph. The truncation launches take their shapes from ``TRUNCATION_SHAPES``, by path.
 """
 
 from __future__ import annotations
@@ -46,6 +45,7 @@ import triton
 import triton.language as tl
 
 from specbench.errors import SpecbenchError
+from specbench.kernels.cutoffs import MAX_GROUPS
 from specbench.kernels.logprobs import _logprobs_kernel
 from specbench.kernels.sequential import _verify_sequential_kernel
 from specbench.kernels.split import _split_rows_kernel, _split_terminal_kernel
@@ -323,7 +323,7 @@ def verify(
                                    draft_logits=draft_logits, draft_probs=draft_probs, temperatures=temperatures,
                                    seeds=seeds, positions=positions, conditional_rates=conditional_rates,
                                    top_k=top_k, top_p=top_p, min_p=min_p,
-                                   truncate_draft_logits=truncate_draft_logits)
+                                   truncate_draft_logits=truncate_draft_logits, logprobs=logprobs is not None)
     else:
         result = _verify_untruncated(mode=mode, target_logits=target_logits, target_probs=target_probs,
                                      draft_token_ids=draft_token_ids, num_draft_tokens=num_draft_tokens,
@@ -430,15 +430,17 @@ _TERMINAL = _Launcher(_split_terminal_kernel)
 _PREPASS = _Launcher(_truncation_prepass_kernel)
 _TRUNCATED = _Launcher(_verify_truncated_kernel)
 _LOGPROBS = _Launcher(_logprobs_kernel)
-# Launch shapes of the truncation kernels (correct first; not tuned yet): a program per row or per
-# request reads whole rows in chunks of this many tokens
-TRUNCATION_SHAPE = (1024, 4)
+# Launch shapes of the truncation kernels (tokens a program reads per chunk, warps), by path: the
+# prepass path of small batches, where a row's cutoff search is one program's work while the others
+# wait, and the fused path of large ones, where each program streams its rows and searches between
+# them (results/h200-issue20-s2/)
+TRUNCATION_SHAPES = {"prepass": (1024, 4), "fused": (4096, 8)}
 
 
-def _truncation_shape(vocab: int, device: torch.device) -> tuple[int, int]:
+def _truncation_shape(vocab: int, device: torch.device, fused: bool = False) -> tuple[int, int]:
     if device.type != "cuda":
         return min(max(_next_power_of_2(vocab), 16), 1024), 4
-    block, num_warps = TRUNCATION_SHAPE
+    block, num_warps = TRUNCATION_SHAPES["fused" if fused else "prepass"]
     block = min(block, max(_next_power_of_2(vocab), 128))
     return block, min(num_warps, max(block // 128, 1))
 
@@ -450,36 +452,72 @@ def _knob_args(top_k, top_p, min_p, temperatures) -> tuple[tuple, dict[str, bool
     return args, flags
 
 
-# The prepass's top_k fast path (rows with 1 <= top_k <= 64): groups of _GROUP tokens, at most
-# _MAX_GROUP_BLOCK of them in a row (V <= 262144), at most TOP_K_CAP_GROUPS gathered (ties: the radix path)
+# The top-k path (rows with 1 <= top_k <= 64, specbench/kernels/cutoffs.py): groups of _GROUP tokens,
+# at most MAX_GROUPS of them in a row, at most TOP_K_CAP_GROUPS gathered (more, from ties: the radix
+# path); kept lists of _LIST tokens
 _GROUP = 32
-_MAX_GROUP_BLOCK = 8192
 TOP_K_CAP_GROUPS = 64
+_LIST = 64
+# Bits a step of the top-k path's radix searches (2**SEARCH_BITS trial values counted at once)
+SEARCH_BITS = 2
+# The radix path's chunk (its 16-bin histograms hold 16 values per token of it)
+_RADIX_BLOCK = 1024
+# The prepass splits each row so that no program reads fewer than this many groups of it
+_MIN_SLICE_GROUPS = 64
 
 
 def _group_shape(vocab: int, block: int) -> dict[str, int]:
-    # the fast path's constexprs: groups per chunk of its pass, the block of a row's group maxima, the cap
+    # the cutoff search's constexprs: the radix path's chunk, the top-k path's groups per chunk of its
+    # pass, the block of a row's group maxima, the cap
     groups = -(-vocab // _GROUP)
-    return {"GROUP_ROWS": max(block // _GROUP, 1),
-            "GROUP_BLOCK": min(max(_next_power_of_2(groups), 16), _MAX_GROUP_BLOCK),
-            "CAP_GROUPS": TOP_K_CAP_GROUPS}
+    return {"RADIX_BLOCK": min(block, _RADIX_BLOCK), "GROUP_ROWS": max(block // _GROUP, 1),
+            "GROUP_BLOCK": min(max(_next_power_of_2(groups), 16), MAX_GROUPS),
+            "CAP_GROUPS": TOP_K_CAP_GROUPS, "SEARCH_BITS": SEARCH_BITS}
 
 
-def _prepass_scratch(batch: int, num_slots: int, vocab: int, device: torch.device,
-                     key) -> tuple[torch.Tensor, ...]:
-    # the summaries (as _summaries: at the start of the step's scratch), then per (row, side) the
-    # fast path's group maxima (ceil(V / 32) floats) and gathered group ids (TOP_K_CAP_GROUPS ints)
-    cells = batch * num_slots * 2
-    groups = -(-vocab // _GROUP)
-    summary_f = _scratch(cells * (4 + groups), torch.float32, device, key)
-    summary_i = _scratch(cells * (1 + TOP_K_CAP_GROUPS), torch.int32, device, key)
-    return summary_f, summary_i, summary_f[cells * 4:], summary_i[cells:]
+class _TruncationScratch(NamedTuple):
+    """The truncation kernels' scratch (``specbench/kernels/truncation.py``): the summaries first (at
+    the start of the step's float32 and int32 scratch, where ``_summaries`` finds them), then per cell
+    the group maxima, the gathered group ids and the kept list (ids, values, masses)."""
+
+    summary_f: torch.Tensor
+    summary_i: torch.Tensor
+    group_max: torch.Tensor
+    group_ids: torch.Tensor
+    list_ids: torch.Tensor
+    list_v: torch.Tensor
+    list_w: torch.Tensor
+
+    @classmethod
+    def of(cls, batch: int, num_slots: int, vocab: int, device: torch.device, key) -> _TruncationScratch:
+        cells = batch * num_slots * 2
+        groups = -(-vocab // _GROUP)
+        floats = _scratch(cells * (4 + groups + 2 * _LIST), torch.float32, device, key)
+        ints = _scratch(cells * (1 + TOP_K_CAP_GROUPS + _LIST), torch.int32, device, key)
+        f_cuts = np.cumsum([cells * 4, cells * groups, cells * _LIST])
+        i_cuts = np.cumsum([cells, cells * TOP_K_CAP_GROUPS])
+        return cls(floats[:f_cuts[0]], ints[:i_cuts[0]], floats[f_cuts[0]:f_cuts[1]], ints[i_cuts[0]:i_cuts[1]],
+                   ints[i_cuts[1]:], floats[f_cuts[1]:f_cuts[2]], floats[f_cuts[2]:])
 
 
 def _summaries(batch: int, num_slots: int, device: torch.device, key) -> tuple[torch.Tensor, torch.Tensor]:
-    # the prepass's summaries [B, K + 1, 2, 4] float32 and [B, K + 1, 2] int32, in the step's scratch
+    # the summaries [B, K + 1, 2, 4] float32 and [B, K + 1, 2] int32, in the step's scratch
     cells = batch * num_slots * 2
     return _scratch(cells * 4, torch.float32, device, key), _scratch(cells, torch.int32, device, key)
+
+
+def _prepass_slices(rows: int, vocab: int, device: torch.device) -> tuple[int, int]:
+    """(programs per row, groups per program) of the prepass: enough programs to give every
+    multiprocessor a few, none with fewer than ``_MIN_SLICE_GROUPS`` groups (a few on the CPU, to
+    exercise the arrival)."""
+    groups = -(-vocab // _GROUP)
+    if device.type != "cuda":
+        wanted = 3
+    else:
+        wanted = _cdiv(SPLIT_PROGRAMS_PER_SM * _num_sms(device.index or 0), rows)
+        wanted = min(wanted, _cdiv(groups, _MIN_SLICE_GROUPS))
+    per_slice = max(_cdiv(groups, max(wanted, 1)), 1)
+    return _cdiv(groups, per_slice), per_slice
 
 
 def _verify_truncated(
@@ -499,9 +537,11 @@ def _verify_truncated(
     top_p: torch.Tensor | None,
     min_p: torch.Tensor | None,
     truncate_draft_logits: bool,
+    logprobs: bool = False,
 ) -> VerifyResult:
-    # the step with truncation given: the prepass writes the summaries of the rows truncated requests
-    # need, then one program per request verifies every request (truncated or not) from them
+    # the step with truncation given: small batches summarise every row a truncated request may need
+    # first (the prepass, each row split across programs), large ones summarise rows inside the step
+    # as it reaches them (FUSED); one program per request verifies every request (truncated or not)
     step = _Step.of(target_logits, target_probs, draft_logits, draft_probs, draft_token_ids)
     target, target_is_probs, draft, draft_kind, draft_ids = (step.target, step.target_is_probs, step.draft,
                                                              step.draft_kind, step.draft_ids)
@@ -511,20 +551,28 @@ def _verify_truncated(
     if batch == 0:
         return step.result
     key = _stream_key(device)
-    block, num_warps = _truncation_shape(vocab, device)
+    fused = not _use_split(batch, num_slots, "probabilistic", device)
+    block, num_warps = _truncation_shape(vocab, device, fused)
     knobs, flags = _knob_args(top_k, top_p, min_p, temperatures)
-    summary_f, summary_i, group_max, group_ids = _prepass_scratch(batch, num_slots, vocab, device, key)
+    scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key)
     truncate_draft = draft_kind == 1 and truncate_draft_logits
-    common = {"MODE": _MODE_IDS[mode], "TARGET_PROBS": target_is_probs, "TRUNCATE_DRAFT": truncate_draft, **flags}
+    group_shape = _group_shape(vocab, block)
+    common = {"MODE": _MODE_IDS[mode], "TARGET_PROBS": target_is_probs, "TRUNCATE_DRAFT": truncate_draft, **flags,
+              **group_shape}
     target_args = (target, target.stride(0), target.stride(1), draft, draft.stride(0), draft.stride(1))
     request_args = (num_draft_tokens, temperatures, seeds, positions)
-    _PREPASS((batch, num_slots, 2 if truncate_draft else 1),
-             (summary_f, summary_i, group_max, group_ids, *target_args, *request_args, *knobs, vocab, num_slots),
-             num_warps, key, BLOCK=block, **_group_shape(vocab, block), **common)
+    if not fused:
+        sides = 2 if truncate_draft else 1
+        slices, slice_groups = _prepass_slices(batch * num_slots * sides, vocab, device)
+        arrivals = _arrival_counters(batch * num_slots * 2, device, key)
+        _PREPASS((batch, num_slots, sides * slices),
+                 (*scratch, arrivals, *target_args, *request_args, *knobs, vocab, num_slots, slices, slice_groups),
+                 num_warps, key, **common)
     _TRUNCATED((batch,),
                (out, out.stride(0), num_emitted, num_accepted, *target_args, draft_ids, draft_ids.stride(0),
-                *request_args, conditional_rates, *knobs, summary_f, summary_i, vocab, num_slots),
-               num_warps, key, DRAFT=draft_kind, BLOCK=block, OUT_BLOCK=_next_power_of_2(num_slots), **common)
+                *request_args, conditional_rates, *knobs, *scratch, vocab, num_slots),
+               num_warps, key, DRAFT=draft_kind, BLOCK=block, FUSED=fused, SUMMARIZE_EMITTED=logprobs and mode == "synthetic",
+               OUT_BLOCK=_next_power_of_2(num_slots), **common)
     return VerifyResult(out, num_emitted, num_accepted)
 
 
@@ -532,24 +580,30 @@ def _verify_truncated(
 def truncation_summaries(*, target: torch.Tensor, target_is_probs: bool, temperatures: torch.Tensor,
                          num_draft_tokens: torch.Tensor, top_k: torch.Tensor | None, top_p: torch.Tensor | None,
                          min_p: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The prepass alone on target rows (for tests and tools): ``(m, S, tau, iota)``, each ``[B, K + 1]``,
-    written for the rows a truncated step reads (rows ``0..n`` of non-greedy requests with a knob on);
-    every other entry is what the scratch held."""
+    """The prepass alone on target rows (for tests and tools): ``(m, S, tau, iota, n)``, each ``[B, K +
+    1]`` (``n`` the kept list's length, 0 for a row the radix path summarised), written for the rows
+    a truncated step reads (rows ``0..n`` of non-greedy requests with a knob on); every other entry is
+    what the scratch held."""
     batch, num_slots, vocab = target.shape
     device = target.device
     key = _stream_key(device)
     block, num_warps = _truncation_shape(vocab, device)
     knobs, flags = _knob_args(top_k, top_p, min_p, temperatures)
-    summary_f, summary_i, group_max, group_ids = _prepass_scratch(batch, num_slots, vocab, device, key)
+    scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key)
+    group_shape = _group_shape(vocab, block)
+    slices, slice_groups = _prepass_slices(batch * num_slots, vocab, device)
+    arrivals = _arrival_counters(batch * num_slots * 2, device, key)
     zeros = torch.zeros(batch, dtype=torch.int64, device=device)
-    _PREPASS((batch, num_slots, 1),
-             (summary_f, summary_i, group_max, group_ids, target, target.stride(0), target.stride(1), target, target.stride(0),
-              target.stride(1), num_draft_tokens, temperatures, zeros, zeros, *knobs, vocab, num_slots),
-             num_warps, key, BLOCK=block, MODE=_MODE_IDS["probabilistic"], TARGET_PROBS=target_is_probs,
-             TRUNCATE_DRAFT=False, **_group_shape(vocab, block), **flags)
-    fields = summary_f[:batch * num_slots * 8].view(batch, num_slots, 2, 4)[:, :, 0]
-    iota = summary_i[:batch * num_slots * 2].view(batch, num_slots, 2)[:, :, 0]
-    return fields[..., 0].clone(), fields[..., 1].clone(), fields[..., 2].clone(), iota.clone()
+    _PREPASS((batch, num_slots, slices),
+             (*scratch, arrivals, target, target.stride(0), target.stride(1), target, target.stride(0),
+              target.stride(1), num_draft_tokens, temperatures, zeros, zeros, *knobs, vocab, num_slots, slices,
+              slice_groups),
+             num_warps, key, MODE=_MODE_IDS["probabilistic"], TARGET_PROBS=target_is_probs, TRUNCATE_DRAFT=False,
+             **group_shape, **flags)
+    fields = scratch.summary_f[:batch * num_slots * 8].view(batch, num_slots, 2, 4)[:, :, 0]
+    iota = scratch.summary_i[:batch * num_slots * 2].view(batch, num_slots, 2)[:, :, 0]
+    return (fields[..., 0].clone(), fields[..., 1].clone(), fields[..., 2].clone(), iota.clone(),
+            fields[..., 3].to(torch.int32))
 
 
 def _logprobs(result: VerifyResult, *, mode: str, target_logits: torch.Tensor | None,

@@ -28,6 +28,7 @@ from specbench import (
     cli_bench,
     cli_compare,
     cli_export,
+    cli_merge,
     cli_plan,
     cli_profile,
     cli_sweep,
@@ -96,6 +97,7 @@ for name, command in (("sweep", cli_sweep.sweep_command), ("kernels", cli_bench.
                       ("plot", cli_bench.plot_command), ("env", cli_bench.env_command),
                       ("plan", cli_plan.plan_command),
                       ("compare", cli_compare.compare_command), ("export", cli_export.export_command),
+                      ("merge", cli_merge.merge_command),
                       ("verify", cli_verify.verify_command)):
     app.command(name, epilog=EXIT_CODES)(command)
 

@@ -81,17 +81,21 @@ def local_devices(text: str) -> list[str]:
     if count == 0:
         raise SpecbenchError(f"--devices {text} runs one worker per local GPU, and torch sees no CUDA GPU on this "
                              f"machine; run it on a GPU machine, or split the grid with --shard I/N")
+    # torch numbers the GPUs this process sees; a worker's CUDA_VISIBLE_DEVICES must name them as this
+    # process's own CUDA_VISIBLE_DEVICES does (index 0 may be physical GPU 2)
+    visible = [item.strip() for item in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if item.strip()]
+    names = visible[:count] if len(visible) >= count else [str(index) for index in range(count)]
     if text.strip() == "all":
-        return [str(index) for index in range(count)]
+        return names
     devices = []
     for item in text.split(","):
         item = item.strip()
         if not item.isdigit() or int(item) >= count:
-            raise SpecbenchError(f"--devices takes all or GPU indices below {count} (this machine has {count}), "
+            raise SpecbenchError(f"--devices takes all or GPU indices below {count} (torch sees {count} here), "
                                  f"comma-separated, got {text!r}")
-        if item in devices:
+        if names[int(item)] in devices:
             raise SpecbenchError(f"--devices names GPU {item} twice, got {text!r}; one worker per GPU")
-        devices.append(item)
+        devices.append(names[int(item)])
     return devices
 
 

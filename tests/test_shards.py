@@ -170,3 +170,16 @@ def test_devices_runs_one_worker_process_per_device_and_merges_them(kernels_runs
     assert result.exit_code == 2, result.output
     said = " ".join(result.output.split())
     assert "the worker of shard 1/2 on device cpu exited with status 2" in said and "its log is" in said
+
+
+def test_devices_name_the_gpus_as_this_process_sees_them(monkeypatch):
+    # torch's index 1 under CUDA_VISIBLE_DEVICES=5,7 is physical GPU 7: a worker must be given "7"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,7")
+    assert shards.local_devices("all") == ["5", "7"] and shards.local_devices("1") == ["7"]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert shards.local_devices("all") == ["0", "1"] and shards.local_devices("1,0") == ["1", "0"]
+    for bad, words in (("2", "GPU indices below 2"), ("0,0", "names GPU 0 twice"), ("x", "GPU indices below 2")):
+        with pytest.raises(SpecbenchError, match=words):
+            shards.local_devices(bad)

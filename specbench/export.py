@@ -88,8 +88,8 @@ def load(path: str | Path) -> tuple[str, dict[str, Any], list[dict]]:
 def benchmark_names(kind: str, rows: list[dict]) -> list[str]:
     """One name per row, unique within the result: a kernels row is ``impl: case`` (``bench.describe_record``),
     a sweep case ``profile K=k``, a plan row ``profile B=b K=k``, a compared case its label. Two rows that
-    would share a name (two profiles of one mean length) get their acceptance label added; rows still
-    alike are a broken result, refused."""
+    would share a name (two profiles of one mean length) get their acceptance label, then their model preset,
+    added; rows still alike are a broken result, refused."""
     from specbench.bench import describe_record
 
     names = []
@@ -102,9 +102,10 @@ def benchmark_names(kind: str, rows: list[dict]) -> list[str]:
             names.append(f"{row['profile']} B={row['batch_size']} K={row['num_spec_tokens']}")
         else:
             names.append(str(row["case"]))
-    if kind == "kernels":
-        seen = [name for name in names if names.count(name) > 1]
-        names = [f"{name} [{row['acceptance']}]" if name in seen else name for name, row in zip(names, rows)]
+    if kind == "kernels":  # what describe_record leaves out: the acceptance label, then the model preset
+        for field_name in ("acceptance", "model"):
+            repeated = {name for name in names if names.count(name) > 1}
+            names = [f"{name} [{row.get(field_name)}]" if name in repeated else name for name, row in zip(names, rows)]
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         raise SpecbenchError(f"two rows of this {kind} result share the case {repeated[0]!r}; a result to export "

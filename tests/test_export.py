@@ -190,3 +190,12 @@ def test_a_folder_that_is_no_result_and_a_case_held_twice_are_refused(runs, tmp_
     (tmp_path / "twice" / "results.json").write_text(json.dumps(payload))
     result = runner.invoke(app, ["export", str(tmp_path / "twice"), "--format", "bencher"])
     assert result.exit_code == 2 and "share the case 'L=2 min-variance K=3'" in " ".join(result.output.split())
+
+
+def test_rows_alike_but_for_their_acceptance_label_or_model_get_distinct_names(runs):
+    row = next(r for r in export.load(runs["kernels"])[2] if r["status"] == "ok")
+    twins = [{**row, "acceptance": "scenario-a"}, {**row, "acceptance": "scenario-b"}]
+    names = export.benchmark_names("kernels", twins)
+    assert names[0] != names[1] and names[0].endswith("[scenario-a]")
+    presets = [{**row, "model": "llama3"}, {**row, "model": "other-128k"}]
+    assert len(set(export.benchmark_names("kernels", presets))) == 2

@@ -183,3 +183,17 @@ def test_devices_name_the_gpus_as_this_process_sees_them(monkeypatch):
     for bad, words in (("2", "GPU indices below 2"), ("0,0", "names GPU 0 twice"), ("x", "GPU indices below 2")):
         with pytest.raises(SpecbenchError, match=words):
             shards.local_devices(bad)
+
+
+def test_a_shard_beyond_the_grid_runs_nothing_and_still_merges(tmp_path):
+    # more shards than cases (a Slurm array wider than the grid): the spare shard finishes empty
+    for command, name in ((["sweep", "-l", "2.5", "-k", "2", "-n", "3000", "--no-charts"], "sweep"),
+                          (["kernels", "--device", "cpu", *GRID[:8], "--impl", "torch", "--mode", "greedy",
+                            "--batch-size", "1", "-k", "2", "--no-charts"], "kernels")):
+        for index in (1, 2):
+            _invoke(*command, "--shard", f"{index}/2", "-o", str(tmp_path / f"{name}-{index}"))
+        metadata, records = results.read_results(tmp_path / f"{name}-2")
+        assert records == [] and metadata["shard"]["cases"] == [] and metadata["interrupted"] is False
+        _invoke("merge", str(tmp_path / f"{name}-1"), str(tmp_path / f"{name}-2"), "-o", str(tmp_path / f"{name}-m"),
+                "--no-charts")
+        assert len(results.read_results(tmp_path / f"{name}-m")[1]) == 1

@@ -658,11 +658,14 @@ def run_benchmark(
     reference: Callable[[CaseInputs], VerifyResult] = torch_reference,
     seed: int = 0,
     conversion: str = "outside",
+    positions: Sequence[int] | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``cases`` in order; implementations with a row in ``previous`` are not run again.
 
     ``on_record`` receives each record as soon as its case is done (write it to disk there, so
     an interrupted run keeps what it finished); ``on_case(index, case)`` is called before each case.
+    Each record's ``case`` is the case's position in the planned grid: ``positions[index]`` when the
+    cases are a slice of it (a shard, ``specbench.shards``), else its index in ``cases``.
     Returns the new records.
     """
     done = {record_key(r) for r in previous}
@@ -676,6 +679,7 @@ def run_benchmark(
             continue
         for record in run_case(case, todo, device=device, config=config, peak_gbps=peak_gbps, baselines=baselines,
                                reference=reference, seed=seed, conversion=conversion):
+            record["case"] = index if positions is None else positions[index]
             new_records.append(record)
             on_record(record)
     return new_records

@@ -23,7 +23,18 @@ from typing import Annotated
 
 import typer
 
-from specbench import __version__, cli_bench, cli_compare, cli_plan, cli_profile, cli_sweep, cli_verify, console
+from specbench import (
+    __version__,
+    cli_bench,
+    cli_compare,
+    cli_export,
+    cli_merge,
+    cli_plan,
+    cli_profile,
+    cli_sweep,
+    cli_verify,
+    console,
+)
 from specbench.errors import SpecbenchError
 
 try:  # typer >= 0.24 carries its own copy of click
@@ -85,7 +96,9 @@ def _options(
 for name, command in (("sweep", cli_sweep.sweep_command), ("kernels", cli_bench.kernels_command),
                       ("plot", cli_bench.plot_command), ("env", cli_bench.env_command),
                       ("plan", cli_plan.plan_command),
-                      ("compare", cli_compare.compare_command), ("verify", cli_verify.verify_command)):
+                      ("compare", cli_compare.compare_command), ("export", cli_export.export_command),
+                      ("merge", cli_merge.merge_command),
+                      ("verify", cli_verify.verify_command)):
     app.command(name, epilog=EXIT_CODES)(command)
 
 profile_app = typer.Typer(help="Acceptance profiles from real servers.", no_args_is_help=True, add_completion=False)

@@ -29,6 +29,7 @@ bench_charts = lazy_module("specbench.bench_charts")
 results = lazy_module("specbench.results")
 rng = lazy_module("specbench.rng")
 sweep = lazy_module("specbench.sweep")
+shards = lazy_module("specbench.shards")
 sweep_charts = lazy_module("specbench.sweep_charts")
 plan_charts = lazy_module("specbench.plan_charts")
 timing = lazy_module("specbench.timing")
@@ -357,8 +358,18 @@ def kernels_command(
         "--resume", help="Continue the run in --output: cases already there are not run again.")] = False,
     no_charts: Annotated[bool, typer.Option("--no-charts", help="Skip the PNG charts.")] = False,
     quick: Annotated[bool, typer.Option("--quick", help=QUICK_GRID + " (fixed seed 0 unless --seed).")] = False,
+    shard: Annotated[str | None, typer.Option(
+        "--shard", metavar="I/N", help="Run slice I of N of the grid (the cases at positions p with p mod N = I-1, "
+        "the same on every machine); join the slices with specbench merge.", show_default=False)] = None,
+    devices: Annotated[str | None, typer.Option(
+        "--devices", metavar="GPUS", help="all, or GPU indices such as 0,1: one worker process per GPU, each "
+        "running its shard, merged into --output at the end.", show_default=False)] = None,
+    ctx: typer.Context = None,
 ) -> None:
     """Time the verification implementations on a grid of cases, checked against the torch reference first."""
+    if devices is not None:
+        _run_on_devices(ctx, devices, output=output, no_charts=no_charts, shard=shard, resume=resume, device=device)
+        return
     try:
         if interpret:
             device = machine.use_triton_interpreter(device)
@@ -402,6 +413,11 @@ def kernels_command(
         )
         if quick:
             cases = _quick_cases(cases, on_gpu)
+        shard_choice = shards.parse_shard(shard)
+        num_cases, case_grid = len(cases), shards.grid_digest(cases)
+        positions = shard_choice.positions(num_cases) if shard_choice else list(range(num_cases))
+        cases = [cases[position] for position in positions]
+        sharding = {"shard": shard_choice.metadata(num_cases)} if shard_choice else {}
         seed_value = rng.check_seed(_one_whole("--seed", seed, 0))
         thread_count = machine.parse_threads(threads)
         # the gate times the project's kernels on a GPU, the torch backend on a CPU (--impl overrides)
@@ -421,10 +437,11 @@ def kernels_command(
             interpreted=interpret, timing=timing_settings, threads=thread_count, cpu_count=machine.cpu_count(),
             load_average_start=machine.load_average(), load_average_end=None,
             interrupted=None,  # null until the run ends (a killed run keeps null)
+            num_cases=num_cases, case_grid=case_grid, **sharding,
         )
-        # rows of one folder must be comparable: a resumed run keeps the seed, the timing and the device
+        # rows of one folder must be comparable: a resumed run keeps the seed, the timing, the device, the shard
         same = {"seed": ("--seed", seed_value), "timing": ("timing", timing_settings),
-                "device": ("device", metadata["device"])}
+                "device": ("device", metadata["device"]), "shard": ("--shard", metadata.get("shard"))}
         out_dir, previous, earlier = results.open_output(output, "kernels", resume, same)
         peak = metadata["peak_bandwidth_gbps"] = timing.peak_bandwidth_gbps(device_name)
         writer = results.ResultsWriter(out_dir, results.resumed_metadata(metadata, earlier), previous)
@@ -437,6 +454,7 @@ def kernels_command(
         error_console.print(f"[yellow]warning:[/] {escape(busy)}", highlight=False)
     where = metadata["device"]
     kept = f" ({len(previous)} rows already there are kept, not run again)" if previous else ""
+    kept += f" (shard {shard_choice} of a {num_cases}-case grid)" if shard_choice else ""
     console.print(f"{len(cases)} cases x {len(implementations)} implementations on {escape(where)}; copy bandwidth "
                   f"{_fmt(peak, ',.0f', ' GB/s')}; writing to {escape(str(out_dir))}/{kept}", highlight=False)
     new_records: list[dict] = []
@@ -459,7 +477,7 @@ def kernels_command(
             task = progress.add_task("kernels", total=len(cases))
             bench.run_benchmark(
                 cases, implementations, device=device_name, config=config, peak_gbps=peak, previous=previous,
-                on_record=on_record, seed=seed_value, conversion=convert,
+                on_record=on_record, seed=seed_value, conversion=convert, positions=positions,
                 on_case=lambda index, case: progress.update(task, completed=index, description=escape(case.describe())),
             )
     except STOPPED as stop:
@@ -476,6 +494,11 @@ def kernels_command(
     busy = machine.busy_warning(writer.metadata["load_average_end"], thread_count, at_end=True)
     if busy:
         error_console.print(f"[yellow]warning:[/] {escape(busy)}", highlight=False)
+    _conclude(new_records, out_dir, charts)
+
+
+def _conclude(new_records: list[dict], out_dir: Path, charts: list) -> None:
+    # the last lines of a run: where its files are, then exit 1 for a FAIL row, 2 when nothing was timed
     console.print(f"results: {escape(str(out_dir / results.RESULTS_JSON))}, "
                   f"{escape(str(out_dir / results.RESULTS_CSV))}; {len(charts)} charts", highlight=False)
     failed = [r for r in new_records if r["status"] == "FAIL"]
@@ -486,6 +509,62 @@ def kernels_command(
     if new_records and all(r["status"] == "skipped" for r in new_records):
         reasons = list(dict.fromkeys(r["reason"] for r in new_records))
         fail(f"every row was skipped, nothing was timed ({'; '.join(reasons[:2])}); the rows are in {out_dir}/")
+
+
+# options a --devices worker does not inherit: it gets its own shard, folder and device, and no charts
+_WORKER_SET = ("devices", "shard", "output", "device", "resume", "no_charts", "ctx")
+
+
+def _worker_arguments(ctx: typer.Context) -> list[str]:
+    """The options given on this command line (defaults left out), as a worker's command line."""
+    arguments = []
+    for param in ctx.command.params:
+        if param.name in _WORKER_SET or getattr(param, "opts", None) is None:
+            continue
+        source = ctx.get_parameter_source(param.name)
+        if source is None or source.name.startswith("DEFAULT"):
+            continue
+        value = ctx.params[param.name]
+        if getattr(param, "is_flag", False):
+            if value:
+                arguments.append(param.opts[0])
+            elif param.secondary_opts:
+                arguments.append(param.secondary_opts[0])
+        elif value is not None:
+            arguments += [param.opts[0], str(value)]
+    return arguments
+
+
+def _run_on_devices(ctx: typer.Context, devices: str, *, output: Path | None, no_charts: bool, shard: str | None,
+                    resume: bool, device: str) -> None:
+    """``kernels --devices``: one worker process per GPU, each with its shard (``shards.run_on_devices``), then the
+    merged run's table, charts and exit status."""
+    out_dir = output
+    try:
+        for option, given in (("--shard", shard is not None), ("--resume", resume)):
+            if given:
+                raise SpecbenchError(f"--devices splits the grid into one shard per GPU itself, so it cannot be "
+                                     f"combined with {option}; drop one of them")
+        if device not in ("auto", "cuda"):
+            raise SpecbenchError(f"--devices runs every worker on its own GPU, so it cannot be combined with --device "
+                                 f"{device}; drop one of them")
+        chosen = shards.local_devices(devices)
+        out_dir, _, _ = results.open_output(output, "kernels")
+        console.print(f"{len(chosen)} workers, one per GPU ({', '.join(chosen)}), each running its shard; logs in "
+                      f"{escape(str(out_dir / shards.SHARDS_FOLDER))}/", highlight=False)
+        merged = shards.run_on_devices(_worker_arguments(ctx), chosen, out_dir)
+    except STOPPED as stop:
+        status = stopped(stop)
+        if out_dir is not None:
+            console.print(f"[yellow]interrupted:[/] each worker's finished rows are in its folder under "
+                          f"{escape(str(out_dir / shards.SHARDS_FOLDER))}/; join them with specbench merge "
+                          f"--allow-partial", highlight=False)
+        raise typer.Exit(status) from None
+    except SpecbenchError as exc:
+        fail(str(exc))
+    charts = [] if no_charts else bench_charts.render_kernel_charts(merged.records, out_dir)
+    _print_table(merged.records)
+    _conclude(merged.records, out_dir, charts)
 
 
 def plot_command(

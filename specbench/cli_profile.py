@@ -1,4 +1,4 @@
-"""`specbench profile fit`: a scenario file from a vLLM server's spec-decode metrics or log lines.
+"""`specbench profile fit`: a scenario file from a vLLM or SGLang server's metrics, log lines or per-request responses.
 
 Parses the options, calls ``specbench.profile_fit``, prints what it measured and writes the
 scenario; nothing is written when any input is unusable (one sentence, exit 2). Then every profile
@@ -23,6 +23,7 @@ from specbench.errors import SpecbenchError
 profile_fit = lazy_module("specbench.profile_fit")
 profile_models = lazy_module("specbench.profile_models")
 profile_charts = lazy_module("specbench.profile_charts")
+profile_sources = lazy_module("specbench.profile_sources")
 scenarios = lazy_module("specbench.scenarios")
 
 
@@ -76,8 +77,10 @@ def _extension_table(comparison, extend_k: int) -> Table:
 
 def fit_command(
     files: Annotated[list[Path], typer.Argument(
-        metavar="FILE...", help="One /metrics scrape, two (before and after: the interval between them), or vLLM "
-        "log files with 'SpecDecoding metrics' lines.", show_default=False)],
+        metavar="FILE...", help="One vLLM /metrics scrape, two (before and after: the interval between them), vLLM "
+        "log files with 'SpecDecoding metrics' lines, JSON responses with per-request acceptance histograms (vLLM "
+        "--per-request-spec-decode-metrics, SGLang spec_accept_histogram), SGLang logs ('Decode batch ... accept "
+        "len') or one SGLang /metrics scrape.", show_default=False)],
     output: Annotated[Path, typer.Option(
         "--output", "-o", metavar="FILE", help="The scenario TOML to write.", show_default=False)],
     model: Annotated[str | None, typer.Option(
@@ -102,8 +105,12 @@ def fit_command(
         show_default=False)] = None,
     bootstrap: Annotated[int, typer.Option(
         "--bootstrap", metavar="B", help="Parametric-bootstrap resamples for the models' intervals.")] = 200,
+    num_spec_tokens: Annotated[int | None, typer.Option(
+        "--num-spec-tokens", "-k", metavar="K", help="Drafts per step (the server's --speculative-num-steps), for "
+        "SGLang's log lines and gauges, which give the mean length only.", show_default=False)] = None,
 ) -> None:
-    """Fit per-position acceptance rates from a vLLM server's metrics or logs into a scenario file."""
+    """Fit per-position acceptance rates from a vLLM or SGLang server's metrics, logs or per-request responses into a
+    scenario file."""
     try:
         if output.exists() and not force:
             raise SpecbenchError(f"{output} exists; pass --force to replace it or choose another --output")
@@ -120,6 +127,13 @@ def fit_command(
 
             scenario_module.check_num_spec_tokens(extend_k)
         counts = profile_fit.read_counts(list(files), model)
+        if isinstance(counts, profile_sources.MeanLength):
+            _write_mean_only(counts, num_spec_tokens, output, name, cost,
+                             {"--extend-k": extend_k, "--use-model": use_model, "--figure": figure})
+            return
+        if num_spec_tokens is not None:
+            raise SpecbenchError(f"--num-spec-tokens is for SGLang's log lines and gauges, which give the mean length "
+                                 f"only; {counts.definition.server} gives K itself ({len(counts.accepted_per_position)})")
         fit = profile_fit.fit_profile(counts)
         if extend_k is not None and extend_k < fit.num_spec_tokens:
             raise SpecbenchError(f"--extend-k {extend_k} is below the measured K = {fit.num_spec_tokens}; give at "
@@ -140,21 +154,18 @@ def fit_command(
                 raise SpecbenchError(f"--use-model {use_model}: no model could be fitted ({skipped})")
             chosen = comparison.best if use_model == "best" else use_model
         text = profile_fit.scenario_toml(fit, name or output.stem, cost, comparison, extend_k, chosen)
-        tmp = output.with_name(output.name + ".tmp")
-        try:
-            tmp.write_text(text)
-            scenarios.load_scenario(tmp)  # what a sweep will read: check it before it replaces anything
-            tmp.replace(output)
-        except OSError as exc:
-            raise SpecbenchError(f"cannot write {output}: {exc.strerror or exc}") from exc
-        finally:
-            tmp.unlink(missing_ok=True)
+        _write_scenario(text, output)
     except SpecbenchError as exc:
         fail(str(exc))
     print_table(_fit_table(fit))
     where = ", ".join(counts.sources) + (f" (model {counts.model})" if counts.model else "")
     console.print(f"K = {fit.num_spec_tokens}, mean acceptance length L = {fit.mean_acceptance_length:.4f}, from "
                   f"{escape(where)}" + (f", {escape(counts.span)}" if counts.span else ""), highlight=False)
+    _print_definition(counts.definition)
+    if counts.per_request_mean_length is not None:
+        console.print(f"per request, then averaged over requests with equal weights (as SpecForge does): L = "
+                      f"{counts.per_request_mean_length:.4f}; the scenario keeps the pooled {fit.mean_acceptance_length:.4f}",
+                      highlight=False)
     if not fit.non_increasing:
         console.print("[yellow]note:[/] the measured rates rise with position somewhere (noise, or too few drafts); "
                       "the scenario's rates are the nearest non-increasing profile, the measured ones are kept in "
@@ -177,5 +188,49 @@ def fit_command(
         console.print(f"figure: {escape(str(figure_path))}", highlight=False)
     else:
         console.print(f"[yellow]note:[/] no profile model fitted: {escape(skipped)}", highlight=False)
+    console.print(f"wrote {escape(str(output))}; run it with: specbench sweep --scenario {escape(str(output))}",
+                  highlight=False)
+
+
+def _write_scenario(text: str, output: Path) -> None:
+    # through a temporary file, checked as a sweep will read it before it replaces anything
+    tmp = output.with_name(output.name + ".tmp")
+    try:
+        tmp.write_text(text)
+        scenarios.load_scenario(tmp)
+        tmp.replace(output)
+    except OSError as exc:
+        raise SpecbenchError(f"cannot write {output}: {exc.strerror or exc}") from exc
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _print_definition(definition) -> None:
+    console.print(f"acceptance length as the source defines it: {escape(definition.text())}", highlight=False)
+    console.print(f"[dim]{escape(profile_sources.SPECBENCH_DEFINITION)}[/]", highlight=False)
+
+
+def _write_mean_only(found, num_spec_tokens: int | None, output: Path, name: str | None, cost: float | None,
+                     per_position_options: dict) -> None:
+    """A source with the mean length only (SGLang's log lines or gauges): a scenario at the K the user names."""
+    given = [option for option, value in per_position_options.items() if value is not None]
+    if given:
+        raise SpecbenchError(f"{given[0]} needs per-position counts, and {found.definition.server} gives the mean length "
+                             f"only; give SGLang's per-request responses (spec_accept_histogram) for those")
+    if num_spec_tokens is not None and found.num_spec_tokens not in (None, num_spec_tokens):
+        raise SpecbenchError(f"--num-spec-tokens {num_spec_tokens} differs from the log's server_args "
+                             f"(speculative_num_steps={found.num_spec_tokens}); drop the option or fix it")
+    num_spec_tokens = num_spec_tokens or found.num_spec_tokens
+    if num_spec_tokens is None:
+        raise SpecbenchError(f"{found.definition.server} gives the mean length only, not K; pass --num-spec-tokens K "
+                             f"(the server's --speculative-num-steps) to build a profile")
+    text = profile_fit.mean_scenario_toml(found, num_spec_tokens, name or output.stem, cost)
+    _write_scenario(text, output)
+    rate = "" if found.accept_rate is None else f", accept rate {found.accept_rate:.3f} (as SGLang prints it)"
+    console.print(f"mean acceptance length L = {found.mean_acceptance_length:.4f} from {escape(', '.join(found.sources))}"
+                  f", {escape(found.span or '')}{rate}", highlight=False)
+    _print_definition(found.definition)
+    console.print(f"[yellow]note:[/] per-position rates are not measured by this source; the scenario holds L at "
+                  f"K = {num_spec_tokens} with the geometric schedule (p_i = alpha^i), an assumption", highlight=False)
     console.print(f"wrote {escape(str(output))}; run it with: specbench sweep --scenario {escape(str(output))}",
                   highlight=False)

@@ -25,6 +25,7 @@ from specbench.errors import SpecbenchError
 results = lazy_module("specbench.results")
 rng = lazy_module("specbench.rng")
 sweep = lazy_module("specbench.sweep")
+shards = lazy_module("specbench.shards")
 sweep_charts = lazy_module("specbench.sweep_charts")
 
 DEFAULT_NUM_SPEC_TOKENS = 3
@@ -287,6 +288,9 @@ def sweep_command(
         "--resume", help="Continue the run in --output: finished cases are kept, the missing ones run (same "
         "options required).")] = False,
     no_charts: Annotated[bool, typer.Option("--no-charts", help="Skip the PNG charts.")] = False,
+    shard: Annotated[str | None, typer.Option(
+        "--shard", metavar="I/N", help="Run slice I of N of the cases (positions p with p mod N = I-1, the same on "
+        "every machine); join the slices with specbench merge.", show_default=False)] = None,
 ) -> None:
     """Simulate acceptance profiles through the synthetic kernel and check them against the closed forms."""
     try:
@@ -304,6 +308,9 @@ def sweep_command(
             raise SpecbenchError("--output needs a folder name, got ''")
         device_name = sweep.resolve_device(device)
         backend_name = sweep.resolve_sweep_backend(backend, device_name)
+        shard_choice = shards.parse_shard(shard)
+        # a shard skips the other shards' cases; the BUG threshold still counts every case of the grid
+        others = set(range(len(profiles))) - set(shard_choice.positions(len(profiles))) if shard_choice else set()
         steps = [requests or sweep.default_num_requests(p.num_spec_tokens) for p in profiles]
         costs = [sweep.pick_cost_ratio(cost, p) for p in profiles]
         metadata = results.collect_metadata(
@@ -313,11 +320,13 @@ def sweep_command(
             family_bug_alpha=sweep.FAMILY_BUG_ALPHA, threads=thread_count, cpu_count=machine.cpu_count(),
             load_average_start=machine.load_average(), load_average_end=None,
             finished_cases=0, interrupted=None,  # null until the run ends (a killed run keeps null)
+            **({"shard": shard_choice.metadata(len(profiles))} if shard_choice else {}),
         )
         # a resumed folder's cases must be this run's: same seed, backend, device, steps, cost ratios, profiles
         same = {key: (label, metadata[key]) for key, label in (
             ("seed", "--seed"), ("backend", "--backend"), ("device", "device"), ("num_requests", "--num-requests"),
             ("cost_ratio", "--cost-ratio"), ("profiles", "profile list"))}
+        same["shard"] = ("--shard", metadata.get("shard"))
         out_dir, previous, earlier = results.open_output(None if output is None else Path(output), "sweep", resume,
                                                          same)
         done = _resumable(previous, profiles, out_dir)
@@ -328,9 +337,12 @@ def sweep_command(
 
     machine.use_threads(thread_count)
     _warn_if_busy(metadata["load_average_start"], thread_count, at_end=False)
-    if done:
-        console.print(f"resuming {escape(str(out_dir))}/: {len(done)} of {len(profiles)} cases already finished",
+    if shard_choice:
+        console.print(f"shard {shard_choice}: {len(profiles) - len(others)} of the {len(profiles)} cases",
                       highlight=False)
+    if done:
+        console.print(f"resuming {escape(str(out_dir))}/: {len(done)} of {len(profiles) - len(others)} cases already "
+                      f"finished", highlight=False)
 
     def on_record(record: dict) -> None:
         writer.metadata["finished_cases"] = len(writer.records) + 1
@@ -353,14 +365,15 @@ def sweep_command(
         _warn_if_busy(writer.metadata["load_average_end"], thread_count, at_end=True)
         return records
 
-    total = sum(n * p.num_spec_tokens for i, (n, p) in enumerate(zip(steps, profiles)) if i not in done)
+    skipped = done | others
+    total = sum(n * p.num_spec_tokens for i, (n, p) in enumerate(zip(steps, profiles)) if i not in skipped)
     columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeRemainingColumn())
     try:
         with Progress(*columns, console=console, transient=True) as progress:
             task = progress.add_task("sweep", total=total)
             sweep.run_sweep(
                 profiles, num_requests=requests, seed=seed_value, backend=backend_name, device=device_name,
-                cost_ratio=cost, scenario=scenario_name, on_record=on_record, skip_cases=done,
+                cost_ratio=cost, scenario=scenario_name, on_record=on_record, skip_cases=skipped,
                 on_progress=lambda positions: progress.advance(task, positions),
                 on_case=lambda i, p: progress.update(
                     task, description=f"case {i + 1}/{len(profiles)}: {escape(p.name)}"),
@@ -369,7 +382,7 @@ def sweep_command(
         status = stopped(stop)  # after a closed pipe, what follows prints nowhere
         records = finish(interrupted=True)
         charts = [] if no_charts or not records else sweep_charts.render_sweep_charts(records, out_dir)
-        console.print(f"[yellow]interrupted:[/] {len(records)} of {len(profiles)} cases finished; their results "
+        console.print(f"[yellow]interrupted:[/] {len(records)} of {len(profiles) - len(others)} cases finished; their results "
                       f"{'and charts ' if charts else ''}are in {escape(str(out_dir))}/; continue with --output "
                       f"{escape(str(out_dir))} --resume", highlight=False)
         raise typer.Exit(status) from None
@@ -377,6 +390,10 @@ def sweep_command(
         fail(str(exc))
 
     records = finish(interrupted=False)
+    if not records:  # a shard of a grid with fewer cases than shards
+        console.print(f"shard {shard_choice} holds none of the {len(profiles)} cases; its empty results are in "
+                      f"{escape(str(out_dir))}/ for specbench merge", highlight=False)
+        return
     # the charts before the summary: output cut short from here on (a closed pipe) loses nothing
     charts = [] if no_charts else sweep_charts.render_sweep_charts(records, out_dir)
     seconds, positions = writer.metadata["simulation_seconds"], writer.metadata["simulated_positions"]

@@ -1,6 +1,7 @@
-"""Acceptance profiles from a real vLLM server: its spec-decode counters, or its periodic log line.
+"""Acceptance profiles from a real server: vLLM's spec-decode counters or log line, and (``profile_sources``)
+per-request histograms of vLLM and SGLang and SGLang's mean acceptance length.
 
-Two sources, both from vLLM's V1 engine (``vllm/v1/spec_decode/metrics.py``, as of vLLM 0.9-0.11):
+The vLLM sources read here, both from its V1 engine (``vllm/v1/spec_decode/metrics.py``, as of vLLM 0.9-0.11):
 
 - A Prometheus text scrape of ``/metrics``. The counters (with the ``_total`` suffix the Python
   client adds, ``_created`` companions and any other labels, such as ``model_name`` and
@@ -35,7 +36,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specbench import acceptance
+from specbench import acceptance, profile_sources
 from specbench.errors import SpecbenchError
 
 DRAFTS = "vllm:spec_decode_num_drafts"
@@ -71,6 +72,13 @@ class Counts:
     model: str | None = None
     span: str | None = None
     notes: list[str] = field(default_factory=list)
+    kind: str = "vllm-prometheus"  # the source, a key of profile_sources.DEFINITIONS
+    per_request_mean_length: float | None = None  # per-request sources: the unweighted mean over requests
+
+    @property
+    def definition(self) -> profile_sources.Definition:
+        """How the source defines its acceptance length, and what specbench does with it."""
+        return profile_sources.DEFINITIONS[self.kind]
 
 
 @dataclass(frozen=True)
@@ -288,7 +296,8 @@ def counts_from_logs(paths: list[Path]) -> Counts:
     if num_spec is None:
         raise SpecbenchError(f"{', '.join(map(str, paths))}: no '{LOG_MARKER}' line found")
     counts = Counts(num_drafts=drafts, num_draft_tokens=draft_tokens, num_accepted_tokens=accepted,
-                    accepted_per_position=[round(x) for x in per_position], sources=[str(p) for p in paths])
+                    accepted_per_position=[round(x) for x in per_position], sources=[str(p) for p in paths],
+                    kind="vllm-log")
     counts.span = f"{lines_read} log lines" + (f", {times[0]} to {times[-1]}" if times else "")
     counts.notes.append("per-position counts rebuilt from rates the log prints to three decimals; drafts = "
                         "drafted tokens / K")
@@ -306,30 +315,64 @@ def _lines(path: Path) -> list[str]:
 
 
 def file_format(path: Path) -> str:
-    """``"prometheus"``, ``"log"``, or a usage error for a file that is neither."""
+    """``"prometheus"``, ``"log"`` (vLLM's), ``"per-request"`` (vLLM or SGLang responses with histograms),
+    ``"sglang-log"``, ``"sglang-prometheus"``, or a usage error for a file that is none of them."""
     lines = _lines(path)
     if any(LOG_MARKER in line for line in lines):
         return "log"
+    if profile_sources.holds_sglang_log(lines):
+        return "sglang-log"
+    if profile_sources.holds_histograms(path):
+        return "per-request"
     samples = any(line.startswith(("# TYPE ", "# HELP ")) or _SAMPLE.match(line.strip()) for line in lines if line.strip())
     if samples and any(line.lstrip().startswith("vllm:") for line in lines):
         return "prometheus"
-    raise SpecbenchError(f"{path} is neither a Prometheus scrape of vLLM's /metrics (vllm:spec_decode_* counters) nor "
-                         f"a vLLM log with '{LOG_MARKER}' lines")
+    if samples and profile_sources.holds_sglang_scrape(lines):
+        return "sglang-prometheus"
+    raise SpecbenchError(f"{path} is none of the sources profile fit reads: a Prometheus scrape of vLLM's /metrics "
+                         f"(vllm:spec_decode_* counters) or SGLang's (sglang:spec_accept_length), a vLLM log with "
+                         f"'{LOG_MARKER}' lines, an SGLang log with 'Decode batch ... accept len' lines, or JSON "
+                         f"responses with per-request acceptance histograms (vLLM --per-request-spec-decode-metrics, "
+                         f"SGLang spec_accept_histogram)")
 
 
-def read_counts(paths: list[Path], model: str | None = None) -> Counts:
-    """Counts from scrapes (one, or two for an interval) or from log files (any number), not both."""
+def counts_from_histograms(paths: list[Path]) -> Counts:
+    """Counts of per-request histograms (``profile_sources.counts_from_histograms``): the law of ``A`` gives
+    every position's count exactly, ``#(A >= i)``."""
+    histogram = profile_sources.counts_from_histograms(paths)
+    num_spec = _checked_num_spec(histogram.num_spec_tokens, ", ".join(map(str, paths)))
+    steps = sum(histogram.steps)
+    counts = Counts(num_drafts=steps, num_draft_tokens=steps * num_spec,
+                    num_accepted_tokens=sum(j * n for j, n in enumerate(histogram.steps)),
+                    accepted_per_position=histogram.accepted_per_position(), sources=[str(p) for p in paths],
+                    kind=histogram.kind, per_request_mean_length=histogram.per_request_mean_length)
+    counts.span = f"{histogram.num_requests} requests"
+    counts.notes.append(f"steps by drafts accepted, added over requests: {histogram.steps}")
+    return counts
+
+
+def read_counts(paths: list[Path], model: str | None = None) -> Counts | profile_sources.MeanLength:
+    """Counts from scrapes (one, or two for an interval), log files or per-request responses (any number),
+    one kind at a time; SGLang's log lines and gauges give the mean length only (a ``MeanLength``)."""
     if not paths:
-        raise SpecbenchError("give at least one file: a /metrics scrape or a vLLM log")
+        raise SpecbenchError("give at least one file: a /metrics scrape, a server log or per-request responses")
     formats = {path: file_format(path) for path in paths}
     kinds = set(formats.values())
     if len(kinds) > 1:
-        raise SpecbenchError("give Prometheus scrapes or log files, not both: " +
+        raise SpecbenchError("give files of one kind, not several: " +
                              ", ".join(f"{p} ({k})" for p, k in formats.items()))
-    if kinds == {"log"}:
-        if model is not None:
-            raise SpecbenchError("--model picks a model in a Prometheus scrape; a vLLM log line does not name its model")
+    kind = kinds.pop()
+    if model is not None and kind != "prometheus":
+        raise SpecbenchError(f"--model picks a model in a Prometheus scrape of vLLM; these files ({kind}) hold one server's "
+                             f"requests or lines, with no model to pick")
+    if kind == "log":
         return counts_from_logs(paths)
+    if kind == "per-request":
+        return counts_from_histograms(paths)
+    if kind == "sglang-log":
+        return profile_sources.mean_from_sglang_logs(paths, _lines)
+    if kind == "sglang-prometheus":
+        return profile_sources.mean_from_sglang_scrape(paths, _lines)
     return counts_from_scrapes(paths, model)
 
 
@@ -441,7 +484,8 @@ def scenario_toml(fit: FittedProfile, name: str, cost_ratio: float | None = None
               + (f", {counts.span}" if counts.span else "") + f"; {fit.num_drafts} drafts verified")
     top = {
         "name": name,
-        "description": f"measured on a vLLM server: K={fit.num_spec_tokens}, L={fit.mean_acceptance_length:.3f}",
+        "description": f"measured on a {counts.definition.server.split()[0]} server: K={fit.num_spec_tokens}, "
+                       f"L={fit.mean_acceptance_length:.3f}",
         "source": source,
         "num_spec_tokens": fit.num_spec_tokens,
         "rates": [round(r, 6) for r in fit.rates],
@@ -466,14 +510,20 @@ def scenario_toml(fit: FittedProfile, name: str, cost_ratio: float | None = None
         "confidence": CONFIDENCE,
         "mean_acceptance_length": round(fit.mean_acceptance_length, 6),
         "non_increasing": fit.non_increasing,
+        "source_format": counts.kind,
+        "acceptance_length_definition": counts.definition.text(),
+        "specbench_definition": profile_sources.SPECBENCH_DEFINITION,
     }
+    if counts.per_request_mean_length is not None:
+        fit_table["per_request_mean_acceptance_length"] = round(counts.per_request_mean_length, 6)
     if counts.model:
         fit_table["model"] = counts.model
     if counts.span:
         fit_table["span"] = counts.span
     if counts.notes:
         fit_table["notes"] = counts.notes
-    header = "# Written by `specbench profile fit`: per-position acceptance measured on a vLLM server.\n"
+    header = (f"# Written by `specbench profile fit`: per-position acceptance measured on a "
+              f"{counts.definition.server.split()[0]} server.\n")
     if not fit.non_increasing:
         header += ("# The measured rates rise with position somewhere (noise can do that); `rates` holds the nearest\n"
                    "# non-increasing profile, [fit].measured_rates what was measured.\n")
@@ -482,3 +532,46 @@ def scenario_toml(fit: FittedProfile, name: str, cost_ratio: float | None = None
     table = "".join(f"{key} = {_toml_value(value)}\n" for key, value in fit_table.items())
     text = header + body + "\n[fit]  # what was measured; the sweep reads only the fields above\n" + table
     return text if models is None else text + models_toml(models, extend_k)
+
+
+def mean_scenario_toml(found: profile_sources.MeanLength, num_spec_tokens: int, name: str,
+                       cost_ratio: float | None = None) -> str:
+    """A scenario from a source that gives the mean length only (SGLang's log lines or gauges): ``L`` at ``K =
+    num_spec_tokens``, its rates by the geometric schedule (an assumption: the source measures no position)."""
+    _checked_num_spec(num_spec_tokens, ", ".join(found.sources))
+    length = found.mean_acceptance_length
+    if length > num_spec_tokens + 1 + 1e-9:
+        raise SpecbenchError(f"{', '.join(found.sources)}: accept len {length:.4g} needs K >= {math.ceil(length - 1)} "
+                             f"drafts a step, got --num-spec-tokens {num_spec_tokens}; give the server's "
+                             f"--speculative-num-steps")
+    length = min(length, num_spec_tokens + 1.0)
+    top: dict[str, object] = {
+        "name": name,
+        "description": f"measured on an SGLang server: L={length:.3f} at K={num_spec_tokens}; rates by the geometric "
+                       f"schedule (not measured)",
+        "source": f"specbench profile fit of {', '.join(found.sources)}" + (f", {found.span}" if found.span else ""),
+        "num_spec_tokens": num_spec_tokens,
+        "acceptance_length": round(length, 6),
+        "schedule": "geometric",
+    }
+    if cost_ratio is not None:
+        top["cost_ratio"] = cost_ratio
+    fit_table: dict[str, object] = {
+        "mean_acceptance_length": round(found.mean_acceptance_length, 6),
+        "values": found.num_values,
+        "source_format": found.kind,
+        "acceptance_length_definition": found.definition.text(),
+        "specbench_definition": profile_sources.SPECBENCH_DEFINITION,
+        "rates_measured": False,
+    }
+    if found.accept_rate is not None:
+        fit_table["accept_rate"] = round(found.accept_rate, 6)
+    if found.span:
+        fit_table["span"] = found.span
+    if found.notes:
+        fit_table["notes"] = found.notes
+    header = ("# Written by `specbench profile fit` from SGLang's mean acceptance length: the per-position rates are\n"
+              "# not measured; `schedule` says how the length becomes rates (an assumption).\n")
+    body = "".join(f"{key} = {_toml_value(value)}\n" for key, value in top.items())
+    table = "".join(f"{key} = {_toml_value(value)}\n" for key, value in fit_table.items())
+    return header + body + "\n[fit]  # what was measured; the sweep reads only the fields above\n" + table

@@ -101,7 +101,7 @@ def test_several_models_need_model_and_model_picks_one(tmp_path):
      "not a Prometheus sample line"),
     (_scrape({"0": {"drafts": 10, "pos": [5, 4]}}, extra='vllm:spec_decode_num_drafts_total{engine="9"} lots\n'),
      "is not a number"),
-    ("hello\nworld\n", "is neither a Prometheus scrape"),
+    ("hello\nworld\n", "is none of the sources profile fit reads"),
     ('vllm:spec_decode_num_drafts_total{engine="0"} 10\n', "has no vllm:spec_decode_num_accepted_tokens counter"),
     # the one K limit of every profile: a sweep would refuse the scenario, so it is never written
     (_scrape({"0": {"drafts": 100, "pos": [50] * 70}}), "drafted K = 70 tokens a step; specbench profiles hold at most"),
@@ -191,7 +191,7 @@ def test_the_written_scenario_runs_in_a_sweep_beside_its_min_variance_twin(tmp_p
 def test_scrapes_and_logs_are_not_mixed_and_model_is_for_scrapes(tmp_path):
     log = _write(tmp_path, "server.log", LOG)
     scrape = _write(tmp_path, "m.prom", _scrape({"0": {"drafts": 10, "pos": [5, 4, 3]}}))
-    assert "not both" in " ".join(_fit(str(log), str(scrape), "-o", str(tmp_path / "p.toml")).stderr.split())
+    assert "give files of one kind, not several" in " ".join(_fit(str(log), str(scrape), "-o", str(tmp_path / "p.toml")).stderr.split())
     with pytest.raises(SpecbenchError, match="--model picks a model in a Prometheus scrape"):
         profile_fit.read_counts([log], "org/target-8b")
     three = [str(scrape)] * 3

@@ -1,0 +1,201 @@
+"""`specbench export`: each format checked against the schema its documentation gives, on CPU runs."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from specbench import export
+from specbench.cli import app
+
+jsonschema = pytest.importorskip("jsonschema", reason="the test extra installs jsonschema")
+
+runner = CliRunner()
+TINY = ["--device", "cpu", "--vocab-size", "64", "--max-ms", "0", "--min-samples", "3", "--warmup", "0",
+        "--no-l2-flush", "--no-charts", "--impl", "torch"]
+
+# Bencher Metric Format, as bencher.dev/docs/reference/bencher-metric-format states it: an object of
+# benchmarks (non-empty names), each an object of measures, each with a number `value` and optional
+# number bounds; a measure slug is at most 64 characters, a benchmark name at most 1024
+BMF_SCHEMA = {
+    "type": "object",
+    "minProperties": 1,
+    "propertyNames": {"minLength": 1, "maxLength": 1024},
+    "additionalProperties": {
+        "type": "object",
+        "minProperties": 1,
+        "propertyNames": {"minLength": 1, "maxLength": 64, "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$"},
+        "additionalProperties": {
+            "type": "object",
+            "required": ["value"],
+            "properties": {"value": {"type": "number"}, "lower_value": {"type": "number"},
+                           "upper_value": {"type": "number"}},
+            "additionalProperties": False,
+        },
+    },
+}
+# github-action-benchmark's BenchmarkResult (src/extract.ts), read by tool customSmallerIsBetter:
+# a non-empty array (an empty one is an error there) of name, value, unit, with optional text range, extra
+GAB_SCHEMA = {
+    "type": "array",
+    "minItems": 1,
+    "items": {
+        "type": "object",
+        "required": ["name", "unit", "value"],
+        "properties": {"name": {"type": "string", "minLength": 1}, "unit": {"type": "string"},
+                       "value": {"type": "number"}, "range": {"type": "string"}, "extra": {"type": "string"}},
+        "additionalProperties": False,
+    },
+}
+
+
+def _bmf_problems(payload) -> list[str]:
+    problems = [error.message for error in jsonschema.Draft202012Validator(BMF_SCHEMA).iter_errors(payload)]
+    for name, measures in (payload.items() if isinstance(payload, dict) else []):
+        for slug, metric in measures.items():
+            if isinstance(metric, dict) and {"lower_value", "upper_value"} <= set(metric) and not (
+                    metric["lower_value"] <= metric["value"] <= metric["upper_value"]):
+                problems.append(f"{name} {slug}: value outside its bounds")
+    return problems
+
+
+def _gab_problems(payload) -> list[str]:
+    problems = [error.message for error in jsonschema.Draft202012Validator(GAB_SCHEMA).iter_errors(payload)]
+    names = [entry.get("name") for entry in payload] if isinstance(payload, list) else []
+    problems += [f"name {name!r} repeated" for name in set(names) if names.count(name) > 1]
+    return problems
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("export")
+    made = {}
+    for name, args in (("kernels", ["kernels", *TINY, "--mode", "greedy,probabilistic", "--batch-size", "1,4",
+                                    "-k", "2"]),
+                       ("kernels-again", ["kernels", *TINY, "--mode", "greedy,probabilistic", "--batch-size", "1,4",
+                                          "-k", "2"]),
+                       ("sweep", ["sweep", "-l", "2,2.5", "-k", "3", "-n", "4000", "--no-charts"]),
+                       ("plan", ["plan", "--rates", "0.8,0.6,0.4", "--max-k", "3", "-b", "1,8", "-c", "0.05",
+                                 "--target-ms", "10"])):
+        result = runner.invoke(app, [*args, "-o", str(root / name)])
+        assert result.exit_code == 0, result.output
+        made[name] = root / name
+    compared = runner.invoke(app, ["compare", str(made["kernels"]), str(made["kernels-again"]), "--json",
+                                   str(root / "compare.json")])
+    assert compared.exit_code in (0, 1), compared.output
+    made["compare"] = root / "compare.json"
+    return made
+
+
+def _export(path: Path, output_format: str, tmp_path: Path):
+    target = tmp_path / f"out.{output_format}"
+    result = runner.invoke(app, ["export", str(path), "--format", output_format, "--output", str(target)])
+    assert result.exit_code == 0, result.output
+    return target.read_text(), result
+
+
+def test_the_validators_reject_what_the_formats_forbid():
+    # negative controls: a check that passes everything would make the tests below vacuous
+    assert _bmf_problems({"a": {"latency": {"value": 1.0, "lower_value": 0.5, "upper_value": 2.0}}}) == []
+    assert _bmf_problems({"a": {"latency": {"value": "1"}}})
+    assert _bmf_problems({"a": {"latency": {"lower_value": 1.0}}})
+    assert _bmf_problems({"a": {"x" * 65: {"value": 1.0}}})
+    assert _bmf_problems({"a": {"latency": {"value": 3.0, "lower_value": 0.5, "upper_value": 2.0}}})
+    assert _bmf_problems({})
+    assert _gab_problems([{"name": "a", "unit": "us", "value": 1.0, "range": "1-2", "extra": "x"}]) == []
+    assert _gab_problems([{"name": "a", "value": 1.0}])
+    assert _gab_problems([{"name": "a", "unit": "us", "value": "1"}])
+    assert _gab_problems([{"name": "a", "unit": "us", "value": 1.0}, {"name": "a", "unit": "us", "value": 2.0}])
+    assert _gab_problems([])
+
+
+@pytest.mark.parametrize("kind", ["kernels", "sweep", "plan", "compare"])
+def test_bencher_export_follows_the_metric_format(runs, kind, tmp_path):
+    text, result = _export(runs[kind], "bencher", tmp_path)
+    payload = json.loads(text)
+    assert _bmf_problems(payload) == []
+    rows = export.load(runs[kind])[2]
+    assert len(payload) == len(rows) and "exported" in result.output
+    if kind == "kernels":
+        record = next(r for r in rows if r["status"] == "ok")
+        name = next(n for n, r in zip(export.benchmark_names(kind, rows), rows) if r is record)
+        assert payload[name]["latency"] == {"value": record["median_us"] * 1000, "lower_value": record["p20_us"] * 1000,
+                                            "upper_value": record["p80_us"] * 1000}
+    if kind == "sweep":
+        metric = payload["L=2.5 min-variance K=3"]["acceptance-length"]
+        assert metric["lower_value"] < metric["value"] < metric["upper_value"]
+
+
+@pytest.mark.parametrize("kind", ["kernels", "sweep", "plan", "compare"])
+def test_github_action_benchmark_export_follows_its_format(runs, kind, tmp_path):
+    text, _ = _export(runs[kind], "github-action-benchmark", tmp_path)
+    payload = json.loads(text)
+    assert _gab_problems(payload) == []
+    units = {entry["unit"] for entry in payload}
+    assert units == {"kernels": {"us"}, "sweep": {"ns/position"}, "plan": {"ms/token"}, "compare": {"x baseline"}}[kind]
+
+
+@pytest.mark.parametrize("kind", ["kernels", "sweep", "plan", "compare"])
+def test_csv_export_has_one_row_per_record_in_a_fixed_column_order(runs, kind, tmp_path):
+    text, _ = _export(runs[kind], "csv", tmp_path)
+    table = list(csv.reader(io.StringIO(text)))
+    header, body = table[0], table[1:]
+    rows = export.load(runs[kind])[2]
+    assert len(body) == len(rows)
+    assert header[:2] == ["kind", "name"] and header[-2:] == ["commit", "device"]
+    assert header[2:2 + len(export.KEY_COLUMNS[kind])] == list(export.KEY_COLUMNS[kind])
+    assert "samples_us" not in header
+    # a second export of the same result is the same text: the order does not hang on dict order
+    again, _ = _export(runs[kind], "csv", tmp_path)
+    assert again == text
+
+
+def test_export_to_stdout_pipes_and_a_failed_row_is_left_out_of_the_json_formats(runs, tmp_path):
+    payload = json.loads((runs["kernels"] / "results.json").read_text())
+    payload["records"][0].update(status="FAIL", median_us=None, p20_us=None, p80_us=None, reason="planted")
+    (tmp_path / "failed").mkdir()
+    (tmp_path / "failed" / "results.json").write_text(json.dumps(payload))
+    result = runner.invoke(app, ["export", str(tmp_path / "failed"), "--format", "github-action-benchmark"])
+    assert result.exit_code == 0, result.output
+    exported = json.loads(result.stdout)
+    assert len(exported) == len(payload["records"]) - 1
+    assert "1 without a number to chart (FAIL or skipped) left out" in " ".join(result.stderr.split())
+    rows = list(csv.reader(io.StringIO(runner.invoke(app, ["export", str(tmp_path / "failed"), "--format",
+                                                           "csv"]).stdout)))
+    assert len(rows) == 1 + len(payload["records"]) and rows[1][rows[0].index("status")] == "FAIL"
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--format", "junit"], "--format must be one of bencher, github-action-benchmark, csv, got 'junit'"),
+    (["--format", "csv", "--output", "{tmp}"], "is a folder; give a file name"),
+])
+def test_bad_options_are_one_sentence_and_exit_2(runs, tmp_path, args, words):
+    args = [arg.replace("{tmp}", str(tmp_path)) for arg in args]
+    result = runner.invoke(app, ["export", str(runs["sweep"]), *args])
+    assert result.exit_code == 2, result.output
+    assert words in " ".join(result.output.split()) and result.output.count("error:") == 1
+
+
+def test_a_folder_that_is_no_result_and_a_case_held_twice_are_refused(runs, tmp_path):
+    result = runner.invoke(app, ["export", str(tmp_path), "--format", "csv"])
+    assert result.exit_code == 2 and "is not a specbench results folder" in result.output
+    payload = json.loads((runs["sweep"] / "results.json").read_text())
+    payload["records"].append(payload["records"][0])
+    (tmp_path / "twice").mkdir()
+    (tmp_path / "twice" / "results.json").write_text(json.dumps(payload))
+    result = runner.invoke(app, ["export", str(tmp_path / "twice"), "--format", "bencher"])
+    assert result.exit_code == 2 and "share the case 'L=2 min-variance K=3'" in " ".join(result.output.split())
+
+
+def test_rows_alike_but_for_their_acceptance_label_or_model_get_distinct_names(runs):
+    row = next(r for r in export.load(runs["kernels"])[2] if r["status"] == "ok")
+    twins = [{**row, "acceptance": "scenario-a"}, {**row, "acceptance": "scenario-b"}]
+    names = export.benchmark_names("kernels", twins)
+    assert names[0] != names[1] and names[0].endswith("[scenario-a]")
+    presets = [{**row, "model": "llama3"}, {**row, "model": "other-128k"}]
+    assert len(set(export.benchmark_names("kernels", presets))) == 2

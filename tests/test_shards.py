@@ -1,0 +1,199 @@
+"""Sharded runs on the CPU: `--shard I/N`, `specbench merge`, and `kernels --devices` with real worker processes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from specbench import bench, merge, results, shards
+from specbench.cli import app
+from specbench.errors import SpecbenchError
+
+runner = CliRunner()
+GRID = ["--vocab-size", "64", "--max-ms", "0", "--min-samples", "3", "--warmup", "0", "--no-l2-flush", "--impl",
+        "torch", "--mode", "greedy,probabilistic", "--batch-size", "1,2,5", "-k", "2"]
+KERNELS = ["kernels", "--device", "cpu", *GRID, "--no-charts"]
+SWEEP = ["sweep", "-l", "2.2,2.5", "-k", "2,3", "-n", "3000", "--no-charts"]
+needs_no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a GPU")
+
+
+def _invoke(*args: str, code: int = 0):
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == code, result.output
+    return result
+
+
+def _cases(folder: Path) -> list[tuple]:
+    _, records = results.read_results(folder)
+    return [(record["case"], bench.record_key(record)) for record in records]
+
+
+@pytest.fixture(scope="module")
+def kernels_runs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("kernels-shards")
+    runs = {"full": root / "full"}
+    _invoke(*KERNELS, "-o", str(runs["full"]))
+    for index in (1, 2, 3):
+        runs[index] = root / f"shard-{index}"
+        _invoke(*KERNELS, "--shard", f"{index}/3", "-o", str(runs[index]))
+    return runs
+
+
+def test_shards_deal_the_grid_by_position_and_each_case_runs_once():
+    assert shards.parse_shard("2/3") == shards.Shard(2, 3)
+    assert [shards.Shard(i, 3).positions(8) for i in (1, 2, 3)] == [[0, 3, 6], [1, 4, 7], [2, 5]]
+    assert shards.Shard(4, 4).positions(3) == []
+    for bad in ("0/3", "4/3", "3", "a/b", "1/0", "-1/2"):
+        with pytest.raises(SpecbenchError, match="--shard takes I/N with 1 <= I <= N"):
+            shards.parse_shard(bad)
+
+
+def test_a_merged_sharded_kernels_run_holds_the_unsharded_runs_cases(kernels_runs, tmp_path):
+    positions = [json.loads((kernels_runs[i] / "results.json").read_text())["metadata"]["shard"]["cases"]
+                 for i in (1, 2, 3)]
+    assert positions == [[0, 3], [1, 4], [2, 5]]
+    result = _invoke("merge", str(kernels_runs[3]), str(kernels_runs[1]), str(kernels_runs[2]), "-o",
+                     str(tmp_path / "merged"), "--no-charts")
+    assert "merged 3 of 3 shards: 6 kernels records" in " ".join(result.output.split())
+    assert _cases(tmp_path / "merged") == _cases(kernels_runs["full"])
+    metadata, _ = results.read_results(tmp_path / "merged")
+    assert "shard" not in metadata and metadata["partial"] is False and len(metadata["merged_from"]) == 3
+    jsonschema = pytest.importorskip("jsonschema")
+    validator = jsonschema.Draft202012Validator(json.loads(results.SCHEMA_FILE.read_text()))
+    for folder in (tmp_path / "merged", kernels_runs[1]):
+        assert list(validator.iter_errors(json.loads((folder / "results.json").read_text()))) == []
+    # the merged run reads like an unsharded one: compare, plot and export take it
+    compared = runner.invoke(app, ["compare", str(kernels_runs["full"]), str(tmp_path / "merged")])
+    assert compared.exit_code in (0, 1), compared.output
+    assert "only in the" not in compared.output and compared.output.count("torch: ") == 6  # every case matched
+    _invoke("plot", str(tmp_path / "merged"))
+    exported = _invoke("export", str(tmp_path / "merged"), "--format", "bencher")
+    assert len(json.loads(exported.stdout)) == 6
+
+
+def test_a_merged_sharded_sweep_equals_the_unsharded_one(tmp_path):
+    _invoke(*SWEEP, "-o", str(tmp_path / "full"))
+    for index in (1, 2):
+        _invoke(*SWEEP, "--shard", f"{index}/2", "-o", str(tmp_path / f"s{index}"))
+    _invoke("merge", str(tmp_path / "s2"), str(tmp_path / "s1"), "-o", str(tmp_path / "merged"), "--no-charts")
+    timing = ("simulation_seconds", "positions_per_second")
+    _, full = results.read_results(tmp_path / "full")
+    merged_metadata, merged = results.read_results(tmp_path / "merged")
+    assert [{k: v for k, v in r.items() if k not in timing} for r in merged] == \
+        [{k: v for k, v in r.items() if k not in timing} for r in full]
+    assert merged_metadata["finished_cases"] == 4
+    compared = _invoke("compare", str(tmp_path / "full"), str(tmp_path / "merged"))
+    assert compared.output.count("same seed and steps") == 4
+
+
+def _copy(source: Path, target: Path, **changes) -> Path:
+    shutil.copytree(source, target)
+    payload = json.loads((target / "results.json").read_text())
+    for key, value in changes.items():
+        if key == "shard_index":
+            payload["metadata"]["shard"]["index"] = value
+        else:
+            payload["metadata"][key] = value
+    (target / "results.json").write_text(json.dumps(payload))
+    return target
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"commit": "0123abc"}, "were made at different commits"),
+    ({"seed": 7}, "were run with different settings (seed 0 vs 7)"),
+    ({"torch": "2.0.0"}, "were run with different settings (torch"),
+    ({"device": "NVIDIA H100 80GB HBM3"}, "ran on different machine types (device"),
+    ({"shard_index": 1}, "both hold shard 1/3; their cases overlap"),
+    ({"interrupted": True}, "the shards are incomplete: the run in"),
+])
+def test_merge_refuses_slices_that_are_not_one_run(kernels_runs, tmp_path, change, words):
+    odd = _copy(kernels_runs[3], tmp_path / "odd", **change)
+    result = runner.invoke(app, ["merge", str(kernels_runs[1]), str(kernels_runs[2]), str(odd), "-o",
+                                 str(tmp_path / "merged")])
+    assert result.exit_code == 2, result.output
+    assert words in " ".join(result.output.split()) and result.output.count("error:") == 1
+    assert not (tmp_path / "merged").exists()
+
+
+def test_merge_refuses_an_incomplete_set_unless_allowed_and_an_unsharded_run(kernels_runs, tmp_path):
+    result = runner.invoke(app, ["merge", str(kernels_runs[1]), str(kernels_runs[3]), "-o", str(tmp_path / "m")])
+    assert result.exit_code == 2 and "shard 2/3 is not among them" in " ".join(result.output.split())
+    result = _invoke("merge", str(kernels_runs[1]), str(kernels_runs[3]), "-o", str(tmp_path / "m"), "--allow-partial",
+                     "--no-charts")
+    assert "partial: shard 2/3 is not among them" in " ".join(result.output.split())
+    metadata, records = results.read_results(tmp_path / "m")
+    assert metadata["partial"] is True and [r["case"] for r in records] == [0, 2, 3, 5]
+    result = runner.invoke(app, ["merge", str(kernels_runs["full"]), str(kernels_runs[1])])
+    assert result.exit_code == 2 and "was not run with --shard" in result.output
+    # a case held by two folders (a shard relabelled) is an overlap too
+    twin = _copy(kernels_runs[1], tmp_path / "twin", shard_index=2)
+    with pytest.raises(SpecbenchError, match="both hold the case torch: greedy B=1"):
+        merge.merge_runs([kernels_runs[1], twin, kernels_runs[3]], tmp_path / "m2")
+
+
+def test_a_bad_shard_option_is_one_sentence_and_exit_2(tmp_path):
+    for command in (KERNELS, SWEEP):
+        result = runner.invoke(app, [*command, "--shard", "3/2", "-o", str(tmp_path / command[0])])
+        assert result.exit_code == 2, result.output
+        assert "--shard takes I/N with 1 <= I <= N" in " ".join(result.output.split())
+    result = runner.invoke(app, ["kernels", *GRID, "--devices", "all", "--shard", "1/2"])
+    assert result.exit_code == 2 and "cannot be combined with --shard" in " ".join(result.output.split())
+
+
+@needs_no_gpu
+def test_devices_on_a_machine_without_a_gpu_is_refused(tmp_path):
+    result = runner.invoke(app, ["kernels", *GRID, "--devices", "all", "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert "torch sees no CUDA GPU on this machine" in " ".join(result.output.split())
+
+
+def test_devices_runs_one_worker_process_per_device_and_merges_them(kernels_runs, tmp_path, monkeypatch):
+    # the orchestration of `--devices` with two real worker processes, each told its device is "cpu"
+    monkeypatch.setattr(shards, "local_devices", lambda text: ["cpu", "cpu"])
+    out = tmp_path / "devices"
+    result = _invoke("kernels", *GRID, "--devices", "all", "-o", str(out), "--no-charts")
+    assert "2 workers, one per GPU (cpu, cpu)" in " ".join(result.output.split())
+    assert _cases(out) == _cases(kernels_runs["full"])
+    for index in (1, 2):
+        shard_meta, _ = results.read_results(out / "shards" / f"shard-{index}-of-2")
+        assert shard_meta["shard"]["index"] == index and shard_meta["interrupted"] is False
+        assert (out / "shards" / f"shard-{index}-of-2.log").stat().st_size > 0
+    metadata, _ = results.read_results(out)
+    assert metadata["shard_count"] == 2 and metadata["timing"]["min_samples"] == 3  # options reached the workers
+    # a worker that fails is named, with its last line and its log
+    result = runner.invoke(app, ["kernels", *GRID[:-2], "-k", "99", "--devices", "all", "-o", str(tmp_path / "bad")])
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert "the worker of shard 1/2 on device cpu exited with status 2" in said and "its log is" in said
+
+
+def test_devices_name_the_gpus_as_this_process_sees_them(monkeypatch):
+    # torch's index 1 under CUDA_VISIBLE_DEVICES=5,7 is physical GPU 7: a worker must be given "7"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,7")
+    assert shards.local_devices("all") == ["5", "7"] and shards.local_devices("1") == ["7"]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert shards.local_devices("all") == ["0", "1"] and shards.local_devices("1,0") == ["1", "0"]
+    for bad, words in (("2", "GPU indices below 2"), ("0,0", "names GPU 0 twice"), ("x", "GPU indices below 2")):
+        with pytest.raises(SpecbenchError, match=words):
+            shards.local_devices(bad)
+
+
+def test_a_shard_beyond_the_grid_runs_nothing_and_still_merges(tmp_path):
+    # more shards than cases (a Slurm array wider than the grid): the spare shard finishes empty
+    for command, name in ((["sweep", "-l", "2.5", "-k", "2", "-n", "3000", "--no-charts"], "sweep"),
+                          (["kernels", "--device", "cpu", *GRID[:8], "--impl", "torch", "--mode", "greedy",
+                            "--batch-size", "1", "-k", "2", "--no-charts"], "kernels")):
+        for index in (1, 2):
+            _invoke(*command, "--shard", f"{index}/2", "-o", str(tmp_path / f"{name}-{index}"))
+        metadata, records = results.read_results(tmp_path / f"{name}-2")
+        assert records == [] and metadata["shard"]["cases"] == [] and metadata["interrupted"] is False
+        _invoke("merge", str(tmp_path / f"{name}-1"), str(tmp_path / f"{name}-2"), "-o", str(tmp_path / f"{name}-m"),
+                "--no-charts")
+        assert len(results.read_results(tmp_path / f"{name}-m")[1]) == 1

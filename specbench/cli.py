@@ -85,7 +85,8 @@ def _options(
 for name, command in (("sweep", cli_sweep.sweep_command), ("kernels", cli_bench.kernels_command),
                       ("plot", cli_bench.plot_command), ("env", cli_bench.env_command),
                       ("plan", cli_plan.plan_command),
-                      ("compare", cli_compare.compare_command), ("verify", cli_verify.verify_command)):
+                      ("compare", cli_compare.compare_command), ("calibrate", cli_compare.calibrate_command),
+                      ("verify", cli_verify.verify_command)):
     app.command(name, epilog=EXIT_CODES)(command)
 
 profile_app = typer.Typer(help="Acceptance profiles from real servers.", no_args_is_help=True, add_completion=False)

@@ -47,10 +47,10 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -62,6 +62,7 @@ GPU_FLUSH_BYTES = 256 << 20
 CPU_FLUSH_BYTES = 64 << 20
 GPU_COPY_BYTES = 1 << 30
 CPU_COPY_BYTES = 64 << 20
+CPU_CACHE_DIR = "/sys/devices/system/cpu/cpu0/cache"
 
 # the timers (module docstring); a GPU run picks one of the first two for samples outside a graph
 TIMERS = ("host-free", "events", "graph", "perf_counter")
@@ -191,20 +192,20 @@ def sleep_cycles_per_us(device: torch.device) -> float:
 
 
 def cache_bytes(device: str | torch.device = "cpu") -> int | None:
-    """The cache a sample's working set competes for: a GPU's L2, a CPU's last-level cache (as the C
-    library reports it); None when unknown."""
+    """The cache a sample's working set competes for: a GPU's L2, a CPU's last-level cache (as Linux
+    lists it under ``CPU_CACHE_DIR``); None when unknown."""
     dev = torch.device(device)
     if dev.type == "cuda":
         size = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0)
         return int(size) or None
-    for name in ("SC_LEVEL3_CACHE_SIZE", "SC_LEVEL2_CACHE_SIZE"):
+    levels = {}
+    for index in Path(CPU_CACHE_DIR).glob("index*"):
         try:
-            size = os.sysconf(name)
-        except (ValueError, OSError):
+            level, size = int((index / "level").read_text()), (index / "size").read_text().strip()
+            levels[level] = int(size[:-1]) * {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[size[-1]]
+        except (OSError, ValueError, KeyError, IndexError):
             continue
-        if size and size > 0:
-            return int(size)
-    return None
+    return levels[max(levels)] if levels else None
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

@@ -414,6 +414,9 @@ def _compare_kernels(base_records, cur_records, thresholds, host_threshold, base
         if remark:
             row.note = f"{remark}; {row.note}" if row.note else remark
         comparison.cases.append(row)
+    if calibration is not None:
+        comparison.notes.append(f"thresholds of the cases the A/A calibration {calibration.path} holds are its own "
+                                f"(its minimum detectable change)")
     if uncalibrated:
         comparison.notes.append(f"{uncalibrated} cases are not in the calibration: judged at the --threshold and "
                                 f"--host-threshold thresholds")

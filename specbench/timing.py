@@ -6,16 +6,18 @@ Timers (``TIMERS``; every record names the one that produced it):
   (``torch.cuda._sleep``) long enough to cover the host's enqueue of everything that follows; then
   the L2 flush, the start event, the call, the end event. The host has queued the whole sample
   before the GPU reaches it, so the GPU never waits for the host: the sample is the GPU's work
-  alone (kernels back to back, each from a cold L2). How long the backlog must be is measured per
-  implementation (``measure_enqueue_us``: the host's time to enqueue flush, events and call, the
-  largest of a few tries behind a long sleep) and turned into cycles with the SM clock measured by
-  timing a sleep (``sleep_cycles_per_us``, the fastest of a few, so the real sleep is never shorter):
-  ``BACKLOG_FACTOR`` times the enqueue time plus ``BACKLOG_PAD_US``, at most ``MAX_BACKLOG_US``.
+  alone, the call's kernels back to back, starting from a cold L2. The backlog is sized per
+  implementation: the host's time to enqueue flush, events and call is measured (the largest of
+  ``ENQUEUE_TRIES``, each behind a sleep of ``ENQUEUE_PROBE_US``, so a call that waits for the GPU
+  shows it), and the backlog is ``BACKLOG_FACTOR`` times it plus ``BACKLOG_PAD_US``, at most
+  ``MAX_BACKLOG_US``, turned into cycles with the SM clock measured by timing a sleep
+  (``sleep_cycles_per_us``: the fastest of a few, so the real sleep is never shorter).
   Whether the backlog held is checked on every sample: an event recorded right after the sleep is
   queried once the host has enqueued the end event. Not done yet means the GPU was still asleep
   when the whole sample was in the queue, so it cannot have waited for the host; done means it may
   have waited, and the sample counts as one whose backlog ran out (``Timing.backlog_ran_out``). The
-  check errs one way: it can count a sample that did not wait, never miss one that did.
+  check errs one way: it can count a sample that did not wait, never miss one that did (it takes
+  work the launch calls have returned from as submitted, as CUDA on Linux does).
 - ``events``: the flush, then the call between two CUDA events (``elapsed_time``). Host-side launch
   overhead counts where the GPU waits for it: the flush keeps the GPU busy while the host enqueues
   the call, so a launch-bound call shows the part of its overhead the flush does not hide (as with

@@ -97,7 +97,8 @@ def calibrate_command(
                                                "device (results folders or results.json), each made in its own "
                                                "process.", show_default=False)],
     output: Annotated[Path, typer.Option(
-        "--output", "-o", metavar="FILE", help="Where to write the calibration (JSON) for compare --calibration.",
+        "--output", "-o", metavar="FILE", help="Where to write the calibration (JSON) for compare --calibration "
+        "(default calibration.json).",
         show_default=False)] = Path("calibration.json"),
 ) -> None:
     """Measure each kernels case's threshold from A/A runs: its run-to-run spread, for compare --calibration."""

@@ -505,6 +505,8 @@ def test_a_calibration_refuses_what_it_cannot_describe(quick_run, tmp_path):
     runs = _calibration_runs(quick_run, tmp_path)
     cal = tmp_path / "cal.json"
     assert runner.invoke(app, ["calibrate", *map(str, runs), "-o", str(cal)]).exit_code == 0
+    folder = runner.invoke(app, ["calibrate", *map(str, runs), "-o", str(tmp_path)])
+    assert folder.exit_code == 2 and f"cannot write the calibration to {tmp_path}" in _one_line(folder.stderr)
     one = runner.invoke(app, ["calibrate", str(runs[0])])
     assert one.exit_code == 2 and "a calibration needs two or more runs of one commit, got 1" in _one_line(one.stderr)
     _edit(runs[2], lambda p: p["metadata"].update(commit="0000000"))

@@ -226,3 +226,69 @@ def test_a_backlog_too_short_is_counted_as_run_out(monkeypatch):
     config = timing.TimingConfig(warmup=1, min_samples=10, max_samples=10, l2_flush=False)
     t = timing.time_implementations({"launches": many_launches}, "cuda", config).timings["launches"]
     assert t.backlog_us == 0.0 and t.backlog_ran_out >= 8
+
+
+class _FakeCuda:
+    """Stands in for the CUDA calls the GPU timers make, logging them in order; ``query`` answers from
+    ``ran_out`` (the sleep had ended: True), one answer per sample."""
+
+    def __init__(self, ran_out):
+        self.log: list = []
+        self.answers = iter(ran_out)
+        fake = self
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                self.timed = enable_timing
+
+            def record(self, stream=None):
+                fake.log.append("timed event" if self.timed else "woke event")
+
+            def query(self):
+                return next(fake.answers)
+
+            def elapsed_time(self, other):
+                return 0.010  # ms
+
+        self.Event = Event
+
+    def install(self, monkeypatch):
+        import contextlib
+
+        for name, value in (("Event", self.Event), ("current_stream", lambda device=None: "stream"),
+                            ("_sleep", lambda cycles: self.log.append(("sleep", cycles))),
+                            ("device", lambda device: contextlib.nullcontext()), ("synchronize", lambda device=None: None),
+                            ("current_device", lambda: 0)):
+            monkeypatch.setattr(torch.cuda, name, value)
+
+        class Flush:
+            def zero_(inner):
+                self.log.append("flush")
+
+        monkeypatch.setattr(timing, "_flush_buffer", lambda device: Flush())
+        monkeypatch.setattr(timing, "sleep_cycles_per_us", lambda device: 1500.0)
+
+
+def test_host_free_sleeps_before_the_flush_and_counts_the_samples_whose_backlog_ran_out(monkeypatch):
+    # the order of what the host enqueues is the timer: sleep, the check's event, flush, start, call, end
+    measured_enqueues = []
+    real_backlog = timing.backlog_us
+    monkeypatch.setattr(timing, "backlog_us", lambda us: measured_enqueues.append(us) or real_backlog(us))
+    fake = _FakeCuda([False] * 5 + [False, True, False, False, True, False])  # 5 enqueue probes, then 6 samples
+    fake.install(monkeypatch)
+    config = timing.TimingConfig(warmup=1, min_samples=6, max_samples=6, timer="host-free")
+    measured = timing.time_implementations({"step": lambda: fake.log.append("call")}, "cuda:0", config)
+    t = measured.timings["step"]
+    assert measured.timer == "host-free" and t.samples == 6 and t.median_us == pytest.approx(10.0)
+    assert t.backlog_ran_out == 2 and t.backlog_us == real_backlog(measured_enqueues[0])
+    sample = fake.log[-6:]
+    cycles = timing.sleep_cycles(t.backlog_us, 1500.0)
+    assert sample == [("sleep", cycles), "woke event", "flush", "timed event", "call", "timed event"]
+    probes = [entry for entry in fake.log if isinstance(entry, tuple) and entry[1] != cycles]
+    assert probes == [("sleep", timing.sleep_cycles(timing.ENQUEUE_PROBE_US, 1500.0))] * timing.ENQUEUE_TRIES
+    fake = _FakeCuda([])
+    fake.install(monkeypatch)
+    events = timing.time_implementations({"step": lambda: fake.log.append("call")}, "cuda:0",
+                                         timing.TimingConfig(warmup=0, min_samples=2, max_samples=2, timer="events"))
+    assert events.timer == "events" and events.timings["step"].backlog_ran_out is None
+    assert fake.log == ["flush", "timed event", "call", "timed event"] * 2  # no sleep, no check

@@ -48,6 +48,16 @@ emits, with early exit (nothing after a request's first rejection is needed):
 
 ``bytes_all_rows`` counts every target row and every draft row once, plus the same small tensors.
 GB/s in a record is ``bytes_needed`` over the median time.
+
+Warm or cold (``cache_state``). Every timed record names its timer (``timing.TIMERS``) and says
+whether its samples start from a cold cache: ``cold`` when the cache is flushed before every
+sample outside a graph, or when ``bytes_needed`` exceeds the cache (the device's L2, a CPU's
+last-level cache); ``warm`` when those bytes fit and nothing evicts them between calls: under a
+graph (the flush runs once per replay of ``graph_calls`` calls) or without the flush. A ``cold``
+record whose median is below the bytes-to-DRAM floor (``bytes_needed`` over the measured copy
+bandwidth), by more than ``DRAM_FLOOR_MARGIN`` (a kernel that only reads beats the copy's
+bandwidth by a few percent: up to 1.05x on an H200), cannot have moved its bytes from DRAM: it is
+flagged ``below_dram_floor`` (its samples look warm, or it reads fewer bytes than the case needs).
 """
 
 from __future__ import annotations
@@ -84,6 +94,8 @@ MIN_TOKEN_AGREEMENT = 0.999
 INTERPRET_MAX_ELEMENTS = 1 << 18  # target logits elements the Triton interpreter is asked to run
 _REJECTED_LOGIT = -1.0e4
 _PEAK_LOGIT = 40.0
+# a cold median this many times faster than bytes_needed over the copy bandwidth is flagged
+DRAM_FLOOR_MARGIN = 1.25
 
 
 @dataclass(frozen=True)
@@ -511,12 +523,28 @@ def _record(case: Case, impl: str, status: str, reason: str | None = None, **val
         "measured_acceptance_length": None,
         "median_us": None, "p20_us": None, "p80_us": None, "samples": 0, "samples_us": [],
         "cuda_graph": case.cuda_graph, "target": case.target, "converted": [], "conversion": None,
-        "l2_flush": None, "bytes_needed": None, "bytes_all_rows": None, "gbps": None, "pct_peak": None,
+        "l2_flush": None, "timer": None, "backlog_us": None, "backlog_ran_out": None, "cache": None,
+        "dram_floor_us": None, "below_dram_floor": None, "bytes_needed": None, "bytes_all_rows": None, "gbps": None, "pct_peak": None,
         "speedup_vs_torch": None, "tokens_per_s": None, "token_agreement": None, "status": status, "reason": reason,
     }
     record.update(sampling_fields(case))  # only what is set: an untruncated record is as before
     record.update(values)
     return record
+
+
+def cache_state(timer: str, l2_flush: bool, working_set_bytes: int, cache_size: int | None) -> str | None:
+    """``warm`` or ``cold``: whether a record's samples can find their inputs cached (module docstring);
+    None when it depends on a cache size that is unknown."""
+    if l2_flush and timer != "graph":
+        return "cold"
+    if cache_size is None:
+        return None
+    return "warm" if working_set_bytes <= cache_size else "cold"
+
+
+def dram_floor_us(bytes_needed: int, peak_gbps: float | None) -> float | None:
+    """Microseconds ``bytes_needed`` take to cross DRAM at the measured copy bandwidth (None without one)."""
+    return bytes_needed / (peak_gbps * 1e3) if peak_gbps else None
 
 
 def run_case(
@@ -627,6 +655,8 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
     for name, reason in measurement.failures.items():
         records[name] = _record(case, name, "FAIL", reason, token_agreement=agreements[name], **converted[name])
     needed, all_rows = bytes_moved(case, expected.num_accepted)
+    cache = cache_state(measurement.timer, config.l2_flush, needed, timing.cache_bytes(device))
+    floor_us = dram_floor_us(needed, peak_gbps)
     baseline = measurement.timings.get(BASELINE)
     baseline_us = baseline.median_us if baseline else baselines.get(case.key(BASELINE))
     for name, t in measurement.timings.items():
@@ -637,7 +667,11 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
             measured_acceptance_length=1.0 + float(outputs[name].num_accepted.double().mean()),
             median_us=t.median_us, p20_us=t.p20_us, p80_us=t.p80_us, samples=t.samples,
             samples_us=[round(x, 4) for x in t.samples_us],
-            l2_flush=config.l2_flush, bytes_needed=needed, bytes_all_rows=all_rows, gbps=gbps,
+            l2_flush=config.l2_flush, timer=measurement.timer, backlog_us=t.backlog_us,
+            backlog_ran_out=t.backlog_ran_out, cache=cache, dram_floor_us=floor_us,
+            below_dram_floor=(t.median_us * DRAM_FLOOR_MARGIN < floor_us
+                              if cache == "cold" and floor_us is not None else None),
+            bytes_needed=needed, bytes_all_rows=all_rows, gbps=gbps,
             pct_peak=100.0 * gbps / peak_gbps if peak_gbps else None,
             speedup_vs_torch=baseline_us / t.median_us if baseline_us else None,
             tokens_per_s=int(outputs[name].num_emitted.sum()) / seconds,

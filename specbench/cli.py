@@ -96,8 +96,8 @@ def _options(
 for name, command in (("sweep", cli_sweep.sweep_command), ("kernels", cli_bench.kernels_command),
                       ("plot", cli_bench.plot_command), ("env", cli_bench.env_command),
                       ("plan", cli_plan.plan_command),
-                      ("compare", cli_compare.compare_command), ("export", cli_export.export_command),
-                      ("merge", cli_merge.merge_command),
+                      ("compare", cli_compare.compare_command), ("calibrate", cli_compare.calibrate_command),
+                      ("export", cli_export.export_command), ("merge", cli_merge.merge_command),
                       ("verify", cli_verify.verify_command)):
     app.command(name, epilog=EXIT_CODES)(command)
 

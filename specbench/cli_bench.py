@@ -79,6 +79,36 @@ def _quick_cases(cases: list, on_gpu: bool) -> list:
     return [case for case in cases if not (on_gpu and case.batch_size == 1 and not case.cuda_graph)]
 
 
+GPU_TIMERS = ("host-free", "events", "graph")
+
+
+def _timers(text: str | None, cuda_graph: bool | None, on_gpu: bool, grid: Grid) -> tuple[str, list[bool]]:
+    """The timer of the rows outside a graph and the graph choice of ``bench.plan_cases`` from ``--timer``
+    (or the older ``--cuda-graph/--no-cuda-graph``: host-free and graph, or host-free alone)."""
+    if text is not None and cuda_graph is not None:
+        raise SpecbenchError("give --timer or --cuda-graph/--no-cuda-graph, not both (--cuda-graph is --timer "
+                             "host-free,graph)")
+    names = _items("--timer", text)
+    if not on_gpu:
+        other = [name for name in names if name != "perf_counter"]
+        if other:
+            raise SpecbenchError(f"--timer {other[0]} needs a CUDA GPU; a CPU run times every row with perf_counter")
+        if cuda_graph:
+            raise SpecbenchError("--cuda-graph needs a CUDA GPU, and this run is on the CPU")
+        return timing.DEFAULT_GPU_TIMER, [False]
+    if not names:
+        graphs = grid.cuda_graph if cuda_graph is None else ([False, True] if cuda_graph else [False])
+        return timing.DEFAULT_GPU_TIMER, graphs
+    for name in names:
+        if name not in GPU_TIMERS:
+            raise SpecbenchError(f"--timer takes {', '.join(GPU_TIMERS)} on a GPU, got {name!r}")
+    eager = [name for name in dict.fromkeys(names) if name != "graph"]
+    if len(eager) > 1:
+        raise SpecbenchError("--timer takes host-free or events, not both: they time the same rows (outside a "
+                             "graph) two ways; run each into its own --output")
+    return (eager or [timing.DEFAULT_GPU_TIMER])[0], ([False] if eager else []) + ([True] if "graph" in names else [])
+
+
 def _items(option: str, text: str | None) -> list[str]:
     if text is None:
         return []
@@ -230,11 +260,12 @@ _STATUS_STYLE = {"ok": "green", "FAIL": "bold red", "skipped": "yellow"}
 
 
 def results_table(records: list[dict]) -> Table:
-    """One row per implementation x case: times, bandwidth, speed-up, tokens/s, acceptance, status."""
+    """One row per implementation x case: times, timer and cache, bandwidth, speed-up, tokens/s, acceptance,
+    status. A cold median below the bytes-to-DRAM floor is marked ``!``."""
     table = Table(title="specbench kernels", title_justify="left", show_edge=False, pad_edge=False)
-    for column in ("impl", "case", "median µs", "p20-p80 µs", "GB/s", "% peak", "vs torch", "tokens/s",
+    for column in ("impl", "case", "median µs", "p20-p80 µs", "timer", "GB/s", "% peak", "vs torch", "tokens/s",
                    "expected L", "measured L", "status"):
-        table.add_column(column, justify="left" if column in ("impl", "case", "status") else "right",
+        table.add_column(column, justify="left" if column in ("impl", "case", "timer", "status") else "right",
                          no_wrap=column != "status")
     for r in records:
         spread = "-" if r["p20_us"] is None else f"{r['p20_us']:.1f}-{r['p80_us']:.1f}"
@@ -243,7 +274,10 @@ def results_table(records: list[dict]) -> Table:
         status = f"[{_STATUS_STYLE.get(r['status'], '')}]{escape(r['status'])}[/]"
         if r.get("reason"):
             status += escape(f" ({r['reason']})")
-        table.add_row(escape(r["impl"]), escape(bench.describe_record(r)), _fmt(r["median_us"], ".1f"), spread,
+        median = _fmt(r["median_us"], ".1f")
+        if r.get("below_dram_floor"):
+            median = f"[bold red]{median} ![/]"
+        table.add_row(escape(r["impl"]), escape(bench.describe_record(r)), median, spread, escape(_timer_cell(r)),
                       _fmt(r["gbps"], ".1f"), _fmt(r["pct_peak"], ".1f"), _fmt(r["speedup_vs_torch"], ".2f", "x"),
                       _si(r["tokens_per_s"]), _fmt(r.get("expected_acceptance_length"), ".2f"),
                       _fmt(r["measured_acceptance_length"], ".2f"), status)
@@ -252,6 +286,16 @@ def results_table(records: list[dict]) -> Table:
 
 # p80 / p20 above this marks a row whose samples disagree too much for its median to be trusted
 NOISY_SPREAD = 2.0
+
+
+def _timer_cell(record: dict) -> str:
+    """``host-free cold``, ``graph warm``, ``host-free cold, 3 ran out``: how the row's samples were taken."""
+    if not record.get("timer"):
+        return "-"
+    cell = " ".join(part for part in (record["timer"], record.get("cache")) if part)
+    if record.get("backlog_ran_out"):
+        cell += f", {record['backlog_ran_out']} ran out"
+    return cell
 
 
 def _noisy(record: dict) -> bool:
@@ -265,6 +309,17 @@ def _print_table(records: list[dict]) -> None:
         console.print(f"[yellow]~[/] {noisy} rows have p80 above {NOISY_SPREAD:g}x p20: other work on the machine or a "
                   f"changing clock moved their samples; rerun them on a quiet machine before quoting the medians",
                   highlight=False)
+    below = sum(bool(r.get("below_dram_floor")) for r in records)
+    if below:
+        console.print(f"[bold red]![/] {below} cold rows have a median more than {bench.DRAM_FLOOR_MARGIN:g}x below "
+                      f"the bytes the case must move over the measured copy bandwidth: their samples look warm (or the "
+                      f"implementation reads fewer bytes than the case needs); do not quote them as cold",
+                      highlight=False)
+    ran_out = [r for r in records if r.get("backlog_ran_out")]
+    if ran_out:
+        console.print(f"[yellow]note:[/] in {len(ran_out)} rows the GPU's backlog ran out in some samples (the "
+                      f"GPU may have waited for the host there): {sum(r['backlog_ran_out'] for r in ran_out)} samples "
+                      f"of {sum(r['samples'] for r in ran_out)}", highlight=False)
 
 
 def kernels_command(
@@ -328,9 +383,15 @@ def kernels_command(
         "--convert", metavar="WHERE", help="For an implementation that takes its inputs in another form "
         "(probabilities, when the case gives logits): convert them outside the timed call (what a caller that "
         "has them pays) or inside it (what a caller that has the other form pays).")] = "outside",
+    timer: Annotated[str | None, typer.Option(
+        "--timer", metavar="TIMERS", help="How a GPU row is timed, one row per case and timer, comma-separated: "
+        "host-free (a GPU sleep covers the host's enqueue, so a sample is GPU work alone, cold cache), events "
+        "(CUDA events around the call: host launch gaps the flush does not hide count), graph (replays of a "
+        "CUDA graph, time per call; warm where the case fits in L2). GPU default host-free,graph; a CPU times "
+        "with perf_counter.", show_default=False)] = None,
     cuda_graph: Annotated[bool | None, typer.Option(
         "--cuda-graph/--no-cuda-graph", help="Also time every case captured in a CUDA graph (extra rows; GPU "
-        "default on).", show_default=False)] = None,
+        "default on): --timer host-free,graph, or host-free alone.", show_default=False)] = None,
     l2_flush: Annotated[bool | None, typer.Option(
         "--l2-flush/--no-l2-flush", help="Overwrite a large buffer (256 MiB on a GPU) before every sample so the "
         "cache starts cold (default on; off for --quick on a CPU).", show_default=False)] = None,
@@ -385,9 +446,7 @@ def kernels_command(
                 raise SpecbenchError(f"--quick runs a fixed grid, so it cannot be combined with {given[0]}; "
                                      f"drop one of them")
         grid = Grid(on_gpu, interpret, quick)
-        graph_choice = grid.cuda_graph if cuda_graph is None else ([False, True] if cuda_graph else [False])
-        if cuda_graph and not on_gpu:
-            raise SpecbenchError("--cuda-graph needs a CUDA GPU, and this run is on the CPU")
+        eager_timer, graph_choice = _timers(timer, cuda_graph, on_gpu, grid)
         modes = [m for item in _items("--mode", mode) or ["all"] for m in (verification.MODES if item == "all" else [item])]
         knobs = _sampling(top_k, top_p, min_p, sampling, logprobs, modes)
         if draft is not None and "probabilistic" not in modes:
@@ -397,7 +456,7 @@ def kernels_command(
             warmup=_one_whole("--warmup", warmup, 0), min_samples=_one_whole("--min-samples", min_samples, 1),
             max_samples=grid.max_samples if max_samples is None else _one_whole("--max-samples", max_samples, 1),
             max_ms=grid.max_ms if max_ms is None else _number("--max-ms", max_ms),
-            l2_flush=grid.l2_flush if l2_flush is None else l2_flush,
+            l2_flush=grid.l2_flush if l2_flush is None else l2_flush, timer=eager_timer,
         )
         cases = bench.plan_cases(
             modes=modes,
@@ -430,6 +489,8 @@ def kernels_command(
             "warmup": config.warmup, "min_samples": config.min_samples, "max_samples": config.max_samples,
             "max_ms": config.max_ms, "l2_flush": config.l2_flush, "graph_calls": config.graph_calls,
             "clock": "CUDA events" if on_gpu else "time.perf_counter_ns", "statistic": "median, p20, p80",
+            "timers": ([eager_timer] if False in graph_choice else []) + (["graph"] if True in graph_choice else [])
+            if on_gpu else ["perf_counter"],
         }
         metadata = results.collect_metadata(
             device_name, kind="kernels", seed=seed_value, implementations=[i.name for i in implementations],

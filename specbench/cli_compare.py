@@ -19,6 +19,7 @@ from specbench.errors import SpecbenchError
 
 compare = lazy_module("specbench.compare")
 compare_report = lazy_module("specbench.compare_report")
+calibration = lazy_module("specbench.calibration")
 
 _STYLE = {"slower": "bold red", "changed": "bold red", "differs": "bold red", "faster": "green",
           "unchanged": "dim", "same": "dim", "inconclusive": "yellow"}
@@ -56,6 +57,12 @@ def compare_command(
     chart: Annotated[Path | None, typer.Option(
         "--chart", metavar="FILE", help="Draw each case's ratio and interval: a .png, .svg or .pdf file, or an "
         "existing folder (compare.png inside it).", show_default=False)] = None,
+    calibration: Annotated[Path | None, typer.Option(
+        "--calibration", metavar="FILE", help="Judge each kernels case at its own threshold, measured from A/A runs "
+        "(specbench calibrate); cases it does not hold keep --threshold/--host-threshold.", show_default=False)] = None,
+    confirm: Annotated[bool, typer.Option(
+        "--confirm", help="Before failing, re-time each slower kernels case in a fresh process on this machine (the "
+        "current run's device, with the code checked out here); it stays slower only if confirmed.")] = False,
 ) -> None:
     """Compare two kernels runs (or two sweeps, or two plans): exit 1 when a case is significantly slower, or a sweep
     changed."""
@@ -63,7 +70,7 @@ def compare_command(
         thresholds = compare.parse_thresholds(threshold or [])
         host = compare.parse_thresholds([host_threshold])[None]
         files = compare_report.ReportFiles(markdown, json_file, chart)
-        comparison, written = compare_report.run_gate(baseline, current, thresholds, host, files)
+        comparison, written = compare_report.run_gate(baseline, current, thresholds, host, files, calibration, confirm)
     except SpecbenchError as exc:
         fail(str(exc))
     for warning in comparison.warnings():
@@ -83,3 +90,25 @@ def compare_command(
     if comparison.failed:
         error_console.print(f"[bold red]FAIL:[/] {escape(comparison.summary())}", highlight=False)
         raise typer.Exit(1)
+
+
+def calibrate_command(
+    runs: Annotated[list[Path], typer.Argument(metavar="RUN...", help="Two or more kernels runs of one commit on one "
+                                               "device (results folders or results.json), each made in its own "
+                                               "process.", show_default=False)],
+    output: Annotated[Path, typer.Option(
+        "--output", "-o", metavar="FILE", help="Where to write the calibration (JSON) for compare --calibration "
+        "(default calibration.json).",
+        show_default=False)] = Path("calibration.json"),
+) -> None:
+    """Measure each kernels case's threshold from A/A runs: its run-to-run spread, for compare --calibration."""
+    try:
+        made = calibration.calibrate(runs)
+        calibration.write_calibration(made, output)
+    except SpecbenchError as exc:
+        fail(str(exc))
+    thresholds = sorted(case["threshold"] for case in made["cases"])
+    console.print(f"{len(made['cases'])} cases calibrated from {len(runs)} runs of {escape(str(made['commit']))} on "
+                  f"{escape(str(made['device']))}: thresholds {thresholds[0]:.1%} to {thresholds[-1]:.1%} (median "
+                  f"{thresholds[len(thresholds) // 2]:.1%}); {len(made['not_calibrated'])} cases not timed in every "
+                  f"run; written to {escape(str(output))}", highlight=False)

@@ -22,11 +22,22 @@ what a sample measures makes the rows it touches inconclusive, with a note namin
 touches every row nothing can be compared and ``compare_runs`` refuses. Other differences
 (versions, sample budgets) are warnings.
 
+Every kernels row names its timer (``record_timer``; files written before rows did: ``graph`` for
+a graph row, ``events`` for another GPU row, ``perf_counter`` on a CPU). Rows of different timers
+measure different things: when a case's rows in the two runs name different timers, nothing is
+compared (``compare_runs`` refuses, naming the case and both timers).
+
 Rows timed on the host move between processes far more than their samples spread within one:
-a CPU run's rows (the load other processes put on the machine: two runs of one commit on a
-shared 2-core machine, 1.2x apart) and GPU rows timed outside a CUDA graph (the host's launch
-overhead). They are judged at ``host_threshold`` (30% by default) or the mode's threshold,
-whichever is larger. GPU rows in a graph are device time.
+a CPU run's rows (``perf_counter``: the load other processes put on the machine; two runs of one
+commit on a shared 2-core machine, 1.2x apart) and GPU rows of the ``events`` timer (the host's
+launch overhead). They are judged at ``host_threshold`` (30% by default) or the mode's threshold,
+whichever is larger. ``host-free`` and ``graph`` rows are device time, judged at the mode's
+threshold, unless a side's backlog ran out in more than ``MAX_RAN_OUT`` of its samples (the GPU
+may have waited for the host there): then at the host threshold, with a note.
+
+A calibration (``specbench.calibration``: A/A runs of one commit) replaces both thresholds for the
+cases it holds with each case's own minimum detectable change; the other cases keep them, with a
+note. ``specbench.confirm`` re-times a slower case in a fresh process before it fails the gate.
 
 Files without samples (schema 1) are compared by their medians alone: ``slower`` when the ratio
 exceeds ``1 + t``, with a note that no interval could be formed. A timed row whose median or
@@ -53,7 +64,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -67,6 +78,9 @@ from specbench.compare_inputs import (
     setting_differences,
 )
 from specbench.errors import SpecbenchError
+
+if TYPE_CHECKING:
+    from specbench.calibration import Calibration
 
 MODES = ("greedy", "probabilistic", "synthetic")
 DEFAULT_THRESHOLD = 0.05
@@ -86,6 +100,10 @@ MAX_SPREAD = 2.0
 # samples has only a handful of distinct values, so its interval is far narrower than the truth
 MIN_SAMPLES = 10
 FAILING = ("slower", "changed", "differs")
+# timers whose samples carry host time (the rest are device time)
+HOST_TIMERS = ("events", "perf_counter")
+# a host-free or graph side whose backlog ran out in more than this share of its samples is host time
+MAX_RAN_OUT = 0.10
 ENVIRONMENT_FIELDS = ("commit", "device", "driver", "cuda", "torch", "triton")
 # worst first: what a reviewer must read before anything else
 _ORDER = {"slower": 0, "changed": 0, "differs": 0, "inconclusive": 1, "faster": 2, "unchanged": 3, "same": 3}
@@ -106,6 +124,7 @@ class CaseComparison:
     threshold: float | None = None
     p_value: float | None = None
     note: str = ""
+    key: tuple | None = None  # kernels: ``bench.record_key`` of the rows (``--confirm`` re-times by it)
 
 
 @dataclass
@@ -216,11 +235,14 @@ def load_run(path: str | Path) -> tuple[dict[str, Any], list[dict]]:
 
 def compare_runs(baseline: str | Path, current: str | Path,
                  thresholds: dict[str | None, float] | None = None,
-                 host_threshold: float = DEFAULT_HOST_THRESHOLD) -> Comparison:
-    """Match the cases of two runs of one kind and judge each (see the module docstring).
+                 host_threshold: float = DEFAULT_HOST_THRESHOLD,
+                 calibration: Calibration | None = None) -> Comparison:
+    """Match the cases of two runs of one kind and judge each (see the module docstring);
+    ``calibration`` gives the kernels cases it holds their own thresholds.
 
-    A ``SpecbenchError`` when either file is unusable, or when no case could be compared: none in
-    common, none timed in both, or a setting that differs between the runs touches every row.
+    A ``SpecbenchError`` when either file is unusable, when no case could be compared (none in
+    common, none timed in both, or a setting that differs between the runs touches every row), when
+    a case's rows name different timers, or when the calibration is of another device or timer.
     """
     thresholds = thresholds or {None: DEFAULT_THRESHOLD}
     base_meta, base_records = load_run(baseline)
@@ -229,9 +251,13 @@ def compare_runs(baseline: str | Path, current: str | Path,
         raise SpecbenchError(f"{baseline} holds a {base_meta['kind']} run and {current} a {cur_meta['kind']} run; "
                              f"compare two runs of one kind")
     differences = setting_differences(base_meta, cur_meta)
+    if calibration is not None and base_meta["kind"] != "kernels":
+        raise SpecbenchError(f"--calibration holds kernels thresholds, and {baseline} holds a {base_meta['kind']} run")
     if base_meta["kind"] == "kernels":
+        if calibration is not None:
+            calibration.check_device(cur_meta, str(current))
         comparison = _compare_kernels(base_records, cur_records, thresholds, host_threshold, base_meta, cur_meta,
-                                      differences)
+                                      differences, calibration)
     elif base_meta["kind"] == "plan":
         comparison = _compare_plans(base_records, cur_records, thresholds, base_meta, cur_meta)
     else:
@@ -270,6 +296,33 @@ def bootstrap_ratio(baseline: Sequence[float], current: Sequence[float],
     tail = (1 - CONFIDENCE) / 2 * 100
     low, high = np.percentile(ratios, [tail, 100 - tail])
     return float(np.median(cur) / np.median(base)), float(low), float(high)
+
+
+def record_timer(record: dict, metadata: dict) -> str:
+    """The timer of a kernels record (``timing.TIMERS``); a file written before records named it times
+    graph rows with ``graph``, other GPU rows with ``events``, CPU rows with ``perf_counter``."""
+    if record.get("timer"):
+        return str(record["timer"])
+    if record.get("cuda_graph"):
+        return "graph"
+    return "events" if on_gpu(metadata) else "perf_counter"
+
+
+def _ran_out_share(record: dict) -> float:
+    samples = record.get("samples") or len(record.get("samples_us") or []) or 1
+    return (record.get("backlog_ran_out") or 0) / samples
+
+
+def _refuse_other_timers(base: dict, cur: dict, base_meta: dict, cur_meta: dict) -> None:
+    # only rows timed on both sides name a timer that matters (a skipped row was not timed)
+    differ = [key for key in base if key in cur and base[key].get("status") == cur[key].get("status") == "ok"
+              and record_timer(base[key], base_meta) != record_timer(cur[key], cur_meta)]
+    if differ:
+        before, after = base[differ[0]], cur[differ[0]]
+        raise SpecbenchError(f"the baseline timed {kernels_label(after)} with the {record_timer(before, base_meta)} "
+                             f"timer and the current run with {record_timer(after, cur_meta)} ({len(differ)} cases "
+                             f"differ so), and rows of different timers measure different things, so nothing is "
+                             f"compared; rerun one of them with the other's --timer")
 
 
 def _spread(record: dict) -> float:
@@ -311,9 +364,11 @@ def judge(low: float, high: float, threshold: float, samples: tuple[int, int],
 
 
 def _compare_kernels(base_records, cur_records, thresholds, host_threshold, base_meta, cur_meta,
-                     differences: list[SettingDifference]) -> Comparison:
+                     differences: list[SettingDifference], calibration: Calibration | None = None) -> Comparison:
     base, cur = by_key(base_records, "baseline"), by_key(cur_records, "current")
+    _refuse_other_timers(base, cur, base_meta, cur_meta)
     comparison = Comparison("kernels", [], base_meta, cur_meta)
+    uncalibrated = 0
     comparison.only_in_baseline = [kernels_label(base[k]) for k in base if k not in cur]
     comparison.only_in_current = [kernels_label(cur[k]) for k in cur if k not in base]
     medians_only = 0
@@ -323,11 +378,21 @@ def _compare_kernels(base_records, cur_records, thresholds, host_threshold, base
         if before.get("status") != "ok" or after.get("status") != "ok":  # an ok row's timings are checked on load
             comparison.not_compared.append(f"{label} ({before.get('status')} -> {after.get('status')})")
             continue
+        timer = record_timer(after, cur_meta)
         threshold = thresholds.get(after["mode"], thresholds[None])
-        if not (on_gpu(cur_meta) and after.get("cuda_graph")):
+        ran_out = max(_ran_out_share(before), _ran_out_share(after))
+        remark = ""
+        calibrated = calibration.threshold(key, timer) if calibration is not None else None
+        if calibrated is not None:
+            threshold, remark = calibrated, "A/A threshold"
+        elif timer in HOST_TIMERS:
             threshold = max(threshold, host_threshold)  # host time (the load, launch overhead) is in these samples
+        elif ran_out > MAX_RAN_OUT:
+            threshold = max(threshold, host_threshold)
+            remark = f"backlog ran out in {ran_out:.0%} of a side's samples: judged as host time"
+        uncalibrated += calibration is not None and calibrated is None
         row = CaseComparison(label, "kernels", "", baseline=before["median_us"], current=after["median_us"],
-                             threshold=threshold)
+                             threshold=threshold, key=key)
         samples_before, samples_after = before.get("samples_us") or [], after.get("samples_us") or []
         if len(samples_before) >= 2 and len(samples_after) >= 2:
             row.ratio, row.ci_low, row.ci_high = bootstrap_ratio(samples_before, samples_after)
@@ -346,7 +411,15 @@ def _compare_kernels(base_records, cur_records, thresholds, host_threshold, base
             row.note = (f"not comparable: {'; '.join(map(str, blocking))} (the samples alone would say "
                         f"{row.verdict})")
             row.verdict = "inconclusive"
+        if remark:
+            row.note = f"{remark}; {row.note}" if row.note else remark
         comparison.cases.append(row)
+    if calibration is not None:
+        comparison.notes.append(f"thresholds of the cases the A/A calibration {calibration.path} holds are its own "
+                                f"(its minimum detectable change)")
+    if uncalibrated:
+        comparison.notes.append(f"{uncalibrated} cases are not in the calibration: judged at the --threshold and "
+                                f"--host-threshold thresholds")
     if medians_only:
         comparison.notes.append(f"{medians_only} cases were compared by their medians alone: one run has no timing "
                                 f"samples (a results file written before schema 2), so no interval could be formed")

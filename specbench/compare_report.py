@@ -51,11 +51,25 @@ def check_targets(files: ReportFiles) -> ReportFiles:
 
 
 def run_gate(baseline: Path, current: Path, thresholds: dict[str | None, float], host_threshold: float,
-             files: ReportFiles) -> tuple[Comparison, ReportFiles]:
-    """Check the targets, compare the runs (``compare.compare_runs``), render every report, write
-    them; returns the comparison and the files written (a chart given as a folder resolved)."""
+             files: ReportFiles, calibration: Path | None = None, confirm: bool = False) -> tuple[Comparison, ReportFiles]:
+    """Check the targets, compare the runs (``compare.compare_runs``, with the thresholds of a
+    ``calibration`` file), re-time the slower cases in fresh processes when ``confirm``
+    (``specbench.confirm``), render every report, write them; returns the comparison and the files
+    written (a chart given as a folder resolved)."""
     files = check_targets(files)
-    comparison = compare_runs(baseline, current, thresholds, host_threshold)
+    calibrated = None
+    if calibration is not None:
+        from specbench.calibration import load_calibration
+
+        calibrated = load_calibration(calibration)
+    comparison = compare_runs(baseline, current, thresholds, host_threshold, calibrated)
+    if confirm:
+        from specbench.confirm import confirm_slower
+
+        retimed = confirm_slower(comparison, baseline, current)
+        if retimed:
+            comparison.notes.append(f"{retimed} slower cases were re-timed in a fresh process (--confirm); a case "
+                                    f"stays slower only if the re-timing says so too")
     rendered: list[tuple[Path, bytes, str]] = []
     if files.markdown is not None:
         rendered.append((files.markdown, to_markdown(comparison, str(baseline), str(current)).encode(), "markdown"))
@@ -139,7 +153,7 @@ def to_json(comparison: Comparison, baseline: str, current: str) -> dict[str, An
         "warnings": comparison.warnings(), "busy_runs": comparison.busy_runs(), "notes": comparison.notes,
         "baseline_run": {k: comparison.baseline_metadata.get(k) for k in ENVIRONMENT_FIELDS},
         "current_run": {k: comparison.current_metadata.get(k) for k in ENVIRONMENT_FIELDS},
-        "cases": [asdict(case) for case in comparison.cases],
+        "cases": [{k: v for k, v in asdict(case).items() if k != "key"} for case in comparison.cases],
         "only_in_baseline": comparison.only_in_baseline, "only_in_current": comparison.only_in_current,
         "not_compared": comparison.not_compared,
     }

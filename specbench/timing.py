@@ -1,18 +1,39 @@
 """The timing harness: many samples per implementation, interleaved, summarised by their median.
 
-How a number is taken:
+Timers (``TIMERS``; every record names the one that produced it):
 
-- GPU: each sample is one call between two CUDA events (``elapsed_time``). Host-side launch
-  overhead counts where the GPU waits for it: the flush below keeps the GPU busy while the host
-  enqueues the call, so a launch-bound call shows the part of its overhead the flush does not
-  hide (as with ``triton.testing.do_bench``); CUDA graphs remove it. Before each sample a 256 MiB
-  buffer is overwritten, which evicts the inputs from L2 (``l2_flush``, on by default), so every
-  sample starts cold as a real decoding step would. With ``cuda_graph`` each implementation is
-  first captured as ``graph_calls`` back-to-back calls in one CUDA graph; a sample is one replay,
-  divided by ``graph_calls`` (L2 is flushed before each replay, so only the first captured call
-  starts cold). An implementation that cannot be captured is reported, not timed.
-- CPU: ``time.perf_counter_ns`` around each call (torch CPU operations are synchronous); the
-  flush overwrites a 64 MiB buffer.
+- ``host-free`` (GPU, the default): before each sample the stream is given a backlog, a GPU sleep
+  (``torch.cuda._sleep``) long enough to cover the host's enqueue of everything that follows; then
+  the L2 flush, the start event, the call, the end event. The host has queued the whole sample
+  before the GPU reaches it, so the GPU never waits for the host: the sample is the GPU's work
+  alone, the call's kernels back to back, starting from a cold L2. The backlog is sized per
+  implementation: the host's time to enqueue flush, events and call is measured (the largest of
+  ``ENQUEUE_TRIES``, each behind a sleep of ``ENQUEUE_PROBE_US``, so a call that waits for the GPU
+  shows it), and the backlog is ``BACKLOG_FACTOR`` times it plus ``BACKLOG_PAD_US``, at most
+  ``MAX_BACKLOG_US``, turned into cycles with the SM clock measured by timing a sleep
+  (``sleep_cycles_per_us``: the fastest of a few, so the real sleep is never shorter).
+  Whether the backlog held is checked on every sample: an event recorded right after the sleep is
+  queried once the host has enqueued the end event. Not done yet means the GPU was still asleep
+  when the whole sample was in the queue, so it cannot have waited for the host; done means it may
+  have waited, and the sample counts as one whose backlog ran out (``Timing.backlog_ran_out``). The
+  check errs one way: it can count a sample that did not wait, never miss one that did (it takes
+  work the launch calls have returned from as submitted, as CUDA on Linux does).
+- ``events``: the flush, then the call between two CUDA events (``elapsed_time``). Host-side launch
+  overhead counts where the GPU waits for it: the flush keeps the GPU busy while the host enqueues
+  the call, so a launch-bound call shows the part of its overhead the flush does not hide (as with
+  ``triton.testing.do_bench``), and a busy host moves the sample.
+- ``graph``: each implementation is first captured as ``graph_calls`` back-to-back calls in one
+  CUDA graph; a sample is one replay, divided by ``graph_calls``, bracketed as ``host-free`` does
+  (backlog, flush, events), so the graph launch never counts either. The flush runs once per
+  replay, so only the first captured call starts cold: a case whose bytes fit in L2 is warm here.
+  An implementation that cannot be captured is reported, not timed.
+- ``perf_counter`` (the CPU's only timer): ``time.perf_counter_ns`` around each call (torch CPU
+  operations are synchronous); the flush overwrites a 64 MiB buffer.
+
+Everywhere:
+
+- L2 flush: before each sample a 256 MiB buffer is overwritten, which evicts the inputs from L2
+  (``l2_flush``, on by default), so every sample starts cold as a real decoding step would.
 - Warm-up: ``warmup`` calls of every implementation before the first sample.
 - Interleaving: samples are taken round-robin, one per implementation per round, with the order
   rotated every round, so clock and thermal drift hit every implementation alike.
@@ -20,15 +41,18 @@ How a number is taken:
   group (whichever comes first), but never fewer than ``min_samples`` rounds.
 - Summary: the median with the 20th and 80th percentiles (linear interpolation) and the count.
 
-``peak_bandwidth_gbps`` measures the copy bandwidth the ``% of peak`` columns refer to.
+``peak_bandwidth_gbps`` measures the copy bandwidth the ``% of peak`` columns refer to, and
+``cache_bytes`` the last-level cache a case's working set is held against.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -40,6 +64,23 @@ GPU_FLUSH_BYTES = 256 << 20
 CPU_FLUSH_BYTES = 64 << 20
 GPU_COPY_BYTES = 1 << 30
 CPU_COPY_BYTES = 64 << 20
+CPU_CACHE_DIR = "/sys/devices/system/cpu/cpu0/cache"
+
+# the timers (module docstring); a GPU run picks one of the first two for samples outside a graph
+TIMERS = ("host-free", "events", "graph", "perf_counter")
+EAGER_GPU_TIMERS = ("host-free", "events")
+DEFAULT_GPU_TIMER = "host-free"
+# the backlog before a sample: this many times the host's measured enqueue time, plus this pad
+# (an event query and the Python between samples), at most MAX_BACKLOG_US (a call that waits for
+# the GPU, such as one reading a value back, can never be covered: its samples all run out)
+BACKLOG_FACTOR = 2.0
+BACKLOG_PAD_US = 20.0
+MAX_BACKLOG_US = 20_000.0
+ENQUEUE_TRIES = 5
+# the sleep the enqueue time is measured behind, and the one the SM clock is measured with
+ENQUEUE_PROBE_US = 2_000.0
+CLOCK_PROBE_CYCLES = 2_000_000
+CLOCK_PROBE_TRIES = 5
 
 
 @dataclass(frozen=True)
@@ -52,6 +93,8 @@ class TimingConfig:
     - ``l2_flush``: overwrite a large buffer before every sample (True).
     - ``cuda_graph``: time replays of a captured CUDA graph (False; GPU only).
     - ``graph_calls``: calls captured in one graph (10).
+    - ``timer``: how a GPU sample outside a graph is taken, ``host-free`` or ``events`` (``host-free``);
+      a CPU sample is always ``perf_counter``, a graph replay always ``graph``.
     """
 
     warmup: int = 3
@@ -61,8 +104,12 @@ class TimingConfig:
     l2_flush: bool = True
     cuda_graph: bool = False
     graph_calls: int = 10
+    timer: str = DEFAULT_GPU_TIMER
 
     def __post_init__(self) -> None:
+        if self.timer not in EAGER_GPU_TIMERS:
+            raise SpecbenchError(f"the timer outside a CUDA graph must be {' or '.join(EAGER_GPU_TIMERS)}, got "
+                                 f"{self.timer!r}")
         if self.warmup < 0:
             raise SpecbenchError(f"warm-up calls must be 0 or more, got {self.warmup}")
         if self.min_samples < 1:
@@ -86,16 +133,81 @@ class Timing(NamedTuple):
     p80_us: float
     samples: int
     samples_us: tuple[float, ...] = ()
+    # host-free and graph timers: the backlog slept before each sample, and in how many samples it ran out
+    backlog_us: float | None = None
+    backlog_ran_out: int | None = None
 
 
 class Measurement(NamedTuple):
     """``timings`` of the implementations that ran; ``errors``: why others could not be timed (a
     CUDA graph would not capture them); ``failures``: those that raised while being timed (name ->
-    reason)."""
+    reason); ``timer``: which timer took the samples (``TIMERS``)."""
 
     timings: dict[str, Timing]
     errors: dict[str, str]
     failures: dict[str, str]
+    timer: str = "perf_counter"
+
+
+def timer_name(device: str | torch.device, config: TimingConfig) -> str:
+    """The timer ``time_implementations`` uses on ``device`` with ``config`` (``TIMERS``)."""
+    if torch.device(device).type != "cuda":
+        return "perf_counter"
+    return "graph" if config.cuda_graph else config.timer
+
+
+def backlog_us(enqueue_us: float) -> float:
+    """How long the GPU sleeps before a sample whose enqueue took the host ``enqueue_us``:
+    ``BACKLOG_FACTOR * enqueue_us + BACKLOG_PAD_US``, at most ``MAX_BACKLOG_US``."""
+    if not (math.isfinite(enqueue_us) and enqueue_us >= 0):
+        raise SpecbenchError(f"an enqueue time must be a number of microseconds >= 0, got {enqueue_us}")
+    return min(BACKLOG_FACTOR * enqueue_us + BACKLOG_PAD_US, MAX_BACKLOG_US)
+
+
+def sleep_cycles(duration_us: float, cycles_per_us: float) -> int:
+    """Clock cycles ``torch.cuda._sleep`` spins for to last ``duration_us`` at ``cycles_per_us``
+    (rounded up: a sleep is never shorter than asked at that clock)."""
+    if not (math.isfinite(cycles_per_us) and cycles_per_us > 0):
+        raise SpecbenchError(f"the GPU clock must be a positive number of cycles per microsecond, got {cycles_per_us}")
+    if not (math.isfinite(duration_us) and duration_us >= 0):
+        raise SpecbenchError(f"a sleep must last 0 microseconds or more, got {duration_us}")
+    return math.ceil(duration_us * cycles_per_us)
+
+
+@functools.cache
+def sleep_cycles_per_us(device: torch.device) -> float:
+    """The SM clock as ``torch.cuda._sleep`` sees it, in cycles per microsecond, cached per process:
+    the fastest of ``CLOCK_PROBE_TRIES`` sleeps of ``CLOCK_PROBE_CYCLES`` timed with CUDA events (the
+    fastest, so that a sleep sized with it lasts at least as long as intended at any slower clock)."""
+    stream = torch.cuda.current_stream(device)
+    rates = []
+    with torch.cuda.device(device):
+        torch.cuda._sleep(CLOCK_PROBE_CYCLES // 10)  # the clock ramps up while the first sleep spins
+        for _ in range(CLOCK_PROBE_TRIES):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record(stream)
+            torch.cuda._sleep(CLOCK_PROBE_CYCLES)
+            end.record(stream)
+            end.synchronize()
+            rates.append(CLOCK_PROBE_CYCLES / (start.elapsed_time(end) * 1000.0))
+    return max(rates)
+
+
+def cache_bytes(device: str | torch.device = "cpu") -> int | None:
+    """The cache a sample's working set competes for: a GPU's L2, a CPU's last-level cache (as Linux
+    lists it under ``CPU_CACHE_DIR``); None when unknown."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        size = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0)
+        return int(size) or None
+    levels = {}
+    for index in Path(CPU_CACHE_DIR).glob("index*"):
+        try:
+            level, size = int((index / "level").read_text()), (index / "size").read_text().strip()
+            levels[level] = int(size[:-1]) * {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[size[-1]]
+        except (OSError, ValueError, KeyError, IndexError):
+            continue
+    return levels[max(levels)] if levels else None
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -134,6 +246,13 @@ def _capture(fn: Callable[[], object], num_calls: int, device: torch.device) -> 
     return graph.replay
 
 
+class _GpuSample(NamedTuple):
+    start: torch.cuda.Event
+    end: torch.cuda.Event
+    ran_out: bool | None  # None: no backlog was asked for
+    enqueue_ns: int  # the host's time from after the sleep to after the end event
+
+
 class _Sampler:
     """Takes one sample of a call; ``elapsed_us`` turns the samples into microseconds."""
 
@@ -141,21 +260,44 @@ class _Sampler:
         self.device = device
         self.flush = _flush_buffer(device) if flush else None
 
-    def sample(self, fn: Callable[[], object]):
+    def sample(self, fn: Callable[[], object], backlog_cycles: int | None = None):
+        if self.device.type != "cuda":
+            if self.flush is not None:
+                self.flush.zero_()
+            start_ns = time.perf_counter_ns()
+            fn()
+            return time.perf_counter_ns() - start_ns
+        # record on this device's stream: the default would be the current device's, which
+        # times nothing when another GPU (``env``'s cuda:1) does the work
+        stream = torch.cuda.current_stream(self.device)
+        woke = None
+        if backlog_cycles is not None:
+            with torch.cuda.device(self.device):
+                torch.cuda._sleep(backlog_cycles)
+            woke = torch.cuda.Event()
+            woke.record(stream)
+        enqueue_start = time.perf_counter_ns()
         if self.flush is not None:
             self.flush.zero_()
-        if self.device.type == "cuda":
-            # record on this device's stream: the default would be the current device's, which
-            # times nothing when another GPU (``env``'s cuda:1) does the work
-            stream = torch.cuda.current_stream(self.device)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record(stream)
-            fn()
-            end.record(stream)
-            return start, end
-        start_ns = time.perf_counter_ns()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record(stream)
         fn()
-        return time.perf_counter_ns() - start_ns
+        end.record(stream)
+        enqueue_ns = time.perf_counter_ns() - enqueue_start
+        # still asleep now: the whole sample was queued before the GPU reached it (module docstring)
+        ran_out = None if woke is None else woke.query()
+        return _GpuSample(start, end, ran_out, enqueue_ns)
+
+    def enqueue_us(self, fn: Callable[[], object], cycles_per_us: float, tries: int = ENQUEUE_TRIES) -> float:
+        """The host's time to enqueue one sample of ``fn`` (flush, events, call), the largest of
+        ``tries``, each behind a sleep of ``ENQUEUE_PROBE_US`` (so a call that waits for the GPU shows it)."""
+        probe = sleep_cycles(ENQUEUE_PROBE_US, cycles_per_us)
+        slowest = 0
+        for _ in range(tries):
+            self.wait()
+            slowest = max(slowest, self.sample(fn, probe).enqueue_ns)
+        self.wait()
+        return slowest / 1000.0
 
     def wait(self) -> None:
         if self.device.type == "cuda":
@@ -163,8 +305,7 @@ class _Sampler:
 
     def elapsed_us(self, sample) -> float:
         if self.device.type == "cuda":
-            start, end = sample
-            return start.elapsed_time(end) * 1000.0
+            return sample.start.elapsed_time(sample.end) * 1000.0
         return sample / 1000.0
 
 
@@ -177,8 +318,8 @@ def time_implementations(
 
     Every callable must do the same work each time it is called (inputs prepared beforehand).
     Returns a ``Measurement``: ``Timing`` per name, a reason per name a CUDA graph could not
-    capture, and a reason per name that raised while being timed (the others go on; running out
-    of memory propagates).
+    capture, a reason per name that raised while being timed (the others go on; running out
+    of memory propagates), and the timer (``timer_name``).
     """
     config = config or TimingConfig()
     device = torch.device(device)
@@ -216,6 +357,16 @@ def time_implementations(
         for name in [n for n in runs if n not in failures]:
             attempt(name, runs[name])
     sampler.wait()
+    timer = timer_name(device, config)
+    backlogs: dict[str, float] = {}
+    cycles: dict[str, int] = {}
+    if timer in ("host-free", "graph"):
+        rate = sleep_cycles_per_us(device)
+        for name in [n for n in runs if n not in failures]:
+            enqueue = attempt(name, functools.partial(sampler.enqueue_us, runs[name], rate))
+            if enqueue is not None:
+                backlogs[name] = backlog_us(enqueue)
+                cycles[name] = sleep_cycles(backlogs[name], rate)
 
     names = [name for name in runs if name not in failures]
     raw: dict[str, list] = {name: [] for name in names}
@@ -224,7 +375,7 @@ def time_implementations(
     while names:
         shift = rounds % len(names)
         for name in names[shift:] + names[:shift]:
-            sample = attempt(name, functools.partial(sampler.sample, runs[name]))
+            sample = attempt(name, functools.partial(sampler.sample, runs[name], cycles.get(name)))
             if name in failures:
                 names.remove(name)
                 del raw[name]
@@ -236,10 +387,13 @@ def time_implementations(
         if rounds >= config.min_samples and (rounds >= config.max_samples or elapsed_ms >= config.max_ms):
             break
 
-    timings = {
-        name: summarize([sampler.elapsed_us(s) / calls_per_sample for s in samples]) for name, samples in raw.items()
-    }
-    return Measurement(timings, errors, failures)
+    timings = {}
+    for name, samples in raw.items():
+        timings[name] = summarize([sampler.elapsed_us(s) / calls_per_sample for s in samples])
+        if name in cycles:
+            timings[name] = timings[name]._replace(backlog_us=backlogs[name],
+                                                   backlog_ran_out=sum(bool(s.ran_out) for s in samples))
+    return Measurement(timings, errors, failures, timer)
 
 
 @functools.cache

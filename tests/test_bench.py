@@ -378,3 +378,29 @@ def test_the_triton_backend_passes_the_check_against_the_reference():
         records = bench.run_case(case, impls, device=device, config=FAST)
         assert [r["status"] for r in records] == ["ok", "ok"], records
         assert records[1]["token_agreement"] == 1.0
+
+
+@pytest.mark.parametrize(("timer", "flush", "working_set", "cache", "label"), [
+    ("host-free", True, 10 << 30, 50 << 20, "cold"),  # flushed before every sample
+    ("perf_counter", True, 1 << 10, 50 << 20, "cold"),
+    ("graph", True, 2 << 20, 50 << 20, "warm"),  # the flush runs once per replay: calls 2..10 find 2 MB cached
+    ("graph", True, 600 << 20, 50 << 20, "cold"),  # more than L2: every call streams from DRAM
+    ("events", False, 1 << 20, 50 << 20, "warm"),  # nothing evicts what fits
+    ("events", False, 1 << 20, None, None),  # unknown cache: no label rather than a guess
+])
+def test_samples_are_labelled_warm_where_the_case_fits_in_the_cache_and_nothing_evicts_it(
+        timer, flush, working_set, cache, label):
+    assert bench.cache_state(timer, flush, working_set, cache) == label
+
+
+def test_a_cold_median_below_the_dram_floor_is_flagged_and_an_honest_one_is_not(monkeypatch):
+    # the same CPU row judged against an absurdly slow and an absurdly fast "DRAM": a negative control
+    config = replace(FAST, l2_flush=True)
+    for peak, flagged in ((1e-9, True), (1e9, False)):
+        (record,) = bench.run_case(_case(), [_stand_in("torch")], config=config, peak_gbps=peak)
+        assert record["timer"] == "perf_counter" and record["cache"] == "cold"
+        assert record["dram_floor_us"] == pytest.approx(record["bytes_needed"] / (peak * 1e3))
+        assert record["below_dram_floor"] is flagged
+    monkeypatch.setattr(timing, "cache_bytes", lambda device: 1 << 30)
+    (unflushed,) = bench.run_case(_case(), [_stand_in("torch")], config=FAST, peak_gbps=1e-9)
+    assert unflushed["cache"] == "warm" and unflushed["below_dram_floor"] is None  # only a cold row is judged

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from specbench import bench, results
 from specbench.cli import app
+from specbench.errors import SpecbenchError
 
 TINY = ["--device", "cpu", "--vocab-size", "64", "--max-ms", "0", "--min-samples", "2", "--warmup", "0", "--no-l2-flush"]
 needs_no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a GPU")
@@ -144,6 +145,9 @@ def test_bad_options_get_one_sentence_and_exit_2(args, message):
         (["--cuda-graph"], "--cuda-graph needs a CUDA GPU, and this run is on the CPU"),
         (["--device", "cuda"], "device 'cuda' was asked for, but torch sees no CUDA GPU"),
         (["--impl", "triton"], "no implementation can run here (triton: no GPU here"),
+        (["--timer", "host-free"], "--timer host-free needs a CUDA GPU; a CPU run times every row with perf_counter"),
+        (["--timer", "perf_counter,graph"], "--timer graph needs a CUDA GPU"),
+        (["--timer", "graph", "--no-cuda-graph"], "give --timer or --cuda-graph/--no-cuda-graph, not both"),
     ],
 )
 def test_asking_for_a_gpu_on_a_cpu_machine_is_refused_cleanly(args, message):
@@ -438,3 +442,52 @@ def test_the_table_shows_the_expected_length_beside_the_measured_one(tmp_path):
     assert by_mode["greedy"]["expected_acceptance_length"] == by_mode["greedy"]["measured_acceptance_length"]
     assert by_mode["greedy"]["expected_acceptance_length"] in (2.0, 3.0)
     assert "expected L" in result.output and "measured L" in result.output
+
+
+def test_timers_choose_the_rows_of_a_gpu_run_and_the_graph_option_still_works():
+    from specbench import cli_bench
+
+    grid = cli_bench.Grid(gpu=True, interpret=False)
+    assert cli_bench._timers(None, None, True, grid) == ("host-free", [False, True])  # the GPU default
+    assert cli_bench._timers("events,graph", None, True, grid) == ("events", [False, True])
+    assert cli_bench._timers("graph", None, True, grid) == ("host-free", [True])
+    assert cli_bench._timers("events", None, True, grid) == ("events", [False])
+    assert cli_bench._timers(None, False, True, grid) == ("host-free", [False])  # --no-cuda-graph
+    assert cli_bench._timers(None, True, True, grid) == ("host-free", [False, True])  # --cuda-graph
+    for text, said in (("events,host-free", "--timer takes host-free or events, not both"),
+                       ("cupti", "--timer takes host-free, events, graph on a GPU, got 'cupti'"),
+                       ("perf_counter", "--timer takes host-free, events, graph on a GPU, got 'perf_counter'")):
+        with pytest.raises(SpecbenchError, match=said):
+            cli_bench._timers(text, None, True, grid)
+
+
+def test_a_cpu_run_names_its_timer_in_every_row_and_in_the_metadata(tmp_path):
+    result = run("kernels", *TINY, "--mode", "greedy", "--batch-size", "1", "--timer", "perf_counter", "--no-charts",
+                 "-o", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    payload = json.loads((tmp_path / "results.json").read_text())
+    assert payload["metadata"]["timing"]["timers"] == ["perf_counter"]
+    assert {(r["timer"], r["backlog_ran_out"]) for r in payload["records"] if r["status"] == "ok"} == {
+        ("perf_counter", None)}
+    assert "perf_counter" in _one_line(result.output)
+
+
+def test_the_table_marks_a_cold_row_below_the_dram_floor_and_counts_backlogs_that_ran_out(tmp_path, monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from specbench import cli_bench
+
+    assert run("kernels", *TINY, "--mode", "greedy", "--batch-size", "1,2", "--impl", "torch", "--no-charts",
+               "-o", str(tmp_path)).exit_code == 0
+    records = _records(tmp_path)
+    records[0].update(median_us=12.5, timer="host-free", cache="cold", below_dram_floor=True, backlog_ran_out=3)
+    records[1].update(median_us=40.0, timer="graph", cache="warm", below_dram_floor=None, backlog_ran_out=0)
+    printed = io.StringIO()
+    monkeypatch.setattr(cli_bench, "console", Console(file=printed, width=250))
+    cli_bench._print_table(records)
+    text = _one_line(printed.getvalue())
+    assert "12.5 !" in text and "40.0 !" not in text and "host-free cold, 3 ran out" in text and "graph warm" in text
+    assert "1 cold rows have a median more than 1.25x below the bytes the case must move" in text
+    assert "in 1 rows the GPU's backlog ran out in some samples" in text

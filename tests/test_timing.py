@@ -140,5 +140,155 @@ def test_gpu_copy_bandwidth_is_measured_on_every_device():
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
 def test_gpu_samples_are_taken_on_the_device_that_does_the_work():
     # events recorded on the current device (cuda:0) would time nothing of work on cuda:1 (`specbench env`)
-    start, end = timing._Sampler(torch.device("cuda", 1), flush=False).sample(lambda: None)
-    assert start.device == end.device == torch.device("cuda", 1)
+    sample = timing._Sampler(torch.device("cuda", 1), flush=False).sample(lambda: None, backlog_cycles=1000)
+    assert sample.start.device == sample.end.device == torch.device("cuda", 1)
+
+
+def test_the_backlog_covers_twice_the_enqueue_time_plus_a_pad_up_to_a_cap():
+    assert timing.backlog_us(0.0) == timing.BACKLOG_PAD_US == 20.0
+    assert timing.backlog_us(35.0) == 2 * 35.0 + 20.0
+    assert timing.backlog_us(1e6) == timing.MAX_BACKLOG_US  # a call that waits for the GPU is never covered
+    with pytest.raises(SpecbenchError, match="an enqueue time must be a number of microseconds >= 0, got -1"):
+        timing.backlog_us(-1.0)
+
+
+def test_sleep_cycles_round_up_so_the_sleep_is_never_short():
+    assert timing.sleep_cycles(90.0, 1980.0) == 178_200  # 90 µs at 1.98 GHz
+    assert timing.sleep_cycles(0.25, 1.0) == 1 and timing.sleep_cycles(0.0, 1755.0) == 0
+    for rate in (0.0, -1.0, float("nan")):
+        with pytest.raises(SpecbenchError, match="GPU clock must be a positive number of cycles per microsecond"):
+            timing.sleep_cycles(10.0, rate)
+    with pytest.raises(SpecbenchError, match="a sleep must last 0 microseconds or more, got -5"):
+        timing.sleep_cycles(-5.0, 1000.0)
+
+
+def test_each_device_and_setting_names_its_timer():
+    assert timing.timer_name("cpu", timing.TimingConfig()) == "perf_counter"
+    assert timing.timer_name("cpu", timing.TimingConfig(timer="events")) == "perf_counter"
+    assert timing.timer_name("cuda", timing.TimingConfig()) == timing.DEFAULT_GPU_TIMER == "host-free"
+    assert timing.timer_name("cuda:1", timing.TimingConfig(timer="events")) == "events"
+    assert timing.timer_name("cuda", timing.TimingConfig(timer="events", cuda_graph=True)) == "graph"
+    with pytest.raises(SpecbenchError, match="the timer outside a CUDA graph must be host-free or events, got 'graph'"):
+        timing.TimingConfig(timer="graph")
+
+
+def test_a_cpu_measurement_is_perf_counter_without_a_backlog():
+    config = timing.TimingConfig(warmup=0, min_samples=3, max_samples=3, l2_flush=False)
+    measured = timing.time_implementations({"a": lambda: None}, "cpu", config)
+    assert measured.timer == "perf_counter"
+    assert (measured.timings["a"].backlog_us, measured.timings["a"].backlog_ran_out) == (None, None)
+
+
+def test_the_cpu_cache_is_the_last_level_linux_lists(tmp_path, monkeypatch):
+    for index, (level, size) in enumerate([(1, "48K"), (1, "64K"), (2, "2048K"), (3, "30M")]):
+        folder = tmp_path / f"index{index}"
+        folder.mkdir()
+        (folder / "level").write_text(f"{level}\n")
+        (folder / "size").write_text(f"{size}\n")
+    monkeypatch.setattr(timing, "CPU_CACHE_DIR", str(tmp_path))
+    assert timing.cache_bytes("cpu") == 30 << 20
+    monkeypatch.setattr(timing, "CPU_CACHE_DIR", str(tmp_path / "nowhere"))
+    assert timing.cache_bytes("cpu") is None
+
+
+@needs_gpu
+def test_host_free_samples_of_a_known_sleep_last_the_sleep():
+    # the call is itself a sleep of a known length: host-free samples must read that length (the GPU work
+    # alone), and the backlog must hold in nearly every sample
+    rate = timing.sleep_cycles_per_us(torch.device("cuda", torch.cuda.current_device()))
+    config = timing.TimingConfig(warmup=2, min_samples=20, max_samples=20, l2_flush=False)
+    measured = timing.time_implementations({"sleep": lambda: torch.cuda._sleep(int(50 * rate))}, "cuda", config)
+    t = measured.timings["sleep"]
+    assert measured.timer == "host-free" and t.backlog_us >= timing.BACKLOG_PAD_US
+    assert 45.0 < t.median_us < 60.0 and t.backlog_ran_out <= 2
+
+
+@needs_gpu
+def test_a_call_that_waits_for_the_gpu_runs_the_backlog_out_every_time():
+    # reading a value back makes the host wait for the GPU: no backlog can cover it, and the check must see it
+    x = torch.randn(1 << 20, device="cuda")
+    config = timing.TimingConfig(warmup=1, min_samples=5, max_samples=5, l2_flush=False)
+    t = timing.time_implementations({"item": lambda: x.sum().item()}, "cuda", config).timings["item"]
+    assert t.backlog_ran_out == 5
+
+
+@needs_gpu
+def test_a_backlog_too_short_is_counted_as_run_out(monkeypatch):
+    # a negative control for the check: no backlog at all, before a launch-bound call of 200 kernels
+    monkeypatch.setattr(timing, "BACKLOG_FACTOR", 0.0)
+    monkeypatch.setattr(timing, "BACKLOG_PAD_US", 0.0)
+    x = torch.zeros(16, device="cuda")
+
+    def many_launches():
+        for _ in range(200):
+            x.add_(1.0)
+
+    config = timing.TimingConfig(warmup=1, min_samples=10, max_samples=10, l2_flush=False)
+    t = timing.time_implementations({"launches": many_launches}, "cuda", config).timings["launches"]
+    assert t.backlog_us == 0.0 and t.backlog_ran_out >= 8
+
+
+class _FakeCuda:
+    """Stands in for the CUDA calls the GPU timers make, logging them in order; ``query`` answers from
+    ``ran_out`` (the sleep had ended: True), one answer per sample."""
+
+    def __init__(self, ran_out):
+        self.log: list = []
+        self.answers = iter(ran_out)
+        fake = self
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                self.timed = enable_timing
+
+            def record(self, stream=None):
+                fake.log.append("timed event" if self.timed else "woke event")
+
+            def query(self):
+                return next(fake.answers)
+
+            def elapsed_time(self, other):
+                return 0.010  # ms
+
+        self.Event = Event
+
+    def install(self, monkeypatch):
+        import contextlib
+
+        for name, value in (("Event", self.Event), ("current_stream", lambda device=None: "stream"),
+                            ("_sleep", lambda cycles: self.log.append(("sleep", cycles))),
+                            ("device", lambda device: contextlib.nullcontext()), ("synchronize", lambda device=None: None),
+                            ("current_device", lambda: 0)):
+            monkeypatch.setattr(torch.cuda, name, value)
+
+        class Flush:
+            def zero_(inner):
+                self.log.append("flush")
+
+        monkeypatch.setattr(timing, "_flush_buffer", lambda device: Flush())
+        monkeypatch.setattr(timing, "sleep_cycles_per_us", lambda device: 1500.0)
+
+
+def test_host_free_sleeps_before_the_flush_and_counts_the_samples_whose_backlog_ran_out(monkeypatch):
+    # the order of what the host enqueues is the timer: sleep, the check's event, flush, start, call, end
+    measured_enqueues = []
+    real_backlog = timing.backlog_us
+    monkeypatch.setattr(timing, "backlog_us", lambda us: measured_enqueues.append(us) or real_backlog(us))
+    fake = _FakeCuda([False] * 5 + [False, True, False, False, True, False])  # 5 enqueue probes, then 6 samples
+    fake.install(monkeypatch)
+    config = timing.TimingConfig(warmup=1, min_samples=6, max_samples=6, timer="host-free")
+    measured = timing.time_implementations({"step": lambda: fake.log.append("call")}, "cuda:0", config)
+    t = measured.timings["step"]
+    assert measured.timer == "host-free" and t.samples == 6 and t.median_us == pytest.approx(10.0)
+    assert t.backlog_ran_out == 2 and t.backlog_us == real_backlog(measured_enqueues[0])
+    sample = fake.log[-6:]
+    cycles = timing.sleep_cycles(t.backlog_us, 1500.0)
+    assert sample == [("sleep", cycles), "woke event", "flush", "timed event", "call", "timed event"]
+    probes = [entry for entry in fake.log if isinstance(entry, tuple) and entry[1] != cycles]
+    assert probes == [("sleep", timing.sleep_cycles(timing.ENQUEUE_PROBE_US, 1500.0))] * timing.ENQUEUE_TRIES
+    fake = _FakeCuda([])
+    fake.install(monkeypatch)
+    events = timing.time_implementations({"step": lambda: fake.log.append("call")}, "cuda:0",
+                                         timing.TimingConfig(warmup=0, min_samples=2, max_samples=2, timer="events"))
+    assert events.timer == "events" and events.timings["step"].backlog_ran_out is None
+    assert fake.log == ["flush", "timed event", "call", "timed event"] * 2  # no sleep, no check

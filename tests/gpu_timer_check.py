@@ -1,0 +1,160 @@
+"""On a GPU: does the host-free timer do what specbench/timing.py says, and why are `events` rows bimodal?
+
+    python tests/gpu_timer_check.py            # about a minute on an H100 or H200; prints three tables
+    python tests/gpu_timer_check.py spread RUN_A RUN_B [RUN_C ...]   # the issue's goal, from kernels runs
+
+1. Known work. Each workload is timed with the three GPU timers (``time_implementations``):
+   a sleep of 50 µs (a kernel of known length: ``host-free`` must read 50 µs, and ``events`` too);
+   200 launches of a tiny kernel (launch-bound: ``events`` reads the host's launch rate, ``host-free``
+   the GPU's back-to-back rate, ``graph`` less again); a call that reads a value back (no backlog
+   can cover it: every host-free sample must count as run out). Columns: median, p20-p80, p80/p20,
+   the backlog and how many samples ran out.
+2. The real step at B = 1 and 8 (Triton, K = 3, V = 128256, draft logits, L = 3), 200 samples each
+   with the ``events`` timer, each sample preceded by a probe: a sleep of fixed cycles between two
+   events (the SM clock at that moment, cycles per µs) and the gap between the probe's end and the
+   sample's start (the flush, plus any wait for the host). The samples are split at the midpoint of
+   their p10 and p90: if the slow ones ran at a lower clock, the cause is the clock; if their gap is
+   longer or the host's enqueue time is, the cause is the host.
+3. The same step with ``host-free``: p80/p20 and the ran-out count (the goal: p80/p20 <= 1.10).
+
+``spread`` reads two or more ``specbench kernels`` runs of one commit and prints, per row, the
+largest p80/p20 of its runs and the largest ratio between its medians (the issue's goal: every
+row p80/p20 <= 1.10 and runs within 3%).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from specbench import bench, timing
+from specbench.compare_inputs import by_key, kernels_label
+from specbench.implementations.registry import resolve_all
+from specbench.results import read_results
+from specbench.scenarios import make_profile
+
+
+def _row(name: str, timer: str, t: timing.Timing) -> str:
+    ran_out = "-" if t.backlog_ran_out is None else f"{t.backlog_ran_out}/{t.samples}"
+    backlog = "-" if t.backlog_us is None else f"{t.backlog_us:.0f}"
+    return (f"{name:<28} {timer:<10} {t.median_us:>10.2f} {t.p20_us:>9.2f}-{t.p80_us:<9.2f} "
+            f"{t.p80_us / t.p20_us:>6.3f} {backlog:>9} {ran_out:>9}")
+
+
+def _header() -> str:
+    return f"{'workload':<28} {'timer':<10} {'median µs':>10} {'p20-p80 µs':>19} {'p80/p20':>7} {'backlog':>9} {'ran out':>9}"
+
+
+def known_work(device: torch.device) -> None:
+    rate = timing.sleep_cycles_per_us(device)
+    print(f"SM clock seen by torch.cuda._sleep: {rate:.0f} cycles/µs (the fastest of {timing.CLOCK_PROBE_TRIES})")
+    tiny = torch.zeros(16, device=device)
+    big = torch.randn(1 << 20, device=device)
+
+    def launches():
+        for _ in range(200):
+            tiny.add_(1.0)
+
+    workloads = {"sleep 50 µs": lambda: torch.cuda._sleep(int(50 * rate)), "200 tiny launches": launches,
+                 "read back (.item())": lambda: big.sum().item()}
+    print(_header())
+    for name, fn in workloads.items():
+        for timer, graph in (("events", False), ("host-free", False), ("graph", True)):
+            if graph and name.startswith("read back"):
+                continue  # a read-back cannot be captured
+            config = timing.TimingConfig(warmup=3, min_samples=50, max_samples=50, timer=timer if not graph else
+                                         "host-free", cuda_graph=graph)
+            measured = timing.time_implementations({name: fn}, device, config)
+            print(_row(name, measured.timer, measured.timings[name]))
+
+
+def _step(batch: int, device: torch.device):
+    case = bench.Case("probabilistic", batch, 3, 128256, "float32", "logits", make_profile(3, acceptance_length=3.0).rates, "3")
+    inputs = bench.make_inputs(case, device)
+    (triton,) = resolve_all(["triton"])
+    return triton.bind(inputs.verify_kwargs())
+
+
+def clock_study(device: torch.device, samples: int = 200) -> None:
+    rate = timing.sleep_cycles_per_us(device)
+    probe_cycles = int(20 * rate)  # 20 µs at the fastest clock
+    flush = torch.empty(timing.GPU_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
+    stream = torch.cuda.current_stream(device)
+    print(f"\n`events` samples with a clock probe before each ({samples} samples, Triton, K=3, V=128256, draft logits)")
+    print(f"{'B':>3} {'half':<5} {'n':>4} {'median µs':>10} {'clock cyc/µs':>13} {'gap µs':>8} {'host enqueue µs':>16}")
+    for batch in (1, 8):
+        call = _step(batch, device)
+        for _ in range(5):
+            call()
+        torch.cuda.synchronize(device)
+        rows = []
+        for _ in range(samples):
+            events = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+            events[0].record(stream)
+            torch.cuda._sleep(probe_cycles)
+            events[1].record(stream)
+            flush.zero_()
+            begun = time.perf_counter_ns()
+            events[2].record(stream)
+            call()
+            events[3].record(stream)
+            enqueue = (time.perf_counter_ns() - begun) / 1000
+            torch.cuda.synchronize(device)
+            rows.append((events[2].elapsed_time(events[3]) * 1000, probe_cycles / (events[0].elapsed_time(events[1]) * 1000),
+                         events[1].elapsed_time(events[2]) * 1000, enqueue))
+        times = sorted(r[0] for r in rows)
+        split = (times[len(times) // 10] + times[9 * len(times) // 10]) / 2
+        for half, chosen in (("fast", [r for r in rows if r[0] <= split]), ("slow", [r for r in rows if r[0] > split])):
+            if chosen:
+                med = [statistics.median(r[i] for r in chosen) for i in range(4)]
+                print(f"{batch:>3} {half:<5} {len(chosen):>4} {med[0]:>10.1f} {med[1]:>13.0f} {med[2]:>8.1f} {med[3]:>16.1f}")
+
+
+def host_free_step(device: torch.device) -> None:
+    print("\nThe same step, host-free and events, 200 samples")
+    print(_header())
+    for batch in (1, 8):
+        call = _step(batch, device)
+        for timer in ("events", "host-free"):
+            config = timing.TimingConfig(warmup=3, min_samples=200, max_samples=200, max_ms=1e9, timer=timer)
+            measured = timing.time_implementations({"step": call}, device, config)
+            print(_row(f"triton B={batch}", measured.timer, measured.timings["step"]))
+
+
+def spread(runs: list[str]) -> None:
+    loaded = [by_key(read_results(run)[1], run) for run in runs]
+    worst_spread, worst_ratio = 0.0, 0.0
+    print(f"{'row':<80} {'max p80/p20':>11} {'max/min median':>15}")
+    for key, record in loaded[0].items():
+        rows = [found.get(key) for found in loaded]
+        if any(row is None or row.get("status") != "ok" for row in rows):
+            continue
+        spreads = [row["p80_us"] / row["p20_us"] for row in rows]
+        medians = [row["median_us"] for row in rows]
+        worst_spread, worst_ratio = max(worst_spread, *spreads), max(worst_ratio, max(medians) / min(medians))
+        flag = " <-" if max(spreads) > 1.10 or max(medians) / min(medians) > 1.03 else ""
+        print(f"{kernels_label(record)[:80]:<80} {max(spreads):>11.3f} {max(medians) / min(medians):>15.3f}{flag}")
+    print(f"worst p80/p20 {worst_spread:.3f} (goal 1.10); worst ratio between runs {worst_ratio:.3f} (goal 1.03)")
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "spread":
+        spread(sys.argv[2:])
+        return
+    if not torch.cuda.is_available():
+        sys.exit("needs a CUDA GPU (the spread subcommand reads runs anywhere)")
+    device = torch.device("cuda", torch.cuda.current_device())
+    print(torch.cuda.get_device_name(device), "torch", torch.__version__)
+    known_work(device)
+    clock_study(device)
+    host_free_step(device)
+
+
+if __name__ == "__main__":
+    main()

@@ -315,8 +315,12 @@ def verify(
     min_p: torch.Tensor | None = None,
     truncate_draft_logits: bool = True,
     logprobs: str | None = None,
+    method: str = "token",
 ) -> VerifyResult:
     """Triton verification step; see ``specbench.verification.verify`` for arguments and results."""
+    if method != "token" and mode == "probabilistic":  # greedy rows have one rule whatever the method
+        raise SpecbenchError(f"the triton backend has no kernel for the {method} method yet; use backend='torch' "
+                             f"(--impl torch), which runs it on CPU and CUDA")
     if top_k is not None or top_p is not None or min_p is not None:
         result = _verify_truncated(mode=mode, target_logits=target_logits, target_probs=target_probs,
                                    draft_token_ids=draft_token_ids, num_draft_tokens=num_draft_tokens,

@@ -63,6 +63,7 @@ import torch
 from specbench import acceptance, rng, timing
 from specbench.errors import SpecbenchError
 from specbench.implementations import Implementation
+from specbench.methods import METHODS
 from specbench.sampling_cases import (
     KNOBS,
     MIXED,
@@ -399,7 +400,8 @@ class Check(NamedTuple):
 
 
 def check_output(mode: str, result: VerifyResult, expected: VerifyResult, vocab_size: int,
-                 same_rng: bool = True, draft_token_ids: torch.Tensor | None = None, logprobs: bool = False) -> Check:
+                 same_rng: bool = True, draft_token_ids: torch.Tensor | None = None, logprobs: bool = False,
+                 method: str = "token") -> Check:
     """Compare an implementation's output with the reference's.
 
     Greedy and synthetic: equal tensors. Probabilistic (inputs with planned acceptance): equal
@@ -408,7 +410,7 @@ def check_output(mode: str, result: VerifyResult, expected: VerifyResult, vocab_
     near-ties, so an implementation that shares specbench's RNG must match at least 99.9 % of them
     (``token_agreement`` is that fraction); one that does not is only held to never emitting, at
     a rejection, the draft it rejected (``draft_token_ids`` ``[B, K]``: the planned inputs give
-    that draft no residual mass).
+    that draft no residual mass; a ``method`` whose replacement can be the rejected draft skips this).
 
     ``logprobs``: the case asked for log-probabilities; they must be ``[B, K + 1]``, ``NaN`` past the
     last emitted slot, and within ``1e-3`` (absolute and relative) of the reference's wherever the
@@ -450,7 +452,7 @@ def check_output(mode: str, result: VerifyResult, expected: VerifyResult, vocab_
     if same_rng and agreement < MIN_TOKEN_AGREEMENT:
         return Check(False, f"only {agreement:.2%} of sampled (residual and bonus) tokens agree with the torch "
                             f"reference (needs {MIN_TOKEN_AGREEMENT:.1%})", agreement)
-    if draft_token_ids is not None and num_slots > 1:
+    if draft_token_ids is not None and num_slots > 1 and METHODS[method].never_emits_rejected_draft:
         drafts = draft_token_ids.cpu().to(torch.int64)
         rejected = sampled & (accepted < num_slots - 1)  # the sampled token is a residual, not the bonus
         rejected_draft = drafts[requests, accepted.clamp(max=num_slots - 2)]

@@ -37,22 +37,25 @@ RELAXED_MARGIN = 0.3
 
 
 class MethodInfo(NamedTuple):
-    """One verification method: its name, whether its output follows the target's law, what it does."""
+    """One verification method: its name, whether its output follows the target's law, what it does, and
+    whether a rejected draft can never be the token emitted in its place (the token rule's residual
+    ``max(p - q, 0)`` has no mass at a rejected draft; block's residual and typical's own sample can)."""
 
     name: str
     exact: bool
     description: str
+    never_emits_rejected_draft: bool
 
 
 METHODS: dict[str, MethodInfo] = {info.name: info for info in (
     MethodInfo("token", True, "token-by-token rejection sampling: accept iff u * q(x) < p(x), residual "
-               "max(p - q, 0) (Leviathan et al. 2022)"),
+               "max(p - q, 0) (Leviathan et al. 2022)", True),
     MethodInfo("block", True, "block verification: weights from the running product of min(1, p / q), the "
-               "accepted length chosen over the whole block (Sun et al. 2024, arXiv 2403.10444)"),
+               "accepted length chosen over the whole block (Sun et al. 2024, arXiv 2403.10444)", False),
     MethodInfo("typical", False, f"typical acceptance: accept iff p(x) > min({TYPICAL_EPSILON}, "
-               f"{TYPICAL_DELTA} * exp(-H(p))), no randomness; a rejected slot samples p (Medusa)"),
+               f"{TYPICAL_DELTA} * exp(-H(p))), no randomness; a rejected slot samples p (Medusa)", False),
     MethodInfo("relaxed", False, f"the token rule, and also accept where H(p) >= {RELAXED_MIN_ENTROPY} nats "
-               f"and log p(top) - log p(x) <= {RELAXED_MARGIN} (in the spirit of FLy)"),
+               f"and log p(top) - log p(x) <= {RELAXED_MARGIN} (in the spirit of FLy)", True),
 )}
 DEFAULT_METHOD = "token"
 

@@ -262,3 +262,62 @@ def test_triton_refuses_methods_it_has_no_kernel_for():
         verify(target[None].to(device), torch.zeros(1, 2, dtype=torch.int64, device=device),
                draft_logits=draft[None].to(device), seeds=torch.zeros(1, dtype=torch.int64, device=device),
                method="block", backend="triton")
+
+
+# --- specbench verify --method ----------------------------------------------------------------------------------
+
+def _suite(name: str, method: str, samples: int = 6000):
+    from specbench.exactness import Suite
+    from specbench.implementations import resolve
+
+    return Suite(resolve(name), torch.device("cpu"), ["probabilistic"], samples=samples, seed=1, method=method).run()
+
+
+@pytest.mark.parametrize("name", ["torch", "textbook"])
+def test_verify_block_passes_correct_block_samplers(name):
+    checks = _suite(name, "block")
+    assert not [(c.name, c.detail) for c in checks if c.verdict == "FAIL"]
+    assert sum(c.verdict == "pass" and c.test == "chi-square" for c in checks) >= 30
+
+
+def test_verify_block_fails_the_token_residual_port_bug():
+    checks = _suite("control-block-token-residual", "block")
+    failed = [c.name for c in checks if c.verdict == "FAIL"]
+    assert failed and all(name.startswith("token law") for name in failed), failed
+    # the same control is a correct token sampler: the token method passes it
+    assert not [c.name for c in _suite("control-block-token-residual", "token", 3000) if c.verdict == "FAIL"]
+
+
+def test_verify_skips_what_an_implementation_does_not_declare():
+    checks = _suite("control-onehot-acceptance", "block", 100)
+    assert [c.verdict for c in checks] == ["skipped"]
+    assert "declares the methods token, not block" in checks[0].detail
+
+
+def test_verify_reports_lossy_methods_without_failing_them():
+    checks = _suite("torch", "relaxed")
+    lossy = [c for c in checks if c.verdict == "lossy"]
+    assert not [c.name for c in checks if c.verdict == "FAIL"]
+    assert len(lossy) == 8 and all(c.detail.startswith("LOSSY (relaxed)") for c in lossy)
+    assert max(c.total_variation for c in lossy) > 0.05  # the oracle's distance: not the target's law
+
+
+def test_verify_command_takes_method(tmp_path):
+    from typer.testing import CliRunner
+
+    from specbench.cli import app
+
+    runner = CliRunner()
+    bad = runner.invoke(app, ["verify", "--impl", "torch", "--method", "blok"])
+    assert bad.exit_code == 2 and "unknown method 'blok'" in bad.output
+    caught = runner.invoke(app, ["verify", "--impl", "control-block-token-residual", "--method", "block", "-m",
+                                 "probabilistic", "-n", "6000", "--seed", "1", "--json", str(tmp_path / "v.json")])
+    assert caught.exit_code == 1, caught.output
+    import json
+
+    report = json.loads((tmp_path / "v.json").read_text())
+    assert report["implementations"][0]["method"] == "block"
+    lossy = runner.invoke(app, ["verify", "--impl", "torch", "--method", "typical", "-m", "probabilistic", "-n",
+                                "2000"], env={"COLUMNS": "250"})
+    assert lossy.exit_code == 0, lossy.output
+    assert "typical is a LOSSY method" in lossy.output

@@ -11,6 +11,7 @@ import torch
 
 from specbench.errors import SpecbenchError
 from specbench.implementations.contract import Implementation
+from specbench.methods import METHODS
 from specbench.verification import VerifyResult, prepare_verify
 
 
@@ -80,13 +81,17 @@ def _ours(name: str, description: str, prepare, **facts) -> Implementation:
                           truncation=True, logprobs=True, **facts)
 
 
+# the torch reference follows every method; the Triton kernels the token rule only (so far)
+_EVERY_METHOD = tuple(METHODS)
+
+
 def _triton(name: str, description: str, prepare) -> Implementation:
     return _ours(name, description, prepare, cuda_graph=True, needs_gpu=True, unavailable=_triton_unavailable)
 
 
 BUILT_IN: dict[str, Implementation] = {
     "torch": _ours("torch", "specbench.reference: vectorized torch, the baseline", _backend("torch"),
-                   cuda_graph=True),
+                   cuda_graph=True, methods=_EVERY_METHOD),
     "triton": _triton("triton", "specbench.kernels: Triton kernels", _backend("triton")),
     "triton-sequential": _triton("triton-sequential", "Triton, one program per request forced",
                                  _triton_variant("sequential")),

@@ -254,14 +254,55 @@ def test_relaxed_accepts_every_draft_the_token_rule_accepts():
     assert int(relaxed.num_accepted.sum()) > int(token.num_accepted.sum())
 
 
-def test_triton_refuses_methods_it_has_no_kernel_for():
+def test_triton_refuses_what_it_has_no_kernel_for():
     pytest.importorskip("triton")
     target, draft = _rows(14, 2, 8)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    with pytest.raises(SpecbenchError, match="triton backend has no kernel for the block method"):
-        verify(target[None].to(device), torch.zeros(1, 2, dtype=torch.int64, device=device),
-               draft_logits=draft[None].to(device), seeds=torch.zeros(1, dtype=torch.int64, device=device),
-               method="block", backend="triton")
+    common = {"draft_logits": draft[None].to(device), "seeds": torch.zeros(1, dtype=torch.int64, device=device),
+              "backend": "triton"}
+    drafts = torch.zeros(1, 2, dtype=torch.int64, device=device)
+    with pytest.raises(SpecbenchError, match="triton backend has no kernel for the typical method"):
+        verify(target[None].to(device), drafts, method="typical", **common)
+    from specbench import SamplingParams
+
+    with pytest.raises(SpecbenchError, match="triton block kernel does not take truncation"):
+        verify(target[None].to(device), drafts, method="block", sampling=SamplingParams(top_k=3), **common)
+
+
+@pytest.mark.parametrize("form", ["logits", "probs", "one-hot", "target-probs", "target-probs, draft probs",
+                                  "target-probs, one-hot"])
+def test_triton_block_kernel_equals_the_reference(form):
+    # one program per request (specbench/kernels/block.py), under the interpreter on a CPU: tiny shapes
+    pytest.importorskip("triton")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    gen = torch.Generator().manual_seed(15)
+    batch, num_spec, vocab = 20, 3, 37
+    target = torch.randn(batch, num_spec + 1, vocab, generator=gen) * 1.5
+    draft_logits = target[:, :num_spec] + torch.randn(batch, num_spec, vocab, generator=gen)
+    q = torch.softmax(draft_logits, -1)
+    drafts = torch.multinomial(q.reshape(-1, vocab), 1, generator=gen).reshape(batch, num_spec)
+    if "one-hot" in form:  # a one-hot draft is accepted with p(x): mostly the target's top token then
+        top = target[:, :num_spec].argmax(-1)
+        drafts = torch.where(torch.rand(batch, num_spec, generator=gen) < 0.8, top, drafts)
+    drafts[0, 0], drafts[1, 2] = -1, vocab  # invalid ids
+    target[2, 1] = float("-inf")  # an invalid row inside the block
+    temperatures = torch.ones(batch)
+    temperatures[3], temperatures[4] = 0.0, 0.7  # a greedy row, another temperature
+    kwargs = {"seeds": torch.arange(batch) * 3, "positions": torch.arange(batch) + 2, "temperatures": temperatures,
+              "num_draft_tokens": torch.randint(0, num_spec + 1, (batch,), generator=gen, dtype=torch.int32)}
+    if "draft probs" in form or form == "probs":
+        kwargs["draft_probs"] = q
+    elif form in ("logits", "target-probs"):
+        kwargs["draft_logits"] = draft_logits
+    if form.startswith("target-probs"):
+        kwargs["target_probs"] = torch.softmax(target, -1)
+        target = None
+    want = verify(target, drafts, method="block", backend="torch", **kwargs)
+    moved = {k: v.to(device) for k, v in kwargs.items()}
+    got = verify(None if target is None else target.to(device), drafts.to(device), method="block",
+                 backend="triton", **moved).map(torch.Tensor.cpu)
+    assert _same(got, want)
+    assert 0 < int(want.num_accepted.sum()) < batch * num_spec
 
 
 # --- specbench verify --method ----------------------------------------------------------------------------------

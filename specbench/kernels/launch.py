@@ -46,6 +46,7 @@ import triton
 import triton.language as tl
 
 from specbench.errors import SpecbenchError
+from specbench.kernels.block import _verify_block_kernel
 from specbench.kernels.logprobs import _logprobs_kernel
 from specbench.kernels.sequential import _verify_sequential_kernel
 from specbench.kernels.split import _split_rows_kernel, _split_terminal_kernel
@@ -318,10 +319,19 @@ def verify(
     method: str = "token",
 ) -> VerifyResult:
     """Triton verification step; see ``specbench.verification.verify`` for arguments and results."""
+    truncated = top_k is not None or top_p is not None or min_p is not None
     if method != "token" and mode == "probabilistic":  # greedy rows have one rule whatever the method
-        raise SpecbenchError(f"the triton backend has no kernel for the {method} method yet; use backend='torch' "
-                             f"(--impl torch), which runs it on CPU and CUDA")
-    if top_k is not None or top_p is not None or min_p is not None:
+        if method != "block":
+            raise SpecbenchError(f"the triton backend has no kernel for the {method} method yet; use "
+                                 f"backend='torch' (--impl torch), which runs it on CPU and CUDA")
+        if truncated:
+            raise SpecbenchError("the triton block kernel does not take truncation (top_k, top_p, min_p) yet; use "
+                                 "backend='torch' (--impl torch) for block verification of a truncated call")
+        result = _verify_block(target_logits=target_logits, target_probs=target_probs,
+                               draft_token_ids=draft_token_ids, num_draft_tokens=num_draft_tokens,
+                               draft_logits=draft_logits, draft_probs=draft_probs, temperatures=temperatures,
+                               seeds=seeds, positions=positions)
+    elif truncated:
         result = _verify_truncated(mode=mode, target_logits=target_logits, target_probs=target_probs,
                                    draft_token_ids=draft_token_ids, num_draft_tokens=num_draft_tokens,
                                    draft_logits=draft_logits, draft_probs=draft_probs, temperatures=temperatures,
@@ -339,6 +349,24 @@ def verify(
                                               target_probs=target_probs, num_draft_tokens=num_draft_tokens,
                                               temperatures=temperatures, seeds=seeds, positions=positions,
                                               top_k=top_k, top_p=top_p, min_p=min_p, raw=logprobs == "raw"))
+
+
+def _verify_block(*, target_logits, target_probs, draft_token_ids, num_draft_tokens, draft_logits, draft_probs,
+                  temperatures, seeds, positions) -> VerifyResult:
+    # block verification, untruncated: one program per request (specbench/kernels/block.py)
+    step = _Step.of(target_logits, target_probs, draft_logits, draft_probs, draft_token_ids)
+    target, draft, draft_ids = step.target, step.draft, step.draft_ids
+    batch, num_slots, vocab = target.shape
+    out, num_emitted, num_accepted = step.result[:3]
+    if batch == 0:
+        return step.result
+    block, num_warps = _truncation_shape(vocab, target.device)
+    _BLOCK((batch,), (out, out.stride(0), num_emitted, num_accepted, target, target.stride(0), target.stride(1),
+                      draft, draft.stride(0), draft.stride(1), draft_ids, draft_ids.stride(0), num_draft_tokens,
+                      temperatures, seeds, positions, vocab, num_slots),
+           num_warps, _stream_key(target.device), DRAFT=step.draft_kind, TARGET_PROBS=step.target_is_probs,
+           BLOCK=block, OUT_BLOCK=_next_power_of_2(num_slots))
+    return step.result
 
 
 class _Step(NamedTuple):
@@ -429,6 +457,7 @@ def _verify_untruncated(
 
 
 _SEQUENTIAL = _Launcher(_verify_sequential_kernel)
+_BLOCK = _Launcher(_verify_block_kernel)
 _ROWS = _Launcher(_split_rows_kernel)
 _TERMINAL = _Launcher(_split_terminal_kernel)
 _PREPASS = _Launcher(_truncation_prepass_kernel)

@@ -69,40 +69,44 @@ def expected_acceptance_length(target_logits: torch.Tensor, draft_token_ids: tor
     num_spec = num_rows - 1
     if batch == 0 or num_spec == 0:
         return 1.0
-    index = draft_token_ids.to(torch.int64)[..., None]  # [B, K, 1]
-    p = torch.softmax(target_logits[:, :num_spec].double(), dim=-1)  # [B, K, V]
-    if draft_probs is not None:
-        q = draft_probs.double()
-    elif draft_logits is not None:
-        q = torch.softmax(draft_logits.double(), dim=-1)
-    else:
-        q = torch.zeros_like(p).scatter_(2, index, 1.0)  # one-hot drafts
-    p_x, q_x = p.gather(2, index)[..., 0], q.gather(2, index)[..., 0]  # [B, K]
-    if method == "block":
-        weights = [torch.ones(batch, dtype=torch.float64, device=p.device)]
-        for i in range(num_spec):
-            mass = weights[-1] * p_x[:, i]
-            weights.append(torch.where(mass > 0, torch.where(mass >= q_x[:, i], 1.0, mass / q_x[:, i]), 0.0))
-        w = torch.stack(weights, dim=1)  # [B, K + 1]
-        stop = torch.zeros(batch, num_spec + 1, dtype=torch.float64, device=p.device)
-        for i in range(1, num_spec):  # one row at a time: [B, V] float64 at most beside p and q
-            left = (w[:, i, None] * p[:, i] - q[:, i]).clamp_min(0.0).sum(dim=-1)
-            stop[:, i] = torch.where(left > 0, left / (left + 1.0 - w[:, i]), 0.0)
-        stop[:, num_spec] = w[:, num_spec]
-        expected = torch.zeros(batch, dtype=torch.float64, device=p.device)
-        survive = torch.ones_like(expected)
-        for k in range(num_spec, 0, -1):
-            expected += k * stop[:, k] * survive
-            survive = survive * (1.0 - stop[:, k])
-        return 1.0 + float(expected.mean())
-    accept = torch.where(q_x > 0, (p_x / q_x).clamp(max=1.0), (p_x > 0).double())  # min(1, p(x) / q(x))
-    if method in ("typical", "relaxed"):
-        entropy = -torch.where(p > 0, p * torch.log(p), 0.0).sum(dim=-1)  # [B, K]
-        if method == "typical":
-            threshold = (methods.TYPICAL_DELTA * torch.exp(-entropy)).clamp(max=methods.TYPICAL_EPSILON)
-            accept = (p_x > threshold).double()
+    drafts = draft_token_ids.to(torch.int64)
+    device = target_logits.device
+    weight = torch.ones(batch, dtype=torch.float64, device=device)  # block: w_i
+    stop = torch.zeros(batch, num_spec + 1, dtype=torch.float64, device=device)  # block: h_i
+    accept = torch.zeros(batch, num_spec, dtype=torch.float64, device=device)  # the per-row rules: a_i
+    for i in range(num_spec):  # one row at a time: [B, V] float64 at most
+        p = torch.softmax(target_logits[:, i].double(), dim=-1)
+        if draft_probs is not None:
+            q = draft_probs[:, i].double()
+        elif draft_logits is not None:
+            q = torch.softmax(draft_logits[:, i].double(), dim=-1)
         else:
-            margin = torch.log(p.amax(dim=-1)) - torch.log(p_x)
-            loose = (p_x > 0) & (entropy >= methods.RELAXED_MIN_ENTROPY) & (margin <= methods.RELAXED_MARGIN)
-            accept = torch.where(loose, 1.0, accept)
-    return 1.0 + float(torch.cumprod(accept, dim=1).sum(dim=1).mean())
+            q = torch.zeros_like(p).scatter_(1, drafts[:, i, None], 1.0)  # one-hot drafts
+        p_x, q_x = p.gather(1, drafts[:, i, None])[:, 0], q.gather(1, drafts[:, i, None])[:, 0]
+        if method == "block":
+            if i > 0:
+                left = (weight[:, None] * p - q).clamp_min(0.0).sum(dim=-1)
+                stop[:, i] = torch.where(left > 0, left / (left + 1.0 - weight), 0.0)
+            mass = weight * p_x
+            weight = torch.where(mass > 0, torch.where(mass >= q_x, 1.0, mass / q_x), 0.0)
+            continue
+        rate = torch.where(q_x > 0, (p_x / q_x).clamp(max=1.0), (p_x > 0).double())  # min(1, p(x) / q(x))
+        if method in ("typical", "relaxed"):
+            entropy = -torch.where(p > 0, p * torch.log(p), 0.0).sum(dim=-1)
+            if method == "typical":
+                threshold = (methods.TYPICAL_DELTA * torch.exp(-entropy)).clamp(max=methods.TYPICAL_EPSILON)
+                rate = (p_x > threshold).double()
+            else:
+                margin = torch.log(p.amax(dim=-1)) - torch.log(p_x)
+                loose = (p_x > 0) & (entropy >= methods.RELAXED_MIN_ENTROPY) & (margin <= methods.RELAXED_MARGIN)
+                rate = torch.where(loose, 1.0, rate)
+        accept[:, i] = rate
+    if method != "block":
+        return 1.0 + float(torch.cumprod(accept, dim=1).sum(dim=1).mean())
+    stop[:, num_spec] = weight  # h_n = w_n
+    expected = torch.zeros(batch, dtype=torch.float64, device=device)
+    survive = torch.ones_like(expected)
+    for k in range(num_spec, 0, -1):
+        expected += k * stop[:, k] * survive
+        survive = survive * (1.0 - stop[:, k])
+    return 1.0 + float(expected.mean())

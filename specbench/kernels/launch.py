@@ -27,6 +27,12 @@ Truncation and log-probabilities (``specbench/kernels/truncation.py``, ``specben
 - ``logprobs``: one more launch after the step (grid ``B x (K + 1)``), reading the step's tokens and,
   for truncated requests, the summaries still in the scratch.
 
+Methods (``method``, ``specbench/methods.py``): ``token`` is everything above. ``block`` in the
+probabilistic mode, untruncated, is one launch of ``specbench/kernels/block.py`` (one program per
+request, at ``TRUNCATION_SHAPE``: correct first, not tuned; no split path yet); the lossy methods and
+a truncated ``block`` call are refused with one sentence. Greedy calls run the greedy rule whatever
+the method.
+
 No launch reads a value on the host, and scratch comes from ``_scratch``: a step can be captured
 in a CUDA graph. The truncation launches are sized for correctness first (``TRUNCATION_SHAPE``), not
 tuned.

@@ -21,7 +21,7 @@ own seeds), runs the implementation once, and tests what came out:
 - Seed reproducibility and batch invariance, where the implementation declares them; equality
   with the reference's tokens, where it declares specbench's random streams.
 - Truncation (``top_k``, ``top_p``, ``min_p``) and log-probabilities, where the implementation declares
-  them: the checks listed in ``specbench/exactness_truncation.py`` (for the ``token`` method).
+  them: the checks listed in ``specbench/exactness_truncation.py`` (each method's own truncated laws).
 
 Methods (``method``, ``specbench/methods.py``): the suite checks one verification method, ``token`` by
 default, of implementations that declare it. For another method every law is that method's own from
@@ -158,11 +158,7 @@ class Suite(_TruncationChecks):
                 for index, config in enumerate(LAW_CONFIGS):
                     self._guard(f"token and count law ({config.label})", mode, self._law, config, index)
                 self._guard("greedy identity (temperature-0 rows)", mode, self._greedy_identity, "probabilistic")
-                if self.method == "token":
-                    self._truncation_checks(mode)
-                else:
-                    self.results.append(CheckResult("truncation and log-probabilities", mode, "skipped", "-",
-                                                    detail=f"checked for the token method only (not {self.method})"))
+                self._truncation_checks(mode)
             if mode == "greedy":
                 self._guard("greedy identity (ties, NaN, +-inf)", mode, self._greedy_identity, "greedy")
             if mode == "synthetic":
@@ -205,6 +201,8 @@ class Suite(_TruncationChecks):
         return self.significance / max(sum(r.p_value is not None for r in self.results), 1)
 
     def _call(self, kwargs: dict[str, Any], keep_logprobs: bool = False) -> VerifyResult:
+        if self.method != "token" and kwargs.get("mode") == "probabilistic":
+            kwargs = {"method": self.method, **kwargs}  # every probabilistic call runs the method checked
         try:
             result = self.impl.bind(kwargs)()
         except KeyboardInterrupt as exc:

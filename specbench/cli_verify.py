@@ -86,7 +86,9 @@ def _summary(run: _Run, significance: float) -> str:
     budget = (f"{tests} statistical tests, each held to significance / {tests} = {run.suite.level:.2g} "
               f"(significance {significance:g})" if tests else "no statistical tests")
     colour = "bold red" if failed else "green"
-    line = (f"[{colour}]{escape(run.name)}: {failed} failed[/], {passed} passed, {skipped} skipped in "
+    lossy = sum(c.verdict == "lossy" for c in checks)
+    reports = f", {lossy} lossy reports" if lossy else ""
+    line = (f"[{colour}]{escape(run.name)}: {failed} failed[/], {passed} passed, {skipped} skipped{reports} in "
             f"{run.seconds:.1f} s; {budget}")
     if not methods.is_exact(run.suite.method):
         line += (f"\n[magenta]{run.suite.method} is a LOSSY method: its output does not follow the target's law "

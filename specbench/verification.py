@@ -137,9 +137,12 @@ one-hot drafts and for an invalid draft-logit row; all zeros where ``x_i`` is no
   reads every row ``p_i``, ``q_i`` up to ``n`` whole (the token rule reads two values there). An
   invalid target row ``j < n`` has ``p_j = 0``, so ``h_j = 0`` and no weight after it is positive: the
   request stops before it (or at row 0, emitting nothing, when ``j = 0``). Target probabilities
-  are read as given here too (rows that sum to 1 give the exact law). Greedy rows: the target is
-  one-hot, so the weights are 1 along the prefix that matches the argmax and 0 after it, ``h_i`` is
-  1 on it: the same prefix and the same argmax as the greedy rule, which is what runs.
+  are read as given here too (rows that sum to 1 give the exact law). One-hot drafts: the block law
+  is then the token rule's (same accepted-count and token laws, other draws): a fixed draft can be
+  accepted up to row ``i`` with probability at most ``prod_{j<i} p_j(x_j)``, which both reach.
+  Greedy rows: the target is one-hot, so the weights are 1 along the prefix that matches the argmax
+  and 0 after it, ``h_i`` is 1 on it: the same prefix and the same argmax as the greedy rule, which
+  is what runs.
 - ``typical`` (lossy; Medusa's typical acceptance, Cai et al. 2024, arXiv 2401.10774). With
   ``P_i = p_i / sum p_i`` the row as a law and ``H_i = -sum_y P_i(y) log P_i(y)`` its entropy in
   nats: accept draft ``i`` iff ``x_i`` is a valid id and ``P_i(x_i) > min(TYPICAL_EPSILON,

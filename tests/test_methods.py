@@ -131,6 +131,18 @@ def test_block_accepts_at_least_as_much_as_token_and_more_past_one_draft():
         assert same == pytest.approx(n, abs=1e-9)
 
 
+def test_block_with_one_hot_drafts_has_the_token_rules_law():
+    # a fixed draft reaches row i with probability at most prod p_j(x_j), which both rules reach
+    gen = torch.Generator().manual_seed(16)
+    for _ in range(10):
+        target = torch.randn(4, 6, generator=gen) * 1.5
+        drafts = torch.randint(0, 6, (3,), generator=gen)
+        token, block = (oracle.step_distribution(mode="probabilistic", target_logits=target, draft_token_ids=drafts,
+                                                 num_draft_tokens=3, method=m) for m in ("token", "block"))
+        assert torch.allclose(token.num_accepted_probs, block.num_accepted_probs, atol=1e-12)
+        assert torch.allclose(token.emit_probs, block.emit_probs, atol=1e-12)
+
+
 def test_lossy_methods_leave_the_target_law():
     p = torch.tensor([[0.4, 0.35, 0.25], [0.5, 0.3, 0.2]], dtype=torch.float64)
     q = torch.tensor([[0.1, 0.7, 0.2]], dtype=torch.float64)  # x = 1: q > p, within the margin of the top

@@ -184,7 +184,7 @@ def plan_cases(
     logprobs: str | None = None,
     methods: Sequence[str] = ("token",),
     inputs: str = "planned",
-    draft_noise: float = natural_inputs.DEFAULT_DRAFT_NOISE,
+    draft_noise: float | None = None,
 ) -> list[Case]:
     """Every combination, validated: ``vocabularies`` are ``(model name or None, V)``; each
     acceptance profile brings its ``K`` and rates. Greedy and synthetic cases take no draft
@@ -196,8 +196,9 @@ def plan_cases(
 
     ``methods``: the verification methods each probabilistic case runs (greedy and synthetic cases run
     ``token``: the greedy rule is every method's, and the synthetic profile has no other). ``inputs``
-    ``"natural"`` (probabilistic cases only) builds ``natural_inputs`` with ``draft_noise``; their
-    cases keep one profile per ``K`` (its rates only set ``K``).
+    ``"natural"`` (probabilistic cases only) builds ``natural_inputs`` with ``draft_noise`` (default
+    ``natural_inputs.DEFAULT_DRAFT_NOISE``; an error with planned inputs); their cases keep one profile
+    per ``K`` (its rates only set ``K``).
     """
     knobs = checked_knobs(top_k, top_p, min_p, sampling)
     for name in methods:
@@ -205,6 +206,10 @@ def plan_cases(
     if inputs not in natural_inputs.INPUTS:
         raise SpecbenchError(f"--inputs must be one of {', '.join(natural_inputs.INPUTS)}, got {inputs!r}")
     natural = inputs == "natural"
+    if draft_noise is not None and not natural:
+        raise SpecbenchError("--draft-noise is the noise of natural inputs: give --inputs natural with it")
+    if draft_noise is None:
+        draft_noise = natural_inputs.DEFAULT_DRAFT_NOISE
     if natural:
         for mode in modes:
             natural_inputs.check_natural(mode, sampling == "mixed" or any(knobs[name] is not None for name in KNOBS),

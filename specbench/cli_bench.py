@@ -329,8 +329,9 @@ def kernels_command(
     inputs: Annotated[str, typer.Option(
         "--inputs", metavar="KIND", help="planned (acceptance built in, the same for every method) or natural "
         "(drafts drawn from target logits + Gaussian noise, so methods differ; probabilistic mode).")] = "planned",
-    draft_noise: Annotated[str, typer.Option(
-        "--draft-noise", metavar="STD", help="Natural inputs: the std of the noise on the draft logits.")] = "1.0",
+    draft_noise: Annotated[str | None, typer.Option(
+        "--draft-noise", metavar="STD", help="Natural inputs: the std of the noise on the draft logits (default 1).",
+        show_default=False)] = None,
     convert: Annotated[str, typer.Option(
         "--convert", metavar="WHERE", help="For an implementation that takes its inputs in another form "
         "(probabilities, when the case gives logits): convert them outside the timed call (what a caller that "
@@ -408,7 +409,7 @@ def kernels_command(
             cuda_graph=graph_choice,
             methods=methods.parse_methods(method),
             inputs=inputs,
-            draft_noise=_number("--draft-noise", draft_noise),
+            draft_noise=None if draft_noise is None else _number("--draft-noise", draft_noise),
             **knobs,
         )
         if quick:

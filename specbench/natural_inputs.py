@@ -29,7 +29,7 @@ def check_natural(mode: str, truncated: bool, draft_noise: float) -> None:
     """Refuse what natural inputs do not cover, in one sentence each."""
     if mode != "probabilistic":
         raise SpecbenchError(f"--inputs natural draws drafts from a draft distribution: it is for the probabilistic "
-                             f"mode, not {mode} (drop that mode, or use --inputs planned)")
+                             f"mode, not {mode} (pass --mode probabilistic, or use --inputs planned)")
     if truncated:
         raise SpecbenchError("--inputs natural draws drafts from the untruncated q: it cannot be combined with "
                              "--top-k, --top-p, --min-p or --sampling mixed yet")

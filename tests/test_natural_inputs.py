@@ -76,6 +76,7 @@ def test_each_method_measures_near_its_expected_length_on_the_same_inputs():
     ({"draft_noise": -1.0}, "--draft-noise must be a finite number >= 0"),
     ({"inputs": "noisy"}, "--inputs must be one of planned, natural"),
     ({"methods": ["blok"]}, "method must be one of"),
+    ({"inputs": "planned", "draft_noise": 0.5}, "--draft-noise is the noise of natural inputs"),
 ])
 def test_what_natural_inputs_do_not_cover_is_one_sentence(options, said):
     with pytest.raises(SpecbenchError, match=said):

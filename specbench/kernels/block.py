@@ -1,11 +1,14 @@
 """Block verification (Sun et al. 2024, arXiv 2403.10444, alg. 2): one program per request.
 
 The rule is ``specbench/verification.py``'s ("Verification methods", ``block``). A program walks its
-request's draft rows once in order: per row, one pass for the softmax statistics (target and draft
-logits fused), then, past row 0, one pass for the residual mass ``r_i = sum max(w_i p_i - q_i, 0)``;
-the stop test of row ``i`` (``u_{i-1} < h_i``) and the weight ``w_{i+1}`` follow from them. The last
-test that passes fixes ``A``; one race pass over row ``A`` emits its token (the bonus, or the block
-residual ``max(w_A p_A - q_A, 0)``). Greedy rows run the greedy rule (one argmax pass per row).
+request's draft rows forward once, one pass per row for the softmax statistics (target and draft
+logits fused), which give ``p(x)``, ``q(x)`` and the weights ``w_1..w_n``. Then the paper's backward
+pass: ``A`` is the largest length whose stop test passes, so the tests run from ``n`` down and stop at
+the first that passes. Test ``n`` (``u_{n-1} q(x) < w_{n-1} p(x)``) needs no more reading; test
+``i < n`` one pass over row ``i`` for its residual mass ``r_i = sum max(w_i p_i - q_i, 0)``. A request
+that accepts everything thus reads each row once, as the token rule's kernel does. One race pass over
+row ``A`` emits its token (the bonus, or the block residual ``max(w_A p_A - q_A, 0)``). Greedy rows run
+the greedy rule (one argmax pass per row).
 
 Correct first, not tuned: the races here are not screened, and untruncated inputs only (a truncated
 call is refused by the launcher).
@@ -26,6 +29,7 @@ from specbench.kernels.decide import (
     read_at_draft,
     request_setup,
     request_valid,
+    row_at,
     sample_row,
     target_prob_of,
 )
@@ -154,13 +158,14 @@ def _verify_block_kernel(
             i += 1
             done = ((~accepted) | (i > n)).to(tl.int32)
     else:
-        weight = 1.0  # w_i, the weight before row i
-        terminal = 0  # A: the last length whose stop test passed
-        w_at = 1.0  # w_A and row A's statistics (row 0's until a test passes)
-        m_at = 0.0
-        s_at = 1.0
-        md_at = 0.0
-        sd_at = 1.0
+        # forward: each draft row's statistics (one pass) and the weights w_1..w_n from p(x), q(x); lane i
+        # of these vectors holds row i's
+        weights = tl.full([OUT_BLOCK], 1.0, tl.float32)  # w_i (w_0 = 1)
+        ms = tl.zeros([OUT_BLOCK], tl.float32)
+        ss = tl.zeros([OUT_BLOCK], tl.float32)
+        mds = tl.zeros([OUT_BLOCK], tl.float32)
+        sds = tl.zeros([OUT_BLOCK], tl.float32)
+        weight = 1.0
         last = n < 0  # the test of length n (a bool)
         for i in range(n):
             t_row = t_base + i * target_stride_k
@@ -169,17 +174,11 @@ def _verify_block_kernel(
             x_valid = (x >= 0) & (x < V)
             t_at_x, d_at_x = read_at_draft(t_row, d_row, x, x_valid, DRAFT)
             m, s, md, sd = _row_stats(t_row, d_row, V, inv_temperature, DRAFT, TARGET_PROBS, BLOCK)
-            if i == 0:
-                m_at, s_at, md_at, sd_at = m, s, md, sd
-            else:
-                # stop test of length i: u_{i-1} < h_i = r_i / (r_i + 1 - w_i)
-                r = _residual_mass(t_row, d_row, V, inv_temperature, weight, m, s, md, sd, x, x_valid, DRAFT,
-                                   TARGET_PROBS, BLOCK)
-                stop = tl.where(r > 0.0, r / (r + 1.0 - weight), 0.0)
-                if uniform_at(stream_key(key_of_seed, position + i - 1, ACCEPT), 0) < stop:
-                    terminal = i
-                    w_at = weight
-                    m_at, s_at, md_at, sd_at = m, s, md, sd
+            at_i = slots == i
+            ms = tl.where(at_i, m, ms)
+            ss = tl.where(at_i, s, ss)
+            mds = tl.where(at_i, md, mds)
+            sds = tl.where(at_i, sd, sds)
             p_x = target_prob_of(t_at_x, inv_temperature, m, s, TARGET_PROBS)
             q_x = draft_prob_of(d_at_x, inv_temperature, md, sd, DRAFT)
             p_x = tl.where(x_valid & (p_x > 0.0), p_x, 0.0)  # NaN (a row with no mass) and invalid ids: 0
@@ -188,8 +187,23 @@ def _verify_block_kernel(
             last = uniform_at(stream_key(key_of_seed, position + i, ACCEPT), 0) * q_x < weight * p_x
             mass = weight * p_x
             weight = tl.where(mass > 0.0, tl.where(mass >= q_x, 1.0, mass / tl.where(q_x > 0.0, q_x, 1.0)), 0.0)
-        if last:
-            terminal = n
+            weights = tl.where(slots == i + 1, weight, weights)
+        # backward (the paper's pass): A is the largest length whose test passes, so the tests run from n down
+        # and stop at the first that passes; test n needs nothing more, test i < n one pass over row i for
+        # r_i, and u_{i-1} < h_i = r_i / (r_i + 1 - w_i)
+        terminal = tl.where(last, n, 0)
+        i = n - 1
+        while (i > 0) & (terminal == 0):
+            x = tl.sum(tl.where(slots == i, drafts, 0), axis=0)
+            x_valid = (x >= 0) & (x < V)
+            w_i = row_at(weights, slots, i)
+            r = _residual_mass(t_base + i * target_stride_k, d_base + i * draft_stride_k, V, inv_temperature, w_i,
+                               row_at(ms, slots, i), row_at(ss, slots, i), row_at(mds, slots, i),
+                               row_at(sds, slots, i), x, x_valid, DRAFT, TARGET_PROBS, BLOCK)
+            stop = tl.where(r > 0.0, r / (r + 1.0 - w_i), 0.0)
+            if uniform_at(stream_key(key_of_seed, position + i - 1, ACCEPT), 0) < stop:
+                terminal = i
+            i -= 1
         num_accepted = terminal
         t_row = t_base + terminal * target_stride_k
         if terminal == n:
@@ -201,8 +215,10 @@ def _verify_block_kernel(
             x = tl.sum(tl.where(slots == terminal, drafts, 0), axis=0)
             x_valid = (x >= 0) & (x < V)
             key = stream_key(key_of_seed, position + terminal, RESIDUAL)
-            index = _residual_race(t_row, d_base + terminal * draft_stride_k, V, inv_temperature, w_at, m_at, s_at,
-                                   md_at, sd_at, x, x_valid, key, DRAFT, TARGET_PROBS, BLOCK)
+            index = _residual_race(t_row, d_base + terminal * draft_stride_k, V, inv_temperature,
+                                   row_at(weights, slots, terminal), row_at(ms, slots, terminal),
+                                   row_at(ss, slots, terminal), row_at(mds, slots, terminal),
+                                   row_at(sds, slots, terminal), x, x_valid, key, DRAFT, TARGET_PROBS, BLOCK)
             if index < 0:  # nothing left: the race over p with the same E_y
                 _z, _g, index = sample_row(t_row, 0, V, inv_temperature, key, TARGET_PROBS, False, BLOCK)
             token = index.to(tl.int64)

@@ -10,8 +10,8 @@ that accepts everything thus reads each row once, as the token rule's kernel doe
 row ``A`` emits its token (the bonus, or the block residual ``max(w_A p_A - q_A, 0)``). Greedy rows run
 the greedy rule (one argmax pass per row).
 
-Correct first, not tuned: the races here are not screened, and untruncated inputs only (a truncated
-call is refused by the launcher).
+Correct first, not tuned: the residual race is not screened (the bonus race is, as the token kernel's),
+and untruncated inputs only (a truncated call is refused by the launcher).
 """
 
 import triton
@@ -207,9 +207,10 @@ def _verify_block_kernel(
         num_accepted = terminal
         t_row = t_base + terminal * target_stride_k
         if terminal == n:
+            # the bonus race, screened as the token kernel's (the same winner, fewer logarithms)
             _z, _g, bonus = sample_row(t_row, 0, V, inv_temperature,
-                                       stream_key(key_of_seed, position + terminal, SAMPLE), TARGET_PROBS, False,
-                                       BLOCK)
+                                       stream_key(key_of_seed, position + terminal, SAMPLE), TARGET_PROBS, True,
+                                       BLOCK // 2)
             token = bonus.to(tl.int64)
         else:
             x = tl.sum(tl.where(slots == terminal, drafts, 0), axis=0)

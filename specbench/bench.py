@@ -70,9 +70,10 @@ from typing import Any, NamedTuple
 
 import torch
 
-from specbench import acceptance, rng, timing
+from specbench import acceptance, natural_inputs, rng, timing
 from specbench.errors import SpecbenchError
 from specbench.implementations import Implementation
+from specbench.methods import METHODS, check_method
 from specbench.sampling_cases import (
     KNOBS,
     MIXED,
@@ -108,6 +109,11 @@ class Case:
     ``top_k``, ``top_p``, ``min_p`` (None: off) truncate every request alike when ``sampling`` is
     ``"fixed"``; ``sampling="mixed"`` gives each request its own (``specbench.sampling_cases``).
     ``logprobs`` (``"processed"`` or ``"raw"``) times the step with log-probabilities returned.
+
+    ``method`` is the verification method the step runs (``specbench/methods.py``). ``inputs`` is
+    ``"planned"`` (``make_inputs``: acceptance by construction, the same for every method) or
+    ``"natural"`` (``specbench/natural_inputs.py``: drafts drawn from target logits plus Gaussian noise
+    of std ``draft_noise``; ``rates`` then only set ``K``, and the expected length comes from the inputs).
     """
 
     mode: str
@@ -126,6 +132,9 @@ class Case:
     min_p: float | None = None
     sampling: str = "fixed"
     logprobs: str | None = None
+    method: str = "token"
+    inputs: str = "planned"
+    draft_noise: float | None = None
 
     @property
     def truncated(self) -> bool:
@@ -153,16 +162,21 @@ def describe_record(record: dict) -> str:
     graph += " target-probs" if record.get("target", "logits") == "probs" else ""
     if record.get("converted"):
         graph += f" ({', '.join(record['converted'])}, {record['conversion']} the timed call)"
+    if record.get("inputs", "planned") == "natural":
+        length = f"natural noise={record['draft_noise']:g}"
+    else:
+        length = f"L={record['acceptance_length']:g}"
+    method = f" method={record['method']}" if record.get("method", "token") != "token" else ""
     return (f"{record['mode']}{draft} B={record['batch_size']} K={record['num_spec_tokens']} "
-            f"V={record['vocab_size']} {record['dtype']} L={record['acceptance_length']:g}{sampling_label(record)}"
-            f"{graph}")
+            f"V={record['vocab_size']} {record['dtype']} {length}{sampling_label(record)}{method}{graph}")
 
 
 def record_key(record: dict) -> tuple:
     """``Case.key`` of a written record (the acceptance label tells apart profiles of one mean length)."""
     return (record["mode"], record["impl"], record["batch_size"], record["num_spec_tokens"], record["vocab_size"],
             record["dtype"], record["draft"], record["acceptance"], round(float(record["acceptance_length"]), 6),
-            bool(record["cuda_graph"]), record.get("target", "logits"), record.get("conversion"), *sampling_key(record))
+            bool(record["cuda_graph"]), record.get("target", "logits"), record.get("conversion"), *sampling_key(record),
+            record.get("method", "token"), record.get("inputs", "planned"), record.get("draft_noise"))
 
 
 def plan_cases(
@@ -180,6 +194,9 @@ def plan_cases(
     min_p: float | None = None,
     sampling: str = "fixed",
     logprobs: str | None = None,
+    methods: Sequence[str] = ("token",),
+    inputs: str = "planned",
+    draft_noise: float | None = None,
 ) -> list[Case]:
     """Every combination, validated: ``vocabularies`` are ``(model name or None, V)``; each
     acceptance profile brings its ``K`` and rates. Greedy and synthetic cases take no draft
@@ -188,8 +205,29 @@ def plan_cases(
     Every case takes the sampling parameters (``sampling_cases.checked_knobs``: a knob at its off
     value is None) except greedy cases, which truncation cannot change: they are planned untruncated
     (``logprobs`` they keep).
+
+    ``methods``: the verification methods each probabilistic case runs (greedy and synthetic cases run
+    ``token``: the greedy rule is every method's, and the synthetic profile has no other). ``inputs``
+    ``"natural"`` (probabilistic cases only) builds ``natural_inputs`` with ``draft_noise`` (default
+    ``natural_inputs.DEFAULT_DRAFT_NOISE``; an error with planned inputs); their cases keep one profile
+    per ``K`` (its rates only set ``K``).
     """
     knobs = checked_knobs(top_k, top_p, min_p, sampling)
+    for name in methods:
+        check_method(name)
+    if inputs not in natural_inputs.INPUTS:
+        raise SpecbenchError(f"--inputs must be one of {', '.join(natural_inputs.INPUTS)}, got {inputs!r}")
+    natural = inputs == "natural"
+    if draft_noise is not None and not natural:
+        raise SpecbenchError("--draft-noise is the noise of natural inputs: give --inputs natural with it")
+    if draft_noise is None:
+        draft_noise = natural_inputs.DEFAULT_DRAFT_NOISE
+    if natural:
+        for mode in modes:
+            natural_inputs.check_natural(mode, sampling == "mixed" or any(knobs[name] is not None for name in KNOBS),
+                                         draft_noise)
+        profiles = list({profile.num_spec_tokens: profile for profile in profiles}.values())
+    inputs_fields = {"inputs": inputs, "draft_noise": float(draft_noise)} if natural else {}
     check_logprobs(logprobs)
     for mode in modes:
         if mode not in MODES:
@@ -218,9 +256,12 @@ def plan_cases(
                         for batch in batch_sizes:
                             for graph in cuda_graph:
                                 for target in targets:
-                                    cases.append(Case(mode, batch, profile.num_spec_tokens, vocab, dtype, draft,
-                                                      profile.rates, profile.name, graph, model, target,
-                                                      logprobs=logprobs, **(knobs if mode != "greedy" else {})))
+                                    for method in (methods if mode == "probabilistic" else ("token",)):
+                                        cases.append(Case(
+                                            mode, batch, profile.num_spec_tokens, vocab, dtype, draft, profile.rates,
+                                            "natural" if natural else profile.name, graph, model, target,
+                                            logprobs=logprobs, method=method, **inputs_fields,
+                                            **(knobs if mode != "greedy" else {})))
     return list(dict.fromkeys(cases))
 
 
@@ -259,7 +300,7 @@ class CaseInputs:
     case: Case
     target_logits: torch.Tensor  # [B, K + 1, V]
     draft_token_ids: torch.Tensor  # [B, K] int64
-    planned_accepted: torch.Tensor  # [B] int64, the A_b the inputs are built for
+    planned_accepted: torch.Tensor | None  # [B] int64, the A_b the inputs are built for (None: natural inputs)
     draft_logits: torch.Tensor | None = None  # [B, K, V]
     draft_probs: torch.Tensor | None = None  # [B, K, V]
     # num_draft_tokens, sampling (a SamplingParams: temperatures and truncation), seeds, positions
@@ -274,6 +315,8 @@ class CaseInputs:
         else:
             target = {"target_logits": self.target_logits}
         logprobs = {"logprobs": self.case.logprobs} if self.case.logprobs is not None else {}
+        if self.case.method != "token":
+            logprobs["method"] = self.case.method
         return dict(**target, draft_token_ids=self.draft_token_ids, mode=self.case.mode,
                     draft_logits=self.draft_logits, draft_probs=self.draft_probs,
                     acceptance_rates=list(self.case.rates) if synthetic else None, **self.extra, **logprobs)
@@ -300,8 +343,11 @@ def sampling_params(case: Case, device: str | torch.device = "cpu") -> SamplingP
 
 
 def make_inputs(case: Case, device: str | torch.device = "cpu", seed: int = 0) -> CaseInputs:
-    """Random inputs for ``case`` whose accepted counts are planned (see the module docstring)."""
+    """Random inputs for ``case`` whose accepted counts are planned (see the module docstring), or, for
+    ``case.inputs == "natural"``, drafts drawn from a noisy copy of the target (``natural_inputs``)."""
     device = torch.device(device)
+    if case.inputs == "natural":
+        return _natural(case, device, seed)
     batch, num_spec, vocab = case.batch_size, case.num_spec_tokens, case.vocab_size
     dtype = DTYPES[case.dtype]
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -337,6 +383,22 @@ def make_inputs(case: Case, device: str | torch.device = "cpu", seed: int = 0) -
         "seeds": rng.request_seed(seed, torch.arange(batch, dtype=torch.int64)).to(device),  # as in sweeps
         "positions": torch.zeros(batch, dtype=torch.int64, device=device),
     }
+    return inputs
+
+
+def _natural(case: Case, device: torch.device, seed: int) -> CaseInputs:
+    batch, num_spec = case.batch_size, case.num_spec_tokens
+    target, draft_logits, drafts = natural_inputs.natural_tensors(batch, num_spec, case.vocab_size, case.draft_noise,
+                                                                  DTYPES[case.dtype], device, seed)
+    inputs = CaseInputs(case, target, drafts, None)
+    if case.draft == "logits":
+        inputs.draft_logits = draft_logits
+    elif case.draft == "probs":
+        inputs.draft_probs = torch.softmax(draft_logits.float(), dim=-1).to(draft_logits.dtype)
+    inputs.extra = {"num_draft_tokens": torch.full((batch,), num_spec, dtype=torch.int32, device=device),
+                    "sampling": sampling_params(case, device),
+                    "seeds": natural_inputs.request_seeds(seed, batch, device),
+                    "positions": torch.zeros(batch, dtype=torch.int64, device=device)}
     return inputs
 
 
@@ -411,7 +473,8 @@ class Check(NamedTuple):
 
 
 def check_output(mode: str, result: VerifyResult, expected: VerifyResult, vocab_size: int,
-                 same_rng: bool = True, draft_token_ids: torch.Tensor | None = None, logprobs: bool = False) -> Check:
+                 same_rng: bool = True, draft_token_ids: torch.Tensor | None = None, logprobs: bool = False,
+                 method: str = "token") -> Check:
     """Compare an implementation's output with the reference's.
 
     Greedy and synthetic: equal tensors. Probabilistic (inputs with planned acceptance): equal
@@ -420,7 +483,7 @@ def check_output(mode: str, result: VerifyResult, expected: VerifyResult, vocab_
     near-ties, so an implementation that shares specbench's RNG must match at least 99.9 % of them
     (``token_agreement`` is that fraction); one that does not is only held to never emitting, at
     a rejection, the draft it rejected (``draft_token_ids`` ``[B, K]``: the planned inputs give
-    that draft no residual mass).
+    that draft no residual mass; a ``method`` whose replacement can be the rejected draft skips this).
 
     ``logprobs``: the case asked for log-probabilities; they must be ``[B, K + 1]``, ``NaN`` past the
     last emitted slot, and within ``1e-3`` (absolute and relative) of the reference's wherever the
@@ -462,7 +525,7 @@ def check_output(mode: str, result: VerifyResult, expected: VerifyResult, vocab_
     if same_rng and agreement < MIN_TOKEN_AGREEMENT:
         return Check(False, f"only {agreement:.2%} of sampled (residual and bonus) tokens agree with the torch "
                             f"reference (needs {MIN_TOKEN_AGREEMENT:.1%})", agreement)
-    if draft_token_ids is not None and num_slots > 1:
+    if draft_token_ids is not None and num_slots > 1 and METHODS[method].never_emits_rejected_draft:
         drafts = draft_token_ids.cpu().to(torch.int64)
         rejected = sampled & (accepted < num_slots - 1)  # the sampled token is a residual, not the bonus
         rejected_draft = drafts[requests, accepted.clamp(max=num_slots - 2)]
@@ -496,6 +559,8 @@ def _unsupported(impl: Implementation, case: Case, device: torch.device) -> str 
     reason = impl.unsupported(case.mode, device)
     if reason:
         return reason
+    if case.method not in impl.methods:
+        return f"{impl.name} declares the methods {', '.join(impl.methods)}, not {case.method}"
     if case.cuda_graph and not impl.cuda_graph:
         return f"{impl.name} declares that its calls cannot be captured in a CUDA graph"
     if case.truncated and not impl.truncation:
@@ -528,6 +593,9 @@ def _record(case: Case, impl: str, status: str, reason: str | None = None, **val
         "speedup_vs_torch": None, "tokens_per_s": None, "token_agreement": None, "status": status, "reason": reason,
     }
     record.update(sampling_fields(case))  # only what is set: an untruncated record is as before
+    record["method"] = case.method
+    if case.inputs != "planned":
+        record.update(inputs=case.inputs, draft_noise=case.draft_noise)
     record.update(values)
     return record
 
@@ -571,9 +639,10 @@ def run_case(
     device = torch.device(device)
     config = replace(config or timing.TimingConfig(), cuda_graph=case.cuda_graph)
     records: dict[str, dict] = {}
+    facts: dict[str, float] = {}  # natural inputs: their expected length, computed from them when they are made
     try:
         _check_and_time(case, implementations, device, config, peak_gbps, baselines or {}, reference, seed, records,
-                        conversion)
+                        conversion, facts)
     except Exception as exc:  # out of memory anywhere skips what is not done; a FAIL found before it stays
         if not is_out_of_memory(exc):
             raise
@@ -585,15 +654,16 @@ def run_case(
         gc.collect()
         if device.type == "cuda":
             torch.cuda.empty_cache()
-    expected = expected_acceptance_length(case, seed)
+    length = facts.get("length") if case.inputs == "natural" else expected_acceptance_length(case, seed)
     for impl in implementations:
-        records[impl.name]["expected_acceptance_length"] = expected
+        records[impl.name]["expected_acceptance_length"] = length
     return [records[impl.name] for impl in implementations]
 
 
 def expected_acceptance_length(case: Case, seed: int = 0) -> float:
     """The mean L a case's inputs are built for: the planned counts' mean (within ``1 / (2B)`` of the
-    profile's), or in the synthetic mode, where acceptance is drawn at the profile's rates, the profile's L."""
+    profile's), or in the synthetic mode, where acceptance is drawn at the profile's rates, the profile's L.
+    (Natural inputs: ``natural_inputs.expected_acceptance_length`` of the inputs themselves.)"""
     if case.mode == "synthetic":
         return case.acceptance_length
     planned = assign_accepted_counts(case.rates, case.batch_size, seed)
@@ -601,7 +671,7 @@ def expected_acceptance_length(case: Case, seed: int = 0) -> float:
 
 
 def _check_and_time(case, implementations, device, config, peak_gbps, baselines, reference, seed,
-                    records: dict[str, dict], conversion: str) -> None:
+                    records: dict[str, dict], conversion: str, facts: dict[str, float]) -> None:
     # fills ``records`` as it goes, so an out-of-memory error leaves the rows already decided
     # what an implementation's declaration rules out is said first, whatever the reference does
     for impl in implementations:
@@ -612,6 +682,9 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
     if not implementations:
         return
     inputs = make_inputs(case, device, seed)
+    if case.inputs == "natural":  # E[A | drafts] under the case's method, before anything runs
+        facts["length"] = natural_inputs.expected_acceptance_length(
+            inputs.target_logits, inputs.draft_token_ids, inputs.draft_logits, inputs.draft_probs, case.method)
     try:
         expected = reference(inputs)
     except Exception as exc:  # nothing can be checked without the reference: skip the case
@@ -641,7 +714,7 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
             records[impl.name] = _record(case, impl.name, "FAIL", f"returned {type(result).__name__}, not a VerifyResult")
             continue
         check = check_output(case.mode, result, expected, case.vocab_size, impl.same_rng, inputs.draft_token_ids,
-                             logprobs=case.logprobs is not None)
+                             logprobs=case.logprobs is not None, method=case.method)
         measured = 1.0 + float(result.num_accepted.double().mean())
         if not check.ok:
             records[impl.name] = _record(case, impl.name, "FAIL", check.reason, measured_acceptance_length=measured,

@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from specbench import acceptance, machine, models, sampling_cases, scenarios
+from specbench import acceptance, machine, methods, models, sampling_cases, scenarios
 from specbench.console import STOPPED, console, error_console, fail, lazy_module, print_table, stopped
 from specbench.errors import SpecbenchError
 
@@ -379,6 +379,15 @@ def kernels_command(
         "--logprobs", metavar="KIND", help="Time the step with each emitted token's log-probability returned: "
         "processed (after temperature and truncation) or raw (the target as given). Implementations that do not "
         "declare logprobs are skipped.", show_default=False)] = None,
+    method: Annotated[str, typer.Option(
+        "--method", metavar="NAMES", help="Verification methods, comma-separated (token, block, typical, relaxed): "
+        "each probabilistic case runs once per method, side by side.")] = "token",
+    inputs: Annotated[str, typer.Option(
+        "--inputs", metavar="KIND", help="planned (acceptance built in, the same for every method) or natural "
+        "(drafts drawn from target logits + Gaussian noise, so methods differ; probabilistic mode).")] = "planned",
+    draft_noise: Annotated[str | None, typer.Option(
+        "--draft-noise", metavar="STD", help="Natural inputs: the std of the noise on the draft logits (default 1).",
+        show_default=False)] = None,
     convert: Annotated[str, typer.Option(
         "--convert", metavar="WHERE", help="For an implementation that takes its inputs in another form "
         "(probabilities, when the case gives logits): convert them outside the timed call (what a caller that "
@@ -468,6 +477,9 @@ def kernels_command(
             drafts=_items("--draft", draft) or grid.drafts,
             targets=_items("--target", target) or ["logits"],
             cuda_graph=graph_choice,
+            methods=methods.parse_methods(method),
+            inputs=inputs,
+            draft_noise=None if draft_noise is None else _number("--draft-noise", draft_noise),
             **knobs,
         )
         if quick:

@@ -18,7 +18,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from specbench import machine
+from specbench import machine, methods
 from specbench.console import STOPPED, console, error_console, fail, lazy_module, print_error, print_table, stopped
 from specbench.errors import SpecbenchError
 
@@ -27,7 +27,7 @@ registry = lazy_module("specbench.implementations.registry")
 results = lazy_module("specbench.results")
 sweep = lazy_module("specbench.sweep")
 
-_VERDICT_STYLE = {"pass": "green", "FAIL": "bold red", "skipped": "yellow"}
+_VERDICT_STYLE = {"pass": "green", "FAIL": "bold red", "skipped": "yellow", "lossy": "magenta"}
 _MODES = ("greedy", "probabilistic", "synthetic")
 DEFAULT_SAMPLES = 20000
 INTERPRETED_SAMPLES = 200
@@ -64,13 +64,16 @@ class _Run:
 
     def __init__(self, name: str, facts: dict, modes: list[str], suite) -> None:
         self.name, self.facts, self.modes, self.suite = name, facts, modes, suite
+        if suite.method != "token":
+            self.name = f"{name} (method {suite.method})"
         self._started, self.seconds = time.perf_counter(), None
 
     def stop_clock(self) -> None:
         self.seconds = time.perf_counter() - self._started
 
     def entry(self) -> dict:
-        return {"facts": self.facts, "modes": self.modes, "seconds": round(self.seconds or 0.0, 3),
+        return {"facts": self.facts, "modes": self.modes, "method": self.suite.method,
+                "seconds": round(self.seconds or 0.0, 3),
                 "level": self.suite.level, "checks": [c.as_dict() for c in self.suite.finished()]}
 
 
@@ -83,8 +86,14 @@ def _summary(run: _Run, significance: float) -> str:
     budget = (f"{tests} statistical tests, each held to significance / {tests} = {run.suite.level:.2g} "
               f"(significance {significance:g})" if tests else "no statistical tests")
     colour = "bold red" if failed else "green"
-    return (f"[{colour}]{escape(run.name)}: {failed} failed[/], {passed} passed, {skipped} skipped in "
+    lossy = sum(c.verdict == "lossy" for c in checks)
+    reports = f", {lossy} lossy reports" if lossy else ""
+    line = (f"[{colour}]{escape(run.name)}: {failed} failed[/], {passed} passed, {skipped} skipped{reports} in "
             f"{run.seconds:.1f} s; {budget}")
+    if not methods.is_exact(run.suite.method):
+        line += (f"\n[magenta]{run.suite.method} is a LOSSY method: its output does not follow the target's law "
+                 f"(checked against its own rule; distances in the lossy rows)[/]")
+    return line
 
 
 def _checked_nothing(checks: list) -> str | None:
@@ -125,17 +134,24 @@ def verify_command(
         show_default=False)] = None,
     interpret: Annotated[bool, typer.Option(
         "--interpret", help="On a CPU, run Triton implementations under the Triton interpreter.")] = False,
+    method: Annotated[str, typer.Option(
+        "--method", metavar="NAMES", help="Verification methods to check, comma-separated: token, block, and the "
+        "lossy typical, relaxed (checked against their own rule, their distance from the target reported).")]
+        = "token",
 ) -> None:
     """Check that an implementation's outputs follow the contract: token laws, acceptance, greedy identity, edges.
     Implementations that declare truncation are also checked under top_k, top_p and min_p (ties at the
     boundaries, drafts cut like the target): each slot's token law against the truncated target, the
     accepted-count law, no emitted token outside the kept set, top_k = 1 equal to greedy, every knob
     off equal to no knobs, per-request knobs in a batch of more than 64 rows; and, where declared,
-    processed and raw log-probabilities against the float64 oracle.
+    processed and raw log-probabilities against the float64 oracle. --method block holds an implementation
+    that declares block verification to block's exact laws (oracle); a lossy method is held to its own rule,
+    and its distance from the target's law and its accepted-length gain are reported, never passed off as exact.
     """
     try:
         if interpret:
             device = machine.use_triton_interpreter(device)
+        method_names = methods.parse_methods(method)
         names = [name.strip() for name in impl.split(",") if name.strip()]
         if not names:
             raise SpecbenchError("--impl needs at least one implementation name")
@@ -173,14 +189,14 @@ def verify_command(
                                          interrupted=False)
     runs: list[_Run] = []
     try:
-        for chosen_impl in runnable:
+        for chosen_impl, method_name in ((i, m) for i in runnable for m in method_names):
             modes_here = [m for m in modes if mode != "all" or m in chosen_impl.modes]
             facts = chosen_impl.facts()
             console.print(f"[bold]{escape(chosen_impl.name)}[/]: {escape(chosen_impl.description)} "
                           f"({escape(facts['source'])}; takes target {facts['target']}, draft {facts['draft']}; "
-                          f"random streams: {facts['rng']})", highlight=False)
+                          f"random streams: {facts['rng']}; method {method_name})", highlight=False)
             suite = exactness.Suite(chosen_impl, torch_device, modes_here, samples=sample_count,
-                                    significance=significance_value, seed=seed_value)
+                                    significance=significance_value, seed=seed_value, method=method_name)
             runs.append(_Run(chosen_impl.name, facts, modes_here, suite))
             with console.status("checking", spinner="dots") as status:
                 suite.on_check = lambda name: status.update(escape(name))

@@ -21,7 +21,14 @@ own seeds), runs the implementation once, and tests what came out:
 - Seed reproducibility and batch invariance, where the implementation declares them; equality
   with the reference's tokens, where it declares specbench's random streams.
 - Truncation (``top_k``, ``top_p``, ``min_p``) and log-probabilities, where the implementation declares
-  them: the checks listed in ``specbench/exactness_truncation.py``.
+  them: the checks listed in ``specbench/exactness_truncation.py`` (each method's own truncated laws).
+
+Methods (``method``, ``specbench/methods.py``): the suite checks one verification method, ``token`` by
+default, of implementations that declare it. For another method every law is that method's own from
+the oracle (``oracle.sampled_step_law``: block verification's by enumerating the draft blocks), so an
+exact method is held to the target's law and a lossy one to its documented rule; for a lossy method
+each law check adds a ``lossy`` row: the total-variation distance of every slot's law from the
+target's, exact (oracle) and measured, and the expected accepted length against the token rule's.
 
 Statistical checks share one Bonferroni budget: each fails below ``significance / m`` (``m`` tests).
 
@@ -50,7 +57,7 @@ from typing import Any
 
 import torch
 
-from specbench import machine, oracle, rng
+from specbench import machine, methods, oracle, rng
 from specbench.errors import SpecbenchError
 from specbench.exactness_base import (
     _MAX_DRAWS,
@@ -103,8 +110,9 @@ class Suite(_TruncationChecks):
 
     def __init__(self, impl: Implementation, device: torch.device, modes: list[str], samples: int = DEFAULT_SAMPLES,
                  significance: float = DEFAULT_SIGNIFICANCE, seed: int = 0,
-                 on_check: Callable[[str], None] = lambda name: None) -> None:
+                 on_check: Callable[[str], None] = lambda name: None, method: str = "token") -> None:
         self.impl, self.device, self.modes = impl, device, modes
+        self.method = methods.check_method(method)
         self.samples, self.significance, self.seed = samples, check_significance(significance), seed
         self.on_check = on_check
         self.results: list[CheckResult] = []
@@ -139,6 +147,10 @@ class Suite(_TruncationChecks):
     def _run_checks(self) -> None:
         for mode in self.modes:
             reason = self.impl.unsupported(mode, self.device)
+            if self.method not in self.impl.methods:
+                reason = f"{self.impl.name} declares the methods {', '.join(self.impl.methods)}, not {self.method}"
+            elif mode == "synthetic" and self.method != "token":
+                reason = f"the synthetic mode accepts by its profile: it has no {self.method} rule"
             if reason:
                 self.results.append(CheckResult("all checks", mode, "skipped", "-", detail=reason))
                 continue
@@ -189,6 +201,8 @@ class Suite(_TruncationChecks):
         return self.significance / max(sum(r.p_value is not None for r in self.results), 1)
 
     def _call(self, kwargs: dict[str, Any], keep_logprobs: bool = False) -> VerifyResult:
+        if self.method != "token" and kwargs.get("mode") == "probabilistic":
+            kwargs = {"method": self.method, **kwargs}  # every probabilistic call runs the method checked
         try:
             result = self.impl.bind(kwargs)()
         except KeyboardInterrupt as exc:
@@ -244,6 +258,8 @@ class Suite(_TruncationChecks):
                   "seeds": seeds.to(device), "positions": torch.zeros(n, dtype=torch.int64, device=device)}
         if num_draft_tokens is not None:
             kwargs["num_draft_tokens"] = num_draft_tokens.to(device)
+        if self.method != "token":
+            kwargs["method"] = self.method
         return kwargs
 
     # --- the checks ---------------------------------------------------------------------------------------------
@@ -267,11 +283,29 @@ class Suite(_TruncationChecks):
         if config.fixed_drafts:
             law = oracle.step_distribution(mode="probabilistic", target_logits=target, draft_token_ids=fixed,
                                            num_draft_tokens=NUM_SPEC, draft_logits=draft_logits,
-                                           temperature=temperature)
+                                           temperature=temperature, method=self.method)
             emit, accept = law.emit_probs, law.accept_probs
-        else:
+        elif self.method == "token":
             emit, accept = _sampled_draft_law(target, q, given.get("draft_probs"), config.draft_kind, temperature)
-        return _token_and_count_checks(result, emit, accept, config.label)
+        else:
+            emit, accept = _method_law(self.method, target, q, given.get("draft_probs"), config.draft_kind,
+                                       temperature)
+        checks = _token_and_count_checks(result, emit, accept, config.label)
+        if not methods.is_exact(self.method):
+            # the exact rule's law on the same drafts: the target's for drafts drawn from q, the token rule's
+            # for fixed drafts (which no exact rule turns into the target's law)
+            if config.fixed_drafts:
+                exact_law = oracle.step_distribution(
+                    mode="probabilistic", target_logits=target, draft_token_ids=fixed, num_draft_tokens=NUM_SPEC,
+                    draft_logits=draft_logits, temperature=temperature)
+                exact_emit, token_accept = exact_law.emit_probs, exact_law.accept_probs
+            else:
+                exact_emit, token_accept = _sampled_draft_law(target, q, given.get("draft_probs"), config.draft_kind,
+                                                              temperature)
+                if config.draft_kind != "none":
+                    exact_emit = torch.stack([oracle.softmax(row, temperature) for row in target])
+            checks.append(_lossy_report(self.method, result, exact_emit, emit, accept, token_accept, config.label))
+        return checks
 
     def _greedy_identity(self, mode: str) -> list[CheckResult]:
         gen = torch.Generator().manual_seed(self.seed + 11)
@@ -290,6 +324,8 @@ class Suite(_TruncationChecks):
                   "seeds": torch.arange(n, dtype=torch.int64, device=self.device)}
         if mode == "probabilistic":
             kwargs["draft_probs"] = torch.softmax(torch.randn(n, NUM_SPEC, VOCAB, generator=gen), -1).to(self.device)
+        if self.method != "token":
+            kwargs["method"] = self.method
         got, want = self._call(kwargs), _reference(kwargs)
         return [_exact_equal(got, want, n)]
 
@@ -355,9 +391,16 @@ class Suite(_TruncationChecks):
             return [structural]
         p = oracle.softmax(target[0], 1.0)
         accept = float(sum(q[x] * oracle.acceptance_probability(p, q, x) for x in range(VOCAB)))
-        joint = []
+        joint, first_slot = [], torch.zeros(VOCAB, dtype=torch.float64)
         for count in range(NUM_SPEC + 1):
-            law = [accept**k * (1 - accept) for k in range(count)] + [accept**count]
+            if self.method == "token":
+                law = [accept**k * (1 - accept) for k in range(count)] + [accept**count]
+                first_slot += p * float((counts == count).sum()) / n
+            else:  # the method's own law for a request of `count` drafts
+                emit, rates = oracle.sampled_step_law(self.method, p.expand(count + 1, VOCAB), q.expand(count, VOCAB))
+                reach = torch.cat([torch.ones(1, dtype=torch.float64), torch.cumprod(rates, 0)])
+                law = (reach - torch.cat([reach[1:], torch.zeros(1, dtype=torch.float64)])).tolist()
+                first_slot += emit[0] * float((counts == count).sum()) / n
             joint.extend(law)
         observed = torch.zeros(len(joint), dtype=torch.int64)
         start = torch.tensor([sum(range(1, c + 1)) for c in range(NUM_SPEC + 1)])  # offset of group c
@@ -366,7 +409,8 @@ class Suite(_TruncationChecks):
         weights = torch.tensor(joint, dtype=torch.float64) * torch.repeat_interleave(group, torch.arange(1, NUM_SPEC + 2))
         return [structural,
                 _chi_square_counts("num_draft_tokens < K: joint law of (count, accepted)", observed, weights / n),
-                _chi_square_check("num_draft_tokens < K: first slot's token law (p)", result.output_token_ids[:, 0], p)]
+                _chi_square_check("num_draft_tokens < K: first slot's token law", result.output_token_ids[:, 0],
+                                  first_slot)]
 
     def _poisoned(self, mode: str) -> list[CheckResult]:
         target, draft_logits = self._rows(LAW_CONFIGS[0], 0)
@@ -423,7 +467,8 @@ class Suite(_TruncationChecks):
         n = self._few(2000)
         kwargs = self._small_batch(mode, n)
         got, want = self._call(kwargs), _reference(kwargs)
-        check = check_output(mode, got, want, VOCAB, same_rng=True, draft_token_ids=kwargs["draft_token_ids"])
+        check = check_output(mode, got, want, VOCAB, same_rng=True, draft_token_ids=kwargs["draft_token_ids"],
+                             method=self.method)
         return [CheckResult("same tokens as the reference (specbench streams)", mode,
                             "pass" if check.ok else "FAIL", "exact", samples=n,
                             detail=check.reason or f"{check.token_agreement:.2%} of sampled tokens agree")]
@@ -514,3 +559,36 @@ def _sampled_draft_law(target: torch.Tensor, q: torch.Tensor, draft_probs: torch
         accept.append(rate)
     emit.append(oracle.softmax(target[NUM_SPEC], temperature))
     return torch.stack(emit), torch.tensor(accept, dtype=torch.float64)
+
+
+def _method_law(method: str, target: torch.Tensor, q: torch.Tensor, draft_probs: torch.Tensor | None, kind: str,
+                temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``_sampled_draft_law`` for another method than ``token``: the oracle's law of each slot (drafts drawn
+    from ``q``, the sampler told ``draft_probs``, ``q`` or nothing) and the acceptance by position."""
+    p = torch.stack([oracle.softmax(row, temperature) for row in target])  # [K + 1, V]
+    if kind == "none":
+        return oracle.sampled_step_law_one_hot(method, p, q)
+    told = q if draft_probs is None else draft_probs.to(torch.float64)
+    return oracle.sampled_step_law(method, p, q, told)
+
+
+def _lossy_report(method: str, result: VerifyResult, p: torch.Tensor, emit: torch.Tensor, accept: torch.Tensor,
+                  token_accept: torch.Tensor, label: str) -> CheckResult:
+    """What a lossy method costs and gains on one config: each slot's total-variation distance from the
+    exact law ``p`` ``[K + 1, V]`` (the target's; the token rule's for fixed or one-hot drafts, which no exact
+    rule turns into the target's), exact from the oracle's ``emit`` and measured, and its expected accepted
+    length beside the token rule's (oracle). Informative: a lossy method is not failed for it."""
+    exact = [0.5 * float((emit[i] - p[i]).abs().sum()) for i in range(NUM_SPEC + 1)]
+    measured = []
+    for i in range(NUM_SPEC + 1):
+        tokens = result.output_token_ids[result.num_accepted >= i, i]
+        seen = torch.bincount(tokens.clamp(0, VOCAB - 1), minlength=VOCAB).to(torch.float64)
+        measured.append(0.5 * float((seen / tokens.numel() - p[i]).abs().sum()) if tokens.numel() else float("nan"))
+    gained, base = oracle.expected_accepted(accept), oracle.expected_accepted(token_accept)
+    measured_length = float(result.num_accepted.to(torch.float64).mean())
+    detail = (f"LOSSY ({method}): total variation from the exact law by slot, oracle "
+              f"{'/'.join(f'{x:.3f}' for x in exact)}, measured {'/'.join(f'{x:.3f}' for x in measured)}; "
+              f"expected accepted length {gained:.3f} (measured {measured_length:.3f}) vs {base:.3f} for token "
+              f"({gained - base:+.3f})")
+    return CheckResult(f"lossy: distance from the target ({label})", "", "lossy", "exact",
+                       samples=int(result.num_accepted.numel()), detail=detail, total_variation=max(exact))

@@ -30,7 +30,8 @@ _MAX_DRAWS = 1000
 
 @dataclass
 class CheckResult:
-    """One check's outcome. ``verdict`` is ``pass``, ``FAIL`` or ``skipped``; ``test`` names the test
+    """One check's outcome. ``verdict`` is ``pass``, ``FAIL``, ``skipped`` or ``lossy`` (a report on a lossy
+    method's distance from the target, which nobody fails); ``test`` names the test
     (``chi-square``, ``exact``); ``p_value`` is None for exact checks; ``samples`` counts what was tested."""
 
     name: str

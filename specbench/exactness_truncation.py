@@ -155,7 +155,13 @@ class _TruncationChecks:
             probs = _target_probs(target, config)
             kwargs["target_probs"] = probs.expand(n, *probs.shape).contiguous().to(self.device)
         result = self._call(kwargs)
-        emit, accept = _truncated_emitted_law(p_cut, q_cut, one_hot=config.draft_kind == "none")
+        one_hot = config.draft_kind == "none"
+        if self.method == "token":
+            emit, accept = _truncated_emitted_law(p_cut, q_cut, one_hot=one_hot)
+        elif one_hot:  # another method's own law on the cut rows (block: every draft block enumerated)
+            emit, accept = oracle.sampled_step_law_one_hot(self.method, p_cut, q_cut)
+        else:
+            emit, accept = oracle.sampled_step_law(self.method, p_cut, q_cut)
         checks = _token_and_count_checks(result, emit, accept, config.label)
         checks.append(_outside_check(f"outside the kept set ({config.label})", result, allowed.expand(n, -1, -1)))
         return checks

@@ -333,6 +333,175 @@ def sampled_draft_emitted_distribution(p: torch.Tensor, q: torch.Tensor) -> torc
     return total
 
 
+def _row_law(p: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """``P = p / sum p`` and its entropy in nats (``specbench/verification.py``, "typical" and "relaxed")."""
+    law = normalised(p)
+    entropy = float(-(torch.where(law > 0, law * torch.log(law), 0.0)).sum())
+    return law, entropy
+
+
+def method_acceptance(method: str, p: torch.Tensor, q: torch.Tensor, draft: int) -> float:
+    """The probability that one row accepts draft ``x`` under a per-row method (``token``, ``typical``,
+    ``relaxed``; ``block`` judges the whole block: ``block_step_distribution``, and reads ``token`` here)."""
+    from specbench import methods
+
+    if not 0 <= draft < p.numel():
+        return 0.0
+    if method in ("typical", "relaxed"):
+        law, entropy = _row_law(p)
+        if method == "typical":
+            threshold = min(methods.TYPICAL_EPSILON, methods.TYPICAL_DELTA * float(torch.exp(torch.tensor(-entropy))))
+            return 1.0 if float(law[draft]) > threshold else 0.0
+        if float(law[draft]) > 0 and entropy >= methods.RELAXED_MIN_ENTROPY and \
+                float(torch.log(law.max()) - torch.log(law[draft])) <= methods.RELAXED_MARGIN:
+            return 1.0
+    return acceptance_probability(p, q, draft)
+
+
+def method_emitted_distribution(method: str, p: torch.Tensor, q: torch.Tensor, draft: int) -> torch.Tensor:
+    """Law ``[V]`` of the token a row emits for draft ``x`` under a per-row method: ``a δ_x + (1 - a) r``
+    with ``r`` the token rule's residual, or ``p`` itself for ``typical`` (a rejected row samples ``p``)."""
+    if method == "token" or method == "block":
+        return emitted_distribution(p, q, draft)
+    if not bool(p.any()):
+        return torch.zeros_like(p)
+    accept = method_acceptance(method, p, q, draft)
+    rejected = normalised(p) if method == "typical" else residual_distribution(p, q, draft)
+    return accept * _point_mass(draft, p.numel()) + (1.0 - accept) * rejected
+
+
+def block_weights(p_draft: list[float], q_draft: list[float]) -> list[float]:
+    """``w_0 .. w_n`` of block verification: ``w_{i+1} = min(1, w_i p_i(x_i) / q_i(x_i))`` (0 when
+    ``w_i p_i(x_i) = 0``, 1 when ``q_i(x_i) = 0`` below it) from each row's ``p_i(x_i)`` and ``q_i(x_i)``."""
+    weights = [1.0]
+    for p_x, q_x in zip(p_draft, q_draft, strict=True):
+        mass = weights[-1] * p_x
+        weights.append(0.0 if mass <= 0 else (1.0 if mass >= q_x else mass / q_x))
+    return weights
+
+
+def block_step_distribution(rows: list[tuple[torch.Tensor, torch.Tensor, int]],
+                            bonus: torch.Tensor) -> StepDistribution:
+    """The exact law of block verification (Sun et al. 2024, alg. 2) for one fixed draft block.
+
+    ``rows``: ``(p_i, q_i, x_i)`` for each draft row ``i < n`` (``p_i`` as the acceptance test reads it,
+    ``q_i`` the draft's law, one-hot for one-hot drafts); ``bonus``: the law of row ``n``'s token.
+    ``P(A = k) = h_k prod_{j > k} (1 - h_j)`` (``h`` as ``specbench/verification.py`` defines it); slot
+    ``i`` emits the draft when ``A > i`` and the residual ``norm(max(w_i p_i - q_i, 0))`` when ``A = i``.
+    """
+    n = len(rows)
+    vocab = bonus.numel()
+    p_draft = [float(p[x]) if 0 <= x < vocab else 0.0 for p, _, x in rows]
+    q_draft = [float(q[x]) if 0 <= x < vocab else 0.0 for _, q, x in rows]
+    weights = block_weights(p_draft, q_draft)
+    qs = [q if 0 <= x < vocab else torch.zeros_like(q) for _, q, x in rows]  # an invalid id has no q
+    stop = [0.0] * (n + 1)
+    residuals = []
+    for i, (p, _, _) in enumerate(rows):
+        left = (weights[i] * p - qs[i]).clamp_min(0.0)
+        mass = float(left.sum())
+        if 0 < i:
+            stop[i] = mass / (mass + 1.0 - weights[i]) if mass > 0 else 0.0
+        residuals.append(normalised(left) if mass > 0 else normalised(p))
+    stop[n] = weights[n]
+    count = torch.zeros(n + 1, dtype=torch.float64)
+    survive = 1.0  # P(every test above k fails)
+    for k in range(n, 0, -1):
+        count[k] = stop[k] * survive
+        survive *= 1.0 - stop[k]
+    count[0] = survive
+    reach = torch.flip(torch.cumsum(torch.flip(count, [0]), 0), [0])  # P(A >= i)
+    accept = torch.where(reach[:n] > 0, reach[1:] / reach[:n].clamp_min(1e-300), 0.0)
+    emit = []
+    for i, (p, _, x) in enumerate(rows):
+        if float(reach[i]) > 0:
+            emit.append((float(reach[i + 1]) * _point_mass(x, vocab) + float(count[i]) * residuals[i]) / float(reach[i]))
+        else:
+            emit.append(residuals[i])
+    emit.append(bonus)
+    return StepDistribution(accept_probs=accept, reach_probs=reach, emit_probs=torch.stack(emit),
+                            num_accepted_probs=count)
+
+
+def sampled_step_law(method: str, p: torch.Tensor, q: torch.Tensor,
+                     told: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The laws of one request's step when its drafts are drawn from ``q``: ``(emit [n + 1, V], accept [n])``,
+    the law of slot ``i``'s token given that the request reaches it and ``P(A > i | A >= i)``.
+
+    ``p`` ``[n + 1, V]`` float64 target rows (laws, the same whatever the drafts), ``q`` ``[n, V]`` the laws
+    the drafts are drawn from, ``told`` ``[n, V]`` the ``q`` the sampler is given (default ``q``;
+    ``sampled_step_law_one_hot`` for a sampler given no draft distribution). Per-row methods mix the
+    emitted law over ``x ~ q``; ``block`` enumerates every draft block (``V ** n`` of them: small ``V``
+    and ``n`` only).
+    """
+    return _sampled_law(method, p, q, q if told is None else told, one_hot=False)
+
+
+def sampled_step_law_one_hot(method: str, p: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``sampled_step_law`` for a sampler given one-hot drafts (no draft distribution) drawn from ``q``."""
+    return _sampled_law(method, p, q, q, one_hot=True)
+
+
+def _sampled_law(method: str, p: torch.Tensor, q: torch.Tensor, told: torch.Tensor,
+                 one_hot: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    n, vocab = q.shape
+    if method != "block" or n == 0:
+        emit, accept = [], []
+        for i in range(n):
+            row, rate = torch.zeros(vocab, dtype=torch.float64), 0.0
+            for x in range(vocab):
+                if float(q[i, x]) <= 0:
+                    continue
+                given = _point_mass(x, vocab) if one_hot else told[i]
+                row += q[i, x] * method_emitted_distribution(method, p[i], given, x)
+                rate += float(q[i, x]) * method_acceptance(method, p[i], given, x)
+            emit.append(row)
+            accept.append(rate)
+        emit.append(normalised(p[n]))
+        return torch.stack(emit), torch.tensor(accept, dtype=torch.float64)
+    blocks = torch.cartesian_prod(*[torch.arange(vocab)] * n).reshape(-1, n)  # [M, n]
+    columns = torch.arange(n)
+    chance = q[columns, blocks].prod(dim=1)  # P(block) [M]
+    p_x = p[columns, blocks]  # [M, n]
+    q_x = torch.ones_like(p_x) if one_hot else told[columns, blocks]
+    weights = [torch.ones_like(chance)]
+    for i in range(n):
+        mass = weights[-1] * p_x[:, i]
+        ratio = mass / q_x[:, i].clamp_min(1e-300)
+        weights.append(torch.where(mass > 0, torch.where(mass >= q_x[:, i], 1.0, ratio), 0.0))
+    stop, residuals = [torch.zeros_like(chance)], []
+    for i in range(n):
+        given = torch.nn.functional.one_hot(blocks[:, i], vocab).to(torch.float64) if one_hot else told[i][None, :]
+        left = (weights[i][:, None] * p[i][None, :] - given).clamp_min(0.0)  # [M, V]
+        mass = left.sum(dim=1)
+        if i > 0:
+            stop.append(torch.where(mass > 0, mass / (mass + 1.0 - weights[i]).clamp_min(1e-300), 0.0))
+        law = normalised(p[i])[None, :].expand_as(left)
+        residuals.append(torch.where(mass[:, None] > 0, left / mass.clamp_min(1e-300)[:, None], law))
+    stop.append(weights[n])
+    count = torch.zeros(blocks.shape[0], n + 1, dtype=torch.float64)  # P(A = k | block)
+    survive = torch.ones_like(chance)
+    for k in range(n, 0, -1):
+        count[:, k] = stop[k] * survive
+        survive = survive * (1.0 - stop[k])
+    count[:, 0] = survive
+    reach_block = torch.flip(torch.cumsum(torch.flip(count, [1]), 1), [1])  # P(A >= i | block)
+    reach = chance @ reach_block  # [n + 1]
+    emit = []
+    for i in range(n):
+        drafted = torch.zeros(vocab, dtype=torch.float64).index_add_(0, blocks[:, i], chance * reach_block[:, i + 1])
+        stopped = (chance * count[:, i]) @ residuals[i]
+        emit.append((drafted + stopped) / float(reach[i]) if float(reach[i]) > 0 else normalised(p[i]))
+    emit.append(normalised(p[n]))
+    accept = torch.where(reach[:n] > 0, reach[1:] / reach[:n].clamp_min(1e-300), 0.0)
+    return torch.stack(emit), accept
+
+
+def expected_accepted(accept: torch.Tensor) -> float:
+    """``E[A] = sum_i P(A >= i)`` from the conditional acceptance ``[n]`` (``accept_probs``)."""
+    return float(torch.cumprod(accept, dim=0).sum()) if accept.numel() else 0.0
+
+
 def step_distribution(
     *,
     mode: str,
@@ -348,6 +517,7 @@ def step_distribution(
     top_p: float = 1.0,
     min_p: float = 0.0,
     truncate_draft_logits: bool = True,
+    method: str = "token",
 ) -> StepDistribution:
     """The exact law of one request's step (``specbench/verification.py``'s rules, in float64).
 
@@ -371,6 +541,8 @@ def step_distribution(
             set (``Truncation.exact`` False) is taken at ``kept_min``: pick inputs for which
             ``truncation_is_exact`` holds when comparing with a float32 backend.
         truncate_draft_logits: cut draft logits like the target (default) or take them whole.
+        method: ``"token"`` (default), ``"block"``, ``"typical"`` or ``"relaxed"``: the rule of a
+            sampled row (``specbench/methods.py``); greedy rows and the synthetic mode have one rule.
 
     Returns:
         ``StepDistribution`` with ``accept_probs [n]``, ``reach_probs [n + 1]``,
@@ -390,6 +562,7 @@ def step_distribution(
     cut = not greedy and truncation_on(vocab, **knobs)  # greedy rows ignore truncation
     accept_probs = []
     emit_rows = []
+    block_rows = []  # (p_i, q_i, x_i) of each draft row, for block verification's law
     for i in range(num_draft_tokens + 1):
         # own: the law of the row's own token; p: what the acceptance test reads (the same, but for
         # target probabilities, which it reads as given)
@@ -430,11 +603,14 @@ def step_distribution(
             if cut and truncate_draft_logits and draft_logits is not None and bool(q.any()):
                 q_cut = truncated_row(draft_logits[i], temperature, False, **knobs)[0]
                 q = q_cut if bool(q_cut.any()) else q  # an invalid draft-logit row stays one-hot
-            accept = acceptance_probability(p, q, draft) if bool(p.any()) else 0.0
-            emit = emitted_distribution(p, q, draft)
+            accept = method_acceptance(method, p, q, draft) if bool(p.any()) else 0.0
+            emit = method_emitted_distribution(method, p, q, draft)
+            block_rows.append((p, q, draft))
         accept_probs.append(accept)
         emit_rows.append(emit)
 
+    if method == "block" and not greedy and mode == "probabilistic" and num_draft_tokens > 0:
+        return block_step_distribution(block_rows, emit_rows[-1])
     accept_tensor = torch.tensor(accept_probs, dtype=torch.float64)
     reach = torch.cat([torch.ones(1, dtype=torch.float64), torch.cumprod(accept_tensor, dim=0)])  # P(A >= i)
     num_accepted = reach - torch.cat([reach[1:], torch.zeros(1, dtype=torch.float64)])  # P(A = k)

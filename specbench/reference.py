@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from specbench import rng, truncation
+from specbench import methods, rng, truncation
 from specbench.verification import VerifyResult
 
 _SIMULATE_CHUNK = 1 << 16
@@ -134,6 +134,7 @@ def verify(
     min_p: torch.Tensor | None = None,
     truncate_draft_logits: bool = True,
     logprobs: str | None = None,
+    method: str = "token",
 ) -> VerifyResult:
     """One verification step, vectorized over the batch (inputs already checked by ``specbench.verify``).
 
@@ -155,6 +156,8 @@ def verify(
             given (``specbench/truncation.py``); greedy rows ignore them.
         truncate_draft_logits: cut draft logits like the target (True) or take them whole.
         logprobs: ``"processed"``, ``"raw"`` or None.
+        method: ``"token"``, ``"block"``, ``"typical"`` or ``"relaxed"`` (``specbench/methods.py``); it
+            changes the probabilistic mode's sampled rows only.
 
     Returns:
         ``VerifyResult``: ``output_token_ids [B, K + 1]`` int64 (``-1`` past the last emitted
@@ -213,12 +216,24 @@ def verify(
             )
             q_draft = torch.where(draft_one_hot, 1.0, q_draft)  # q(x) = 1 for one-hot drafts
             # accept iff u * q(x) < p(x)  (Leviathan et al. 2022, alg. 1)
-            sampled_accept = draft_valid & (_accept_uniforms(seed_keys, positions, slots) * q_draft < p_draft)
+            u = _accept_uniforms(seed_keys, positions, slots)  # [B, K]
+            sampled_accept = draft_valid & (u * q_draft < p_draft)
+            if method != "token":
+                # every other method reads whole rows: p_i [B, K, V] as the token rule reads it, and q_i
+                rows = _MethodRows(target, is_probs, row_max, cut, draft_logits, draft_probs, inv_temperature,
+                                   drafts, draft_valid, truncate_draft_logits)
+            if method in ("typical", "relaxed"):
+                sampled_accept = _lossy_accept(method, rows.p, drafts_in_range, draft_valid, sampled_accept)
             accept = torch.where(greedy_row[:, None], accept, sampled_accept)
         alive = accept & row_valid & in_request
 
     # A = length of the accepted prefix; the terminal row A emits (the rejected slot, or the bonus row)
     num_accepted = alive.to(torch.int32).cumprod(dim=1).sum(dim=1, dtype=torch.int32)  # [B]
+    block_weights = None
+    if mode == "probabilistic" and method == "block" and num_spec > 0:
+        # block verification (Sun et al. 2024, alg. 2): A is chosen over the whole block
+        block_count, block_weights = _block_count(rows, p_draft, q_draft, draft_valid, u, num_draft_tokens)
+        num_accepted = torch.where(greedy_row, num_accepted, block_count)
     terminal = num_accepted.to(torch.int64)  # [B]
     batch_index = torch.arange(batch, device=device)
     if is_probs:
@@ -234,14 +249,15 @@ def verify(
         if cut is not None:  # p': the kept masses over their sum
             weights = torch.where(cut.on[:, None], cut.probs(terminal_row, is_probs), weights)
         rejected = terminal < num_draft_tokens.to(torch.int64)
-        residual = rejected if mode == "probabilistic" else torch.zeros_like(rejected)
+        # typical acceptance samples a rejected row's own token (the SAMPLE race over p), as the synthetic mode
+        residual = rejected if mode == "probabilistic" and method != "typical" else torch.zeros_like(rejected)
         if mode == "probabilistic" and num_spec > 0:
-            weights = torch.where(
-                residual[:, None],
-                _residual(weights, draft_logits, draft_probs, inv_temperature, drafts, terminal, vocab,
-                          cut if truncate_draft_logits else None),
-                weights,
-            )
+            if block_weights is None:
+                left = _residual(weights, draft_logits, draft_probs, inv_temperature, drafts, terminal, vocab,
+                                 cut if truncate_draft_logits else None)
+            else:
+                left = _block_residual(weights, rows.q, block_weights, terminal)
+            weights = torch.where(residual[:, None], left, weights)
         # residual race at pos + t after a probabilistic rejection; the SAMPLE race otherwise
         terminal_positions = positions + terminal
         keys = torch.where(
@@ -260,6 +276,87 @@ def verify(
         log_probs = _logprobs(logprobs, target_rows, is_probs, inv_temperature, cut, output, num_emitted)
     return VerifyResult(output_token_ids=output, num_emitted=num_emitted, num_accepted=num_accepted,
                         logprobs=log_probs)
+
+
+class _MethodRows:
+    """Whole rows for the methods beyond ``token``: ``p`` ``[B, K, V]`` the draft rows' target as the token
+    rule reads it (softmax; probabilities as given; ``p'`` for the requests cut) and ``q`` ``[B, K, V]``
+    the draft distribution (``q'`` where cut; one-hot at the draft for one-hot drafts and invalid
+    draft-logit rows; zeros where the draft id is not valid)."""
+
+    def __init__(self, target, is_probs, row_max, cut, draft_logits, draft_probs, inv_temperature, drafts,
+                 draft_valid, truncate_draft_logits):
+        vocab = target.shape[-1]
+        self.p = target if is_probs else _softmax(target, row_max)
+        if cut is not None:
+            self.p = torch.where(cut.on[:, None, None], cut.probs(target, is_probs), self.p)
+        one_hot = torch.nn.functional.one_hot(drafts.clamp(0, vocab - 1), vocab).to(torch.float32)
+        if draft_probs is not None:
+            q = torch.nan_to_num(draft_probs.to(torch.float32), nan=0.0)
+        elif draft_logits is not None:
+            cleaned = _clean(draft_logits, inv_temperature[:, None])  # [B, K, V]
+            q_max = cleaned.amax(dim=-1)
+            q = _softmax(cleaned, q_max)
+            if cut is not None and truncate_draft_logits:
+                q = torch.where(cut.on[:, None, None], cut.probs(cleaned, False), q)
+            q = torch.where((q_max > _NEG_INF)[..., None], q, one_hot)
+        else:
+            q = one_hot
+        self.q = torch.where(draft_valid[..., None], q, 0.0)
+
+
+def _row_entropy(p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    # P = p / sum p (the row as a law) [.., V] and its entropy H [..] in nats (0 log 0 = 0)
+    law = p / p.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float32).tiny)
+    entropy = -torch.where(law > 0, law * torch.log(law), 0.0).sum(dim=-1)
+    return law, entropy
+
+
+def _lossy_accept(method: str, p: torch.Tensor, drafts_in_range: torch.Tensor, draft_valid: torch.Tensor,
+                  token_accept: torch.Tensor) -> torch.Tensor:
+    # [B, K]: typical: P(x) > min(eps, delta * exp(-H)) (Medusa); relaxed: the token test, or H >= gate
+    # and log P(top) - log P(x) <= margin (FLy's entropy gate and margin)
+    law, entropy = _row_entropy(p)
+    law_draft = law.gather(2, drafts_in_range[..., None])[..., 0]
+    if method == "typical":
+        threshold = torch.clamp(methods.TYPICAL_DELTA * torch.exp(-entropy), max=methods.TYPICAL_EPSILON)
+        return draft_valid & (law_draft > threshold)
+    margin = torch.log(law.amax(dim=-1)) - torch.log(law_draft)
+    loose = draft_valid & (law_draft > 0) & (entropy >= methods.RELAXED_MIN_ENTROPY) & \
+        (margin <= methods.RELAXED_MARGIN)
+    return token_accept | loose
+
+
+def _block_count(rows: _MethodRows, p_draft: torch.Tensor, q_draft: torch.Tensor, draft_valid: torch.Tensor,
+                 u: torch.Tensor, num_draft_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    # A [B] int32 and the weights w [B, K + 1] (verification.py, "block"): w_{i+1} = min(1, w_i p_i(x_i) / q_i(x_i));
+    # stop test i < n: u_{i-1} < h_i = r_i / (r_i + 1 - w_i), r_i = sum max(w_i p_i - q_i, 0); test n: u q < w p
+    batch, num_spec = p_draft.shape
+    p_x = torch.where(draft_valid & (p_draft > 0), p_draft, 0.0)  # NaN (an invalid row) and invalid ids: 0
+    q_x = torch.where(draft_valid, q_draft, 0.0)
+    weights = [torch.ones(batch, dtype=torch.float32, device=p_draft.device)]
+    for i in range(num_spec):
+        mass = weights[-1] * p_x[:, i]
+        weights.append(torch.where(mass > 0, torch.where(mass >= q_x[:, i], 1.0, mass / q_x[:, i]), 0.0))
+    w = torch.stack(weights, dim=1)  # [B, K + 1]
+    residual_mass = (w[:, :num_spec, None] * rows.p - rows.q).clamp_min(0.0).sum(dim=-1)  # r_i [B, K]
+    stop = torch.where(residual_mass > 0, residual_mass / (residual_mass + 1.0 - w[:, :num_spec]), 0.0)  # h_i
+    n = num_draft_tokens.to(torch.int64)[:, None]
+    length = torch.arange(1, num_spec + 1, device=p_draft.device)[None, :]  # i = 1..K, tested with u_{i-1}
+    # test i < n reads h_i (row i, column i of `stop`); test n is the token rule's test on w_{n-1} p(x)
+    inner = u < torch.cat([stop[:, 1:], torch.zeros_like(stop[:, :1])], dim=1)
+    last = u * q_x < w[:, :num_spec] * p_x
+    passed = torch.where(length < n, inner, (length == n) & last)
+    count = torch.where(passed, length, 0).amax(dim=1).to(torch.int32)
+    return count, w
+
+
+def _block_residual(p: torch.Tensor, q: torch.Tensor, weights: torch.Tensor, terminal: torch.Tensor) -> torch.Tensor:
+    # max(w_A p_A - q_A, 0) [B, V] at each request's terminal row A (p itself when nothing is left)
+    batch_index = torch.arange(p.shape[0], device=p.device)
+    slot = terminal.clamp(max=q.shape[1] - 1)
+    left = (weights[batch_index, terminal][:, None] * p - q[batch_index, slot]).clamp_min(0.0)
+    return torch.where((left > 0).any(dim=-1, keepdim=True), left, p)
 
 
 def _draft_prob_at_draft(

@@ -106,6 +106,59 @@ row), exactly as the same request would be sampled without speculation:
 - NaN and infinite values are cleaned before the order (``NaN`` never survives: it has no mass);
   a row with no finite value is invalid before and after truncation.
 
+Verification methods (``method=``; the registry is ``specbench/methods.py``). Every rule above is the
+``token`` method, the default, unchanged bit for bit. A method changes only how a probabilistic
+(sampled, temperature > 0) row decides its drafts and what a stopped request emits: greedy rows
+(``mode="greedy"``, temperature 0) follow the greedy rule above whatever the method, and the synthetic
+mode, whose profile decides acceptance, refuses any method but ``token``. Inputs, layout, cleaning,
+invalid requests and rows, truncation (``p'``, ``q'`` read for ``p``, ``q``), ragged counts and
+log-probabilities are as above. Below, for one request: ``n = n_b``; ``x_i`` the draft in slot ``i``;
+``p_i`` its target row as the token rule reads it (softmax at ``T``; target probabilities as given;
+``p'_i`` under truncation); ``q_i`` the draft row (``q'_i`` under truncation; the one-hot at ``x_i`` for
+one-hot drafts and for an invalid draft-logit row; all zeros where ``x_i`` is not a valid id, and then
+``p_i(x_i) = 0``); ``u_i = U(seed, pos + i, ACCEPT)``, the uniform the token rule tests draft ``i`` with.
+
+- ``block`` (exact; Sun et al. 2024, "Block Verification Accelerates Speculative Decoding", arXiv
+  2403.10444, algorithm 2). Weights along the block: ``w_0 = 1`` and, for ``i = 0..n-1``,
+  ``w_{i+1} = min(1, w_i * p_i(x_i) / q_i(x_i))`` (0 when ``w_i * p_i(x_i) = 0``; 1 when
+  ``q_i(x_i) = 0 < w_i * p_i(x_i)``). For ``0 < i < n`` the residual mass
+  ``r_i = sum_y max(w_i * p_i(y) - q_i(y), 0)`` and the stopping probability
+  ``h_i = r_i / (r_i + 1 - w_i)`` (0 when ``r_i = 0``); ``h_n = w_n``. Stop test ``i`` (``1 <= i <= n``)
+  uses ``u_{i-1}``: it passes iff ``u_{i-1} < h_i`` for ``i < n``, and iff
+  ``u_{n-1} * q_{n-1}(x_{n-1}) < w_{n-1} * p_{n-1}(x_{n-1})`` for ``i = n`` (``u < w_n``, written as the
+  token rule's test). The accepted count ``A`` is the largest ``i`` whose test passes, 0 if none
+  (the paper's backward pass: later positions override earlier ones). The request then emits at
+  row ``A``: the bonus (the ``SAMPLE`` race over ``p_n``) when ``A = n``; otherwise the ``RESIDUAL``
+  race at ``pos + A`` over ``max(w_A * p_A - q_A, 0)`` (``p_A`` when nothing is left). So ``n = 1`` and
+  ``A = 0`` are the token rule bit for bit; the random streams are the token rule's, and a request's
+  output depends on nothing but its own inputs, seed and position. With drafts drawn from ``q``
+  the emitted tokens (continued by the target) follow the target's law, and ``E[A]`` is at least
+  the token rule's (the paper's theorems 1 and 2; ``specbench.oracle`` computes both laws). Block
+  reads every row ``p_i``, ``q_i`` up to ``n`` whole (the token rule reads two values there). An
+  invalid target row ``j < n`` has ``p_j = 0``, so ``h_j = 0`` and no weight after it is positive: the
+  request stops before it (or at row 0, emitting nothing, when ``j = 0``). Target probabilities
+  are read as given here too (rows that sum to 1 give the exact law). One-hot drafts: the block law
+  is then the token rule's (same accepted-count and token laws, other draws): a fixed draft can be
+  accepted up to row ``i`` with probability at most ``prod_{j<i} p_j(x_j)``, which both reach.
+  Greedy rows: the target is one-hot, so the weights are 1 along the prefix that matches the argmax
+  and 0 after it, ``h_i`` is 1 on it: the same prefix and the same argmax as the greedy rule, which
+  is what runs.
+- ``typical`` (lossy; Medusa's typical acceptance, Cai et al. 2024, arXiv 2401.10774). With
+  ``P_i = p_i / sum p_i`` the row as a law and ``H_i = -sum_y P_i(y) log P_i(y)`` its entropy in
+  nats: accept draft ``i`` iff ``x_i`` is a valid id and ``P_i(x_i) > min(TYPICAL_EPSILON,
+  TYPICAL_DELTA * exp(-H_i))`` (``methods.py``: Medusa's defaults 0.09 and 0.3); no random number,
+  and ``q`` is never read. ``A`` is the accepted prefix; a rejected row emits its own token, the
+  ``SAMPLE`` race at ``pos + A`` over ``p_A`` (as the synthetic mode does); the bonus as above.
+- ``relaxed`` (lossy; in the spirit of FLy, Li et al. 2025, arXiv 2511.22972: its entropy gate and
+  its log-probability margin, without the deferred window, which spans later steps): accept draft
+  ``i`` iff the token test passes (``u_i * q_i(x_i) < p_i(x_i)``), or ``x_i`` is a valid id,
+  ``H_i >= RELAXED_MIN_ENTROPY`` and ``log P_i(top) - log P_i(x_i) <= RELAXED_MARGIN`` (``top`` the
+  argmax). Rejections emit the token rule's residual. It accepts every draft the token rule
+  accepts, on the same seeds.
+
+Lossy methods do not give the target's law: ``specbench verify --method`` checks an implementation
+against the method's own law and reports the total-variation distance from the target's.
+
 Log-probabilities (``logprobs=``): ``VerifyResult.logprobs`` ``[B, K + 1]`` float32 holds, for every
 emitted token, its log-probability under the row it was emitted from, ``NaN`` past the last one:
 
@@ -129,7 +182,7 @@ from typing import Any, Literal, NamedTuple
 
 import torch
 
-from specbench import acceptance, rng
+from specbench import acceptance, methods, rng
 from specbench.errors import SpecbenchError
 
 Mode = Literal["greedy", "probabilistic", "synthetic"]
@@ -255,6 +308,7 @@ def verify(
     acceptance_rates: list[float] | None = None,
     truncate_draft_logits: bool = True,
     logprobs: str | None = None,
+    method: str = "token",
     backend: Backend = "auto",
     check_values: bool | None = None,
 ) -> VerifyResult:
@@ -284,6 +338,9 @@ def verify(
             (default), or, False, taken whole (a drafter that samples untruncated).
         logprobs: ``"processed"`` or ``"raw"`` to return each emitted token's log-probability
             (module docstring); default None, none computed.
+        method: the verification method (``specbench.methods``): ``"token"`` (default), ``"block"``,
+            or the lossy ``"typical"`` and ``"relaxed"`` (module docstring, "Verification methods").
+            Greedy rows follow the greedy rule whatever the method; the synthetic mode takes ``"token"`` only.
         backend: ``"auto"`` (Triton on a GPU, torch on the CPU), ``"triton"`` or ``"torch"``.
         check_values: inspect the values of ``num_draft_tokens`` and ``temperatures`` (a host
             read). Default: on CPU tensors only, so a GPU call never waits on the device and can
@@ -298,7 +355,8 @@ def verify(
         target_logits, draft_token_ids, target_probs=target_probs, mode=mode, num_draft_tokens=num_draft_tokens,
         draft_logits=draft_logits, draft_probs=draft_probs, sampling=sampling, temperatures=temperatures,
         seeds=seeds, positions=positions, acceptance_rates=acceptance_rates,
-        truncate_draft_logits=truncate_draft_logits, logprobs=logprobs, backend=backend, check_values=check_values,
+        truncate_draft_logits=truncate_draft_logits, logprobs=logprobs, method=method, backend=backend,
+        check_values=check_values,
     )
     return backend_verify(**kwargs)
 
@@ -319,6 +377,7 @@ def prepare_verify(
     acceptance_rates: list[float] | None = None,
     truncate_draft_logits: bool = True,
     logprobs: str | None = None,
+    method: str = "token",
     backend: Backend = "auto",
     check_values: bool | None = None,
 ) -> tuple[Callable[..., VerifyResult], dict[str, Any]]:
@@ -329,6 +388,7 @@ def prepare_verify(
     """
     if mode not in MODES:
         raise SpecbenchError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    method = methods.check_method(method, mode)
     if (target_logits is None) == (target_probs is None):
         raise SpecbenchError("give target_logits or target_probs (exactly one of the two)")
     if draft_token_ids is None:
@@ -442,6 +502,7 @@ def prepare_verify(
         **truncation,
         "truncate_draft_logits": truncate_draft_logits,
         "logprobs": logprobs,
+        "method": method,
         "seeds": seeds.to(torch.int64).contiguous(),
         "positions": positions.to(torch.int64).contiguous(),
         "conditional_rates": conditional,

@@ -11,6 +11,7 @@ import torch
 
 from specbench.errors import SpecbenchError
 from specbench.implementations.contract import Implementation
+from specbench.methods import METHODS
 from specbench.verification import VerifyResult, prepare_verify
 
 
@@ -80,15 +81,22 @@ def _ours(name: str, description: str, prepare, **facts) -> Implementation:
                           truncation=True, logprobs=True, **facts)
 
 
-def _triton(name: str, description: str, prepare) -> Implementation:
-    return _ours(name, description, prepare, cuda_graph=True, needs_gpu=True, unavailable=_triton_unavailable)
+# the torch reference follows every method; the Triton kernels token and block (block: one program per
+# request whatever the launch variant, so only the variants that do not force the split declare it)
+_EVERY_METHOD = tuple(METHODS)
+_TRITON_METHODS = ("token", "block")
+
+
+def _triton(name: str, description: str, prepare, methods: tuple[str, ...] = ("token",)) -> Implementation:
+    return _ours(name, description, prepare, cuda_graph=True, needs_gpu=True, unavailable=_triton_unavailable,
+                 methods=methods)
 
 
 BUILT_IN: dict[str, Implementation] = {
     "torch": _ours("torch", "specbench.reference: vectorized torch, the baseline", _backend("torch"),
-                   cuda_graph=True),
-    "triton": _triton("triton", "specbench.kernels: Triton kernels", _backend("triton")),
+                   cuda_graph=True, methods=_EVERY_METHOD),
+    "triton": _triton("triton", "specbench.kernels: Triton kernels", _backend("triton"), _TRITON_METHODS),
     "triton-sequential": _triton("triton-sequential", "Triton, one program per request forced",
-                                 _triton_variant("sequential")),
+                                 _triton_variant("sequential"), _TRITON_METHODS),
     "triton-split": _triton("triton-split", "Triton, the vocabulary-split kernels forced", _triton_variant("split")),
 }

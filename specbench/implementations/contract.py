@@ -25,6 +25,9 @@ the callable and declares the facts with ``@sampler(...)``:
   ``specbench/verification.py``; ``logprobs``: it takes ``logprobs`` and returns them. ``specbench
   verify`` runs the checks of a fact only when it is declared.
 - ``devices``: ``cpu``, ``cuda`` or both.
+- ``methods``: the verification methods it implements (``specbench/methods.py``), ``("token",)`` by
+  default. One that declares another is also called with ``method`` (the name of the rule to follow);
+  ``specbench verify --method`` checks an implementation only in the methods it declares.
 
 The callable is called with keyword arguments, the same names as ``specbench.verify``:
 ``mode``, ``target_logits`` or ``target_probs`` (the declared form, ``[B, K + 1, V]``),
@@ -46,6 +49,7 @@ from typing import Any
 import torch
 
 from specbench.errors import SpecbenchError
+from specbench.methods import METHODS
 from specbench.truncation import kept_mask
 from specbench.verification import MODES, VerifyResult, prepare_verify
 
@@ -83,6 +87,7 @@ class Implementation:
     truncation: bool = False
     logprobs: bool = False
     devices: tuple[str, ...] = DEVICES
+    methods: tuple[str, ...] = ("token",)
     needs_gpu: bool = False
     unavailable: Callable[[torch.device], str | None] = field(default=lambda device: None)
     source: str = "built-in"
@@ -97,7 +102,8 @@ class Implementation:
                 "target": self.target or "any", "draft": self.draft or "any", "one_hot": self.one_hot,
                 "rng": self.rng, "seeded": self.seeded, "batch_invariant": self.batch_invariant,
                 "ragged": self.ragged, "invalid_drafts": self.invalid_drafts, "cuda_graph": self.cuda_graph,
-                "truncation": self.truncation, "logprobs": self.logprobs, "devices": list(self.devices)}
+                "truncation": self.truncation, "logprobs": self.logprobs, "devices": list(self.devices),
+                "methods": list(self.methods)}
 
     def cannot_run(self, device: torch.device, interpret: bool = False) -> str | None:
         """Why it cannot run on ``device`` in this process at all (``interpret``: the Triton interpreter is on)."""
@@ -168,14 +174,16 @@ def sampler(
     truncation: bool = False,
     logprobs: bool = False,
     devices: tuple[str, ...] | list[str] = DEVICES,
+    methods: tuple[str, ...] | list[str] = ("token",),
 ) -> Callable[[Callable[..., VerifyResult]], Implementation]:
     """Declare a function as a specbench implementation (the facts: module docstring).
 
     ``@sampler(target="probs", draft="probs")`` above ``def my_sampler(**inputs) -> VerifyResult``
     makes ``my_sampler`` an ``Implementation`` that ``--impl path/to/file.py:my_sampler`` loads.
     """
-    modes, devices = tuple(modes), tuple(devices)
-    for label, values, allowed in (("modes", modes, MODES), ("devices", devices, DEVICES)):
+    modes, devices, methods = tuple(modes), tuple(devices), tuple(methods)
+    for label, values, allowed in (("modes", modes, MODES), ("devices", devices, DEVICES),
+                                   ("methods", methods, tuple(METHODS))):
         if not values or any(value not in allowed for value in values):
             raise SpecbenchError(f"{label} must be some of {', '.join(allowed)}, got {list(values)}")
     for label, value, allowed in (("target", target, FORMS), ("draft", draft, FORMS), ("rng", rng, RNG_KINDS)):
@@ -190,7 +198,8 @@ def sampler(
             name=name or fn.__name__, description=description or (doc[0] if doc else fn.__name__), fn=fn,
             modes=modes, target=target, draft=draft, one_hot=one_hot, rng=rng, seeded=seeded,
             batch_invariant=batch_invariant, ragged=ragged, invalid_drafts=invalid_drafts, cuda_graph=cuda_graph,
-            truncation=truncation, logprobs=logprobs, devices=devices, source=f"{fn.__module__}:{fn.__qualname__}",
+            truncation=truncation, logprobs=logprobs, devices=devices, methods=methods,
+            source=f"{fn.__module__}:{fn.__qualname__}",
         )
 
     return declare
@@ -287,6 +296,8 @@ def convert(impl: Implementation, kwargs: dict[str, Any], greedy_rows: bool | No
             call["truncate_draft_logits"] = False
     if impl.logprobs:
         call["logprobs"] = checked["logprobs"]
+    if impl.methods != ("token",):
+        call["method"] = checked["method"]
     if mode == "probabilistic":
         call[f"draft_{impl.draft}"] = _draft_in_form(impl, checked, temperatures, target.shape[-1], dtype)
     return call

@@ -29,8 +29,15 @@ Truncation controls (they declare ``truncation=True``; each cuts the target with
 - ``control-large-batch-tail`` drops ``top_p`` when the batch has more than 64 rows, leaving every
   row its whole tail (vLLM's top-p at 0.95 did this to batches of more than 64 rows).
 
+Block verification (``--method block``; both declare ``methods=("token", "block")``):
+
+- ``control-block-token-residual`` runs block verification (``block_sample``) but samples the
+  stopping row's replacement from the token rule's residual ``max(p - q, 0)`` where
+  ``max(w_A p - q, 0)`` is due (the vllm-ascend port's bug, #7807 and #7839): the accepted counts
+  are right, the emitted tokens are not.
+
 ``textbook`` is the same code with no rule changed: the positive control, which passes; it follows
-the truncation contract too.
+the truncation contract too, and block verification under ``--method block``.
 """
 
 from __future__ import annotations
@@ -92,6 +99,55 @@ def chain_sample(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_to
     return VerifyResult(output, num_accepted + 1, num_accepted)
 
 
+def block_sample(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_token_ids: torch.Tensor,
+                 num_draft_tokens: torch.Tensor, seeds: torch.Tensor, *, residual: str = "block") -> VerifyResult:
+    """Block verification (Sun et al. 2024, alg. 2), vectorized, with its own generator: weights
+    ``w_{i+1} = min(1, w_i p_i(x_i) / q_i(x_i))``, stopping probabilities ``h_i = r_i / (r_i + 1 - w_i)``
+    (``h_n = w_n``), ``A`` the last position whose test passes. ``residual``: ``"block"`` samples the
+    stopping row from ``max(w_A p_A - q_A, 0)``, ``"token"`` from ``max(p_A - q_A, 0)`` (a bug)."""
+    batch, num_rows, vocab = target_probs.shape
+    num_spec = num_rows - 1
+    device = target_probs.device
+    generator = _generator(seeds)
+    p, q = target_probs.to(torch.float32), draft_probs.to(torch.float32)
+    drafts = draft_token_ids.to(torch.int64)
+    valid = (drafts >= 0) & (drafts < vocab)
+    x = drafts.clamp(0, vocab - 1)[..., None]
+    q = torch.where(valid[..., None], q, 0.0)  # an invalid id was drawn from nothing
+    p_x = torch.where(valid, p[:, :num_spec].gather(2, x)[..., 0], 0.0)
+    q_x = q.gather(2, x)[..., 0]
+    weights = [torch.ones(batch, device=device)]
+    for i in range(num_spec):
+        mass = weights[-1] * p_x[:, i]
+        weights.append(torch.where(mass > 0, torch.where(mass >= q_x[:, i], 1.0, mass / q_x[:, i]), 0.0))
+    w = torch.stack(weights, dim=1)  # [B, K + 1]
+    left = (w[:, :num_spec, None] * p[:, :num_spec] - q).clamp_min(0.0).sum(-1)
+    stop = torch.where(left > 0, left / (left + 1.0 - w[:, :num_spec]), 0.0)  # h_i [B, K]
+    stop = torch.cat([stop, torch.zeros(batch, 1, device=device)], dim=1)
+    n = num_draft_tokens.to(torch.int64)
+    stop[torch.arange(batch, device=device), n] = w[torch.arange(batch, device=device), n]  # h_n = w_n
+    u = torch.rand(batch, num_spec, generator=generator, device=device)
+    length = torch.arange(1, num_spec + 1, device=device)[None, :]
+    passed = (length <= n[:, None]) & (u < stop[:, 1:])
+    num_accepted = torch.where(passed, length, 0).amax(dim=1).to(torch.int32) if num_spec else \
+        torch.zeros(batch, dtype=torch.int32, device=device)
+    terminal = num_accepted.to(torch.int64)
+    rows = torch.arange(batch, device=device)
+    target = p[rows, terminal]
+    weights_here = w[rows, terminal][:, None] if residual == "block" else 1.0
+    slot = terminal.clamp(max=max(num_spec - 1, 0))
+    draft_row = q[rows, slot] if num_spec else torch.zeros_like(target)
+    left = (weights_here * target - draft_row).clamp_min(0.0)
+    left = torch.where(left.sum(dim=1, keepdim=True) > 0, left, target)
+    weights_out = torch.where((terminal < n)[:, None], left, target)
+    token = torch.multinomial(weights_out, 1, generator=generator)[:, 0]
+    slots = torch.arange(num_spec, device=device)
+    output = torch.where(slots[None, :] < terminal[:, None], drafts, -1)
+    output = torch.cat([output, torch.full((batch, 1), -1, dtype=torch.int64, device=device)], dim=1)
+    output.scatter_(1, terminal[:, None], token[:, None])
+    return VerifyResult(output, num_accepted + 1, num_accepted)
+
+
 def truncate(probs: torch.Tensor, temperatures: torch.Tensor, top_k: torch.Tensor | None,
              top_p: torch.Tensor | None, min_p: torch.Tensor | None, *, keep_ties: bool = False) -> torch.Tensor:
     """``p'`` ``[B, R, V]`` of probabilities ``[B, R, V]``: each request's knobs (``[B]`` or None) cut its
@@ -129,12 +185,26 @@ _FACTS = {"modes": ["probabilistic"], "target": "probs", "rng": "own", "seeded":
 _TRUNCATING = {**_FACTS, "truncation": True}
 
 
+_BLOCK = ("token", "block")
+
+
 @sampler(name="textbook", description="the chain sampler in plain torch, no rule changed (positive control)",
-         draft="probs", **_TRUNCATING)
+         draft="probs", methods=_BLOCK, **_TRUNCATING)
 def textbook(*, target_probs, draft_probs, draft_token_ids, num_draft_tokens, seeds, temperatures, top_k=None,
-             top_p=None, min_p=None, **_) -> VerifyResult:
+             top_p=None, min_p=None, method="token", **_) -> VerifyResult:
     cut = truncate(target_probs, temperatures, top_k, top_p, min_p)
+    if method == "block":
+        return block_sample(cut, draft_probs, draft_token_ids, num_draft_tokens, seeds)
     return chain_sample(cut, draft_probs, draft_token_ids, num_draft_tokens, seeds)
+
+
+@sampler(name="control-block-token-residual", description="block verification sampling the stopping row from "
+         "max(p - q, 0), not max(w p - q, 0) (vllm-ascend #7807)", draft="probs", methods=_BLOCK, **_FACTS)
+def block_token_residual(*, target_probs, draft_probs, draft_token_ids, num_draft_tokens, seeds, method="token",
+                         **_) -> VerifyResult:
+    if method == "block":
+        return block_sample(target_probs, draft_probs, draft_token_ids, num_draft_tokens, seeds, residual="token")
+    return chain_sample(target_probs, draft_probs, draft_token_ids, num_draft_tokens, seeds)
 
 
 @sampler(name="control-onehot-acceptance", description="accepts by u < p(x) as if drafts were one-hot "
@@ -208,4 +278,4 @@ def large_batch_tail(*, target_probs, draft_probs, draft_token_ids, num_draft_to
 CONTROLS: dict[str, Implementation] = {impl.name: impl for impl in
                                        (textbook, onehot_acceptance, bf16_draft, residual_from_p, untempered_draft,
                                         untruncated_draft, boundary_ties, untruncated_acceptance,
-                                        large_batch_tail)}
+                                        large_batch_tail, block_token_residual)}

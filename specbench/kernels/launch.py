@@ -27,6 +27,12 @@ Truncation and log-probabilities (``specbench/kernels/truncation.py``, ``specben
 - ``logprobs``: one more launch after the step (grid ``B x (K + 1)``), reading the step's tokens and,
   for truncated requests, the summaries still in the scratch.
 
+Methods (``method``, ``specbench/methods.py``): ``token`` is everything above. ``block`` in the
+probabilistic mode, untruncated, is one launch of ``specbench/kernels/block.py`` (one program per
+request, at the truncation kernels' prepass shape: correct first, not tuned; no split path yet); the lossy methods and
+a truncated ``block`` call are refused with one sentence. Greedy calls run the greedy rule whatever
+the method.
+
 No launch reads a value on the host, and scratch comes from ``_scratch``: a step can be captured
 in a CUDA graph. The truncation launches take their shapes from ``TRUNCATION_SHAPES``, by path.
 """
@@ -45,6 +51,7 @@ import triton
 import triton.language as tl
 
 from specbench.errors import SpecbenchError
+from specbench.kernels.block import _verify_block_kernel
 from specbench.kernels.cutoffs import MAX_GROUPS
 from specbench.kernels.logprobs import _logprobs_kernel
 from specbench.kernels.sequential import _verify_sequential_kernel
@@ -315,9 +322,22 @@ def verify(
     min_p: torch.Tensor | None = None,
     truncate_draft_logits: bool = True,
     logprobs: str | None = None,
+    method: str = "token",
 ) -> VerifyResult:
     """Triton verification step; see ``specbench.verification.verify`` for arguments and results."""
-    if top_k is not None or top_p is not None or min_p is not None:
+    truncated = top_k is not None or top_p is not None or min_p is not None
+    if method != "token" and mode == "probabilistic":  # greedy rows have one rule whatever the method
+        if method != "block":
+            raise SpecbenchError(f"the triton backend has no kernel for the {method} method yet; use "
+                                 f"backend='torch' (--impl torch), which runs it on CPU and CUDA")
+        if truncated:
+            raise SpecbenchError("the triton block kernel does not take truncation (top_k, top_p, min_p) yet; use "
+                                 "backend='torch' (--impl torch) for block verification of a truncated call")
+        result = _verify_block(target_logits=target_logits, target_probs=target_probs,
+                               draft_token_ids=draft_token_ids, num_draft_tokens=num_draft_tokens,
+                               draft_logits=draft_logits, draft_probs=draft_probs, temperatures=temperatures,
+                               seeds=seeds, positions=positions)
+    elif truncated:
         result = _verify_truncated(mode=mode, target_logits=target_logits, target_probs=target_probs,
                                    draft_token_ids=draft_token_ids, num_draft_tokens=num_draft_tokens,
                                    draft_logits=draft_logits, draft_probs=draft_probs, temperatures=temperatures,
@@ -335,6 +355,24 @@ def verify(
                                               target_probs=target_probs, num_draft_tokens=num_draft_tokens,
                                               temperatures=temperatures, seeds=seeds, positions=positions,
                                               top_k=top_k, top_p=top_p, min_p=min_p, raw=logprobs == "raw"))
+
+
+def _verify_block(*, target_logits, target_probs, draft_token_ids, num_draft_tokens, draft_logits, draft_probs,
+                  temperatures, seeds, positions) -> VerifyResult:
+    # block verification, untruncated: one program per request (specbench/kernels/block.py)
+    step = _Step.of(target_logits, target_probs, draft_logits, draft_probs, draft_token_ids)
+    target, draft, draft_ids = step.target, step.draft, step.draft_ids
+    batch, num_slots, vocab = target.shape
+    out, num_emitted, num_accepted = step.result[:3]
+    if batch == 0:
+        return step.result
+    block, num_warps = _truncation_shape(vocab, target.device)
+    _BLOCK((batch,), (out, out.stride(0), num_emitted, num_accepted, target, target.stride(0), target.stride(1),
+                      draft, draft.stride(0), draft.stride(1), draft_ids, draft_ids.stride(0), num_draft_tokens,
+                      temperatures, seeds, positions, vocab, num_slots),
+           num_warps, _stream_key(target.device), DRAFT=step.draft_kind, TARGET_PROBS=step.target_is_probs,
+           BLOCK=block, OUT_BLOCK=_next_power_of_2(num_slots))
+    return step.result
 
 
 class _Step(NamedTuple):
@@ -425,6 +463,7 @@ def _verify_untruncated(
 
 
 _SEQUENTIAL = _Launcher(_verify_sequential_kernel)
+_BLOCK = _Launcher(_verify_block_kernel)
 _ROWS = _Launcher(_split_rows_kernel)
 _TERMINAL = _Launcher(_split_terminal_kernel)
 _PREPASS = _Launcher(_truncation_prepass_kernel)

@@ -1,0 +1,376 @@
+"""Verification methods (``specbench/methods.py``): block verification exact and never behind token
+verification, the lossy rules following their own documented laws, and the torch reference against
+the float64 oracle (Pearson's chi-square at ``ALPHA = 1e-3`` per check).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from specbench import SpecbenchError, oracle, verify
+from specbench.methods import METHODS, check_method, parse_methods
+
+ALPHA = 1e-3
+
+
+def _rows(seed: int, num_spec: int, vocab: int, scale: float = 1.5, noise: float = 1.0):
+    gen = torch.Generator().manual_seed(seed)
+    target = torch.randn(num_spec + 1, vocab, generator=gen) * scale
+    draft = target[:num_spec] + torch.randn(num_spec, vocab, generator=gen) * noise
+    return target, draft
+
+
+def _same(a, b) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a[:3], b[:3], strict=True))
+
+
+def test_registry_names_and_refusals():
+    assert list(METHODS) == ["token", "block", "typical", "relaxed"]
+    assert [name for name, info in METHODS.items() if not info.exact] == ["typical", "relaxed"]
+    assert parse_methods("token, block,token") == ["token", "block"]
+    with pytest.raises(SpecbenchError, match="unknown method 'blok'"):
+        parse_methods("token,blok")
+    with pytest.raises(SpecbenchError, match="synthetic mode accepts by its profile"):
+        check_method("block", "synthetic")
+    target, _ = _rows(0, 2, 5)
+    with pytest.raises(SpecbenchError, match="method must be one of"):
+        verify(target[None], torch.zeros(1, 2, dtype=torch.int64), seeds=torch.zeros(1, dtype=torch.int64),
+               method="Block")
+
+
+@pytest.mark.parametrize("form", ["logits", "probs", "one-hot", "target-probs"])
+def test_block_with_one_draft_is_the_token_rule_bit_for_bit(form):
+    # n = 1: h_1 = w_1 = min(1, p / q), the same test on the same uniform, the same residual stream
+    gen = torch.Generator().manual_seed(1)
+    batch, vocab = 300, 12
+    target = torch.randn(batch, 4, vocab, generator=gen) * 2
+    draft_logits = target[:, :3] + torch.randn(batch, 3, vocab, generator=gen)
+    q = torch.softmax(draft_logits, -1)
+    drafts = torch.multinomial(q.reshape(-1, vocab), 1, generator=gen).reshape(batch, 3)
+    kwargs = {"seeds": torch.arange(batch), "num_draft_tokens": torch.randint(0, 2, (batch,), generator=gen)}
+    if form == "logits":
+        kwargs["draft_logits"] = draft_logits
+    elif form in ("probs", "target-probs"):
+        kwargs["draft_probs"] = q
+    if form == "target-probs":
+        kwargs["target_probs"] = torch.softmax(target, -1)
+        target = None
+    token, block = (verify(target, drafts, method=m, **kwargs) for m in ("token", "block"))
+    assert _same(token, block)
+    assert int(block.num_accepted.sum()) > 0 and int((block.num_accepted == 0).sum()) > 0
+
+
+def test_greedy_rows_follow_the_greedy_rule_under_every_method():
+    target, draft = _rows(2, 3, 9)
+    batch = 64
+    logits = target.expand(batch, 4, 9) + torch.randn(batch, 4, 9, generator=torch.Generator().manual_seed(3))
+    top = logits.argmax(-1)[:, :3]
+    drafts = torch.where(torch.rand(batch, 3, generator=torch.Generator().manual_seed(4)) < 0.7, top, 0)
+    temperatures = torch.tensor([0.0, 1.0]).repeat(batch // 2)
+    common = {"draft_logits": draft.expand(batch, 3, 9).contiguous(), "seeds": torch.arange(batch),
+              "temperatures": temperatures}
+    token = verify(logits, drafts, **common)
+    for method in ("block", "typical", "relaxed"):
+        other = verify(logits, drafts, method=method, **common)
+        greedy = temperatures == 0
+        assert torch.equal(other.output_token_ids[greedy], token.output_token_ids[greedy]), method
+        greedy_mode = verify(logits, drafts, mode="greedy", method=method)
+        assert _same(greedy_mode, verify(logits, drafts, mode="greedy")), method
+
+
+def _joint_two_slots(p: torch.Tensor, q: torch.Tensor, residual_weight_one: bool = False) -> torch.Tensor:
+    # the joint law of the first two tokens of the sequence (slots the step does not emit are continued
+    # by fresh draws from the target), for block verification with n = 2 and drafts drawn from q
+    vocab = p.shape[1]
+    joint = torch.zeros(vocab, vocab, dtype=torch.float64)
+    for x0, x1 in itertools.product(range(vocab), range(vocab)):
+        chance = q[0, x0] * q[1, x1]
+        law = oracle.block_step_distribution([(p[0], q[0], x0), (p[1], q[1], x1)], p[2])
+        count = law.num_accepted_probs
+        w1 = 1.0 if residual_weight_one else oracle.block_weights([float(p[0, x0])], [float(q[0, x0])])[1]
+        first = oracle.normalised((p[0] - q[0]).clamp_min(0.0))
+        second = oracle.normalised((w1 * p[1] - q[1]).clamp_min(0.0))
+        joint += chance * count[0] * torch.outer(first, p[1])
+        joint[x0] += chance * count[1] * second
+        joint[x0, x1] += chance * count[2]
+    return joint
+
+
+def test_block_law_is_the_target_law_jointly_and_the_port_bug_is_not():
+    gen = torch.Generator().manual_seed(6)
+    p = torch.softmax(torch.randn(3, 5, generator=gen, dtype=torch.float64) * 2, -1)
+    q = torch.softmax(torch.randn(2, 5, generator=gen, dtype=torch.float64) * 2, -1)
+    want = torch.outer(p[0], p[1])
+    assert torch.allclose(_joint_two_slots(p, q), want, atol=1e-12)
+    # the residual max(p - q, 0) at the stopping row (vllm-ascend #7807): not the target's law
+    assert float((_joint_two_slots(p, q, residual_weight_one=True) - want).abs().sum()) > 1e-3
+
+
+def test_block_accepts_at_least_as_much_as_token_and_more_past_one_draft():
+    # Sun et al. 2024, theorem 2: block verification is optimal among valid verifications, so E[A] is at
+    # least the token rule's; equal for one draft (the same rule) and for q = p (both accept everything)
+    gen = torch.Generator().manual_seed(7)
+    for _ in range(60):
+        n = int(torch.randint(1, 4, (1,), generator=gen))
+        vocab = int(torch.randint(2, 7, (1,), generator=gen))
+        scale = float(torch.rand(1, generator=gen)) * 3 + 0.1
+        p = torch.softmax(torch.randn(n + 1, vocab, generator=gen, dtype=torch.float64) * scale, -1)
+        q = torch.softmax(torch.randn(n, vocab, generator=gen, dtype=torch.float64) * scale, -1)
+        token = oracle.expected_accepted(oracle.sampled_step_law("token", p, q)[1])
+        block_emit, block_accept = oracle.sampled_step_law("block", p, q)
+        block = oracle.expected_accepted(block_accept)
+        assert torch.allclose(block_emit, p, atol=1e-12)  # exact: every slot follows p
+        if n == 1:
+            assert block == pytest.approx(token, abs=1e-12)
+        else:
+            assert block > token + 1e-9, (n, vocab, block, token)
+        same = oracle.expected_accepted(oracle.sampled_step_law("block", p, p[:n].clone())[1])
+        assert same == pytest.approx(n, abs=1e-9)
+
+
+def test_block_with_one_hot_drafts_has_the_token_rules_law():
+    # a fixed draft reaches row i with probability at most prod p_j(x_j), which both rules reach
+    gen = torch.Generator().manual_seed(16)
+    for _ in range(10):
+        target = torch.randn(4, 6, generator=gen) * 1.5
+        drafts = torch.randint(0, 6, (3,), generator=gen)
+        token, block = (oracle.step_distribution(mode="probabilistic", target_logits=target, draft_token_ids=drafts,
+                                                 num_draft_tokens=3, method=m) for m in ("token", "block"))
+        assert torch.allclose(token.num_accepted_probs, block.num_accepted_probs, atol=1e-12)
+        assert torch.allclose(token.emit_probs, block.emit_probs, atol=1e-12)
+
+
+def test_lossy_methods_leave_the_target_law():
+    p = torch.tensor([[0.4, 0.35, 0.25], [0.5, 0.3, 0.2]], dtype=torch.float64)
+    q = torch.tensor([[0.1, 0.7, 0.2]], dtype=torch.float64)  # x = 1: q > p, within the margin of the top
+    for method in ("typical", "relaxed"):
+        emit, accept = oracle.sampled_step_law(method, p, q)
+        assert float(0.5 * (emit[0] - p[0]).abs().sum()) > 0.05, method
+        assert float(accept[0]) > oracle.sampled_step_law("token", p, q)[1][0]
+    # typical accepts x iff P(x) > min(0.09, 0.3 exp(-H)): here H = 1.08 nats, threshold 0.102 -> 0.09
+    law = oracle.step_distribution(mode="probabilistic", target_probs=p, draft_token_ids=torch.tensor([2]),
+                                   num_draft_tokens=1, draft_probs=q, method="typical")
+    assert float(law.accept_probs[0]) == 1.0
+
+
+def _count_pvalue(result, law) -> float:
+    import scipy.stats
+
+    observed = torch.bincount(result.num_accepted.to(torch.int64), minlength=law.num_accepted_probs.numel())
+    expected = law.num_accepted_probs * result.num_accepted.numel()
+    keep = expected > 0
+    assert int(observed[~keep].sum()) == 0, "an accepted count the law rules out"
+    if int(keep.sum()) < 2:
+        return 1.0  # one count possible (typical acceptance has no randomness): nothing more to test
+    return float(scipy.stats.chisquare(observed[keep].double(), expected[keep]).pvalue)
+
+
+@pytest.mark.parametrize("method", ["block", "typical", "relaxed"])
+@pytest.mark.parametrize("form", ["logits", "probs", "one-hot", "target-probs"])
+def test_reference_follows_the_oracle_with_fixed_drafts(method, form, chi_square):
+    num_spec, vocab, n = 3, 8, 20000
+    target, draft_logits = _rows(8, num_spec, vocab, scale=1.2, noise=0.8)
+    q = torch.softmax(draft_logits, -1)
+    p = torch.softmax(target[:num_spec], -1)
+    drafts = torch.where(q > p, p / q, 2.0).sub(0.5).abs().argmin(-1)  # accepted about half the time
+    given = {"logits": {"draft_logits": draft_logits}, "probs": {"draft_probs": q}, "one-hot": {},
+             "target-probs": {"draft_logits": draft_logits}}[form]
+    law_target = {"target_probs": torch.softmax(target, -1)} if form == "target-probs" else {"target_logits": target}
+    law = oracle.step_distribution(mode="probabilistic", draft_token_ids=drafts, num_draft_tokens=num_spec,
+                                   method=method, **law_target, **given)
+    expand = {k: v.expand(n, *v.shape).contiguous() for k, v in {**law_target, **given}.items()}
+    result = verify(expand.pop("target_logits", None), drafts.expand(n, num_spec).contiguous(), method=method,
+                    seeds=torch.arange(n), **expand)
+    assert _count_pvalue(result, law) > ALPHA
+    for slot in range(num_spec + 1):
+        reached = result.num_accepted >= slot
+        tokens = result.output_token_ids[reached, slot]
+        if tokens.numel() >= 50:
+            assert chi_square(torch.bincount(tokens, minlength=vocab), law.emit_probs[slot]) > ALPHA, slot
+
+
+def test_block_reference_with_drafts_from_q_ragged_and_invalid(chi_square):
+    num_spec, vocab, n = 3, 6, 30000
+    target, draft_logits = _rows(9, num_spec, vocab, scale=1.0, noise=1.2)
+    p = torch.softmax(target.double(), -1)
+    q = torch.softmax(draft_logits.double(), -1)
+    drafts = oracle.sample_drafts(q, n, seed=10)
+    counts = torch.arange(n, dtype=torch.int32) % (num_spec + 1)
+    drafts[counts == 3, 1] = -1  # an invalid id: the block ends at row 1 for these requests
+    result = verify(target.expand(n, 4, vocab).contiguous(), drafts, draft_logits=draft_logits.expand(n, 3, vocab)
+                    .contiguous(), num_draft_tokens=counts, seeds=torch.arange(n), method="block")
+    assert int((result.num_accepted > counts).sum()) == 0
+    invalid = counts == 3
+    assert int((result.num_accepted[invalid] > 1).sum()) == 0
+    for count in range(num_spec):  # a block of `count` drafts: the law of a request with n = count
+        mine = counts == count
+        emit, accept = oracle.sampled_step_law("block", p[:count + 1], q[:count])
+        sub = result.map(lambda t, mine=mine: t[mine])
+        want = torch.cat([torch.ones(1, dtype=torch.float64), torch.cumprod(accept, 0)])
+        want = want - torch.cat([want[1:], torch.zeros(1, dtype=torch.float64)])
+        observed = torch.bincount(sub.num_accepted.to(torch.int64), minlength=count + 1)
+        assert chi_square(observed, want) > ALPHA, count
+        for slot in range(count + 1):
+            tokens = sub.output_token_ids[sub.num_accepted >= slot, slot]
+            assert chi_square(torch.bincount(tokens, minlength=vocab), emit[slot]) > ALPHA, (count, slot)
+
+
+def test_block_under_truncation_reads_the_cut_rows(chi_square):
+    num_spec, vocab, n = 2, 10, 20000
+    target, draft_logits = _rows(11, num_spec, vocab, scale=1.0, noise=0.7)
+    drafts = torch.softmax(draft_logits, -1).argmax(-1)
+    knobs = {"top_k": 6, "top_p": 0.9}
+    assert oracle.truncation_is_exact(target_logits=target, num_draft_tokens=num_spec, draft_logits=draft_logits,
+                                      **knobs)
+    law = oracle.step_distribution(mode="probabilistic", target_logits=target, draft_token_ids=drafts,
+                                   num_draft_tokens=num_spec, draft_logits=draft_logits, method="block", **knobs)
+    from specbench import SamplingParams
+
+    result = verify(target.expand(n, 3, vocab).contiguous(), drafts.expand(n, 2).contiguous(),
+                    draft_logits=draft_logits.expand(n, 2, vocab).contiguous(), seeds=torch.arange(n),
+                    sampling=SamplingParams(top_k=6, top_p=0.9), method="block")
+    assert _count_pvalue(result, law) > ALPHA
+    for slot in range(num_spec + 1):
+        tokens = result.output_token_ids[result.num_accepted >= slot, slot]
+        assert chi_square(torch.bincount(tokens, minlength=vocab), law.emit_probs[slot]) > ALPHA, slot
+
+
+def test_methods_keep_the_random_stream_contract():
+    # a request's output depends on its own inputs, seed and position only: not on its batch
+    gen = torch.Generator().manual_seed(12)
+    batch, vocab = 40, 7
+    target = torch.randn(batch, 4, vocab, generator=gen)
+    draft_logits = target[:, :3] + torch.randn(batch, 3, vocab, generator=gen)
+    drafts = torch.randint(0, vocab, (batch, 3), generator=gen)
+    common = {"seeds": torch.arange(batch) * 7, "positions": torch.arange(batch) + 3}
+    for method in ("block", "typical", "relaxed"):
+        whole = verify(target, drafts, draft_logits=draft_logits, method=method, **common)
+        order = torch.randperm(batch, generator=gen)
+        shuffled = verify(target[order], drafts[order], draft_logits=draft_logits[order], method=method,
+                          **{k: v[order] for k, v in common.items()})
+        assert _same(whole.map(lambda t, order=order: t[order]), shuffled), method
+
+
+def test_relaxed_accepts_every_draft_the_token_rule_accepts():
+    gen = torch.Generator().manual_seed(13)
+    batch, vocab = 500, 6
+    target = torch.randn(batch, 4, vocab, generator=gen) * 0.5  # flat rows: the entropy gate opens
+    draft_logits = torch.randn(batch, 3, vocab, generator=gen)
+    drafts = torch.randint(0, vocab, (batch, 3), generator=gen)
+    common = {"draft_logits": draft_logits, "seeds": torch.arange(batch)}
+    token, relaxed = verify(target, drafts, **common), verify(target, drafts, method="relaxed", **common)
+    assert bool((relaxed.num_accepted >= token.num_accepted).all())
+    assert int(relaxed.num_accepted.sum()) > int(token.num_accepted.sum())
+
+
+def test_triton_refuses_what_it_has_no_kernel_for():
+    pytest.importorskip("triton")
+    target, draft = _rows(14, 2, 8)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    common = {"draft_logits": draft[None].to(device), "seeds": torch.zeros(1, dtype=torch.int64, device=device),
+              "backend": "triton"}
+    drafts = torch.zeros(1, 2, dtype=torch.int64, device=device)
+    with pytest.raises(SpecbenchError, match="triton backend has no kernel for the typical method"):
+        verify(target[None].to(device), drafts, method="typical", **common)
+    from specbench import SamplingParams
+
+    with pytest.raises(SpecbenchError, match="triton block kernel does not take truncation"):
+        verify(target[None].to(device), drafts, method="block", sampling=SamplingParams(top_k=3), **common)
+
+
+@pytest.mark.parametrize("form", ["logits", "probs", "one-hot", "target-probs", "target-probs, draft probs",
+                                  "target-probs, one-hot"])
+def test_triton_block_kernel_equals_the_reference(form):
+    # one program per request (specbench/kernels/block.py), under the interpreter on a CPU: tiny shapes
+    pytest.importorskip("triton")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    gen = torch.Generator().manual_seed(15)
+    batch, num_spec, vocab = 20, 3, 37
+    target = torch.randn(batch, num_spec + 1, vocab, generator=gen) * 1.5
+    draft_logits = target[:, :num_spec] + torch.randn(batch, num_spec, vocab, generator=gen)
+    q = torch.softmax(draft_logits, -1)
+    drafts = torch.multinomial(q.reshape(-1, vocab), 1, generator=gen).reshape(batch, num_spec)
+    if "one-hot" in form:  # a one-hot draft is accepted with p(x): mostly the target's top token then
+        top = target[:, :num_spec].argmax(-1)
+        drafts = torch.where(torch.rand(batch, num_spec, generator=gen) < 0.8, top, drafts)
+    drafts[0, 0], drafts[1, 2] = -1, vocab  # invalid ids
+    target[2, 1] = float("-inf")  # an invalid row inside the block
+    temperatures = torch.ones(batch)
+    temperatures[3], temperatures[4] = 0.0, 0.7  # a greedy row, another temperature
+    kwargs = {"seeds": torch.arange(batch) * 3, "positions": torch.arange(batch) + 2, "temperatures": temperatures,
+              "num_draft_tokens": torch.randint(0, num_spec + 1, (batch,), generator=gen, dtype=torch.int32)}
+    if "draft probs" in form or form == "probs":
+        kwargs["draft_probs"] = q
+    elif form in ("logits", "target-probs"):
+        kwargs["draft_logits"] = draft_logits
+    if form.startswith("target-probs"):
+        kwargs["target_probs"] = torch.softmax(target, -1)
+        target = None
+    want = verify(target, drafts, method="block", backend="torch", **kwargs)
+    moved = {k: v.to(device) for k, v in kwargs.items()}
+    got = verify(None if target is None else target.to(device), drafts.to(device), method="block",
+                 backend="triton", **moved).map(torch.Tensor.cpu)
+    assert _same(got, want)
+    assert 0 < int(want.num_accepted.sum()) < batch * num_spec
+
+
+# --- specbench verify --method ----------------------------------------------------------------------------------
+
+def _suite(name: str, method: str, samples: int = 6000):
+    from specbench.exactness import Suite
+    from specbench.implementations import resolve
+
+    return Suite(resolve(name), torch.device("cpu"), ["probabilistic"], samples=samples, seed=1, method=method).run()
+
+
+@pytest.mark.parametrize("name", ["torch", "textbook"])
+def test_verify_block_passes_correct_block_samplers(name):
+    checks = _suite(name, "block")
+    assert not [(c.name, c.detail) for c in checks if c.verdict == "FAIL"]
+    assert sum(c.verdict == "pass" and c.test == "chi-square" for c in checks) >= 30
+
+
+def test_verify_block_fails_the_token_residual_port_bug():
+    checks = _suite("control-block-token-residual", "block")
+    failed = [c.name for c in checks if c.verdict == "FAIL"]
+    assert failed and all(name.startswith("token law") for name in failed), failed
+    # the same control is a correct token sampler: the token method passes it
+    assert not [c.name for c in _suite("control-block-token-residual", "token", 3000) if c.verdict == "FAIL"]
+
+
+def test_verify_skips_what_an_implementation_does_not_declare():
+    checks = _suite("control-onehot-acceptance", "block", 100)
+    assert [c.verdict for c in checks] == ["skipped"]
+    assert "declares the methods token, not block" in checks[0].detail
+
+
+def test_verify_reports_lossy_methods_without_failing_them():
+    checks = _suite("torch", "relaxed")
+    lossy = [c for c in checks if c.verdict == "lossy"]
+    assert not [c.name for c in checks if c.verdict == "FAIL"]
+    assert len(lossy) == 8 and all(c.detail.startswith("LOSSY (relaxed)") for c in lossy)
+    assert max(c.total_variation for c in lossy) > 0.05  # the oracle's distance: not the target's law
+
+
+def test_verify_command_takes_method(tmp_path):
+    from typer.testing import CliRunner
+
+    from specbench.cli import app
+
+    runner = CliRunner()
+    bad = runner.invoke(app, ["verify", "--impl", "torch", "--method", "blok"])
+    assert bad.exit_code == 2 and "unknown method 'blok'" in bad.output
+    caught = runner.invoke(app, ["verify", "--impl", "control-block-token-residual", "--method", "block", "-m",
+                                 "probabilistic", "-n", "6000", "--seed", "1", "--json", str(tmp_path / "v.json")])
+    assert caught.exit_code == 1, caught.output
+    import json
+
+    report = json.loads((tmp_path / "v.json").read_text())
+    assert report["implementations"][0]["method"] == "block"
+    lossy = runner.invoke(app, ["verify", "--impl", "torch", "--method", "typical", "-m", "probabilistic", "-n",
+                                "2000"], env={"COLUMNS": "250"})
+    assert lossy.exit_code == 0, lossy.output
+    assert "typical is a LOSSY method" in lossy.output

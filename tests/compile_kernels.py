@@ -99,7 +99,7 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     block, warps = launch._truncation_shape(1 << 17, _GPU)
     groups = launch._group_shape(1 << 17, block)  # the top-k path's shapes
     fused_block, fused_warps = launch._truncation_shape(1 << 17, _GPU, True)
-    fused_groups = launch._group_shape(1 << 17, fused_block)
+    fused_groups = launch._group_shape(1 << 17, fused_block, True)
     step_shapes = {0: (block, warps, groups), 1: (fused_block, fused_warps, fused_groups)}
     every_knob = {"HAS_TOP_K": 1, "HAS_TOP_P": 1, "HAS_MIN_P": 1}
     out = []

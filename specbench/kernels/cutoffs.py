@@ -286,11 +286,12 @@ def _kth_largest_key(key, k, BITS: tl.constexpr):
     # one reduction); 0 when fewer than k keys are given
     digits = tl.arange(0, 1 << BITS).to(tl.uint32)
     c = tl.zeros([], tl.uint32)
-    for step in tl.static_range(32 // BITS):
-        trials = c | (digits << (32 - BITS * (step + 1)))
+    for step in range(32 // BITS):
+        shift = c * 0 + (32 - BITS * (step + 1))  # (uint32, as the keys)
+        trials = c | (digits << shift)
         at_least = tl.sum((key[:, None] >= trials[None, :]).to(tl.int32), axis=0)
         # at_least falls as the digit grows; digit 0 is the fallback (c itself)
-        c = c | (tl.max(tl.where(at_least >= k, digits, 0), axis=0).to(tl.uint32) << (32 - BITS * (step + 1)))
+        c = c | (tl.max(tl.where(at_least >= k, digits, 0), axis=0).to(tl.uint32) << shift)
     return c
 
 
@@ -301,10 +302,11 @@ def _kth_smallest_id(ids, rank, BITS: tl.constexpr):
     digits = tl.arange(0, 1 << BITS).to(tl.uint32)
     wide = ids.to(tl.uint32)
     c = tl.zeros([], tl.uint32)
-    for step in tl.static_range(32 // BITS):
-        trials = c | (digits << (32 - BITS * (step + 1)))
+    for step in range(32 // BITS):
+        shift = c * 0 + (32 - BITS * (step + 1))  # (uint32, as the keys)
+        trials = c | (digits << shift)
         below = tl.sum((wide[:, None] < trials[None, :]).to(tl.int32), axis=0)
-        c = c | (tl.max(tl.where(below < rank, digits, 0), axis=0).to(tl.uint32) << (32 - BITS * (step + 1)))
+        c = c | (tl.max(tl.where(below < rank, digits, 0), axis=0).to(tl.uint32) << shift)
     return c.to(tl.int32)
 
 

@@ -474,6 +474,9 @@ _LOGPROBS = _Launcher(_logprobs_kernel)
 # wait, and the fused path of large ones, where each program streams its rows and searches between
 # them (results/h200-issue20-s2/)
 TRUNCATION_SHAPES = {"prepass": (1024, 4), "fused": (4096, 8)}
+# Bits a step of the top-k path's radix count searches (2**bits trial values counted in one
+# reduction), by path: more warps spread the wider count thin
+SEARCH_BITS = {"prepass": 1, "fused": 2}
 
 
 def _truncation_shape(vocab: int, device: torch.device, fused: bool = False) -> tuple[int, int]:
@@ -497,21 +500,19 @@ def _knob_args(top_k, top_p, min_p, temperatures) -> tuple[tuple, dict[str, bool
 _GROUP = 32
 TOP_K_CAP_GROUPS = 64
 _LIST = 64
-# Bits a step of the top-k path's radix searches (2**SEARCH_BITS trial values counted at once)
-SEARCH_BITS = 2
 # The radix path's chunk (its 16-bin histograms hold 16 values per token of it)
 _RADIX_BLOCK = 1024
 # The prepass splits each row so that no program reads fewer than this many groups of it
 _MIN_SLICE_GROUPS = 64
 
 
-def _group_shape(vocab: int, block: int) -> dict[str, int]:
+def _group_shape(vocab: int, block: int, fused: bool = False) -> dict[str, int]:
     # the cutoff search's constexprs: the radix path's chunk, the top-k path's groups per chunk of its
     # pass, the block of a row's group maxima, the cap
     groups = -(-vocab // _GROUP)
     return {"RADIX_BLOCK": min(block, _RADIX_BLOCK), "GROUP_ROWS": max(block // _GROUP, 1),
             "GROUP_BLOCK": min(max(_next_power_of_2(groups), 16), MAX_GROUPS),
-            "CAP_GROUPS": TOP_K_CAP_GROUPS, "SEARCH_BITS": SEARCH_BITS}
+            "CAP_GROUPS": TOP_K_CAP_GROUPS, "SEARCH_BITS": SEARCH_BITS["fused" if fused else "prepass"]}
 
 
 class _TruncationScratch(NamedTuple):
@@ -595,7 +596,7 @@ def _verify_truncated(
     knobs, flags = _knob_args(top_k, top_p, min_p, temperatures)
     scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key)
     truncate_draft = draft_kind == 1 and truncate_draft_logits
-    group_shape = _group_shape(vocab, block)
+    group_shape = _group_shape(vocab, block, fused)
     common = {"MODE": _MODE_IDS[mode], "TARGET_PROBS": target_is_probs, "TRUNCATE_DRAFT": truncate_draft, **flags,
               **group_shape}
     target_args = (target, target.stride(0), target.stride(1), draft, draft.stride(0), draft.stride(1))

@@ -381,16 +381,27 @@ def _verify_truncated_kernel(
         token = x * 0 - 1
         accepted = x_valid & (i < 0)
         own_token = i < 0  # the target's own sample at this row (bonus row; synthetic rejection)
+        needed = truncated  # whether this row's target summary is read (one place finds it: the code is large)
         if MODE == MODE_SYNTHETIC:
             u = uniform_at(stream_key(key_of_seed, position + i, ACCEPT), 0)
             rate = tl.load(conditional_rates_ptr + i, mask=i < n, other=0.0)
             accepted = x_valid & (u < rate)
+            if not SUMMARIZE_EMITTED:
+                needed = truncated & (~accepted)  # an accepted draft reads no summary unless logprobs will
+        cell = (b * NUM_SLOTS + i) * 2
+        m = tl.full([], float("-inf"), tl.float32)
+        mass = tl.full([], 0.0, tl.float32)
+        tau = tl.full([], float("-inf"), tl.float32)
+        iota = tl.full([], INT32_MAX, tl.int32)
+        length = tl.full([], 0, tl.int32)
+        if needed:
+            m, mass, tau, iota, length = _row_summary(
+                cell, t_row, V, inv_temperature, k, top_p, min_p, summary_f_ptr, summary_i_ptr, group_max_ptr,
+                group_ids_ptr, list_ids_ptr, list_v_ptr, list_w_ptr, FUSED, TARGET_PROBS, RADIX_BLOCK, GROUP_ROWS,
+                GROUP_BLOCK, CAP_GROUPS, SEARCH_BITS)
+        if MODE == MODE_SYNTHETIC:
             if accepted:
                 token = x
-                if FUSED and SUMMARIZE_EMITTED and truncated:
-                    _row_summary((b * NUM_SLOTS + i) * 2, t_row, V, inv_temperature, k, top_p, min_p, summary_f_ptr,
-                                 summary_i_ptr, group_max_ptr, group_ids_ptr, list_ids_ptr, list_v_ptr, list_w_ptr,
-                                 FUSED, TARGET_PROBS, RADIX_BLOCK, GROUP_ROWS, GROUP_BLOCK, CAP_GROUPS, SEARCH_BITS)
             elif greedy:
                 _best_val, best_idx = argmax_slice(t_row, 0, V, TARGET_PROBS, BLOCK)
                 token = best_idx.to(tl.int64)
@@ -404,21 +415,16 @@ def _verify_truncated_kernel(
             own_token = i >= 0
         elif truncated:
             token, accepted = _truncated_draft(
-                t_row, d_row, b, i, x, x_valid, inv_temperature, key_of_seed, position, k, top_p, min_p,
-                summary_f_ptr, summary_i_ptr, group_max_ptr, group_ids_ptr, list_ids_ptr, list_v_ptr, list_w_ptr,
-                V, NUM_SLOTS, DRAFT, TARGET_PROBS, TRUNCATE_DRAFT, FUSED, BLOCK, RADIX_BLOCK, GROUP_ROWS, GROUP_BLOCK,
-                CAP_GROUPS, SEARCH_BITS)
+                t_row, d_row, cell, i, x, x_valid, inv_temperature, key_of_seed, position, k, top_p, min_p,
+                m, mass, tau, iota, length, summary_f_ptr, summary_i_ptr, group_max_ptr, group_ids_ptr, list_ids_ptr,
+                list_v_ptr, list_w_ptr, V, DRAFT, TARGET_PROBS, TRUNCATE_DRAFT, FUSED, BLOCK, RADIX_BLOCK, GROUP_ROWS,
+                GROUP_BLOCK, CAP_GROUPS, SEARCH_BITS)
         else:
             token, accepted = _untruncated_draft(t_row, d_row, x, x_valid, inv_temperature, key_of_seed, position + i,
                                                  V, DRAFT, TARGET_PROBS, BLOCK)
         if own_token:
             key = stream_key(key_of_seed, position + i, SAMPLE)
             if truncated:
-                cell = (b * NUM_SLOTS + i) * 2
-                m, mass, tau, iota, length = _row_summary(
-                    cell, t_row, V, inv_temperature, k, top_p, min_p, summary_f_ptr, summary_i_ptr, group_max_ptr,
-                    group_ids_ptr, list_ids_ptr, list_v_ptr, list_w_ptr, FUSED, TARGET_PROBS, RADIX_BLOCK, GROUP_ROWS,
-                    GROUP_BLOCK, CAP_GROUPS, SEARCH_BITS)
                 token = _sample_kept(t_row, V, inv_temperature, key, -1, m, mass, tau, iota,
                                      list_ids_ptr + cell * MAX_FAST_K, list_w_ptr + cell * MAX_FAST_K, length,
                                      TARGET_PROBS, BLOCK).to(tl.int64)
@@ -479,21 +485,18 @@ def _untruncated_draft(t_row, d_row, x, x_valid, inv_temperature, key_of_seed, p
     return token, accepted
 
 @triton.jit
-def _truncated_draft(t_row, d_row, b, i, x, x_valid, inv_temperature, key_of_seed, position, k, top_p, min_p,
-                     summary_f_ptr, summary_i_ptr, group_max_ptr, group_ids_ptr, list_ids_ptr, list_v_ptr,
-                     list_w_ptr, V, NUM_SLOTS, DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr,
+def _truncated_draft(t_row, d_row, cell, i, x, x_valid, inv_temperature, key_of_seed, position, k, top_p, min_p,
+                     m, mass, tau, iota, length, summary_f_ptr, summary_i_ptr, group_max_ptr, group_ids_ptr,
+                     list_ids_ptr, list_v_ptr, list_w_ptr, V, DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr,
                      TRUNCATE_DRAFT: tl.constexpr, FUSED: tl.constexpr, BLOCK: tl.constexpr,
                      RADIX_BLOCK: tl.constexpr, GROUP_ROWS: tl.constexpr, GROUP_BLOCK: tl.constexpr,
                      CAP_GROUPS: tl.constexpr, SEARCH_BITS: tl.constexpr):
-    # one draft slot of a truncated probabilistic request: accept iff u q'(x) < p'(x); on rejection
+    # one draft slot of a truncated probabilistic request (its target row's summary given, the draft
+    # side of its cell found here): accept iff u q'(x) < p'(x); on rejection
     # the race over max(p' - q', 0) (p' without x for a one-hot draft, p' itself for an id outside
     # [0, V) or when nothing is left); (token, accepted)
     t_at_x, d_at_x = read_at_draft(t_row, d_row, x, x_valid, DRAFT)
     u = uniform_at(stream_key(key_of_seed, position + i, ACCEPT), 0)
-    cell = (b * NUM_SLOTS + i) * 2
-    m, mass, tau, iota, length = _row_summary(
-        cell, t_row, V, inv_temperature, k, top_p, min_p, summary_f_ptr, summary_i_ptr, group_max_ptr, group_ids_ptr,
-        list_ids_ptr, list_v_ptr, list_w_ptr, FUSED, TARGET_PROBS, RADIX_BLOCK, GROUP_ROWS, GROUP_BLOCK, CAP_GROUPS, SEARCH_BITS)
     list_ids = list_ids_ptr + cell * MAX_FAST_K
     list_w = list_w_ptr + cell * MAX_FAST_K
     x_safe = tl.where(x_valid, x, 0)

@@ -14,12 +14,12 @@ Two ways to the cutoff:
   ``top_p`` and ``min_p`` with it). ``group_maxima`` writes the largest value of each group of
   ``GROUP`` (32) consecutive tokens to scratch: one pass over the row, which the caller may split
   across programs (a maximum is exact in any order, so the summary never depends on the split).
-  ``top_k_from_groups`` then finds ``c_k``, the k-th largest group maximum (a radix search on the
-  values' order-preserving keys, 4 bits a step); the groups whose maximum is ``>= c_k`` hold the row's first k
+  ``top_k_from_groups`` then finds ``c_k``, the k-th largest group maximum (a 32-step bisection on
+  the values' order-preserving keys); the groups whose maximum is ``>= c_k`` hold the row's first k
   tokens and every token tied with the k-th (proof at ``top_k_from_groups``). With at most
   ``CAP_GROUPS`` (64) of them, their tokens (at most 2048) are gathered once and resolved in
   registers in the contract's order: ``min_p`` (a threshold on ``w``), ``top_k`` (the k-th largest
-  value in play by a second such search; a tie there cut by id with one on the ids), then the
+  value in play by a second bisection; a tie there cut by id with a bisection on the ids), then the
   kept tokens (at most k) are compacted to the row's kept list in scratch and ``top_p`` is resolved
   on them from each one's prefix mass (a k x k comparison: the mass of the list tokens before it in
   the order). The list's ids and masses ``w`` (0 for a token top_p cut) let the step race over at
@@ -273,47 +273,34 @@ def group_maxima(row, V, inv_temperature, group_max_ptr, first, last, TARGET_PRO
 
 
 @triton.jit
-def _sort_key(value):
-    # float32 -> uint32 in the values' order, >= 1 for every value that is not NaN (0: no entry)
-    bits = value.to(tl.uint32, bitcast=True)
-    return tl.where((bits & 0x80000000) != 0, ~bits, bits | 0x80000000)
-
-
-@triton.jit
-def _kth_largest_key(key, k, BITS: tl.constexpr):
-    # the k-th largest of the sort keys `key` (uint32; 0: no entry), k >= 1: the largest c with at
-    # least k keys >= c, built BITS bits a step from the top (2**BITS trial values a step, counted in
-    # one reduction); 0 when fewer than k keys are given
-    digits = tl.arange(0, 1 << BITS).to(tl.uint32)
-    c = tl.zeros([], tl.uint32)
-    for step in range(32 // BITS):
-        shift = c * 0 + (32 - BITS * (step + 1))  # (uint32, as the keys)
-        trials = c | (digits << shift)
-        at_least = tl.sum((key[:, None] >= trials[None, :]).to(tl.int32), axis=0)
-        # at_least falls as the digit grows; digit 0 is the fallback (c itself)
-        c = c | (tl.max(tl.where(at_least >= k, digits, 0), axis=0).to(tl.uint32) << shift)
+def _kth_largest_key(key, k):
+    # the k-th largest of the order keys `key` (int64 in [0, 2**32); -1: no entry), k >= 1: the
+    # largest c with at least k keys >= c, built bit by bit from the top (32 counts over the block,
+    # in registers); 0 when fewer than k keys are given
+    c = tl.full([], 0, tl.int64)
+    for step in range(32):
+        trial = c | (tl.full([], 1, tl.int64) << (31 - step))
+        at_least = tl.sum((key >= trial).to(tl.int32), axis=0)
+        c = tl.where(at_least >= k, trial, c)
     return c
 
 
 @triton.jit
-def _kth_smallest_id(ids, rank, BITS: tl.constexpr):
+def _kth_smallest_id(ids, rank):
     # the rank-th smallest of `ids` (int32 >= 0; INT32_MAX: no entry), rank >= 1: the largest c
-    # with fewer than rank ids below it, built BITS bits a step from the top
-    digits = tl.arange(0, 1 << BITS).to(tl.uint32)
-    wide = ids.to(tl.uint32)
-    c = tl.zeros([], tl.uint32)
-    for step in range(32 // BITS):
-        shift = c * 0 + (32 - BITS * (step + 1))  # (uint32, as the keys)
-        trials = c | (digits << shift)
-        below = tl.sum((wide[:, None] < trials[None, :]).to(tl.int32), axis=0)
-        c = c | (tl.max(tl.where(below < rank, digits, 0), axis=0).to(tl.uint32) << shift)
-    return c.to(tl.int32)
+    # with fewer than rank ids below it, built bit by bit from the top
+    c = tl.full([], 0, tl.int32)
+    for step in range(31):
+        trial = c | (tl.full([], 1, tl.int32) << (30 - step))
+        below = tl.sum((ids < trial).to(tl.int32), axis=0)
+        c = tl.where(below < rank, trial, c)
+    return c
 
 
 @triton.jit
 def top_k_from_groups(row, V, inv_temperature, k, top_p, min_p, group_max_ptr, group_ids_ptr, list_ids_ptr,
                       list_v_ptr, list_w_ptr, TARGET_PROBS: tl.constexpr, GROUP_BLOCK: tl.constexpr,
-                      CAP_GROUPS: tl.constexpr, SEARCH_BITS: tl.constexpr):
+                      CAP_GROUPS: tl.constexpr):
     # The summary (done, m, S, tau, iota, n) of a top-k path row whose group maxima are in scratch,
     # its kept list written (n ids and masses; list_v holds the compaction's values); done = False
     # (nothing else meaningful) when more than CAP_GROUPS groups qualify, for the radix path.
@@ -337,8 +324,8 @@ def top_k_from_groups(row, V, inv_temperature, k, top_p, min_p, group_max_ptr, g
     length = tl.full([], 0, tl.int32)
     if m > float("-inf"):  # (else nothing is kept, as on the radix path)
         has_mass = (groups < num_groups) & (group_max > float("-inf"))
-        key = tl.where(has_mass, _sort_key(group_max), tl.zeros_like(_sort_key(group_max)))
-        qualify = has_mass & (key >= _kth_largest_key(key, k, SEARCH_BITS))
+        key = tl.where(has_mass, _order_key(group_max), -1)
+        qualify = has_mass & (key >= _kth_largest_key(key, k))
         count = tl.sum(qualify.to(tl.int32), axis=0)
         done = count <= CAP_GROUPS
         if done:
@@ -358,13 +345,13 @@ def top_k_from_groups(row, V, inv_temperature, k, top_p, min_p, group_max_ptr, g
             play = (value > float("-inf")) & (weight >= minp_threshold) & (offs < V)
             # top_k among what min_p kept: the k-th largest value c (counting ties), then of the
             # tokens tied at c the lowest ids, as many as the first k still need
-            value_key = tl.where(play, _sort_key(value), tl.zeros_like(_sort_key(value)))
-            c = _kth_largest_key(value_key, k, SEARCH_BITS)  # 0 (below every key in play) when fewer than k are
+            value_key = tl.where(play, _order_key(value), -1)
+            c = _kth_largest_key(value_key, k)  # 0 (below every key in play) when fewer than k are
             above = tl.sum((value_key > c).to(tl.int32), axis=0)
-            tie = play & (value_key == c)  # (c = 0 matches no token in play)
+            tie = play & (value_key == c)
             cut_id = tl.full([], INT32_MAX, tl.int32)
             if tl.sum(tie.to(tl.int32), axis=0) > k - above:
-                cut_id = _kth_smallest_id(tl.where(tie, offs, INT32_MAX), k - above, SEARCH_BITS)
+                cut_id = _kth_smallest_id(tl.where(tie, offs, INT32_MAX), k - above)
             kept = play & ((value_key > c) | (tie & (offs <= cut_id)))
             # the kept tokens (at most k) to the kept list, in gathered order
             length = tl.sum(kept.to(tl.int32), axis=0)
@@ -401,8 +388,7 @@ def top_k_from_groups(row, V, inv_temperature, k, top_p, min_p, group_max_ptr, g
 @triton.jit
 def summarize_row(row, V, inv_temperature, k, top_p, min_p, group_max_ptr, group_ids_ptr, list_ids_ptr, list_v_ptr,
                   list_w_ptr, TARGET_PROBS: tl.constexpr, RADIX_BLOCK: tl.constexpr, GROUP_ROWS: tl.constexpr,
-                  GROUP_BLOCK: tl.constexpr, CAP_GROUPS: tl.constexpr, WRITE_MAXIMA: tl.constexpr,
-                  SEARCH_BITS: tl.constexpr):
+                  GROUP_BLOCK: tl.constexpr, CAP_GROUPS: tl.constexpr, WRITE_MAXIMA: tl.constexpr):
     # A row's summary (m, S, tau, iota, n) under the knobs (normalised by request_knobs): the top-k
     # path where it applies (its group maxima written here with WRITE_MAXIMA, else already in
     # scratch), the radix path otherwise (or when ties made it give up), by this program alone.
@@ -419,7 +405,7 @@ def summarize_row(row, V, inv_temperature, k, top_p, min_p, group_max_ptr, group
             tl.debug_barrier()  # the maxima written by every thread of the program
         done, m, mass, tau, iota, length = top_k_from_groups(
             row, V, inv_temperature, k, top_p, min_p, group_max_ptr, group_ids_ptr, list_ids_ptr, list_v_ptr,
-            list_w_ptr, TARGET_PROBS, GROUP_BLOCK, CAP_GROUPS, SEARCH_BITS)
+            list_w_ptr, TARGET_PROBS, GROUP_BLOCK, CAP_GROUPS)
     if not done:
         m, mass, tau, iota = truncate_row_radix(row, V, inv_temperature, k, top_p, min_p, TARGET_PROBS, RADIX_BLOCK)
         length = tl.full([], 0, tl.int32)

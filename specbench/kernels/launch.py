@@ -473,10 +473,7 @@ _LOGPROBS = _Launcher(_logprobs_kernel)
 # prepass path of small batches, where a row's cutoff search is one program's work while the others
 # wait, and the fused path of large ones, where each program streams its rows and searches between
 # them (results/h200-issue20-s2/)
-TRUNCATION_SHAPES = {"prepass": (1024, 4), "fused": (4096, 8)}
-# Bits a step of the top-k path's radix count searches (2**bits trial values counted in one
-# reduction), by path: more warps spread the wider count thin
-SEARCH_BITS = {"prepass": 1, "fused": 2}
+TRUNCATION_SHAPES = {"prepass": (1024, 4), "fused": (1024, 4)}
 
 
 def _truncation_shape(vocab: int, device: torch.device, fused: bool = False) -> tuple[int, int]:
@@ -512,7 +509,7 @@ def _group_shape(vocab: int, block: int, fused: bool = False) -> dict[str, int]:
     groups = -(-vocab // _GROUP)
     return {"RADIX_BLOCK": min(block, _RADIX_BLOCK), "GROUP_ROWS": max(block // _GROUP, 1),
             "GROUP_BLOCK": min(max(_next_power_of_2(groups), 16), MAX_GROUPS),
-            "CAP_GROUPS": TOP_K_CAP_GROUPS, "SEARCH_BITS": SEARCH_BITS["fused" if fused else "prepass"]}
+            "CAP_GROUPS": TOP_K_CAP_GROUPS}
 
 
 class _TruncationScratch(NamedTuple):
@@ -546,7 +543,7 @@ def _summaries(batch: int, num_slots: int, device: torch.device, key) -> tuple[t
     return _scratch(cells * 4, torch.float32, device, key), _scratch(cells, torch.int32, device, key)
 
 
-def _prepass_slices(rows: int, vocab: int, device: torch.device) -> tuple[int, int]:
+def _prepass_slices(rows: int, vocab: int, group_rows: int, device: torch.device) -> tuple[int, int]:
     """(programs per row, groups per program) of the prepass: enough programs to give every
     multiprocessor a few, none with fewer than ``_MIN_SLICE_GROUPS`` groups (a few on the CPU, to
     exercise the arrival)."""
@@ -556,7 +553,7 @@ def _prepass_slices(rows: int, vocab: int, device: torch.device) -> tuple[int, i
     else:
         wanted = _cdiv(SPLIT_PROGRAMS_PER_SM * _num_sms(device.index or 0), rows)
         wanted = min(wanted, _cdiv(groups, _MIN_SLICE_GROUPS))
-    per_slice = max(_cdiv(groups, max(wanted, 1)), 1)
+    per_slice = _cdiv(_cdiv(groups, max(wanted, 1)), group_rows) * group_rows
     return _cdiv(groups, per_slice), per_slice
 
 
@@ -603,7 +600,7 @@ def _verify_truncated(
     request_args = (num_draft_tokens, temperatures, seeds, positions)
     if not fused:
         sides = 2 if truncate_draft else 1
-        slices, slice_groups = _prepass_slices(batch * num_slots * sides, vocab, device)
+        slices, slice_groups = _prepass_slices(batch * num_slots * sides, vocab, group_shape["GROUP_ROWS"], device)
         arrivals = _arrival_counters(batch * num_slots * 2, device, key)
         _PREPASS((batch, num_slots, sides * slices),
                  (*scratch, arrivals, *target_args, *request_args, *knobs, vocab, num_slots, slices, slice_groups),
@@ -631,7 +628,7 @@ def truncation_summaries(*, target: torch.Tensor, target_is_probs: bool, tempera
     knobs, flags = _knob_args(top_k, top_p, min_p, temperatures)
     scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key)
     group_shape = _group_shape(vocab, block)
-    slices, slice_groups = _prepass_slices(batch * num_slots, vocab, device)
+    slices, slice_groups = _prepass_slices(batch * num_slots, vocab, group_shape["GROUP_ROWS"], device)
     arrivals = _arrival_counters(batch * num_slots * 2, device, key)
     zeros = torch.zeros(batch, dtype=torch.int64, device=device)
     _PREPASS((batch, num_slots, slices),

@@ -127,13 +127,13 @@ def read_summary(summary_f_ptr, summary_i_ptr, b, r, side, NUM_SLOTS):
 def _row_summary(cell, row, V, inv_temperature, k, top_p, min_p, summary_f_ptr, summary_i_ptr, group_max_ptr,
                  group_ids_ptr, list_ids_ptr, list_v_ptr, list_w_ptr, FUSED: tl.constexpr,
                  TARGET_PROBS: tl.constexpr, RADIX_BLOCK: tl.constexpr, GROUP_ROWS: tl.constexpr,
-                 GROUP_BLOCK: tl.constexpr, CAP_GROUPS: tl.constexpr, SEARCH_BITS: tl.constexpr):
+                 GROUP_BLOCK: tl.constexpr, CAP_GROUPS: tl.constexpr):
     # The summary (m, S, tau, iota, n) of a cell: found here and stored (FUSED), or the prepass's
     if FUSED:
         m, mass, tau, iota, length = summarize_row(
             row, V, inv_temperature, k, top_p, min_p, group_max_ptr + cell * tl.cdiv(V, GROUP),
             group_ids_ptr + cell * CAP_GROUPS, list_ids_ptr + cell * MAX_FAST_K, list_v_ptr + cell * MAX_FAST_K,
-            list_w_ptr + cell * MAX_FAST_K, TARGET_PROBS, RADIX_BLOCK, GROUP_ROWS, GROUP_BLOCK, CAP_GROUPS, True, SEARCH_BITS)
+            list_w_ptr + cell * MAX_FAST_K, TARGET_PROBS, RADIX_BLOCK, GROUP_ROWS, GROUP_BLOCK, CAP_GROUPS, True)
         _store_summary(summary_f_ptr, summary_i_ptr, cell, m, mass, tau, iota, length)
     else:
         m = tl.load(summary_f_ptr + cell * SUMMARY_FIELDS + 0)
@@ -166,7 +166,6 @@ def _truncation_prepass_kernel(
     GROUP_ROWS: tl.constexpr,  # groups per chunk of the group maxima pass
     GROUP_BLOCK: tl.constexpr,  # a power of two >= the row's groups (up to MAX_GROUPS; more: the radix path)
     CAP_GROUPS: tl.constexpr,  # the most groups the top-k path gathers
-    SEARCH_BITS: tl.constexpr,  # bits a step of the top-k path's radix searches
 ):
     b = tl.program_id(0).to(tl.int64)
     r = tl.program_id(1)
@@ -204,12 +203,12 @@ def _truncation_prepass_kernel(
                 m, mass, tau, iota, length = summarize_row(
                     t_row, V, inv_temperature, k, top_p, min_p, group_max, group_ids_ptr + cell * CAP_GROUPS,
                     list_ids_ptr + lists, list_v_ptr + lists, list_w_ptr + lists, TARGET_PROBS, RADIX_BLOCK, GROUP_ROWS,
-                    GROUP_BLOCK, CAP_GROUPS, False, SEARCH_BITS)
+                    GROUP_BLOCK, CAP_GROUPS, False)
             else:
                 m, mass, tau, iota, length = summarize_row(
                     d_row, V, inv_temperature, k, top_p, min_p, group_max, group_ids_ptr + cell * CAP_GROUPS,
                     list_ids_ptr + lists, list_v_ptr + lists, list_w_ptr + lists, False, RADIX_BLOCK, GROUP_ROWS,
-                    GROUP_BLOCK, CAP_GROUPS, False, SEARCH_BITS)
+                    GROUP_BLOCK, CAP_GROUPS, False)
             _store_summary(summary_f_ptr, summary_i_ptr, cell, m, mass, tau, iota, length)
 
 
@@ -358,7 +357,6 @@ def _verify_truncated_kernel(
     GROUP_ROWS: tl.constexpr,
     GROUP_BLOCK: tl.constexpr,
     CAP_GROUPS: tl.constexpr,
-    SEARCH_BITS: tl.constexpr,
 ):
     b = tl.program_id(0).to(tl.int64)
     n, greedy, inv_temperature, position, key_of_seed = request_setup(
@@ -398,7 +396,7 @@ def _verify_truncated_kernel(
             m, mass, tau, iota, length = _row_summary(
                 cell, t_row, V, inv_temperature, k, top_p, min_p, summary_f_ptr, summary_i_ptr, group_max_ptr,
                 group_ids_ptr, list_ids_ptr, list_v_ptr, list_w_ptr, FUSED, TARGET_PROBS, RADIX_BLOCK, GROUP_ROWS,
-                GROUP_BLOCK, CAP_GROUPS, SEARCH_BITS)
+                GROUP_BLOCK, CAP_GROUPS)
         if MODE == MODE_SYNTHETIC:
             if accepted:
                 token = x
@@ -418,7 +416,7 @@ def _verify_truncated_kernel(
                 t_row, d_row, cell, i, x, x_valid, inv_temperature, key_of_seed, position, k, top_p, min_p,
                 m, mass, tau, iota, length, summary_f_ptr, summary_i_ptr, group_max_ptr, group_ids_ptr, list_ids_ptr,
                 list_v_ptr, list_w_ptr, V, DRAFT, TARGET_PROBS, TRUNCATE_DRAFT, FUSED, BLOCK, RADIX_BLOCK, GROUP_ROWS,
-                GROUP_BLOCK, CAP_GROUPS, SEARCH_BITS)
+                GROUP_BLOCK, CAP_GROUPS)
         else:
             token, accepted = _untruncated_draft(t_row, d_row, x, x_valid, inv_temperature, key_of_seed, position + i,
                                                  V, DRAFT, TARGET_PROBS, BLOCK)
@@ -490,7 +488,7 @@ def _truncated_draft(t_row, d_row, cell, i, x, x_valid, inv_temperature, key_of_
                      list_ids_ptr, list_v_ptr, list_w_ptr, V, DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr,
                      TRUNCATE_DRAFT: tl.constexpr, FUSED: tl.constexpr, BLOCK: tl.constexpr,
                      RADIX_BLOCK: tl.constexpr, GROUP_ROWS: tl.constexpr, GROUP_BLOCK: tl.constexpr,
-                     CAP_GROUPS: tl.constexpr, SEARCH_BITS: tl.constexpr):
+                     CAP_GROUPS: tl.constexpr):
     # one draft slot of a truncated probabilistic request (its target row's summary given, the draft
     # side of its cell found here): accept iff u q'(x) < p'(x); on rejection
     # the race over max(p' - q', 0) (p' without x for a one-hot draft, p' itself for an id outside
@@ -511,7 +509,7 @@ def _truncated_draft(t_row, d_row, cell, i, x, x_valid, inv_temperature, key_of_
             md, sd, taud, iotad, _length = _row_summary(
                 cell + 1, d_row, V, inv_temperature, k, top_p, min_p, summary_f_ptr, summary_i_ptr, group_max_ptr,
                 group_ids_ptr, list_ids_ptr, list_v_ptr, list_w_ptr, FUSED, False, RADIX_BLOCK, GROUP_ROWS, GROUP_BLOCK,
-                CAP_GROUPS, SEARCH_BITS)
+                CAP_GROUPS)
             q_x = truncated_prob_of(d_at_x, x_safe, inv_temperature, md, sd, taud, iotad, False)
         else:
             md, sd, _m2, _s2 = softmax_stats_slice(d_row, d_row, 0, V, inv_temperature, False, BLOCK)

@@ -17,9 +17,10 @@ nothing) is ``NaN``.
 import triton
 import triton.language as tl
 
+from specbench.kernels.cutoffs import kept_by
 from specbench.kernels.decide import request_setup
 from specbench.kernels.rows import clean, clean_prob, load_probs, softmax_stats_slice
-from specbench.kernels.truncation import kept_by, read_summary, request_knobs, truncated_prob_of
+from specbench.kernels.truncation import read_summary, request_knobs, truncated_prob_of
 
 
 @triton.jit

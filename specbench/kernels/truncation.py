@@ -554,4 +554,4 @@ def _truncated_draft(t_row, d_row, cell, i, x, x_valid, inv_temperature, key_of_
     return token, accepted
 
 
-__all__ = ["DRAFT_NONE", "_truncation_prepass_kernel", "_verify_truncated_kernel", "kept_by"]
+__all__ = ["DRAFT_NONE", "_truncation_prepass_kernel", "_verify_truncated_kernel"]

@@ -99,10 +99,18 @@ def truncation_knobs(batch: int, vocab: int) -> dict:
             "min_p": torch.tensor([min_p[(b // 3) % 8] for b in range(batch)])}
 
 
-def workload(part: str = "all") -> int:
+def workload(part: str = "all", shard: tuple[int, int] = (1, 1)) -> int:
     """Every kernel path on hostile inputs (``part="truncation"``: the truncation and log-probability
-    kernels and the simulations only); prints one line per group of calls."""
+    kernels and the simulations only); prints one line per group of calls. ``shard = (i, n)`` runs
+    groups ``i, i + n, ...`` of them (counting from 1), so n processes share the work."""
     import torch
+
+    group = 0
+
+    def mine() -> bool:
+        nonlocal group
+        group += 1
+        return (group - 1) % shard[1] == shard[0] - 1
 
     from specbench import SamplingParams, simulate_acceptance, verify
     from specbench.kernels import launch
@@ -114,6 +122,8 @@ def workload(part: str = "all") -> int:
         for draft in (("none", "logits", "probs") if mode == "probabilistic" else ("none",)):
             for target in ("logits", "probs"):
                 for dtype in (torch.float32, torch.bfloat16):
+                    if not mine():
+                        continue
                     for batch, num_spec, vocab in shapes:
                         kwargs = hostile_inputs(batch, num_spec, vocab, draft, target, dtype, seed=batch + vocab)
                         kwargs = {k: v.to(device) for k, v in kwargs.items()}
@@ -135,6 +145,8 @@ def workload(part: str = "all") -> int:
         for draft in (("none", "logits", "probs") if mode == "probabilistic" else ("none",)):
             for target in ("logits", "probs"):
                 for dtype in (torch.float32, torch.bfloat16):
+                    if not mine():
+                        continue
                     for batch, num_spec, vocab in truncation_shapes[:1] if dtype == torch.bfloat16 else truncation_shapes:
                         kwargs = hostile_inputs(batch, num_spec, vocab, draft, target, dtype, seed=batch + vocab)
                         if "target_logits" in kwargs:
@@ -157,15 +169,17 @@ def workload(part: str = "all") -> int:
                     torch.cuda.synchronize()
                     print(f"truncated {mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok",
                           flush=True)
-    counts = simulate_acceptance([0.9, 0.7, 0.3], 5000, seed=3, backend="triton", device=device)
-    counts += simulate_acceptance([0.9, 0.7, 0.3], 5000, seed=3, backend="triton", device=device,
-                                  request_rates=[0.2, 0.5, 0.8, 0.95])  # per-request spread
+    counts = torch.zeros(4, dtype=torch.int64)
+    if mine():
+        counts = simulate_acceptance([0.9, 0.7, 0.3], 5000, seed=3, backend="triton", device=device)
+        counts += simulate_acceptance([0.9, 0.7, 0.3], 5000, seed=3, backend="triton", device=device,
+                                      request_rates=[0.2, 0.5, 0.8, 0.95])  # per-request spread
     torch.cuda.synchronize()
     print(f"{calls} verify calls and one simulation ({int(counts.sum())} accepted drafts)", flush=True)
     return 0
 
 
-def sanitize(out: Path, tools: list[str], part: str = "all") -> int:
+def sanitize(out: Path, tools: list[str], part: str = "all", shard: str = "1/1") -> int:
     """Run the workload under each tool; 0 when every tool reports nothing, 1 otherwise."""
     sanitizer = shutil.which("compute-sanitizer")
     if sanitizer is None:
@@ -180,7 +194,7 @@ def sanitize(out: Path, tools: list[str], part: str = "all") -> int:
         command = [sanitizer, "--tool", tool, "--error-exitcode", "99", "--print-limit", "50"]
         if tool == "memcheck":
             command += ["--leak-check", "no"]
-        command += [sys.executable, str(Path(__file__).resolve()), "--workload", "--part", part]
+        command += [sys.executable, str(Path(__file__).resolve()), "--workload", "--part", part, "--shard", shard]
         with log.open("w") as handle:
             done = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env=env, check=False)
         text = log.read_text(errors="replace")
@@ -204,9 +218,16 @@ def main() -> int:
     parser.add_argument("--workload", action="store_true", help="run the kernels (what the tools watch)")
     parser.add_argument("--part", choices=("all", "truncation"), default="all",
                         help="truncation: only the truncation and log-probability kernels and the simulations")
+    parser.add_argument("--shard", default="1/1", help="I/N: run every N-th group of calls from the I-th (1-based)")
     args = parser.parse_args()
+    try:
+        index, count = (int(part) for part in args.shard.split("/"))
+        assert 1 <= index <= count
+    except (ValueError, AssertionError):
+        print(f"--shard takes I/N with 1 <= I <= N, got {args.shard!r}", file=sys.stderr)
+        return 2
     if args.workload:
-        return workload(args.part)
+        return workload(args.part, (index, count))
     import torch
 
     if not torch.cuda.is_available():
@@ -217,7 +238,7 @@ def main() -> int:
     if unknown or not tools:
         print(f"--tools takes some of {', '.join(TOOLS)}, got {args.tools!r}", file=sys.stderr)
         return 2
-    return sanitize(args.out, tools, args.part)
+    return sanitize(args.out, tools, args.part, args.shard)
 
 
 if __name__ == "__main__":

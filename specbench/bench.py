@@ -97,6 +97,13 @@ _REJECTED_LOGIT = -1.0e4
 _PEAK_LOGIT = 40.0
 # a cold median this many times faster than bytes_needed over the copy bandwidth is flagged
 DRAM_FLOOR_MARGIN = 1.25
+# a GPU case whose inputs take at most PLACEMENT_BYTES is timed on PLACEMENTS copies of them at other
+# addresses, each sample averaging one call on each (timing.py, "Placements"): a small cold call's time
+# depends on where its inputs sit, and a second process would otherwise land on another placement.
+# PLACEMENTS divides the graph's 10 calls (each replay calls every copy once); larger inputs span enough
+# memory to average placement away.
+PLACEMENTS = 10
+PLACEMENT_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -588,7 +595,7 @@ def _record(case: Case, impl: str, status: str, reason: str | None = None, **val
         "measured_acceptance_length": None,
         "median_us": None, "p20_us": None, "p80_us": None, "samples": 0, "samples_us": [],
         "cuda_graph": case.cuda_graph, "target": case.target, "converted": [], "conversion": None,
-        "l2_flush": None, "timer": None, "backlog_us": None, "backlog_ran_out": None, "cache": None,
+        "l2_flush": None, "timer": None, "backlog_us": None, "backlog_ran_out": None, "placements": None, "cache": None,
         "dram_floor_us": None, "below_dram_floor": None, "bytes_needed": None, "bytes_all_rows": None, "gbps": None, "pct_peak": None,
         "speedup_vs_torch": None, "tokens_per_s": None, "token_agreement": None, "status": status, "reason": reason,
     }
@@ -695,6 +702,7 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
         return
     calls, outputs, agreements, converted = {}, {}, {}, {}
     kwargs = inputs.verify_kwargs()
+    placed = _placed_copies(kwargs, device, config)
     for impl in implementations:
         done = impl.conversions(kwargs)
         converted[impl.name] = {"converted": done, "conversion": conversion if done else None}
@@ -720,7 +728,8 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
             records[impl.name] = _record(case, impl.name, "FAIL", check.reason, measured_acceptance_length=measured,
                                          token_agreement=check.token_agreement, **converted[impl.name])
             continue
-        calls[impl.name], outputs[impl.name], agreements[impl.name] = call, result, check.token_agreement
+        calls[impl.name] = [call] + [impl.bind(copy, conversion) for copy in placed]
+        outputs[impl.name], agreements[impl.name] = result, check.token_agreement
 
     measurement = timing.time_implementations(calls, device, config)
     for name, reason in measurement.errors.items():
@@ -741,7 +750,7 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
             median_us=t.median_us, p20_us=t.p20_us, p80_us=t.p80_us, samples=t.samples,
             samples_us=[round(x, 4) for x in t.samples_us],
             l2_flush=config.l2_flush, timer=measurement.timer, backlog_us=t.backlog_us,
-            backlog_ran_out=t.backlog_ran_out, cache=cache, dram_floor_us=floor_us,
+            backlog_ran_out=t.backlog_ran_out, placements=t.placements, cache=cache, dram_floor_us=floor_us,
             below_dram_floor=(t.median_us * DRAM_FLOOR_MARGIN < floor_us
                               if cache == "cold" and floor_us is not None else None),
             bytes_needed=needed, bytes_all_rows=all_rows, gbps=gbps,
@@ -750,6 +759,18 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
             tokens_per_s=int(outputs[name].num_emitted.sum()) / seconds,
             token_agreement=agreements[name], **converted[name],
         )
+
+
+def _placed_copies(kwargs: dict[str, Any], device: torch.device, config: timing.TimingConfig) -> list[dict[str, Any]]:
+    """The inputs again at other addresses, ``PLACEMENTS - 1`` times, for a GPU case whose tensors take at
+    most ``PLACEMENT_BYTES`` (``[]`` otherwise: on a CPU, or large inputs)."""
+    tensors = [value for value in kwargs.values() if isinstance(value, torch.Tensor)]
+    if torch.device(device).type != "cuda" or sum(t.numel() * t.element_size() for t in tensors) > PLACEMENT_BYTES:
+        return []
+    if config.cuda_graph and config.graph_calls % PLACEMENTS:
+        return []  # a graph could not replay every copy equally often
+    return [{key: value.clone() if isinstance(value, torch.Tensor) else value for key, value in kwargs.items()}
+            for _ in range(PLACEMENTS - 1)]
 
 
 def run_benchmark(

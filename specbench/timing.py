@@ -39,6 +39,14 @@ Everywhere:
   rotated every round, so clock and thermal drift hit every implementation alike.
 - Budget: rounds continue until ``max_samples`` rounds or ``max_ms`` of wall time for the whole
   group (whichever comes first), but never fewer than ``min_samples`` rounds.
+- Placements: an implementation may be given as several callables, the same call on copies of its
+  inputs at other addresses (``specbench kernels`` gives ``PLACEMENTS`` copies to GPU cases whose
+  inputs are small, ``bench.PLACEMENT_BYTES``). Where the inputs sit moves a cold call's time: on an
+  H200 at B = 1 and 8 two copies of one case's inputs differed by 4-7%, each repeating within 0.3%,
+  and a second process (other addresses) could land on either, which shifted whole rows between runs
+  (``results/h200-quick-aa``). With copies, a sample is the mean of one call on each copy (each
+  with its own backlog and flush), and a graph captures its calls cycling through the copies, so
+  every sample averages the same placements.
 - Summary: the median with the 20th and 80th percentiles (linear interpolation) and the count.
 
 ``peak_bandwidth_gbps`` measures the copy bandwidth the ``% of peak`` columns refer to, and
@@ -136,6 +144,8 @@ class Timing(NamedTuple):
     # host-free and graph timers: the backlog slept before each sample, and in how many samples it ran out
     backlog_us: float | None = None
     backlog_ran_out: int | None = None
+    # how many copies of the inputs each sample averages (module docstring, "Placements")
+    placements: int = 1
 
 
 class Measurement(NamedTuple):
@@ -232,17 +242,18 @@ def _flush_buffer(device: torch.device) -> torch.Tensor:
     return torch.empty(size // 4, dtype=torch.int32, device=device)
 
 
-def _capture(fn: Callable[[], object], num_calls: int, device: torch.device) -> Callable[[], None]:
+def _capture(fns: Sequence[Callable[[], object]], num_calls: int, device: torch.device) -> Callable[[], None]:
     # Warm up on a side stream first (lazy initialisation and compilation must not be captured).
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):
-        fn()
+        for fn in fns:
+            fn()
     torch.cuda.current_stream(device).wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        for _ in range(num_calls):
-            fn()
+        for call in range(num_calls):
+            fns[call % len(fns)]()  # the placements in turn
     return graph.replay
 
 
@@ -310,13 +321,16 @@ class _Sampler:
 
 
 def time_implementations(
-    calls: dict[str, Callable[[], object]],
+    calls: dict[str, Callable[[], object] | Sequence[Callable[[], object]]],
     device: str | torch.device = "cpu",
     config: TimingConfig | None = None,
 ) -> Measurement:
     """Time zero-argument callables side by side on ``device`` (see the module docstring).
 
-    Every callable must do the same work each time it is called (inputs prepared beforehand).
+    Every callable must do the same work each time it is called (inputs prepared beforehand). A name
+    may map to a sequence of callables: the same call on copies of its inputs (``Placements``); each
+    sample then averages one call of each (a graph cycles through them: give a number of copies that
+    divides ``graph_calls`` so each is replayed equally often).
     Returns a ``Measurement``: ``Timing`` per name, a reason per name a CUDA graph could not
     capture, a reason per name that raised while being timed (the others go on; running out
     of memory propagates), and the timer (``timer_name``).
@@ -328,14 +342,17 @@ def time_implementations(
     if config.cuda_graph and device.type != "cuda":
         raise SpecbenchError(f"CUDA graphs need a CUDA device, got {device}")
 
-    runs: dict[str, Callable[[], object]] = {}
+    copies = {name: list(fn) if isinstance(fn, Sequence) else [fn] for name, fn in calls.items()}
+    if any(not fns for fns in copies.values()):
+        raise SpecbenchError("an implementation given as a sequence of callables needs at least one")
+    runs: dict[str, list[Callable[[], object]]] = {}
     errors: dict[str, str] = {}
-    for name, fn in calls.items():
+    for name, fns in copies.items():
         if not config.cuda_graph:
-            runs[name] = fn
+            runs[name] = fns
             continue
         try:
-            runs[name] = _capture(fn, config.graph_calls, device)
+            runs[name] = [_capture(fns, config.graph_calls, device)]
         except Exception as exc:  # noqa: BLE001  (any capture failure is reported, not raised)
             torch.cuda.synchronize(device)
             errors[name] = f"cannot be captured in a CUDA graph: {type(exc).__name__}: {exc}".strip()
@@ -352,10 +369,14 @@ def time_implementations(
             failures[name] = f"raised {type(exc).__name__} while being timed: {exc}".strip()
             return None
 
+    def each(fns: list[Callable[[], object]]) -> None:
+        for fn in fns:
+            fn()
+
     sampler = _Sampler(device, config.l2_flush)
     for _ in range(config.warmup):
         for name in [n for n in runs if n not in failures]:
-            attempt(name, runs[name])
+            attempt(name, functools.partial(each, runs[name]))
     sampler.wait()
     timer = timer_name(device, config)
     backlogs: dict[str, float] = {}
@@ -363,7 +384,7 @@ def time_implementations(
     if timer in ("host-free", "graph"):
         rate = sleep_cycles_per_us(device)
         for name in [n for n in runs if n not in failures]:
-            enqueue = attempt(name, functools.partial(sampler.enqueue_us, runs[name], rate))
+            enqueue = attempt(name, functools.partial(sampler.enqueue_us, runs[name][0], rate))
             if enqueue is not None:
                 backlogs[name] = backlog_us(enqueue)
                 cycles[name] = sleep_cycles(backlogs[name], rate)
@@ -375,7 +396,7 @@ def time_implementations(
     while names:
         shift = rounds % len(names)
         for name in names[shift:] + names[:shift]:
-            sample = attempt(name, functools.partial(sampler.sample, runs[name], cycles.get(name)))
+            sample = attempt(name, lambda name=name: [sampler.sample(fn, cycles.get(name)) for fn in runs[name]])
             if name in failures:
                 names.remove(name)
                 del raw[name]
@@ -388,11 +409,12 @@ def time_implementations(
             break
 
     timings = {}
-    for name, samples in raw.items():
-        timings[name] = summarize([sampler.elapsed_us(s) / calls_per_sample for s in samples])
+    for name, samples in raw.items():  # a sample: one per placement, averaged
+        timings[name] = summarize([sum(sampler.elapsed_us(s) for s in sample) / len(sample) / calls_per_sample
+                                   for sample in samples])._replace(placements=len(copies[name]))
         if name in cycles:
-            timings[name] = timings[name]._replace(backlog_us=backlogs[name],
-                                                   backlog_ran_out=sum(bool(s.ran_out) for s in samples))
+            ran_out = sum(any(bool(s.ran_out) for s in sample) for sample in samples)
+            timings[name] = timings[name]._replace(backlog_us=backlogs[name], backlog_ran_out=ran_out)
     return Measurement(timings, errors, failures, timer)
 
 

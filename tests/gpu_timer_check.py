@@ -2,6 +2,7 @@
 
     python tests/gpu_timer_check.py            # about a minute on an H100 or H200; prints three tables
     python tests/gpu_timer_check.py spread RUN_A RUN_B [RUN_C ...]   # the issue's goal, from kernels runs
+    python tests/gpu_timer_check.py placement   # one row's host-free median across copies of its inputs
 
 1. Known work. Each workload is timed with the three GPU timers (``time_implementations``):
    a sleep of 50 µs (a kernel of known length: ``host-free`` must read 50 µs, and ``events`` too);
@@ -74,8 +75,8 @@ def known_work(device: torch.device) -> None:
             print(_row(name, measured.timer, measured.timings[name]))
 
 
-def _step(batch: int, device: torch.device):
-    case = bench.Case("probabilistic", batch, 3, 128256, "float32", "logits", make_profile(3, acceptance_length=3.0).rates, "3")
+def _step(batch: int, device: torch.device, draft: str = "logits"):
+    case = bench.Case("probabilistic", batch, 3, 128256, "float32", draft, make_profile(3, acceptance_length=3.0).rates, "3")
     inputs = bench.make_inputs(case, device)
     (triton,) = resolve_all(["triton"])
     return triton.bind(inputs.verify_kwargs())
@@ -127,6 +128,23 @@ def host_free_step(device: torch.device) -> None:
             print(_row(f"triton B={batch}", measured.timer, measured.timings["step"]))
 
 
+def placement(device: torch.device, copies: int = 6, rounds: int = 2) -> None:
+    """Does a row's host-free median depend on where its inputs sit in memory? The same inputs are made
+    ``copies`` times (the same values at other addresses, all kept alive) and each copy is timed in
+    turn, ``rounds`` times over: medians that differ between copies but repeat for one copy point at
+    the inputs' placement (a per-process effect a second run would see as a shifted row)."""
+    print(f"\nhost-free medians (µs) of {copies} copies of the same inputs, {rounds} rounds, 100 samples each")
+    config = timing.TimingConfig(warmup=3, min_samples=100, max_samples=100, max_ms=1e9, timer="host-free")
+    for draft in ("none", "logits"):
+        for batch in (1, 8):
+            calls = [_step(batch, device, draft) for _ in range(copies)]
+            medians = [[timing.time_implementations({"step": call}, device, config).timings["step"].median_us
+                        for call in calls] for _ in range(rounds)]
+            cells = "  ".join("/".join(f"{row[c]:.2f}" for row in medians) for c in range(copies))
+            spread_ = max(max(row) for row in medians) / min(min(row) for row in medians)
+            print(f"B={batch} draft={draft:<7} {cells}   max/min {spread_:.3f}")
+
+
 def spread(runs: list[str]) -> None:
     loaded = [by_key(read_results(run)[1], run) for run in runs]
     worst_spread, worst_ratio = 0.0, 0.0
@@ -150,6 +168,9 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("needs a CUDA GPU (the spread subcommand reads runs anywhere)")
     device = torch.device("cuda", torch.cuda.current_device())
+    if len(sys.argv) > 1 and sys.argv[1] == "placement":
+        placement(device)
+        return
     print(torch.cuda.get_device_name(device), "torch", torch.__version__)
     known_work(device)
     clock_study(device)

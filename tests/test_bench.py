@@ -404,3 +404,16 @@ def test_a_cold_median_below_the_dram_floor_is_flagged_and_an_honest_one_is_not(
     monkeypatch.setattr(timing, "cache_bytes", lambda device: 1 << 30)
     (unflushed,) = bench.run_case(_case(), [_stand_in("torch")], config=FAST, peak_gbps=1e-9)
     assert unflushed["cache"] == "warm" and unflushed["below_dram_floor"] is None  # only a cold row is judged
+
+
+def test_small_gpu_cases_are_timed_on_several_placements_and_cpu_cases_on_one():
+    kwargs = {"target_logits": torch.zeros(2, 3, 5), "seeds": torch.zeros(2, dtype=torch.int64), "mode": "greedy"}
+    assert bench._placed_copies(kwargs, torch.device("cpu"), timing.TimingConfig()) == []
+    if torch.cuda.is_available():
+        on_gpu = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+        copies = bench._placed_copies(on_gpu, torch.device("cuda"), timing.TimingConfig())
+        assert len(copies) == bench.PLACEMENTS - 1
+        copy = copies[0]
+        assert copy["mode"] == "greedy" and torch.equal(copy["target_logits"], on_gpu["target_logits"])
+        assert copy["target_logits"].data_ptr() != on_gpu["target_logits"].data_ptr()
+        assert bench._placed_copies(on_gpu, torch.device("cuda"), timing.TimingConfig(cuda_graph=True, graph_calls=7)) == []

@@ -292,3 +292,36 @@ def test_host_free_sleeps_before_the_flush_and_counts_the_samples_whose_backlog_
                                          timing.TimingConfig(warmup=0, min_samples=2, max_samples=2, timer="events"))
     assert events.timer == "events" and events.timings["step"].backlog_ran_out is None
     assert fake.log == ["flush", "timed event", "call", "timed event"] * 2  # no sleep, no check
+
+
+def test_placements_average_one_call_on_each_copy_per_sample():
+    # two "copies" of one call that take 2 ms and 6 ms: every sample is their mean, 4 ms, never one of them
+    import time as time_
+
+    config = timing.TimingConfig(warmup=1, min_samples=6, max_samples=6, l2_flush=False)
+    order = []
+
+    def copy(seconds: float, name: str):
+        def call():
+            order.append(name)
+            time_.sleep(seconds)
+        return call
+
+    measured = timing.time_implementations({"two": [copy(0.002, "a"), copy(0.006, "b")], "one": copy(0.001, "c")},
+                                           "cpu", config)
+    two, one = measured.timings["two"], measured.timings["one"]
+    assert two.placements == 2 and one.placements == 1
+    assert all(3900.0 < sample < 5500.0 for sample in two.samples_us)  # each within sleep overshoot of 4000
+    assert order.count("a") == order.count("b") == 7  # one warm-up and six samples each
+    with pytest.raises(SpecbenchError, match="at least one"):
+        timing.time_implementations({"none": []}, "cpu", config)
+
+
+@needs_gpu
+def test_a_graph_cycles_through_the_placements():
+    x, y = torch.zeros(4, device="cuda"), torch.zeros(4, device="cuda")
+    config = timing.TimingConfig(warmup=0, min_samples=2, max_samples=2, cuda_graph=True, graph_calls=10)
+    t = timing.time_implementations({"adds": [lambda: x.add_(1.0), lambda: y.add_(1.0)]}, "cuda", config)
+    torch.cuda.synchronize()
+    assert t.timings["adds"].placements == 2
+    assert x[0].item() == y[0].item() > 0  # both copies replayed equally often (capture warm-up included)

@@ -1,0 +1,118 @@
+"""Tree exactness: the float64 oracle shows every tree rule emits the target's law; ``specbench verify --tree``
+passes the torch reference and the positive control and fails each tree negative control."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from specbench.oracle_tree import fixed_rows, fixed_rows_law, target_law, tree_law
+from specbench.trees import full_tree, tree_depth
+
+V = 5
+SHAPES = {"2x2": full_tree(2, 2), "ragged": [-1, -1, -1, 0, 0, 1, 3]}
+
+
+class _Model:
+    """A target and a drafter whose laws depend on the tokens before them (a random law per prefix)."""
+
+    def __init__(self, seed: int):
+        self.rng, self.laws = np.random.default_rng(seed), {}
+
+    def law(self, key: tuple, concentration: float) -> np.ndarray:
+        if key not in self.laws:
+            self.laws[key] = self.rng.dirichlet(np.full(V, concentration))
+        return self.laws[key]
+
+    def target(self, prefix: tuple) -> np.ndarray:
+        return self.law(("p",) + prefix, 1.0)
+
+    def draft(self, prefix: tuple) -> np.ndarray:
+        return self.law(("q",) + prefix, 0.5)
+
+    def step(self, parents, sampled: bool = False, **kwargs):
+        """The tree step's law; ``sampled``: candidates drawn from the drafter (its law after the parent's path)."""
+        draft_row = (lambda node, prefix: self.draft(prefix)) if sampled else kwargs.pop("draft_row", None)
+        return tree_law(parents, lambda place, prefix: self.target(prefix), V, draft_row=draft_row, **kwargs)
+
+
+def _largest_gap(law, model: _Model, length: int) -> float:
+    want = target_law(length, model.target)
+    got = law.continued(length, model.target)
+    return max(abs(got.get(key, 0.0) - value) for key, value in want.items())
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("rule", ["independent", "without_replacement", "one-hot", "one-hot, repeats and absent"])
+def test_every_tree_rule_emits_the_targets_law(shape, rule):
+    parents = SHAPES[shape]
+    longest = tree_depth(parents) + 1  # the emitted path and its final token
+    for seed in range(3):
+        model = _Model(seed)
+        if rule in ("independent", "without_replacement"):
+            law = model.step(parents, sampled=True, candidates=rule)
+        else:
+            tokens = [int(t) for t in np.random.default_rng(seed + 10).integers(0, V, len(parents))]
+            if rule != "one-hot":
+                tokens[1] = tokens[0]  # siblings repeating a token
+                tokens[2] = -1  # an absent node
+            law = model.step(parents, tokens=tokens)
+        assert abs(sum(law.sequences.values()) - 1.0) < 1e-12
+        # the first token follows p_root exactly, and so does every prefix continued by the target
+        for length in range(1, longest + 2):
+            assert _largest_gap(law, model, length) < 1e-12, (seed, length)
+
+
+def test_fixed_candidates_tested_against_a_draft_law_they_did_not_come_from_are_not_exact():
+    # the check above can fail: the same walk with tokens fixed but tested against q (as if drawn from it)
+    model = _Model(0)
+    law = model.step(SHAPES["2x2"], draft_row=lambda node, prefix: model.draft(prefix), tokens=[0, 1, 2, 3, 4, 0])
+    assert _largest_gap(law, model, 1) > 1e-3
+
+
+@pytest.mark.parametrize("candidates", ["independent", "without_replacement"])
+def test_fixed_row_laws_agree_with_the_whole_sequence_law(candidates):
+    rng = np.random.default_rng(4)
+    parents = SHAPES["ragged"]
+    target = rng.dirichlet(np.ones(V), size=len(parents) + 1)
+    draft = rng.dirichlet(np.ones(V), size=len(parents))
+    draft[1] = draft[2] = draft[0]  # siblings drawn without replacement share their row
+    draft[4] = draft[3]
+    target_row, draft_row = fixed_rows(target, draft)
+    whole = tree_law(parents, target_row, V, draft_row=draft_row, candidates=candidates)
+    per_slot = fixed_rows_law(parents, target, draft_rows=draft, candidates=candidates)
+    assert np.allclose(per_slot.accepted_law, whole.accepted_law(3), atol=1e-14)
+    for slot in range(4):
+        assert np.allclose(per_slot.slot_laws[slot], whole.slot_law(slot, V), atol=1e-14)
+    assert abs(per_slot.accepted_law.sum() - 1.0) < 1e-12
+
+
+def test_synthetic_table_gives_the_positional_models_depth_law():
+    # two children at the root (rates 0.5 then 0.4), one under each at depth 1 (rate 0.8):
+    # P(A >= 1) = 0.5 + 0.5 * 0.4 = 0.7, P(A = 2) = 0.7 * 0.8
+    parents = [-1, -1, 0, 1]
+    target = np.full((5, V), 1.0 / V)
+    law = fixed_rows_law(parents, target, tokens=[0, 1, 2, 3], rates=[[0.5, 0.4], [0.8, 0.0]])
+    assert np.allclose(law.accepted_law, [0.3, 0.7 * 0.2, 0.7 * 0.8], atol=1e-15)
+    assert np.allclose(law.node_reach, [0.5, 0.2, 0.4, 0.16], atol=1e-15)
+    assert np.allclose(law.slot_laws[2], np.full(V, 1.0 / V))
+
+
+def test_the_torch_reference_follows_the_oracle_on_a_small_tree():
+    # one statistical look without the suite: the accepted-depth law of 4000 requests, chi-square
+    from scipy import stats
+
+    from specbench import verify
+    from specbench.trees import batched
+
+    generator = torch.Generator().manual_seed(2)
+    parents, vocab, n = SHAPES["ragged"], 6, 4000
+    target = torch.randn(len(parents) + 1, vocab, generator=generator)
+    draft = torch.softmax(target[[0, 0, 0, 1, 1, 2, 4]] + torch.randn(len(parents), vocab, generator=generator), -1)
+    drafts = torch.multinomial(draft.repeat(n, 1), 1, replacement=True, generator=generator).reshape(n, len(parents))
+    result = verify(target.expand(n, -1, -1).contiguous(), drafts, draft_probs=draft.expand(n, -1, -1).contiguous(),
+                    seeds=torch.arange(n), tree=batched(parents, n), backend="torch")
+    law = fixed_rows_law(parents, torch.softmax(target.double(), -1).numpy(), draft_rows=draft.double().numpy())
+    observed = np.bincount(result.num_accepted.numpy(), minlength=4)
+    assert stats.chisquare(observed, law.accepted_law * n).pvalue > 1e-4

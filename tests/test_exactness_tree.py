@@ -116,3 +116,67 @@ def test_the_torch_reference_follows_the_oracle_on_a_small_tree():
     law = fixed_rows_law(parents, torch.softmax(target.double(), -1).numpy(), draft_rows=draft.double().numpy())
     observed = np.bincount(result.num_accepted.numpy(), minlength=4)
     assert stats.chisquare(observed, law.accepted_law * n).pvalue > 1e-4
+
+
+# --- specbench verify --tree ---------------------------------------------------------------------------------------
+
+CPU = torch.device("cpu")
+
+
+def _tree_suite(name: str, shape: str = "2x2", samples: int = 2000, seed: int = 1):
+    from specbench.exactness_tree import TreeSuite
+    from specbench.implementations import resolve
+    from specbench.trees import parse_tree_shape
+
+    impl = resolve(name)
+    return TreeSuite(impl, CPU, list(impl.modes), parse_tree_shape(shape), samples=samples, seed=seed).run()
+
+
+def _failed(checks) -> set[str]:
+    return {c.name for c in checks if c.verdict == "FAIL"}
+
+
+@pytest.mark.parametrize("name", ["torch", "textbook"])
+def test_tree_suite_passes_the_reference_and_the_positive_control(name):
+    checks = _tree_suite(name)
+    assert not _failed(checks), [(c.name, c.detail) for c in checks if c.verdict == "FAIL"]
+    tested = {c.name for c in checks if c.verdict == "pass"}
+    assert any(name.startswith("token law, depth 2 (candidates without replacement") for name in tested)
+    if name == "torch":  # specbench's streams: the exact checks run too
+        assert sum(c.name == "a chain as a tree equals the chain" and c.verdict == "pass" for c in checks) == 3
+
+
+def test_target_only_control_fails_where_candidates_came_from_q_only():
+    failed = _failed(_tree_suite("control-tree-target-only"))
+    for label in ("independent candidates, draft probs", "candidates without replacement, draft logits"):
+        assert f"accepted-depth law ({label})" in failed
+        assert f"token law, depth 1 ({label})" in failed
+    # one-hot candidates are exactly what the target-only rule is right for
+    assert not {name for name in failed if "one-hot candidates" in name}
+
+
+def test_no_renormalise_control_fails_the_token_and_depth_laws():
+    failed = _failed(_tree_suite("control-tree-no-renormalise"))
+    for label in ("independent candidates, draft probs", "one-hot candidates (fixed tokens)"):
+        assert f"accepted-depth law ({label})" in failed
+        assert f"token law, depth 0 ({label})" in failed
+
+
+def test_verify_tree_command_runs_and_refuses_what_it_cannot_check():
+    from typer.testing import CliRunner
+
+    from specbench.cli import app
+
+    runner = CliRunner()
+    passed = runner.invoke(app, ["verify", "--tree", "parents:-1,-1,0", "--impl", "torch", "-n", "1500"])
+    assert passed.exit_code == 0, passed.output
+    assert "torch (tree parents:-1,-1,0): 0 failed" in passed.stdout
+    caught = runner.invoke(app, ["verify", "--tree", "2x2", "--impl", "control-tree-no-renormalise", "-n", "1500"])
+    assert caught.exit_code == 1 and "FAIL" in caught.stdout
+    for args, words in ((["--tree", "2y2"], "tree shape must be"), (["--tree", "2x2", "--method", "block"],
+                                                                      "token method only")):
+        refused = runner.invoke(app, ["verify", "--impl", "torch", *args])
+        assert refused.exit_code == 2 and words in refused.output
+    # an implementation that does not declare trees: nothing checked, which is a usage error
+    nothing = runner.invoke(app, ["verify", "--tree", "2x2", "--impl", "control-residual-from-p", "-n", "500"])
+    assert nothing.exit_code == 2 and "does not declare trees" in nothing.output

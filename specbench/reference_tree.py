@@ -119,7 +119,7 @@ def verify_tree(
         residual = p_rows[:, 0].clone()  # r [B, V]
         mass = torch.ones(batch, dtype=torch.float32, device=device)  # R
         taken = torch.zeros(batch, vocab, dtype=torch.bool, device=device)  # elder siblings' tokens
-    for _ in range(num_nodes + 1):
+    for _ in range(num_nodes + 1 if num_nodes else 0):  # no nodes: only the root's row emits
         # a walk stops when no child is left, or when the row its test needs is invalid (the synthetic
         # mode reads no row to test)
         walking = walking & (child < num_nodes)

@@ -379,3 +379,12 @@ def test_synthetic_table_rates_by_depth_and_rank():
     # depths past the table have rate 0
     result = _by_hand(rows, [1, 2, 1, 0], [-1, -1, 1, 0], seeds=20, mode="synthetic", acceptance_rates=[[0.0, 1.0]])
     assert result.num_accepted.tolist() == [1] * 20
+
+
+def test_a_tree_of_no_nodes_emits_the_chains_bonus():
+    generator = torch.Generator().manual_seed(9)
+    target, none = torch.randn(50, 1, 5, generator=generator), torch.zeros(50, 0, dtype=torch.int64)
+    tree = verify(target, none, seeds=torch.arange(50), tree=DraftTree(none), backend="torch")
+    chain = verify(target, none, seeds=torch.arange(50), backend="torch")
+    assert torch.equal(tree.output_token_ids, chain.output_token_ids) and tree.accepted_nodes.shape == (50, 0)
+    assert len(set(tree.output_token_ids[:, 0].tolist())) > 1  # sampled, not one fixed token

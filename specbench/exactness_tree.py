@@ -15,6 +15,9 @@ from. What is tested, for an implementation that declares ``trees``:
 - Greedy identity: tokens, counts and paths equal to the torch reference's, on rows with ties, NaN and
   ``+-inf`` (the greedy mode, and temperature-0 requests of the probabilistic mode).
 - Synthetic mode: the token laws and the accepted-depth law of the positional rates.
+- Ragged trees and absent nodes (where ``ragged`` and ``invalid_drafts`` are declared): requests cut to
+  their first ``n_b`` nodes in one batch, some nodes ``-1``: nothing past a count and no absent node
+  accepted, paths hold, and the first token still follows the root's row.
 - Where the implementation declares specbench's random streams: a chain given as a tree equals the chain
   (tokens and counts, bit for bit), and its tree outputs equal the reference's.
 
@@ -81,6 +84,8 @@ class TreeSuite(Suite):
                 self._guard("tree greedy identity (ties, NaN, +-inf)", mode, self._tree_greedy, mode)
             if mode == "synthetic":
                 self._guard("tree laws (positional rates)", mode, self._tree_synthetic)
+            self._declared("ragged trees and absent nodes", mode, self.impl.ragged and self.impl.invalid_drafts,
+                           self._ragged_trees)
             self._declared("a chain as a tree equals the chain", mode, self.impl.same_rng, self._chain_as_tree)
             self._declared("same tree outputs as the reference (specbench streams)", mode, self.impl.same_rng,
                            self._same_tree_streams)
@@ -224,6 +229,36 @@ class TreeSuite(Suite):
         uniform = np.full((len(self.parents), VOCAB), 1.0 / VOCAB)
         law = fixed_rows_law(self.parents, p, draft_rows=uniform, rates=rates)
         return self._law_checks(result, drafts, law, "positional rates")
+
+    def _ragged_trees(self, mode: str) -> list[CheckResult]:
+        """Requests cut to their first ``n_b`` nodes (0 included) and absent (``-1``) nodes in one batch: nothing
+        past a request's nodes or absent is accepted, paths hold; the first token still follows ``p_root``."""
+        gen = torch.Generator().manual_seed(self.seed + 53)
+        n, num_nodes = self.samples, len(self.parents)
+        target, draft_logits = self._tree_rows(1)
+        q = torch.stack([oracle.softmax(row, 1.0) for row in draft_logits])
+        drafts = self._draw_candidates(q, "independent", n, 77)
+        drafts = torch.where(torch.rand(n, num_nodes, generator=gen) < 0.15, -1, drafts)
+        counts = torch.randint(0, num_nodes + 1, (n,), generator=gen)
+        given = {"draft_probs": q.to(torch.float32)} if mode == "probabilistic" else {}
+        kwargs = self._tree_kwargs(mode, target, drafts, 0.0 if mode == "greedy" else 1.0, **given)
+        kwargs["num_draft_tokens"] = counts.to(self.device)
+        if mode == "synthetic":
+            kwargs["acceptance_rates"] = [list(SYNTHETIC_RATES)]
+        result = self._tree_call(kwargs)
+        nodes = result.accepted_nodes
+        safe = nodes.clamp(min=0)
+        beyond = ((nodes >= counts[:, None]) | ((nodes >= 0) & (drafts.gather(1, safe) < 0))).any(dim=1)
+        count = int(beyond.sum())
+        detail = f"{count} of {n} requests accepted a node past their count or an absent one" if count else \
+            "no node past a request's count and no absent node accepted"
+        checks = [CheckResult("ragged trees: nothing past the count or absent accepted", "", "FAIL" if count else
+                              "pass", "exact", samples=n, detail=detail),
+                  self._paths(result, drafts, "ragged trees: paths and tokens agree")]
+        if mode == "probabilistic":  # whatever the tree, the first token follows the root's target row
+            checks.append(_chi_square_check("ragged trees: token law, depth 0", result.output_token_ids[:, 0],
+                                            oracle.softmax(target[0], 1.0)))
+        return checks
 
     def _chain_as_tree(self, mode: str) -> list[CheckResult]:
         kwargs = self._small_batch(mode, self._few(256))

@@ -558,40 +558,23 @@ def prepare_verify(
         positions = torch.zeros(batch, dtype=torch.int64, device=device)
     _check_tensor("positions", positions, (batch,), int_types, device)
 
-    if tree is not None:
-        resolved = resolve_backend(backend, device)
-        tree_kwargs = _checked_tree(tree, mode, batch, num_spec, device, num_draft_tokens, check_values, sampling,
-                                    logprobs, method, acceptance_rates, resolved)
-        impl = backend_module(resolved)
-        return impl.verify, {
-            "mode": mode,
-            "target_logits": None if target_probs is not None else target_logits,
-            "target_probs": target_probs,
-            "draft_token_ids": draft_token_ids.to(torch.int64).contiguous(),
-            "num_draft_tokens": num_draft_tokens.to(torch.int32).contiguous(),
-            "draft_logits": draft_logits,
-            "draft_probs": draft_probs,
-            "temperatures": temperatures.contiguous(),
-            **truncation,
-            "truncate_draft_logits": truncate_draft_logits,
-            "logprobs": logprobs,
-            "method": method,
-            "seeds": seeds.to(torch.int64).contiguous(),
-            "positions": positions.to(torch.int64).contiguous(),
-            **tree_kwargs,
-        }
+    resolved = resolve_backend(backend, device)
+    if tree is not None:  # the rates, the tree and its refusals ("Trees" in the module docstring)
+        rates_and_tree = _checked_tree(tree, mode, batch, num_spec, device, num_draft_tokens, check_values, sampling,
+                                       logprobs, method, acceptance_rates, resolved)
+    else:
+        conditional = _conditional_rates_tensor((0.0,) * max(num_spec, 1), device)
+        if mode == "synthetic":
+            if acceptance_rates is None:
+                raise SpecbenchError("the synthetic mode needs acceptance_rates (K unconditional rates)")
+            rates = _checked_rates(acceptance_rates, num_spec)
+            if rates:
+                conditional = _conditional_rates_tensor(tuple(rates), device)
+        elif acceptance_rates is not None:
+            raise SpecbenchError(f"acceptance_rates is only used by the synthetic mode, got mode {mode!r}")
+        rates_and_tree = {"conditional_rates": conditional}
 
-    conditional = _conditional_rates_tensor((0.0,) * max(num_spec, 1), device)
-    if mode == "synthetic":
-        if acceptance_rates is None:
-            raise SpecbenchError("the synthetic mode needs acceptance_rates (K unconditional rates)")
-        rates = _checked_rates(acceptance_rates, num_spec)
-        if rates:
-            conditional = _conditional_rates_tensor(tuple(rates), device)
-    elif acceptance_rates is not None:
-        raise SpecbenchError(f"acceptance_rates is only used by the synthetic mode, got mode {mode!r}")
-
-    impl = backend_module(resolve_backend(backend, device))
+    impl = backend_module(resolved)
     return impl.verify, {
         "mode": mode,
         "target_logits": None if target_probs is not None else target_logits,
@@ -608,15 +591,15 @@ def prepare_verify(
         "method": method,
         "seeds": seeds.to(torch.int64).contiguous(),
         "positions": positions.to(torch.int64).contiguous(),
-        "conditional_rates": conditional,
+        **rates_and_tree,
     }
 
 
 def _checked_tree(tree: Any, mode: str, batch: int, num_nodes: int, device: torch.device,
                   num_draft_tokens: torch.Tensor, check_values: bool, sampling: SamplingParams,
                   logprobs: str | None, method: str, acceptance_rates: Any, backend: str) -> dict[str, Any]:
-    """The tree keywords of a backend call (``tree_parents``, ``tree_candidates``, ``conditional_rates``), after
-    refusing what trees do not take in this version (module docstring, "Trees")."""
+    """The tree keywords of a backend call (``conditional_rates`` the ``[D, W]`` synthetic table, ``tree_parents``,
+    ``tree_candidates``), after refusing what trees do not take in this version (module docstring, "Trees")."""
     check_tree(tree, batch, num_nodes, device, num_draft_tokens, check_values)
     if any(getattr(sampling, name) is not None for name in ("top_k", "top_p", "min_p")):
         raise SpecbenchError("tree verification does not take truncation (top_k, top_p, min_p) in this version")

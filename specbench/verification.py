@@ -257,8 +257,9 @@ Mode = Literal["greedy", "probabilistic", "synthetic"]
 Backend = Literal["auto", "triton", "torch"]
 MODES: tuple[str, ...] = ("greedy", "probabilistic", "synthetic")
 BACKENDS: tuple[str, ...] = ("auto", "triton", "torch")
-# The Triton backend has no tree kernel yet: verify refuses backend triton with a tree while this is
-# False (the lead sets it True, or removes it, when specbench/kernels/launch.py takes tree_parents).
+# The Triton backend has no tree kernel yet: while this is False, verify refuses backend="triton" with a
+# tree and runs backend="auto" trees on the torch reference, on any device (the lead sets it True, or
+# removes it, when specbench/kernels/launch.py takes tree_parents).
 _TRITON_TREES = False
 
 
@@ -423,7 +424,8 @@ def verify(
             request with a negative or NaN temperature is invalid (it emits nothing).
         tree: ``specbench.trees.DraftTree`` (``parents [B, N]``, ``candidates``): the drafts form a tree of
             ``N = K`` nodes per request (module docstring, "Trees"); ``acceptance_rates`` is then a table
-            of conditional rates. Default None: a chain.
+            of conditional rates. Default None: a chain. Trees run on the torch backend for now
+            (``"auto"`` picks it; ``"triton"`` is refused).
 
     Returns:
         ``VerifyResult(output_token_ids [B, K+1] int64 (-1 padded), num_emitted [B] int32,
@@ -559,6 +561,8 @@ def prepare_verify(
     _check_tensor("positions", positions, (batch,), int_types, device)
 
     resolved = resolve_backend(backend, device)
+    if tree is not None and backend == "auto" and not _TRITON_TREES:
+        resolved = "torch"  # until the Triton tree kernel lands, "auto" runs trees on the torch reference
     if tree is not None:  # the rates, the tree and its refusals ("Trees" in the module docstring)
         rates_and_tree = _checked_tree(tree, mode, batch, num_spec, device, num_draft_tokens, check_values, sampling,
                                        logprobs, method, acceptance_rates, resolved)

@@ -173,8 +173,9 @@ emitted token, its log-probability under the row it was emitted from, ``NaN`` pa
 Trees (``tree=DraftTree(parents, candidates)``, ``specbench/trees.py``). A request's drafts form a tree:
 ``N`` nodes numbered ``0..N-1`` in topological order, ``parents[b, j]`` node ``j``'s parent or ``-1`` for
 the root (the last accepted token). The *depth* of a node is 0 under the root and its parent's plus one
-otherwise; the children of a node (or of the root) are tried in increasing index order, child rank
-``k = 0, 1, ...``. A chain of ``K`` drafts is the tree ``[-1, 0, ..., K - 2]``. Layout:
+otherwise; the children of a node (or of the root) are the nodes ``j < n_b`` whose parent it is, tried
+in increasing index order: child rank ``k = 0, 1, ...`` (absent children count in the ranks). A chain of
+``K`` drafts is the tree ``[-1, 0, ..., K - 2]``. Layout:
 
 - ``draft_token_ids`` ``[B, N]``: node tokens; ``-1`` (or any id outside ``[0, V)``) is an *absent* node,
   tried and rejected without a test as a chain's ``-1`` draft; nothing below it is ever reached.
@@ -219,7 +220,8 @@ nothing for it, as for chains; an invalid request emits nothing at all.
   - ``candidates="without_replacement"``: the children of a node were drawn one after another from one
     law without replacement (Gumbel-top-k, say, in draw order = rank order). ``q_k`` is node ``c_k``'s
     row with the tokens of its elder siblings ``c_0..c_{k-1}`` set to 0 and the rest divided by
-    ``1 - (the row's mass on those tokens)`` (so ``q_0`` is the row as given); when nothing is left,
+    ``1 - (the row's mass on those tokens, each counted once; absent ones have none)`` (so ``q_0`` is the
+    row as given, and ``q_k(x)`` is 0 when ``x`` repeats an elder sibling's token); when nothing is left,
     ``q_k`` is zero and the test reads ``0 < r(x)``. This is recursive rejection sampling without
     replacement (Jeon et al. 2024, "Recursive Speculative Decoding", arXiv 2402.14160).
   - Given drafts drawn as stated, every rule emits tokens that follow the target's law exactly
@@ -233,7 +235,9 @@ nothing for it, as for chains; an invalid request emits nothing at all.
   A chain's unconditional rates ``p_i`` are the table ``[[c_1], [c_2], ...]`` of its conditional rates.
 
 A chain given as a tree emits the chain's tokens and counts bit for bit in every mode (rank 0 draws
-the chain's uniforms; the races use the chain's streams at ``pos + depth``). Temperature, cleaning and
+the chain's uniforms; the races use the chain's streams at ``pos + depth``). Backends agree to the bit
+up to float rounding (``R`` is a float32 sum in an order each backend chooses). Temperature, cleaning,
+draft rows (an invalid draft-logit row makes its node one-hot; NaN draft probabilities count as 0) and
 invalid rows and requests are as for chains. Not for trees in this version (refused, every backend):
 the truncation knobs, ``logprobs``, and a ``method`` other than ``token``.
 """

@@ -388,3 +388,22 @@ def test_a_tree_of_no_nodes_emits_the_chains_bonus():
     chain = verify(target, none, seeds=torch.arange(50), backend="torch")
     assert torch.equal(tree.output_token_ids, chain.output_token_ids) and tree.accepted_nodes.shape == (50, 0)
     assert len(set(tree.output_token_ids[:, 0].tolist())) > 1  # sampled, not one fixed token
+
+
+def test_candidates_without_replacement_test_the_next_sibling_against_the_row_without_the_first():
+    # p = (.3, .3, .4) at the root, both children drawn from q = (.5, .25, .25), tokens 0 then 1.
+    # Child 0 passes with probability .3 / .5 = .6; after it fails r = (0, .05, .15), R = .2.
+    # Independent candidates: q_1(1) = .25, child 1 passes with .05 / (.2 * .25) = 1: always one accepted.
+    # Without replacement: q_1 = (0, .5, .5), child 1 passes with .05 / (.2 * .5) = .5, and when it fails
+    # r = max(r - R q_1, 0) = (0, 0, .05): token 2 is emitted. So 20% of requests accept nothing and emit 2.
+    rows = [[.3, .3, .4], [1, 0, 0], [1, 0, 0]]
+    draft = torch.tensor([[.5, .25, .25]] * 2)[None].expand(400, -1, -1).contiguous()
+    independent = _by_hand(rows, [0, 1], [-1, -1], seeds=400, draft_probs=draft)
+    assert independent.num_accepted.tolist() == [1] * 400
+    without = verify(target_probs=torch.tensor(rows)[None].expand(400, -1, -1).contiguous(),
+                     draft_token_ids=torch.tensor([[0, 1]] * 400), draft_probs=draft, seeds=torch.arange(400),
+                     tree=batched([-1, -1], 400, candidates="without_replacement"), backend="torch")
+    none = without.num_accepted == 0
+    assert 48 < int(none.sum()) < 112  # binomial(400, .2): 80, 4 standard deviations either way
+    assert without.output_token_ids[none, 0].tolist() == [2] * int(none.sum())
+    assert int((without.accepted_nodes[:, 0] == 1).sum()) > 48  # child 1 taken about 20% of the time too

@@ -162,15 +162,21 @@ def test_no_renormalise_control_fails_the_token_and_depth_laws():
         assert f"token law, depth 0 ({label})" in failed
 
 
-def test_verify_tree_command_runs_and_refuses_what_it_cannot_check():
+def test_verify_tree_command_runs_and_refuses_what_it_cannot_check(tmp_path):
+    import json
+
     from typer.testing import CliRunner
 
     from specbench.cli import app
 
     runner = CliRunner()
-    passed = runner.invoke(app, ["verify", "--tree", "parents:-1,-1,0", "--impl", "torch", "-n", "1500"])
+    report = tmp_path / "tree.json"
+    passed = runner.invoke(app, ["verify", "--tree", "parents:-1,-1,0", "--impl", "torch", "-n", "1500",
+                                 "--json", str(report)])
     assert passed.exit_code == 0, passed.output
     assert "torch (tree parents:-1,-1,0): 0 failed" in passed.stdout
+    data = json.loads(report.read_text())
+    assert data["metadata"]["tree"] == "parents:-1,-1,0" and data["implementations"][0]["facts"]["trees"] is True
     caught = runner.invoke(app, ["verify", "--tree", "2x2", "--impl", "control-tree-no-renormalise", "-n", "1500"])
     assert caught.exit_code == 1 and "FAIL" in caught.stdout
     for args, words in ((["--tree", "2y2"], "tree shape must be"), (["--tree", "2x2", "--method", "block"],

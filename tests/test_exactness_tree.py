@@ -186,3 +186,30 @@ def test_verify_tree_command_runs_and_refuses_what_it_cannot_check(tmp_path):
     # an implementation that does not declare trees: nothing checked, which is a usage error
     nothing = runner.invoke(app, ["verify", "--tree", "2x2", "--impl", "control-residual-from-p", "-n", "500"])
     assert nothing.exit_code == 2 and "does not declare trees" in nothing.output
+
+
+def test_path_and_ragged_checks_catch_samplers_that_break_them():
+    from specbench.exactness_tree import TreeSuite
+    from specbench.implementations import sampler
+    from specbench.implementations.controls import tree_sample
+    from specbench.trees import parse_tree_shape
+
+    facts = {"draft": "probs", "target": "probs", "trees": True}
+
+    @sampler(name="ignores-counts", **facts)
+    def ignores_counts(*, target_probs, draft_probs, draft_token_ids, num_draft_tokens, seeds, tree_parents,
+                       tree_candidates, **_):
+        every = torch.full_like(num_draft_tokens, draft_token_ids.shape[1])
+        return tree_sample(target_probs, draft_probs, draft_token_ids, every, tree_parents, tree_candidates, seeds)
+
+    @sampler(name="wrong-path", **facts)
+    def wrong_path(*, target_probs, draft_probs, draft_token_ids, num_draft_tokens, seeds, tree_parents,
+                   tree_candidates, **_):
+        result = tree_sample(target_probs, draft_probs, draft_token_ids, num_draft_tokens, tree_parents,
+                             tree_candidates, seeds)
+        return result._replace(accepted_nodes=result.accepted_nodes.flip(1))  # the path, back to front
+
+    for impl, name in ((ignores_counts, "ragged trees: nothing past the count or absent accepted"),
+                       (wrong_path, "paths and tokens agree (independent candidates, draft probs)")):
+        checks = TreeSuite(impl, CPU, ["probabilistic"], parse_tree_shape("2x2"), samples=600, seed=3).run()
+        assert name in _failed(checks), impl.name

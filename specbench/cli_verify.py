@@ -23,9 +23,11 @@ from specbench.console import STOPPED, console, error_console, fail, lazy_module
 from specbench.errors import SpecbenchError
 
 exactness = lazy_module("specbench.exactness")
+exactness_tree = lazy_module("specbench.exactness_tree")
 registry = lazy_module("specbench.implementations.registry")
 results = lazy_module("specbench.results")
 sweep = lazy_module("specbench.sweep")
+trees = lazy_module("specbench.trees")
 
 _VERDICT_STYLE = {"pass": "green", "FAIL": "bold red", "skipped": "yellow", "lossy": "magenta"}
 _MODES = ("greedy", "probabilistic", "synthetic")
@@ -62,10 +64,12 @@ def _table(checks: list) -> Table:
 class _Run:
     """One implementation's suite in this command: what the report says of it, finished or stopped."""
 
-    def __init__(self, name: str, facts: dict, modes: list[str], suite) -> None:
+    def __init__(self, name: str, facts: dict, modes: list[str], suite, tree: str | None = None) -> None:
         self.name, self.facts, self.modes, self.suite = name, facts, modes, suite
         if suite.method != "token":
             self.name = f"{name} (method {suite.method})"
+        if tree is not None:
+            self.name = f"{self.name} (tree {tree})"
         self._started, self.seconds = time.perf_counter(), None
 
     def stop_clock(self) -> None:
@@ -138,6 +142,10 @@ def verify_command(
         "--method", metavar="NAMES", help="Verification methods to check, comma-separated: token, block, and the "
         "lossy typical, relaxed (checked against their own rule, their distance from the target reported).")]
         = "token",
+    tree: Annotated[str | None, typer.Option(
+        "--tree", metavar="SHAPE", help="Certify tree verification on this tree instead of chains: chain:K, WxD "
+        "(every node down to depth D-1 has W children) or parents:-1,0,0,... (token method only).",
+        show_default=False)] = None,
 ) -> None:
     """Check that an implementation's outputs follow the contract: token laws, acceptance, greedy identity, edges.
     Implementations that declare truncation are also checked under top_k, top_p and min_p (ties at the
@@ -147,6 +155,9 @@ def verify_command(
     processed and raw log-probabilities against the float64 oracle. --method block holds an implementation
     that declares block verification to block's exact laws (oracle); a lossy method is held to its own rule,
     and its distance from the target's law and its accepted-length gain are reported, never passed off as exact.
+    --tree SHAPE checks implementations that declare trees on that tree instead: each depth's token law and the
+    accepted-depth law against the float64 oracle (independent, without-replacement and one-hot candidates), the
+    accepted paths, greedy identity, and, for specbench's random streams, a chain given as a tree against the chain.
     """
     try:
         if interpret:
@@ -165,6 +176,11 @@ def verify_command(
         seed_value = _number(seed, "--seed", int, 0, 2**62)
         device_name = sweep.resolve_device(device)
         exactness.check_samples(sample_count, device_name)
+        parents = None
+        if tree is not None:
+            parents = trees.parse_tree_shape(tree)
+            if method_names != ["token"]:
+                raise SpecbenchError(f"--tree checks the token method only, got --method {method}")
         chosen = registry.resolve_all(names)
     except SpecbenchError as exc:
         fail(str(exc))
@@ -186,7 +202,7 @@ def verify_command(
 
     metadata = results.collect_metadata(device_name, kind="verify", samples=sample_count,
                                          significance=significance_value, seed=seed_value, interpreted=interpret,
-                                         interrupted=False)
+                                         interrupted=False, **({"tree": tree} if tree is not None else {}))
     runs: list[_Run] = []
     try:
         for chosen_impl, method_name in ((i, m) for i in runnable for m in method_names):
@@ -195,9 +211,13 @@ def verify_command(
             console.print(f"[bold]{escape(chosen_impl.name)}[/]: {escape(chosen_impl.description)} "
                           f"({escape(facts['source'])}; takes target {facts['target']}, draft {facts['draft']}; "
                           f"random streams: {facts['rng']}; method {method_name})", highlight=False)
-            suite = exactness.Suite(chosen_impl, torch_device, modes_here, samples=sample_count,
-                                    significance=significance_value, seed=seed_value, method=method_name)
-            runs.append(_Run(chosen_impl.name, facts, modes_here, suite))
+            settings = {"samples": sample_count, "significance": significance_value, "seed": seed_value,
+                        "method": method_name}
+            if parents is None:
+                suite = exactness.Suite(chosen_impl, torch_device, modes_here, **settings)
+            else:
+                suite = exactness_tree.TreeSuite(chosen_impl, torch_device, modes_here, parents, **settings)
+            runs.append(_Run(chosen_impl.name, facts, modes_here, suite, tree))
             with console.status("checking", spinner="dots") as status:
                 suite.on_check = lambda name: status.update(escape(name))
                 suite.run()

@@ -135,6 +135,8 @@ def verify(
     truncate_draft_logits: bool = True,
     logprobs: str | None = None,
     method: str = "token",
+    tree_parents: torch.Tensor | None = None,
+    tree_candidates: str = "independent",
 ) -> VerifyResult:
     """One verification step, vectorized over the batch (inputs already checked by ``specbench.verify``).
 
@@ -158,12 +160,22 @@ def verify(
         logprobs: ``"processed"``, ``"raw"`` or None.
         method: ``"token"``, ``"block"``, ``"typical"`` or ``"relaxed"`` (``specbench/methods.py``); it
             changes the probabilistic mode's sampled rows only.
+        tree_parents: ``[B, K]`` int64, the drafts' tree (``specbench/reference_tree.py``), or None for a chain.
+        tree_candidates: ``"independent"`` or ``"without_replacement"`` (trees only).
 
     Returns:
         ``VerifyResult``: ``output_token_ids [B, K + 1]`` int64 (``-1`` past the last emitted
         token), ``num_emitted [B]`` int32, ``num_accepted [B]`` int32, ``logprobs [B, K + 1]``
-        float32 (NaN past the last emitted token) or None.
+        float32 (NaN past the last emitted token) or None; ``accepted_nodes [B, K]`` int32 for a tree.
     """
+    if tree_parents is not None:
+        from specbench import reference_tree  # it imports this module's helpers
+
+        return reference_tree.verify_tree(
+            mode=mode, target_logits=target_logits, target_probs=target_probs, draft_token_ids=draft_token_ids,
+            num_draft_tokens=num_draft_tokens, draft_logits=draft_logits, draft_probs=draft_probs,
+            temperatures=temperatures, seeds=seeds, positions=positions, conditional_rates=conditional_rates,
+            tree_parents=tree_parents, tree_candidates=tree_candidates)
     is_probs = target_probs is not None
     target_rows = target_probs if is_probs else target_logits
     batch, num_rows, vocab = target_rows.shape

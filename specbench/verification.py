@@ -169,6 +169,77 @@ emitted token, its log-probability under the row it was emitted from, ``NaN`` pa
   synthetic mode accepts outside the kept set, say) has ``-inf``.
 - ``"raw"``: under the target as given, ``log_softmax`` of the cleaned logits without temperature or
   truncation (for target probabilities: the row over its sum). vLLM's ``raw_logprobs``.
+
+Trees (``tree=DraftTree(parents, candidates)``, ``specbench/trees.py``). A request's drafts form a tree:
+``N`` nodes numbered ``0..N-1`` in topological order, ``parents[b, j]`` node ``j``'s parent or ``-1`` for
+the root (the last accepted token). The *depth* of a node is 0 under the root and its parent's plus one
+otherwise; the children of a node (or of the root) are the nodes ``j < n_b`` whose parent it is, tried
+in increasing index order: child rank ``k = 0, 1, ...`` (absent children count in the ranks). A chain of
+``K`` drafts is the tree ``[-1, 0, ..., K - 2]``. Layout:
+
+- ``draft_token_ids`` ``[B, N]``: node tokens; ``-1`` (or any id outside ``[0, V)``) is an *absent* node,
+  tried and rejected without a test as a chain's ``-1`` draft; nothing below it is ever reached.
+- ``num_draft_tokens`` ``[B]``: request ``b``'s tree is its first ``n_b`` nodes; the rest is padding and
+  never read, so trees of several sizes and shapes share one batch.
+- ``target_logits`` / ``target_probs`` ``[B, N + 1, V]``: row 0 is the root's (the distribution of the
+  token after the accepted prefix), row ``j + 1`` the distribution after node ``j`` (its children's
+  test row, or its bonus row when it is a leaf). ``draft_logits`` / ``draft_probs`` ``[B, N, V]``: row
+  ``j`` is the distribution node ``j``'s token was drawn from (siblings drawn from one distribution
+  repeat it); neither means one-hot (deterministic) candidates.
+- Checked on the CPU (``check_values``): a parent outside ``[-1, j)`` for a node ``j < n_b`` is a usage
+  error. Unchecked, such a node belongs to no parent and is never reached.
+- Result: ``output_token_ids`` ``[B, N + 1]`` holds the accepted path's tokens then the final token
+  (``-1`` padded), ``num_accepted`` the path's length, ``num_emitted`` as for chains, and
+  ``accepted_nodes`` ``[B, N]`` int32 the path's node indices in order, ``-1`` padded.
+
+The walk. Start at the root. At the current node ``v`` of depth ``d`` (the root's depth is ``-1``) the
+children ``c_0, c_1, ...`` are tested at position ``t = pos + d + 1``, against ``p = p_v``, the target
+row of ``v`` (row 0 for the root, row ``v + 1`` otherwise) as the chain rules read it (cleaned, tempered;
+probabilities as given). A row the walk needs that is invalid stops the request there, emitting
+nothing for it, as for chains; an invalid request emits nothing at all.
+
+- Greedy (``mode="greedy"``, or a request with temperature 0): ``g = argmax p`` (ties to the lowest id).
+  Move to the lowest-rank child whose token is ``g``; when none is, emit ``g`` and stop. At a leaf emit
+  ``g``, the bonus. (Siblings repeating a token are tried at the lowest rank only.)
+- Probabilistic: SpecInfer's multi-candidate rule (Miao et al. 2024, arXiv 2305.09781; also Chen et al.'s
+  multi-draft form). A residual ``r`` starts as ``p`` with mass ``R = 1``. For ``k = 0, 1, ...`` take child
+  ``c_k``, its token ``x`` and its draft law ``q_k`` (``q_k(x)`` below; the one-hot at ``x`` for one-hot
+  drafts); ``u_k = U(seed, t, ACCEPT, k)`` (index ``k``: rank 0 draws the chain's uniform). Accept iff
+  ``x`` is a valid id and ``(u_k * q_k(x)) * R < r(x)``, in that order of products; then move to
+  ``c_k`` and start over there with its own row. Otherwise ``r <- max(r - R * q_k, 0)`` (an absent child
+  leaves ``r`` as it is; a one-hot ``q_k`` takes ``x`` out of ``r``), ``R <- sum r`` (float32), next rank.
+  At rank 0 ``r(x)`` is read as the chain reads ``p(x)``, and the test is the chain's ``u * q(x) < p(x)``.
+  When every child is rejected, emit the ``RESIDUAL`` race at ``t``, ``argmax_y r(y) / E_y`` over
+  ``r(y) > 0`` with ``E_y = -log U(seed, t, RESIDUAL, y)`` (over ``p`` when nothing is left). At a leaf
+  emit the bonus, the ``SAMPLE`` race over ``p`` at ``t``. Dividing the residual by ``R`` is what
+  renormalises the target after a rejected sibling: the test of ``c_k`` reads the residual law
+  ``r / R``, and ``max(r / R - q_k, 0)`` is the next residual law up to its mass.
+  - ``candidates="independent"`` (default): each child's token was drawn from its own row ``q_{c_k}``,
+    independently of its siblings; ``q_k = q_{c_k}``. With one-hot drafts (deterministic candidates) a
+    rejected child is removed from the target and the rest renormalised.
+  - ``candidates="without_replacement"``: the children of a node were drawn one after another from one
+    law without replacement (Gumbel-top-k, say, in draw order = rank order). ``q_k`` is node ``c_k``'s
+    row with the tokens of its elder siblings ``c_0..c_{k-1}`` set to 0 and the rest divided by
+    ``1 - (the row's mass on those tokens, each counted once; absent ones have none)`` (so ``q_0`` is the
+    row as given, and ``q_k(x)`` is 0 when ``x`` repeats an elder sibling's token); when nothing is left,
+    ``q_k`` is zero and the test reads ``0 < r(x)``. This is recursive rejection sampling without
+    replacement (Jeon et al. 2024, "Recursive Speculative Decoding", arXiv 2402.14160).
+  - Given drafts drawn as stated, every rule emits tokens that follow the target's law exactly
+    (continued by the target after the step); ``specbench.oracle_tree`` computes the laws in float64.
+- Synthetic: ``acceptance_rates`` is a table ``[D][W]`` of *conditional* rates (or one list of ``W``
+  rates, the same at every depth): child rank ``k`` at depth ``d`` is accepted with probability
+  ``a[d][k]`` given its parent was reached and its elder siblings rejected (Sequoia's positional
+  model); ranks and depths past the table have rate 0. Accept iff ``x`` is valid and
+  ``U(seed, t, ACCEPT, k) < a[d][k]``. When every child is rejected, and at a leaf, emit the target's
+  own token at ``v``'s row: the argmax for a greedy request, else the ``SAMPLE`` race over ``p`` at ``t``.
+  A chain's unconditional rates ``p_i`` are the table ``[[c_1], [c_2], ...]`` of its conditional rates.
+
+A chain given as a tree emits the chain's tokens and counts bit for bit in every mode (rank 0 draws
+the chain's uniforms; the races use the chain's streams at ``pos + depth``). Backends agree to the bit
+up to float rounding (``R`` is a float32 sum in an order each backend chooses). Temperature, cleaning,
+draft rows (an invalid draft-logit row makes its node one-hot; NaN draft probabilities count as 0) and
+invalid rows and requests are as for chains. Not for trees in this version (refused, every backend):
+the truncation knobs, ``logprobs``, and a ``method`` other than ``token``.
 """
 
 from __future__ import annotations
@@ -184,11 +255,16 @@ import torch
 
 from specbench import acceptance, methods, rng
 from specbench.errors import SpecbenchError
+from specbench.trees import DraftTree, check_tree
 
 Mode = Literal["greedy", "probabilistic", "synthetic"]
 Backend = Literal["auto", "triton", "torch"]
 MODES: tuple[str, ...] = ("greedy", "probabilistic", "synthetic")
 BACKENDS: tuple[str, ...] = ("auto", "triton", "torch")
+# The Triton backend has no tree kernel yet: while this is False, verify refuses backend="triton" with a
+# tree and runs backend="auto" trees on the torch reference, on any device (the lead sets it True, or
+# removes it, when specbench/kernels/launch.py takes tree_parents).
+_TRITON_TREES = False
 
 
 class VerifyResult(NamedTuple):
@@ -201,15 +277,18 @@ class VerifyResult(NamedTuple):
     - ``num_accepted`` ``[B]`` int32: drafts accepted, ``0..num_draft_tokens[b]``.
     - ``logprobs`` ``[B, K + 1]`` float32 when ``verify(logprobs=...)`` asked for them (module
       docstring: each emitted token's log-probability, ``NaN`` past the last), else None.
+    - ``accepted_nodes`` ``[B, N]`` int32 for a tree step: the accepted path's node indices in order,
+      ``-1`` padded; None for a chain.
     """
 
     output_token_ids: torch.Tensor
     num_emitted: torch.Tensor
     num_accepted: torch.Tensor
     logprobs: torch.Tensor | None = None
+    accepted_nodes: torch.Tensor | None = None
 
     def map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> VerifyResult:
-        """The same result with ``fn`` applied to every tensor it holds (``logprobs`` stays None if it is)."""
+        """The same result with ``fn`` applied to every tensor it holds (a None field stays None)."""
         return self._make(None if tensor is None else fn(tensor) for tensor in self)
 
 
@@ -311,6 +390,7 @@ def verify(
     method: str = "token",
     backend: Backend = "auto",
     check_values: bool | None = None,
+    tree: DraftTree | None = None,
 ) -> VerifyResult:
     """Run one verification step of speculative decoding (see the module docstring for the rules).
 
@@ -346,17 +426,22 @@ def verify(
             read). Default: on CPU tensors only, so a GPU call never waits on the device and can
             be captured in a CUDA graph; there every backend clamps counts into ``[0, K]``, and a
             request with a negative or NaN temperature is invalid (it emits nothing).
+        tree: ``specbench.trees.DraftTree`` (``parents [B, N]``, ``candidates``): the drafts form a tree of
+            ``N = K`` nodes per request (module docstring, "Trees"); ``acceptance_rates`` is then a table
+            of conditional rates. Default None: a chain. Trees run on the torch backend for now
+            (``"auto"`` picks it; ``"triton"`` is refused).
 
     Returns:
         ``VerifyResult(output_token_ids [B, K+1] int64 (-1 padded), num_emitted [B] int32,
-        num_accepted [B] int32, logprobs [B, K+1] float32 or None)`` on the device of ``target_logits``.
+        num_accepted [B] int32, logprobs [B, K+1] float32 or None, accepted_nodes [B, K] int32 for a
+        tree (-1 padded) or None)`` on the device of ``target_logits``.
     """
     backend_verify, kwargs = prepare_verify(
         target_logits, draft_token_ids, target_probs=target_probs, mode=mode, num_draft_tokens=num_draft_tokens,
         draft_logits=draft_logits, draft_probs=draft_probs, sampling=sampling, temperatures=temperatures,
         seeds=seeds, positions=positions, acceptance_rates=acceptance_rates,
         truncate_draft_logits=truncate_draft_logits, logprobs=logprobs, method=method, backend=backend,
-        check_values=check_values,
+        check_values=check_values, tree=tree,
     )
     return backend_verify(**kwargs)
 
@@ -380,6 +465,7 @@ def prepare_verify(
     method: str = "token",
     backend: Backend = "auto",
     check_values: bool | None = None,
+    tree: DraftTree | None = None,
 ) -> tuple[Callable[..., VerifyResult], dict[str, Any]]:
     """Check and normalise ``verify``'s arguments once; return ``(backend_verify, kwargs)``.
 
@@ -478,17 +564,25 @@ def prepare_verify(
         positions = torch.zeros(batch, dtype=torch.int64, device=device)
     _check_tensor("positions", positions, (batch,), int_types, device)
 
-    conditional = _conditional_rates_tensor((0.0,) * max(num_spec, 1), device)
-    if mode == "synthetic":
-        if acceptance_rates is None:
-            raise SpecbenchError("the synthetic mode needs acceptance_rates (K unconditional rates)")
-        rates = _checked_rates(acceptance_rates, num_spec)
-        if rates:
-            conditional = _conditional_rates_tensor(tuple(rates), device)
-    elif acceptance_rates is not None:
-        raise SpecbenchError(f"acceptance_rates is only used by the synthetic mode, got mode {mode!r}")
+    resolved = resolve_backend(backend, device)
+    if tree is not None and backend == "auto" and not _TRITON_TREES:
+        resolved = "torch"  # until the Triton tree kernel lands, "auto" runs trees on the torch reference
+    if tree is not None:  # the rates, the tree and its refusals ("Trees" in the module docstring)
+        rates_and_tree = _checked_tree(tree, mode, batch, num_spec, device, num_draft_tokens, check_values, sampling,
+                                       logprobs, method, acceptance_rates, resolved)
+    else:
+        conditional = _conditional_rates_tensor((0.0,) * max(num_spec, 1), device)
+        if mode == "synthetic":
+            if acceptance_rates is None:
+                raise SpecbenchError("the synthetic mode needs acceptance_rates (K unconditional rates)")
+            rates = _checked_rates(acceptance_rates, num_spec)
+            if rates:
+                conditional = _conditional_rates_tensor(tuple(rates), device)
+        elif acceptance_rates is not None:
+            raise SpecbenchError(f"acceptance_rates is only used by the synthetic mode, got mode {mode!r}")
+        rates_and_tree = {"conditional_rates": conditional}
 
-    impl = backend_module(resolve_backend(backend, device))
+    impl = backend_module(resolved)
     return impl.verify, {
         "mode": mode,
         "target_logits": None if target_probs is not None else target_logits,
@@ -505,8 +599,59 @@ def prepare_verify(
         "method": method,
         "seeds": seeds.to(torch.int64).contiguous(),
         "positions": positions.to(torch.int64).contiguous(),
-        "conditional_rates": conditional,
+        **rates_and_tree,
     }
+
+
+def _checked_tree(tree: Any, mode: str, batch: int, num_nodes: int, device: torch.device,
+                  num_draft_tokens: torch.Tensor, check_values: bool, sampling: SamplingParams,
+                  logprobs: str | None, method: str, acceptance_rates: Any, backend: str) -> dict[str, Any]:
+    """The tree keywords of a backend call (``conditional_rates`` the ``[D, W]`` synthetic table, ``tree_parents``,
+    ``tree_candidates``), after refusing what trees do not take in this version (module docstring, "Trees")."""
+    check_tree(tree, batch, num_nodes, device, num_draft_tokens, check_values)
+    if any(getattr(sampling, name) is not None for name in ("top_k", "top_p", "min_p")):
+        raise SpecbenchError("tree verification does not take truncation (top_k, top_p, min_p) in this version")
+    if logprobs is not None:
+        raise SpecbenchError("tree verification does not return log-probabilities in this version: pass logprobs=None")
+    if method != "token":
+        raise SpecbenchError(f"tree verification follows the token method only in this version, got method {method!r}")
+    if backend == "triton" and not _TRITON_TREES:
+        raise SpecbenchError("the triton backend has no tree kernel yet: use backend='torch' for a tree")
+    table = torch.zeros(1, 1, dtype=torch.float32, device=device)
+    if mode == "synthetic":
+        if acceptance_rates is None:
+            raise SpecbenchError("the synthetic mode needs acceptance_rates (for a tree: a [D][W] table of "
+                                 "conditional rates, or one list of W)")
+        table = _tree_rates_tensor(_tree_rates(acceptance_rates, num_nodes), device)
+    elif acceptance_rates is not None:
+        raise SpecbenchError(f"acceptance_rates is only used by the synthetic mode, got mode {mode!r}")
+    return {"conditional_rates": table, "tree_parents": tree.parents.to(torch.int64).contiguous(),
+            "tree_candidates": tree.candidates}
+
+
+def _tree_rates(rates: Any, num_nodes: int) -> tuple[tuple[float, ...], ...]:
+    """A tree's synthetic rates as a table of conditional rates in ``[0, 1]``: ``[D][W]`` as given, or one list
+    of ``W`` repeated for every depth a tree of ``num_nodes`` nodes can have."""
+    rates = _rate_values(rates)
+    if isinstance(rates, (str, bytes)) or not isinstance(rates, Sequence) or len(rates) == 0:
+        raise SpecbenchError(f"tree acceptance rates must be a [D][W] table or a list of W rates, got {rates!r}")
+    nested = [isinstance(r, Sequence) and not isinstance(r, (str, bytes)) for r in rates]
+    rows = rates if all(nested) else [rates] * max(num_nodes, 1)
+    table = []
+    for row in rows:
+        if len(row) == 0 or len(row) != len(rows[0]):
+            raise SpecbenchError(f"tree acceptance rates must have rows of one length (W >= 1), got {rates!r}")
+        for value in row:
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value <= 1.0:
+                raise SpecbenchError(f"tree acceptance rates must be conditional rates in [0, 1], got {value!r}")
+        table.append(tuple(float(value) for value in row))
+    return tuple(table)
+
+
+@functools.lru_cache(maxsize=64)
+def _tree_rates_tensor(table: tuple[tuple[float, ...], ...], device: torch.device) -> torch.Tensor:
+    # [D, W] float32, cached: a host-to-device copy per call would break CUDA-graph capture
+    return torch.tensor(table, dtype=torch.float32, device=device)
 
 
 def _per_request(name: str, value: Any, default: Any, batch: int, dtypes: tuple, dtype: torch.dtype,

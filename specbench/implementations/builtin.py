@@ -94,7 +94,7 @@ def _triton(name: str, description: str, prepare, methods: tuple[str, ...] = ("t
 
 BUILT_IN: dict[str, Implementation] = {
     "torch": _ours("torch", "specbench.reference: vectorized torch, the baseline", _backend("torch"),
-                   cuda_graph=True, methods=_EVERY_METHOD),
+                   cuda_graph=True, methods=_EVERY_METHOD, trees=True),
     "triton": _triton("triton", "specbench.kernels: Triton kernels", _backend("triton"), _TRITON_METHODS),
     "triton-sequential": _triton("triton-sequential", "Triton, one program per request forced",
                                  _triton_variant("sequential"), _TRITON_METHODS),

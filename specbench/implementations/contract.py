@@ -28,6 +28,10 @@ the callable and declares the facts with ``@sampler(...)``:
 - ``methods``: the verification methods it implements (``specbench/methods.py``), ``("token",)`` by
   default. One that declares another is also called with ``method`` (the name of the rule to follow);
   ``specbench verify --method`` checks an implementation only in the methods it declares.
+- ``trees``: it verifies draft trees (``specbench/verification.py``, "Trees"): a call on a tree also gets
+  ``tree_parents`` ``[B, N]`` int64 and ``tree_candidates`` (``"independent"`` or ``"without_replacement"``),
+  ``acceptance_rates`` is then the synthetic table, and its result carries ``accepted_nodes``. ``specbench
+  verify --tree`` checks only implementations that declare it.
 
 The callable is called with keyword arguments, the same names as ``specbench.verify``:
 ``mode``, ``target_logits`` or ``target_probs`` (the declared form, ``[B, K + 1, V]``),
@@ -88,6 +92,7 @@ class Implementation:
     logprobs: bool = False
     devices: tuple[str, ...] = DEVICES
     methods: tuple[str, ...] = ("token",)
+    trees: bool = False
     needs_gpu: bool = False
     unavailable: Callable[[torch.device], str | None] = field(default=lambda device: None)
     source: str = "built-in"
@@ -103,7 +108,7 @@ class Implementation:
                 "rng": self.rng, "seeded": self.seeded, "batch_invariant": self.batch_invariant,
                 "ragged": self.ragged, "invalid_drafts": self.invalid_drafts, "cuda_graph": self.cuda_graph,
                 "truncation": self.truncation, "logprobs": self.logprobs, "devices": list(self.devices),
-                "methods": list(self.methods)}
+                "methods": list(self.methods), "trees": self.trees}
 
     def cannot_run(self, device: torch.device, interpret: bool = False) -> str | None:
         """Why it cannot run on ``device`` in this process at all (``interpret``: the Triton interpreter is on)."""
@@ -175,6 +180,7 @@ def sampler(
     logprobs: bool = False,
     devices: tuple[str, ...] | list[str] = DEVICES,
     methods: tuple[str, ...] | list[str] = ("token",),
+    trees: bool = False,
 ) -> Callable[[Callable[..., VerifyResult]], Implementation]:
     """Declare a function as a specbench implementation (the facts: module docstring).
 
@@ -198,7 +204,7 @@ def sampler(
             name=name or fn.__name__, description=description or (doc[0] if doc else fn.__name__), fn=fn,
             modes=modes, target=target, draft=draft, one_hot=one_hot, rng=rng, seeded=seeded,
             batch_invariant=batch_invariant, ragged=ragged, invalid_drafts=invalid_drafts, cuda_graph=cuda_graph,
-            truncation=truncation, logprobs=logprobs, devices=devices, methods=methods,
+            truncation=truncation, logprobs=logprobs, devices=devices, methods=methods, trees=trees,
             source=f"{fn.__module__}:{fn.__qualname__}",
         )
 
@@ -298,6 +304,8 @@ def convert(impl: Implementation, kwargs: dict[str, Any], greedy_rows: bool | No
         call["logprobs"] = checked["logprobs"]
     if impl.methods != ("token",):
         call["method"] = checked["method"]
+    if checked.get("tree_parents") is not None:  # a tree call: `specbench verify --tree` makes them only to `trees`
+        call.update(tree_parents=checked["tree_parents"], tree_candidates=checked["tree_candidates"])
     if mode == "probabilistic":
         call[f"draft_{impl.draft}"] = _draft_in_form(impl, checked, temperatures, target.shape[-1], dtype)
     return call

@@ -36,8 +36,17 @@ Block verification (``--method block``; both declare ``methods=("token", "block"
   ``max(w_A p - q, 0)`` is due (the vllm-ascend port's bug, #7807 and #7839): the accepted counts
   are right, the emitted tokens are not.
 
+Trees (``specbench verify --tree``; both declare ``trees=True`` and, on a chain, are the textbook sampler):
+
+- ``control-tree-target-only`` tests every candidate as if it were one-hot, ``u R < r(x)``, and takes a
+  rejected candidate's token out of the residual, while the candidates came from ``q``: SGLang's
+  "target-only" tree rule used on sampled candidates.
+- ``control-tree-no-renormalise`` forgets the residual's mass ``R`` after a rejected sibling: it tests
+  the next one by ``u q(x) < r(x)`` and subtracts ``q`` itself, where ``u q(x) R < r(x)`` and ``r - R q`` are due.
+
 ``textbook`` is the same code with no rule changed: the positive control, which passes; it follows
-the truncation contract too, and block verification under ``--method block``.
+the truncation contract too, block verification under ``--method block``, and the tree rules
+(``tree_sample``) under ``--tree``.
 """
 
 from __future__ import annotations
@@ -97,6 +106,63 @@ def chain_sample(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_to
     output = torch.cat([output, torch.full((batch, 1), -1, dtype=torch.int64, device=device)], dim=1)
     output.scatter_(1, terminal[:, None], token[:, None])
     return VerifyResult(output, num_accepted + 1, num_accepted)
+
+
+def tree_sample(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_token_ids: torch.Tensor,
+                num_draft_tokens: torch.Tensor, tree_parents: torch.Tensor, tree_candidates: str, seeds: torch.Tensor,
+                *, rule: str = "exact") -> VerifyResult:
+    """The tree rule (``specbench/verification.py``, "Trees"), vectorized, with its own generator: nodes are
+    visited in index order, and a node is tested when its parent is where the walk stands (children come
+    after their parent and siblings in rank order, so one pass suffices). ``rule``: ``"exact"``,
+    ``"target-only"`` (candidates tested as one-hot: a bug when they came from ``q``) or
+    ``"no-renormalise"`` (``R`` forgotten after a rejected sibling: a bug)."""
+    batch, num_rows, vocab = target_probs.shape
+    num_nodes = num_rows - 1
+    device = target_probs.device
+    generator = _generator(seeds)
+    p, q = target_probs.to(torch.float32), draft_probs.to(torch.float32)
+    drafts, parents = draft_token_ids.to(torch.int64), tree_parents.to(torch.int64)
+    in_tree = torch.arange(num_nodes, device=device)[None, :] < num_draft_tokens[:, None]
+    valid = (drafts >= 0) & (drafts < vocab) & in_tree
+    x_all = drafts.clamp(0, vocab - 1)
+    u = torch.rand(batch, num_nodes, generator=generator, device=device)
+    rows = torch.arange(batch, device=device)
+    place = torch.zeros(batch, dtype=torch.int64, device=device)  # 0 the root, j + 1 node j
+    r, mass = p[:, 0].clone(), torch.ones(batch, device=device)
+    taken = torch.zeros(batch, vocab, dtype=torch.bool, device=device)
+    path = torch.full((batch, num_nodes), -1, dtype=torch.int64, device=device)
+    length = torch.zeros(batch, dtype=torch.int64, device=device)
+    for j in range(num_nodes):
+        tested = in_tree[:, j] & (parents[:, j] + 1 == place)
+        x = x_all[:, j]
+        law = q[:, j]
+        if tree_candidates == "without_replacement":  # q without the elder siblings' tokens, renormalised
+            left = 1.0 - torch.where(taken, law, 0.0).sum(dim=1, keepdim=True)
+            law = torch.where(taken | (left <= 0), 0.0, law / left.clamp_min(1e-30))
+        if rule == "target-only":
+            law = torch.nn.functional.one_hot(x, vocab).to(torch.float32)
+        scale = torch.ones_like(mass) if rule == "no-renormalise" else mass
+        q_x, r_x = law[rows, x], r[rows, x]
+        accept = tested & valid[:, j] & (u[:, j] * q_x * scale < r_x)
+        reject = (tested & valid[:, j] & ~accept)[:, None]
+        r = torch.where(reject, (r - scale[:, None] * law).clamp_min(0.0), r)
+        mass = torch.where(reject[:, 0], r.sum(dim=1), mass)
+        taken = taken | (reject & torch.nn.functional.one_hot(x, vocab).bool())
+        path[rows, length.clamp(max=num_nodes - 1)] = torch.where(accept, j, path[rows, length.clamp(max=num_nodes - 1)])
+        length = length + accept.to(torch.int64)
+        place = torch.where(accept, j + 1, place)
+        r = torch.where(accept[:, None], p[:, j + 1], r)
+        mass = torch.where(accept, 1.0, mass)
+        taken = taken & ~accept[:, None]
+    has_children = (in_tree & (parents + 1 == place[:, None])).any(dim=1, keepdim=True)
+    here = p[rows, place]
+    weights = torch.where(has_children & (r.sum(dim=1, keepdim=True) > 0), r, here)
+    token = torch.multinomial(weights, 1, generator=generator)[:, 0]
+    output = torch.full((batch, num_rows), -1, dtype=torch.int64, device=device)
+    output[:, :num_nodes] = torch.where(path >= 0, drafts.gather(1, path.clamp(min=0)), -1)
+    output.scatter_(1, length[:, None], token[:, None])
+    accepted = length.to(torch.int32)
+    return VerifyResult(output, accepted + 1, accepted, accepted_nodes=path.to(torch.int32))
 
 
 def block_sample(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_token_ids: torch.Tensor,
@@ -188,10 +254,14 @@ _TRUNCATING = {**_FACTS, "truncation": True}
 _BLOCK = ("token", "block")
 
 
-@sampler(name="textbook", description="the chain sampler in plain torch, no rule changed (positive control)",
-         draft="probs", methods=_BLOCK, **_TRUNCATING)
+@sampler(name="textbook", description="the chain and tree samplers in plain torch, no rule changed (positive "
+         "control)", draft="probs", methods=_BLOCK, trees=True, **_TRUNCATING)
 def textbook(*, target_probs, draft_probs, draft_token_ids, num_draft_tokens, seeds, temperatures, top_k=None,
-             top_p=None, min_p=None, method="token", **_) -> VerifyResult:
+             top_p=None, min_p=None, method="token", tree_parents=None, tree_candidates="independent",
+             **_) -> VerifyResult:
+    if tree_parents is not None:
+        return tree_sample(target_probs, draft_probs, draft_token_ids, num_draft_tokens, tree_parents,
+                           tree_candidates, seeds)
     cut = truncate(target_probs, temperatures, top_k, top_p, min_p)
     if method == "block":
         return block_sample(cut, draft_probs, draft_token_ids, num_draft_tokens, seeds)
@@ -275,7 +345,29 @@ def large_batch_tail(*, target_probs, draft_probs, draft_token_ids, num_draft_to
     return chain_sample(cut, draft_probs, draft_token_ids, num_draft_tokens, seeds)
 
 
+def _tree_or_chain(rule: str, *, target_probs, draft_probs, draft_token_ids, num_draft_tokens, seeds,
+                   tree_parents=None, tree_candidates="independent", **_) -> VerifyResult:
+    # a tree control's call: its broken tree rule on a tree, the textbook chain sampler on a chain
+    if tree_parents is None:
+        return chain_sample(target_probs, draft_probs, draft_token_ids, num_draft_tokens, seeds)
+    return tree_sample(target_probs, draft_probs, draft_token_ids, num_draft_tokens, tree_parents, tree_candidates,
+                       seeds, rule=rule)
+
+
+@sampler(name="control-tree-target-only", description="tests sampled tree candidates as if one-hot, u R < r(x) "
+         "(SGLang's target-only rule on candidates drawn from q)", draft="probs", trees=True, **_FACTS)
+def tree_target_only(**inputs) -> VerifyResult:
+    return _tree_or_chain("target-only", **inputs)
+
+
+@sampler(name="control-tree-no-renormalise", description="forgets the residual's mass R after a rejected sibling "
+         "(tests u q(x) < r(x), subtracts q)", draft="probs", trees=True, **_FACTS)
+def tree_no_renormalise(**inputs) -> VerifyResult:
+    return _tree_or_chain("no-renormalise", **inputs)
+
+
 CONTROLS: dict[str, Implementation] = {impl.name: impl for impl in
                                        (textbook, onehot_acceptance, bf16_draft, residual_from_p, untempered_draft,
                                         untruncated_draft, boundary_ties, untruncated_acceptance,
-                                        large_batch_tail, block_token_residual)}
+                                        large_batch_tail, block_token_residual, tree_target_only,
+                                        tree_no_renormalise)}

@@ -323,8 +323,12 @@ def verify(
     truncate_draft_logits: bool = True,
     logprobs: str | None = None,
     method: str = "token",
+    tree_parents: torch.Tensor | None = None,
+    tree_candidates: str = "independent",
 ) -> VerifyResult:
     """Triton verification step; see ``specbench.verification.verify`` for arguments and results."""
+    if tree_parents is not None:  # the tree kernel is still to come (issue 24); verify refuses it before here
+        raise SpecbenchError("the triton backend has no tree kernel yet: use backend='torch' for a tree")
     truncated = top_k is not None or top_p is not None or min_p is not None
     if method != "token" and mode == "probabilistic":  # greedy rows have one rule whatever the method
         if method != "block":

@@ -175,7 +175,9 @@ def _speedup_figure(records: list[dict]) -> Figure:
             ax.plot(record["mean_acceptance_length"], record["measured_speedup"],
                     _CASE_MARKERS[number % len(_CASE_MARKERS)],
                     color="white" if "tree_shape" in record else styles[record["num_spec_tokens"]][0],
-                    mec="black", ms=7, zorder=20, ls="none", label=_title(record))
+                    mec="black", ms=7, zorder=20, ls="none",
+                    label=_title(record) if "tree_shape" in record else
+                    f"{record['profile']} (K={record['num_spec_tokens']})")
         ax.axhline(1.0, color="grey", lw=0.8, ls=":")
         ax.set_xlabel("mean acceptance length L (tokens per target step)")
         ax.set_ylabel("expected speed-up S = L / (1 + K c)")

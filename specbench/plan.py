@@ -531,6 +531,8 @@ def _tree_records(settings: PlanSettings, trees: Sequence[TreeShape], lengths: S
             "cost_model": settings.costs.name,
             "tokens_per_second_per_request": tps, "tokens_per_second_per_gpu": b * tps,
             "speedup": tps / plain_tps, "gain_over_best_chain": tps / chain_tps - 1.0,
+            "loss_vs_best": 1.0 - tps / chain_tps, "best_num_spec_tokens": summary["best_num_spec_tokens"],
+            "pays": bool(tps > plain_tps),
             "tokens_per_second_per_gpu_ci_low": None, "tokens_per_second_per_gpu_ci_high": None,
             "speedup_ci_low": None, "speedup_ci_high": None,
         })

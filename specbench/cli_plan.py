@@ -163,14 +163,18 @@ def tree_table(metadata_plan: dict) -> Table:
     table = Table(title="chain or tree: the best of each at every batch size (tokens/s per GPU)", title_justify="left",
                   show_edge=False, pad_edge=False)
     for column in ("B", "best chain", "tok/s per GPU", "best tree", "N", "L", "tok/s per GPU ", "tree vs chain",
-                   "decided"):
+                   "95% interval", "decided", "draws agreeing"):
         table.add_column(column, justify="left" if column in ("best tree", "decided") else "right")
     for s in metadata_plan["per_batch"]:
         gain = s["tree_gain_over_chain"]
+        share = s["tree_share"]
+        agreeing = None if share is None else (share if s["best_candidate"] == "tree" else 1.0 - share)
         table.add_row(str(s["batch_size"]), f"K={s['best_num_spec_tokens']}", f"{s['best_tokens_per_second_per_gpu']:,.0f}",
                       escape(s["best_tree_shape"]), str(s["best_tree_num_nodes"]),
                       f"{s['best_tree_acceptance_length']:.3f}", f"{s['best_tree_tokens_per_second_per_gpu']:,.0f}",
-                      f"{gain:+.1%}", "[bold green]tree[/]" if s["best_candidate"] == "tree" else "[bold]chain[/]")
+                      f"{gain:+.1%}", "-" if s["tree_gain_over_chain_ci_low"] is None else
+                      f"[{s['tree_gain_over_chain_ci_low']:+.1%}, {s['tree_gain_over_chain_ci_high']:+.1%}]",
+                      "[bold green]tree[/]" if s["best_candidate"] == "tree" else "[bold]chain[/]", _fmt(agreeing, ".0%"))
     return table
 
 
@@ -279,8 +283,8 @@ def plan_command(
         console.print()
         print_table(tree_table(summary))
         console.print(f"[dim]trees: expected tokens from the positional model, conditional rates by sibling rank "
-                      f"{escape(', '.join(map(str, summary['tree_rates_given'])))}; {escape(summary['tree_cost_assumption'])}; point "
-                      f"values (no intervals)[/]", highlight=False)
+                      f"{escape(', '.join(map(str, summary['tree_rates_given'])))}; "
+                      f"{escape(summary['tree_cost_assumption'])}[/]", highlight=False)
     stop = summary["stop_batch_size"]
     console.print(("speculation pays at every batch size asked" if stop is None else
                    f"speculation stops paying at batch size {stop} (best K = 0, or a gain whose interval reaches 1)"),

@@ -286,7 +286,8 @@ def sweep_command(
              "several or a range.")] = None,
     rates: Annotated[list[str] | None, typer.Option(
         "--rates", "-r", metavar="RATES", show_default=False,
-        help="One profile's unconditional per-position rates, e.g. 0.9,0.7,0.5 (repeat for several profiles).")] = None,
+        help="One profile's unconditional per-position rates, e.g. 0.9,0.7,0.5 (repeat for several profiles). With "
+             "--tree: conditional rates by sibling rank (see --tree).")] = None,
     scenario: Annotated[str | None, typer.Option(
         "--scenario", "-s", metavar="FILE|NAME", show_default=False,
         help="A scenario TOML file, or the name of a shipped one. No profile option at all runs the embedded 'default'.")] = None,

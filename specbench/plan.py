@@ -51,9 +51,13 @@ nothing deeper; ``sequoia:N`` is limited to it). Its step is priced as **the cha
 exactly a tree's; the draft part (``N`` draft forwards at batch ``B``) is the chain's, where a tree
 drafter runs ``depth`` forwards over wider batches, so wide trees are charged more draft time than
 they may take. Tree records (``candidate = "tree"``, chains ``"chain"``) carry ``tree_shape``,
-``tree_parents``, ``num_tree_nodes``, ``tree_depth`` and ``num_spec_tokens = N``; they have point
-values only (no draws), and the per-batch summary says whether the best tree beats the best chain
-(``best_candidate``) and by how much (``tree_gain_over_chain``, tokens/s over the best chain's, minus 1).
+``tree_parents``, ``num_tree_nodes``, ``tree_depth`` and ``num_spec_tokens = N``; on a profile with
+draws each tree's ``L`` is evaluated on every draw (rank 0 from the draw's own ``c_d``; typed-in rates
+are the same on every draw), giving its intervals. The per-batch summary says whether the best tree
+beats the best chain (``best_candidate``) and by how much (``tree_gain_over_chain``, tokens/s over the
+best chain's, minus 1), with that gain's interval over the draws (best tree of the draw over best
+chain of the draw) and ``tree_share``, the share of draws whose best tree beats their best chain
+(None without draws).
 """
 
 from __future__ import annotations
@@ -438,6 +442,7 @@ def run_plan(settings: PlanSettings) -> tuple[list[dict[str, Any]], dict[str, An
     length_ci = None if draws is None else [_interval(draws[:, k]) for k in range(max_k + 1)]
     trees, table = resolve_trees(settings)
     tree_lengths = [tree_theory.expected_tokens(shape, table) for shape in trees]
+    tree_draws = None if draws is None or not trees else _tree_draws(settings, trees, table, draws)
     tree_records: list[dict[str, Any]] = []
     for b, row in zip(batch_sizes, steps):
         seconds = np.array([s.total_ms for s in row]) / 1000.0
@@ -470,6 +475,8 @@ def run_plan(settings: PlanSettings) -> tuple[list[dict[str, Any]], dict[str, An
         per_batch.append(summary)
         if trees:
             tree_records += _tree_records(settings, trees, tree_lengths, b, float(tps[0]), float(tps[best]), summary)
+            if tree_draws is not None:
+                _tree_intervals(tree_records[-len(trees):], tree_draws, draws / seconds[None, :], b, summary)
         for k, step in enumerate(row):
             record: dict[str, Any] = {
                 "kind": "plan", "profile": profile.name, "scenario": settings.scenario,
@@ -514,6 +521,39 @@ TREE_COST_ASSUMPTION = ("a tree of N nodes is priced as the chain step that veri
                         "forward over B (N + 1) tokens is the tree's, the draft part is N chain draft steps")
 
 
+def _tree_draws(settings: PlanSettings, trees: Sequence[TreeShape], table: tree_theory.PositionalRates,
+                draws: np.ndarray) -> np.ndarray:
+    """``[D, trees]``: each tree's ``L`` on each profile draw (rank 0 from the draw's ``c_d`` when
+    ``--tree-rates`` starts with ``profile``; otherwise the typed-in rates, the same on every draw)."""
+    if table.every_depth:
+        return np.tile([tree_theory.expected_tokens(s, table) for s in trees], (len(draws), 1))
+    p = np.diff(draws, axis=1)  # [D, Kmax]: p_i of each draw
+    previous = np.concatenate([np.ones((len(p), 1)), p[:, :-1]], axis=1)
+    conditional = np.where(previous > 0, np.minimum(1.0, p / np.where(previous > 0, previous, 1.0)), 0.0)
+    siblings = [float(v) for v in settings.tree_rates[1:]]
+    tables = np.concatenate([conditional[:, :, None],
+                             np.broadcast_to(np.asarray(siblings, dtype=np.float64),
+                                             (*conditional.shape, len(siblings)))], axis=2)
+    return np.stack([tree_theory.expected_tokens_many(s, tables) for s in trees], axis=1)
+
+
+def _tree_intervals(records: list[dict[str, Any]], tree_draws: np.ndarray, chain_tps: np.ndarray, b: int,
+                    summary: dict[str, Any]) -> None:
+    # each tree's intervals over the profile's draws, and the share of draws whose best tree beats their best chain
+    seconds = np.array([r["step_ms"] for r in records]) / 1000.0
+    tps = tree_draws / seconds[None, :]
+    plain = chain_tps[:, 0]
+    for index, record in enumerate(records):
+        record["acceptance_length_ci_low"], record["acceptance_length_ci_high"] = _interval(tree_draws[:, index])
+        record["tokens_per_second_per_gpu_ci_low"], record["tokens_per_second_per_gpu_ci_high"] = \
+            _interval(b * tps[:, index])
+        record["speedup_ci_low"], record["speedup_ci_high"] = _interval(tps[:, index] / plain)
+    gain = tps.max(axis=1) / chain_tps.max(axis=1) - 1.0
+    low, high = _interval(gain)
+    summary.update(tree_gain_over_chain_ci_low=low, tree_gain_over_chain_ci_high=high,
+                   tree_share=float(np.mean(gain > 1e-12)))
+
+
 def _tree_records(settings: PlanSettings, trees: Sequence[TreeShape], lengths: Sequence[float], b: int,
                   plain_tps: float, chain_tps: float, summary: dict[str, Any]) -> list[dict[str, Any]]:
     """One record per tree at batch size ``b``; ``summary`` (that batch size's) gets the best tree and the verdict."""
@@ -545,7 +585,8 @@ def _tree_records(settings: PlanSettings, trees: Sequence[TreeShape], lengths: S
                    best_tree_acceptance_length=top["acceptance_length"],
                    best_tree_tokens_per_second_per_gpu=top["tokens_per_second_per_gpu"],
                    best_tree_speedup=top["speedup"], tree_gain_over_chain=gain,
-                   best_candidate="tree" if gain > 1e-12 else "chain")
+                   best_candidate="tree" if gain > 1e-12 else "chain", tree_gain_over_chain_ci_low=None,
+                   tree_gain_over_chain_ci_high=None, tree_share=None)
     return records
 
 

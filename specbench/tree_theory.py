@@ -270,3 +270,23 @@ def resolve_shape(request: ShapeRequest, rates) -> TreeShape:
     if isinstance(request, SequoiaRequest):
         return best_tree(request.num_nodes, rates, max_depth=request.max_depth).shape
     return request
+
+
+def expected_tokens_many(shape: TreeShape, tables: np.ndarray) -> np.ndarray:
+    """``L`` of one shape under ``M`` rate tables at once: ``tables`` ``[M, D, W]`` float64 (``a[m][d][k]``;
+    depths and ranks past it: 0). Returns ``[M]``; the same numbers as ``expected_tokens`` table by table."""
+    tables = np.asarray(tables, dtype=np.float64)
+    if tables.ndim != 3:
+        raise SpecbenchError(f"rate tables must be [M, D, W], got shape {tables.shape}")
+    count, depths, width = tables.shape
+    reached = np.ones((shape.num_nodes + 1, count))  # row 0: the root
+    for row, siblings in enumerate(shape.children):
+        if not siblings:
+            continue
+        depth = shape.depths[siblings[0]]
+        rejected = np.ones(count)
+        for rank, node in enumerate(siblings):
+            rate = tables[:, depth, rank] if depth < depths and rank < width else np.zeros(count)
+            reached[node + 1] = reached[row] * rejected * rate
+            rejected = rejected * (1.0 - rate)
+    return 1.0 + reached[1:].sum(axis=0)

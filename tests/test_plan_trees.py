@@ -163,3 +163,29 @@ def test_bad_tree_options_exit_2(tmp_path, args, words):
                                  "-o", str(tmp_path / "x"), *args])
     assert result.exit_code == 2
     assert words in " ".join(result.output.split())
+
+
+def test_trees_get_intervals_from_the_profiles_draws(tmp_path):
+    from specbench import profile_models
+
+    fit = profile_models.fit_model("iid", 20000, [14000, 9800, 6860], num_bootstrap=20)
+    path = tmp_path / "fitted.toml"
+    path.write_text(f'name = "fitted"\nnum_spec_tokens = 3\nmodel = "iid"\nalpha = {fit.values[0]!r}\n\n[fit]\n'
+                    f"num_drafts = 20000\naccepted_per_position = [14000, 9800, 6860]\n")
+    profile = plan.profile_from_scenario(path, 5, num_bootstrap=50)
+    assert profile.draws is not None
+    settings = plan.PlanSettings(profile, KneeCosts(), (1, 256), None, (parse_tree_shape("sequoia:12"),
+                                                                         parse_tree_shape("2x2")), ("profile", 0.3))
+    records, summary = plan.run_plan(settings)
+    for record in (r for r in records if r["candidate"] == "tree"):
+        assert record["acceptance_length_ci_low"] <= record["acceptance_length"] <= record["acceptance_length_ci_high"]
+        assert record["acceptance_length_ci_low"] < record["acceptance_length_ci_high"]  # the draws move rank 0
+        assert record["speedup_ci_low"] <= record["speedup"] <= record["speedup_ci_high"]
+    for s in summary["per_batch"]:
+        assert s["tree_gain_over_chain_ci_low"] <= s["tree_gain_over_chain"] <= s["tree_gain_over_chain_ci_high"]
+        assert 0.0 <= s["tree_share"] <= 1.0
+    assert [s["best_candidate"] for s in summary["per_batch"]] == ["tree", "chain"]
+    assert summary["per_batch"][0]["tree_share"] == 1.0 and summary["per_batch"][1]["tree_share"] == 0.0
+    # typed-in rates: no draws, no intervals
+    _, plain = plan.run_plan(_settings(["2x2"], [0.6, 0.3]))
+    assert plain["per_batch"][0]["tree_share"] is None

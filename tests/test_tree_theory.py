@@ -8,6 +8,7 @@ import math
 import random
 from fractions import Fraction
 
+import numpy as np
 import pytest
 
 from specbench import acceptance
@@ -20,6 +21,7 @@ from specbench.tree_theory import (
     depth_rates,
     deterministic_expected_tokens,
     expected_tokens,
+    expected_tokens_many,
     path_probabilities,
     positional_rates,
     resolve_shape,
@@ -205,3 +207,14 @@ def test_a_large_best_tree_is_quick_and_sound():
     assert found.shape.num_nodes == 768
     assert math.isfinite(found.expected_tokens)
     assert found.expected_tokens >= best_tree(767, [0.8, 0.35, 0.2, 0.1]).expected_tokens - 1e-12
+
+
+def test_many_tables_at_once_give_the_same_numbers():
+    shape = best_tree(20, [0.7, 0.3, 0.1], max_depth=4).shape
+    generator = np.random.default_rng(0)
+    tables = generator.uniform(size=(5, 3, 4))  # shallower and narrower than the tree: the rest is rate 0
+    many = expected_tokens_many(shape, tables)
+    for m in range(5):
+        assert many[m] == pytest.approx(expected_tokens(shape, tables[m].tolist()), abs=1e-12)
+    with pytest.raises(SpecbenchError, match=r"must be \[M, D, W\]"):
+        expected_tokens_many(shape, np.zeros((3, 4)))

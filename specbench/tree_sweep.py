@@ -96,7 +96,8 @@ def _tables(shape: TreeShape, table: PositionalRates, device: torch.device) -> t
     width = shape.width
     children = torch.full((shape.num_nodes + 1, width), -1, dtype=torch.int64)
     for row, kids in enumerate(shape.children):
-        children[row, :len(kids)] = torch.tensor(kids, dtype=torch.int64) if kids else children[row, :0]
+        if kids:
+            children[row, :len(kids)] = torch.tensor(kids, dtype=torch.int64)
     rates = torch.tensor([[table.rate(d, k) for k in range(width)] for d in range(shape.depth)], dtype=torch.float32)
     return children.to(device), rates.to(device)
 

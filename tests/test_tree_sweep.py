@@ -106,3 +106,22 @@ def test_bad_tree_sweeps_are_one_sentence(tmp_path, args, needle):
     result = runner.invoke(app, ["sweep", *args, "-n", "100", "-o", str(tmp_path / "x")])
     assert result.exit_code == 2
     assert needle in " ".join(result.output.split())
+
+
+def test_the_sweep_walks_as_verify_does():
+    # verify(mode="synthetic", tree=...) (specbench.trees, helper trees-core) and this simulation read the same
+    # streams: the last accepted node must agree request by request (skips until specbench.trees is merged)
+    trees = pytest.importorskip("specbench.trees")
+    from specbench import rng, verify
+
+    shape = TreeShape((-1, 0, 0, -1, 1, 3, 3, 2, -1, 8))
+    table = [[0.8, 0.4, 0.2], [0.5, 0.5, 0.0], [0.9, 0.0, 0.0]]
+    batch = 2000
+    result = verify(torch.zeros(batch, shape.num_nodes + 1, 5), torch.zeros(batch, shape.num_nodes, dtype=torch.int64),
+                    mode="synthetic", acceptance_rates=table, seeds=rng.request_seed(torch.tensor(11),
+                                                                                      torch.arange(batch)),
+                    positions=torch.zeros(batch, dtype=torch.int64), tree=trees.batched(list(shape.parents), batch),
+                    backend="torch")
+    nodes = result.accepted_nodes
+    last = torch.where((nodes >= 0).any(dim=1), nodes.max(dim=1).values, -1)  # a path's nodes rise with depth
+    assert torch.equal(tree_sweep.simulate_tree(shape, table, batch, seed=11), last.to(torch.int64))

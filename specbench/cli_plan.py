@@ -21,6 +21,7 @@ from specbench.console import console, fail, lazy_module, print_table
 from specbench.errors import SpecbenchError
 
 plan = lazy_module("specbench.plan")
+tree_shapes = lazy_module("specbench.tree_shapes")
 plan_charts = lazy_module("specbench.plan_charts")
 results = lazy_module("specbench.results")
 
@@ -102,6 +103,17 @@ def plan_profile(scenario: str | None, rates: str | None, profile_name: str | No
     return plan.profile_from_scenario(scenario, max_k, profile_name=profile_name, num_bootstrap=bootstrap)
 
 
+def plan_trees(trees: list[str], tree_rates: str | None) -> tuple[tuple, tuple]:
+    """``--tree`` shapes (repeated or comma lists) and ``--tree-rates`` (numbers; the first may be ``profile``)."""
+    shapes = tuple(tree_shapes.parse_tree_shape(text) for item in trees for text in tree_shapes.split_tree_shapes(item))
+    if tree_rates is None:
+        return shapes, ()
+    head, _, rest = tree_rates.partition(",")
+    if head.strip().lower() == plan.PROFILE_RANK:
+        return shapes, (plan.PROFILE_RANK, *(_numbers("--tree-rates", rest, ranges=False) if rest.strip() else []))
+    return shapes, tuple(_numbers("--tree-rates", tree_rates, ranges=False))
+
+
 def _fmt(value, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)
 
@@ -143,6 +155,26 @@ def speedup_table(records: list[dict]) -> Table:
     for b, by_k in sorted(rows.items()):
         table.add_row(str(b), *[(f"[bold]{by_k[k]['speedup']:.3f}[/]" if by_k[k]["is_best"]
                                  else f"{by_k[k]['speedup']:.3f}") for k in ks])
+    return table
+
+
+def tree_table(metadata_plan: dict) -> Table:
+    """Chain or tree, per batch size: the best chain, the best tree, the tree's gain over the chain, the choice."""
+    table = Table(title="chain or tree: the best of each at every batch size (tokens/s per GPU)", title_justify="left",
+                  show_edge=False, pad_edge=False)
+    for column in ("B", "best chain", "tok/s per GPU", "best tree", "N", "L", "tok/s per GPU ", "tree vs chain",
+                   "95% interval", "decided", "draws agreeing"):
+        table.add_column(column, justify="left" if column in ("best tree", "decided") else "right")
+    for s in metadata_plan["per_batch"]:
+        gain = s["tree_gain_over_chain"]
+        share = s["tree_share"]
+        agreeing = None if share is None else (share if s["best_candidate"] == "tree" else 1.0 - share)
+        table.add_row(str(s["batch_size"]), f"K={s['best_num_spec_tokens']}", f"{s['best_tokens_per_second_per_gpu']:,.0f}",
+                      escape(s["best_tree_shape"]), str(s["best_tree_num_nodes"]),
+                      f"{s['best_tree_acceptance_length']:.3f}", f"{s['best_tree_tokens_per_second_per_gpu']:,.0f}",
+                      f"{gain:+.1%}", "-" if s["tree_gain_over_chain_ci_low"] is None else
+                      f"[{s['tree_gain_over_chain_ci_low']:+.1%}, {s['tree_gain_over_chain_ci_high']:+.1%}]",
+                      "[bold green]tree[/]" if s["best_candidate"] == "tree" else "[bold]chain[/]", _fmt(agreeing, ".0%"))
     return table
 
 
@@ -200,6 +232,16 @@ def plan_command(
     output: Annotated[str | None, typer.Option(
         "--output", "-o", metavar="DIR", show_default=False, help="Results folder (default results/plan-<timestamp>/).")
     ] = None,
+    tree: Annotated[list[str] | None, typer.Option(
+        "--tree", metavar="SHAPE", show_default=False,
+        help="Also weigh draft trees against the chains: chain:K, WxD, sequoia:N[:DEPTH] (the best tree of N nodes) or "
+             "parents:-1,0,0,1 (repeat, or a comma list). A tree of N nodes is priced as the chain step that verifies "
+             "N tokens, t(B, N). Needs --tree-rates.")] = None,
+    tree_rates: Annotated[str | None, typer.Option(
+        "--tree-rates", metavar="RATES", show_default=False,
+        help="Trees' conditional acceptance rate per sibling rank (rank k accepted given its elder siblings were "
+             "rejected), the same at every depth: 0.8,0.3,0.1; or profile,0.3,0.1: rank 0 at depth d is the "
+             "profile's c_(d+1) (chain:K then has the profile's L(K)) and trees are at most --max-k deep.")] = None,
     no_charts: Annotated[bool, typer.Option("--no-charts", help="Skip the PNG charts.")] = False,
 ) -> None:
     """Which K to run at each batch size, with its gain and interval, and the vLLM/SGLang configuration."""
@@ -213,7 +255,8 @@ def plan_command(
         model = cost_model(costs, roofline, dict(zip(_ROOFLINE_OPTIONS, (gpu, target_model, draft_model, context,
                                                                         sampler_results, overhead_ms))),
                            cost_ratio, target_ms)
-        records, summary = plan.run_plan(plan.PlanSettings(profile, model, sizes, scenario))
+        shapes, rates_of_trees = plan_trees(tree or [], tree_rates)
+        records, summary = plan.run_plan(plan.PlanSettings(profile, model, sizes, scenario, shapes, rates_of_trees))
         if output is not None and not output.strip():
             raise SpecbenchError("--output needs a folder name, got ''")
         out_dir, _, _ = results.open_output(None if output is None else Path(output), "plan")
@@ -230,12 +273,18 @@ def plan_command(
         fail(f"cannot write the plan's files: {exc.strerror or exc}")
     print_table(k_table(summary))
     console.print()
-    print_table(speedup_table(records))
+    print_table(speedup_table(plan.chain_records(records)))
     if profile.extended:
         console.print(f"[dim]* K past the measured {profile.measured_k}: the {profile.model} model's extension[/]",
                       highlight=False)
     console.print()
     print_table(static_table(summary))
+    if summary.get("trees"):
+        console.print()
+        print_table(tree_table(summary))
+        console.print(f"[dim]trees: expected tokens from the positional model, conditional rates by sibling rank "
+                      f"{escape(', '.join(map(str, summary['tree_rates_given'])))}; "
+                      f"{escape(summary['tree_cost_assumption'])}[/]", highlight=False)
     stop = summary["stop_batch_size"]
     console.print(("speculation pays at every batch size asked" if stop is None else
                    f"speculation stops paying at batch size {stop} (best K = 0, or a gain whose interval reaches 1)"),

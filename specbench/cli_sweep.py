@@ -26,6 +26,8 @@ results = lazy_module("specbench.results")
 rng = lazy_module("specbench.rng")
 sweep = lazy_module("specbench.sweep")
 shards = lazy_module("specbench.shards")
+tree_shapes = lazy_module("specbench.tree_shapes")
+tree_sweep = lazy_module("specbench.tree_sweep")
 sweep_charts = lazy_module("specbench.sweep_charts")
 
 DEFAULT_NUM_SPEC_TOKENS = 3
@@ -121,6 +123,24 @@ def _profiles(
     return list(loaded.profiles), loaded.name
 
 
+def _tree_cases(trees: list[str], rates: list[str], others: dict[str, object]) -> list:
+    """``--tree SHAPE`` cases: every shape under every ``--rates`` set (conditional rates by sibling rank; rows
+    separated by ``/`` are depths)."""
+    given = [option for option, value in others.items() if value]
+    if given:
+        raise SpecbenchError(f"--tree takes its conditional rates from --rates (e.g. --rates 0.8,0.3); {given[0]} "
+                             f"belongs to chain sweeps")
+    if not rates:
+        raise SpecbenchError("--tree needs --rates: the conditional acceptance rate of each sibling rank, e.g. "
+                             "--rates 0.8,0.3,0.1 (the same at every depth) or 0.8,0.3/0.7,0.2 (a row per depth)")
+    shapes = [tree_shapes.parse_tree_shape(text) for item in trees for text in tree_shapes.split_tree_shapes(item)]
+    rate_sets = []
+    for text in rates:
+        rows = [[] if not row.strip() else _numbers("--rates", row, ranges=False) for row in text.split("/")]
+        rate_sets.append(rows[0] if len(rows) == 1 else rows)
+    return tree_sweep.tree_cases(shapes, rate_sets)
+
+
 def _single(option: str, text: str, cast):
     try:
         return cast(text.strip())
@@ -154,16 +174,25 @@ def case_table(record: dict) -> Table:
     """The per-case table: configured vs measured, 95% interval, verdict."""
     rate = record.get("positions_per_second")
     # two lines, each narrower than the table: one would wrap wherever the table's width ends
-    title = (f"{escape(record['profile'])}  K={record['num_spec_tokens']}\n{record['num_requests']:,} steps  ·  "
+    size = (f"N={record['num_tree_nodes']} nodes, depth {record['tree_depth']}" if "tree_shape" in record
+            else f"K={record['num_spec_tokens']}")
+    title = (f"{escape(record['profile'])}  {size}\n{record['num_requests']:,} steps  ·  "
              f"{record['backend']} on {record['device']}" + (f"  ·  {per_second(rate)} positions/s" if rate else ""))
     table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
     for column, justify in (("quantity", "left"), ("configured", "right"), ("measured", "right"),
                             ("95% interval", "right"), ("verdict", "left")):
         table.add_column(column, justify=justify)
     for row in sweep.check_rows(record):
+        if row["quantity"] == "P(node j)":
+            continue  # a tree's node checks: one line below, every node in results_long.csv
         table.add_row(_LABELS[row["quantity"]].format(row["index"]), _fmt(row["expected"]), _fmt(row["measured"]),
                       _interval(row["ci_low"], row["ci_high"]), _verdict(row["verdict"]),
                       style="bold" if row["quantity"] == "L" else None)
+    if "tree_shape" in record:
+        verdicts = record["node_probabilities_verdicts"]
+        worst = "BUG" if "BUG" in verdicts else ("outside 95%" if "outside 95%" in verdicts else "ok")
+        table.add_row(f"P(node j), {len(verdicts)} nodes", "", "", f"{verdicts.count('ok')} of {len(verdicts)} ok",
+                      _verdict(worst))
     table.add_row("Var(A)", _fmt(record["expected_accepted_variance"]), _fmt(record["measured_accepted_variance"]),
                   "", "")
     table.add_row(f"speed-up (c={record['cost_ratio']:g})", _fmt(record["expected_speedup"], 3),
@@ -194,7 +223,7 @@ def summary_table(records: list[dict]) -> Table:
     """
     table = Table(title="Sweep summary", title_justify="left", show_edge=False, pad_edge=False)
     spread = any(r.get("iid_same_length_distribution") is not None for r in records)
-    columns = ["profile", "K", "L", "measured L", "95% interval", "Var(A)", "speed-up", "verdict"]
+    columns = ["profile", "K or N" if any("tree_shape" in r for r in records) else "K", "L", "measured L", "95% interval", "Var(A)", "speed-up", "verdict"]
     if spread:  # model profiles: the law of A against the i.i.d. one with the same L
         columns[6:6] = ["Var(A) i.i.d. same L", "vs i.i.d. p"]
     for column in columns:
@@ -257,7 +286,8 @@ def sweep_command(
              "several or a range.")] = None,
     rates: Annotated[list[str] | None, typer.Option(
         "--rates", "-r", metavar="RATES", show_default=False,
-        help="One profile's unconditional per-position rates, e.g. 0.9,0.7,0.5 (repeat for several profiles).")] = None,
+        help="One profile's unconditional per-position rates, e.g. 0.9,0.7,0.5 (repeat for several profiles). With "
+             "--tree: conditional rates by sibling rank (see --tree).")] = None,
     scenario: Annotated[str | None, typer.Option(
         "--scenario", "-s", metavar="FILE|NAME", show_default=False,
         help="A scenario TOML file, or the name of a shipped one. No profile option at all runs the embedded 'default'.")] = None,
@@ -288,14 +318,28 @@ def sweep_command(
         "--resume", help="Continue the run in --output: finished cases are kept, the missing ones run (same "
         "options required).")] = False,
     no_charts: Annotated[bool, typer.Option("--no-charts", help="Skip the PNG charts.")] = False,
+    tree: Annotated[list[str] | None, typer.Option(
+        "--tree", metavar="SHAPE", show_default=False,
+        help="Simulate draft trees instead of chains: chain:K, WxD (full tree), sequoia:N[:DEPTH] (the best tree of N "
+             "nodes for the rates) or parents:-1,0,0,1 (repeat, or a comma list). With --tree, --rates is a "
+             "CONDITIONAL rate per sibling rank (rank k accepted given its elder siblings were rejected), the same at "
+             "every depth (0.8,0.3) or one row per depth (0.8,0.3/0.7,0.2); K is the tree's N nodes.")] = None,
     shard: Annotated[str | None, typer.Option(
         "--shard", metavar="I/N", help="Run slice I of N of the cases (positions p with p mod N = I-1, the same on "
         "every machine); join the slices with specbench merge.", show_default=False)] = None,
 ) -> None:
     """Simulate acceptance profiles through the synthetic kernel and check them against the closed forms."""
     try:
-        profiles, scenario_name = _profiles(acceptance_length or [], rates or [], alpha or [], scenario,
-                                            num_spec_tokens or [], schedule)
+        if tree:
+            profiles, scenario_name = _tree_cases(tree, rates or [], {
+                "--acceptance-length": acceptance_length, "--alpha": alpha, "--scenario": scenario,
+                "--num-spec-tokens": num_spec_tokens, "--schedule": schedule}), None
+            if backend not in ("auto", "torch"):
+                raise SpecbenchError(f"--tree runs the torch simulation of the tree rule; --backend {backend} has no "
+                                     f"tree simulation (leave --backend out)")
+        else:
+            profiles, scenario_name = _profiles(acceptance_length or [], rates or [], alpha or [], scenario,
+                                                num_spec_tokens or [], schedule)
         sweep.check_num_spec_tokens(profiles)
         requests = None if num_requests is None else _single("--num-requests", num_requests.replace("_", ""), float)
         if requests is not None and (not requests.is_integer() or not 2 <= requests <= MAX_REQUESTS):
@@ -307,11 +351,11 @@ def sweep_command(
         if output is not None and not output.strip():
             raise SpecbenchError("--output needs a folder name, got ''")
         device_name = sweep.resolve_device(device)
-        backend_name = sweep.resolve_sweep_backend(backend, device_name)
+        backend_name = "torch" if tree else sweep.resolve_sweep_backend(backend, device_name)
         shard_choice = shards.parse_shard(shard)
         # a shard skips the other shards' cases; the BUG threshold still counts every case of the grid
         others = set(range(len(profiles))) - set(shard_choice.positions(len(profiles))) if shard_choice else set()
-        steps = [requests or sweep.default_num_requests(p.num_spec_tokens) for p in profiles]
+        steps = [requests or sweep.case_num_requests(p) for p in profiles]
         costs = [sweep.pick_cost_ratio(cost, p) for p in profiles]
         metadata = results.collect_metadata(
             device_name, kind="sweep", seed=seed_value, backend=backend_name, num_requests=_used(steps),

@@ -475,7 +475,8 @@ def _compare_sweeps(base_records, cur_records, base_meta, cur_meta) -> Compariso
 
 
 def _plan_key(record: dict) -> tuple:
-    return (record["profile"], int(record["batch_size"]), int(record["num_spec_tokens"]))
+    # a tree record (plan --tree) is its own case: its N sits beside the chains' K
+    return (record["profile"], int(record["batch_size"]), int(record["num_spec_tokens"]), record.get("tree_shape"))
 
 
 def _ms_per_token(record: dict, length_key: str = "acceptance_length") -> float | None:
@@ -495,7 +496,7 @@ def _compare_plans(base_records, cur_records, thresholds, base_meta, cur_meta) -
     comparison = Comparison("plan", [], base_meta, cur_meta)
 
     def label(key: tuple) -> str:
-        return f"{key[0]} B={key[1]} K={key[2]}"
+        return f"{key[0]} B={key[1]} K={key[2]}" if key[3] is None else f"{key[0]} B={key[1]} tree {key[3]}"
 
     comparison.only_in_baseline = [label(k) for k in base if k not in cur]
     comparison.only_in_current = [label(k) for k in cur if k not in base]

@@ -99,7 +99,8 @@ def benchmark_names(kind: str, rows: list[dict]) -> list[str]:
         elif kind == "sweep":
             names.append(f"{row['profile']} K={row['num_spec_tokens']}")
         elif kind == "plan":
-            names.append(f"{row['profile']} B={row['batch_size']} K={row['num_spec_tokens']}")
+            names.append(f"{row['profile']} B={row['batch_size']} K={row['num_spec_tokens']}" if not row.get("tree_shape")
+                         else f"{row['profile']} B={row['batch_size']} tree {row['tree_shape']}")
         else:
             names.append(str(row["case"]))
     if kind == "kernels":  # what describe_record leaves out: the acceptance label, then the model preset

@@ -38,6 +38,26 @@ one sentence each (``SpecbenchError``).
 
 Records (``kind = "plan"``) are one per ``(B, K)``; run-level results (the stop batch size, static
 ``K`` losses, the best static ``K``, configuration snippets) go to the run's metadata under ``plan``.
+
+Chain or tree (``PlanSettings.trees``): each draft tree of ``N`` nodes (``tree_shapes``) is weighed
+against the chains at every batch size. Its expected tokens per step come from the positional model
+(``tree_theory.expected_tokens``) under ``PlanSettings.tree_rates``, a conditional-rate vector
+``a_0, a_1, ...`` for the sibling ranks, the same at every depth; its first entry may be
+``"profile"``: rank 0 at depth ``d`` then takes the profile's own conditional rate ``c_{d+1}`` (so
+``chain:K`` as a tree has exactly the profile's ``L(K)``, and trees and chains are judged on one
+profile), the later ranks the numbers given, and a tree may be at most ``Kmax`` deep (the profile says
+nothing deeper; ``sequoia:N`` is limited to it). Its step is priced as **the chain step that verifies
+``N`` tokens**, ``t(B, N)`` from the same cost model: the target's forward over ``B (N + 1)`` tokens is
+exactly a tree's; the draft part (``N`` draft forwards at batch ``B``) is the chain's, where a tree
+drafter runs ``depth`` forwards over wider batches, so wide trees are charged more draft time than
+they may take. Tree records (``candidate = "tree"``, chains ``"chain"``) carry ``tree_shape``,
+``tree_parents``, ``num_tree_nodes``, ``tree_depth`` and ``num_spec_tokens = N``; on a profile with
+draws each tree's ``L`` is evaluated on every draw (rank 0 from the draw's own ``c_d``; typed-in rates
+are the same on every draw), giving its intervals. The per-batch summary says whether the best tree
+beats the best chain (``best_candidate``) and by how much (``tree_gain_over_chain``, tokens/s over the
+best chain's, minus 1), with that gain's interval over the draws (best tree of the draw over best
+chain of the draw) and ``tree_share``, the share of draws whose best tree beats their best chain
+(None without draws).
 """
 
 from __future__ import annotations
@@ -51,8 +71,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from specbench import acceptance, scenarios
+from specbench import acceptance, scenarios, tree_theory
 from specbench.errors import SpecbenchError
+from specbench.tree_shapes import SequoiaRequest, ShapeRequest, TreeShape
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -304,28 +325,33 @@ def check_batch_sizes(batch_sizes: Sequence[int]) -> tuple[int, ...]:
     return tuple(sorted(set(batch_sizes)))
 
 
+def priced_step(costs: CostModel, b: int, k: int) -> StepCostLike:
+    """The cost model's step at batch ``b`` with ``k`` verified drafts, its parts checked finite and >= 0."""
+    try:
+        step = costs.step(b, k)
+    except SpecbenchError as exc:
+        raise SpecbenchError(f"cost model {costs.name} cannot price batch size {b} at K={k}: {exc}") from None
+    except (KeyError, IndexError, ValueError, LookupError) as exc:
+        raise SpecbenchError(f"cost model {costs.name} has no step time for batch size {b} at K={k} "
+                             f"({type(exc).__name__}: {exc}); give costs for every batch size asked") from None
+    for part in COST_PARTS:
+        value = getattr(step, part, None)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise SpecbenchError(f"cost model {costs.name} gives {part} = {value!r} at batch size {b}, K={k}; "
+                                 f"step times must be finite and >= 0 ms")
+    if not step.total_ms > 0:
+        raise SpecbenchError(f"cost model {costs.name} gives a step of 0 ms at batch size {b}, K={k}; a step "
+                             f"takes time")
+    return step
+
+
 def step_table(costs: CostModel, batch_sizes: Sequence[int], max_k: int) -> list[list[Any]]:
     """``steps[b][k]``: the cost model's ``StepCost`` of every (B, K), checked (see the module docstring)."""
     steps: list[list[Any]] = []
     for b in batch_sizes:
         row = []
         for k in range(max_k + 1):
-            try:
-                step = costs.step(b, k)
-            except SpecbenchError as exc:
-                raise SpecbenchError(f"cost model {costs.name} cannot price batch size {b} at K={k}: {exc}") from None
-            except (KeyError, IndexError, ValueError, LookupError) as exc:
-                raise SpecbenchError(f"cost model {costs.name} has no step time for batch size {b} at K={k} "
-                                     f"({type(exc).__name__}: {exc}); give costs for every batch size asked") from None
-            for part in COST_PARTS:
-                value = getattr(step, part, None)
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                        or value < 0:
-                    raise SpecbenchError(f"cost model {costs.name} gives {part} = {value!r} at batch size {b}, K={k}; "
-                                         f"step times must be finite and >= 0 ms")
-            if not step.total_ms > 0:
-                raise SpecbenchError(f"cost model {costs.name} gives a step of 0 ms at batch size {b}, K={k}; a step "
-                                     f"takes time")
+            step = priced_step(costs, b, k)
             if k and step.total_ms < row[-1].total_ms * (1 - _MONOTONE_SLACK):
                 raise SpecbenchError(f"cost model {costs.name} gives {step.total_ms:.6g} ms at batch size {b}, K={k} "
                                      f"but {row[-1].total_ms:.6g} ms at K={k - 1}: a step cannot get cheaper with "
@@ -353,6 +379,48 @@ class PlanSettings:
     costs: CostModel
     batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES
     scenario: str | None = None
+    trees: tuple[ShapeRequest, ...] = ()
+    tree_rates: tuple[float | str, ...] = ()  # a_0, a_1, ...; a_0 may be "profile" (module docstring)
+
+
+PROFILE_RANK = "profile"
+
+
+def tree_rate_table(profile: PlanProfile, tree_rates: Sequence[float | str]) -> tree_theory.PositionalRates:
+    """The conditional-rate table trees are weighed with: ``tree_rates`` at every depth, or, when its first
+    entry is ``"profile"``, the profile's ``c_{d+1}`` at rank 0 of depth ``d < Kmax`` and the rest after it."""
+    values = list(tree_rates)
+    if not values:
+        raise SpecbenchError("trees need --tree-rates: the conditional acceptance rate of each sibling rank, e.g. "
+                             "0.8,0.3,0.1, or profile,0.3,0.1 (rank 0 from the profile by depth)")
+    if any(v == PROFILE_RANK for v in values[1:]):
+        raise SpecbenchError(f"--tree-rates takes {PROFILE_RANK!r} only as its first entry (rank 0), got {values!r}")
+    if values[0] != PROFILE_RANK:
+        return tree_theory.positional_rates(values)
+    lengths = np.asarray(profile.lengths, dtype=np.float64)
+    conditional = acceptance.conditional_rates([float(x) for x in np.diff(lengths)])
+    return tree_theory.positional_rates([[c, *values[1:]] for c in conditional])
+
+
+def resolve_trees(settings: PlanSettings) -> tuple[list[TreeShape], tree_theory.PositionalRates | None]:
+    """The trees of a plan as shapes (``sequoia:N`` solved for the table) and the table, or ``([], None)``."""
+    if not settings.trees:
+        if settings.tree_rates:
+            raise SpecbenchError("--tree-rates describes trees; give them with --tree SHAPE")
+        return [], None
+    table = tree_rate_table(settings.profile, settings.tree_rates)
+    max_k = settings.profile.max_k
+    shapes = []
+    for request in settings.trees:
+        if isinstance(request, SequoiaRequest) and not table.every_depth:
+            limit = max_k if request.max_depth is None else min(request.max_depth, max_k)
+            request = SequoiaRequest(request.num_nodes, limit)  # labelled with the limit it was solved under
+        shape = tree_theory.resolve_shape(request, table)
+        if not table.every_depth and shape.depth > max_k:
+            raise SpecbenchError(f"tree {shape.label} is {shape.depth} deep, past the profile's K = {max_k} that rank 0 "
+                                 f"reads its rates from; raise --max-k or give --tree-rates as numbers")
+        shapes.append(shape)
+    return shapes, table
 
 
 def _interval(samples: np.ndarray) -> tuple[float, float]:
@@ -372,6 +440,10 @@ def run_plan(settings: PlanSettings) -> tuple[list[dict[str, Any]], dict[str, An
     records: list[dict[str, Any]] = []
     per_batch: list[dict[str, Any]] = []
     length_ci = None if draws is None else [_interval(draws[:, k]) for k in range(max_k + 1)]
+    trees, table = resolve_trees(settings)
+    tree_lengths = [tree_theory.expected_tokens(shape, table) for shape in trees]
+    tree_draws = None if draws is None or not trees else _tree_draws(settings, trees, table, draws)
+    tree_records: list[dict[str, Any]] = []
     for b, row in zip(batch_sizes, steps):
         seconds = np.array([s.total_ms for s in row]) / 1000.0
         tps = lengths / seconds
@@ -401,6 +473,10 @@ def run_plan(settings: PlanSettings) -> tuple[list[dict[str, Any]], dict[str, An
         floor = summary["best_speedup_ci_low"] if summary["best_speedup_ci_low"] is not None else summary["best_speedup"]
         summary["pays"] = bool(best > 0 and floor > 1.0)
         per_batch.append(summary)
+        if trees:
+            tree_records += _tree_records(settings, trees, tree_lengths, b, float(tps[0]), float(tps[best]), summary)
+            if tree_draws is not None:
+                _tree_intervals(tree_records[-len(trees):], tree_draws, draws / seconds[None, :], b, summary)
         for k, step in enumerate(row):
             record: dict[str, Any] = {
                 "kind": "plan", "profile": profile.name, "scenario": settings.scenario,
@@ -429,17 +505,103 @@ def run_plan(settings: PlanSettings) -> tuple[list[dict[str, Any]], dict[str, An
                     record[f"{key}_ci_low"] = record[f"{key}_ci_high"] = None
             record.update({key: summary[key] for key in ("best_num_spec_tokens", "best_k_low", "best_k_high",
                                                          "best_k_share", "pays")})
+            record["candidate"] = "chain"
             records.append(record)
-    return records, summarise(records, profile, settings.costs, per_batch)
+    summary = summarise(records, profile, settings.costs, per_batch)
+    if trees:
+        summary.update(tree_rates=table.as_lists(), tree_rates_given=list(settings.tree_rates),
+                       trees=[{"tree_shape": s.label, "tree_parents": list(s.parents), "num_tree_nodes": s.num_nodes,
+                               "tree_depth": s.depth, "acceptance_length": length}
+                              for s, length in zip(trees, tree_lengths)],
+                       tree_cost_assumption=TREE_COST_ASSUMPTION)
+    return records + tree_records, summary
+
+
+TREE_COST_ASSUMPTION = ("a tree of N nodes is priced as the chain step that verifies N tokens, t(B, N): the target "
+                        "forward over B (N + 1) tokens is the tree's, the draft part is N chain draft steps")
+
+
+def _tree_draws(settings: PlanSettings, trees: Sequence[TreeShape], table: tree_theory.PositionalRates,
+                draws: np.ndarray) -> np.ndarray:
+    """``[D, trees]``: each tree's ``L`` on each profile draw (rank 0 from the draw's ``c_d`` when
+    ``--tree-rates`` starts with ``profile``; otherwise the typed-in rates, the same on every draw)."""
+    if table.every_depth:
+        return np.tile([tree_theory.expected_tokens(s, table) for s in trees], (len(draws), 1))
+    p = np.diff(draws, axis=1)  # [D, Kmax]: p_i of each draw
+    previous = np.concatenate([np.ones((len(p), 1)), p[:, :-1]], axis=1)
+    conditional = np.where(previous > 0, np.minimum(1.0, p / np.where(previous > 0, previous, 1.0)), 0.0)
+    siblings = [float(v) for v in settings.tree_rates[1:]]
+    tables = np.concatenate([conditional[:, :, None],
+                             np.broadcast_to(np.asarray(siblings, dtype=np.float64),
+                                             (*conditional.shape, len(siblings)))], axis=2)
+    return np.stack([tree_theory.expected_tokens_many(s, tables) for s in trees], axis=1)
+
+
+def _tree_intervals(records: list[dict[str, Any]], tree_draws: np.ndarray, chain_tps: np.ndarray, b: int,
+                    summary: dict[str, Any]) -> None:
+    # each tree's intervals over the profile's draws, and the share of draws whose best tree beats their best chain
+    seconds = np.array([r["step_ms"] for r in records]) / 1000.0
+    tps = tree_draws / seconds[None, :]
+    plain = chain_tps[:, 0]
+    for index, record in enumerate(records):
+        record["acceptance_length_ci_low"], record["acceptance_length_ci_high"] = _interval(tree_draws[:, index])
+        record["tokens_per_second_per_gpu_ci_low"], record["tokens_per_second_per_gpu_ci_high"] = \
+            _interval(b * tps[:, index])
+        record["speedup_ci_low"], record["speedup_ci_high"] = _interval(tps[:, index] / plain)
+    gain = tps.max(axis=1) / chain_tps.max(axis=1) - 1.0
+    low, high = _interval(gain)
+    summary.update(tree_gain_over_chain_ci_low=low, tree_gain_over_chain_ci_high=high,
+                   tree_share=float(np.mean(gain > 1e-12)))
+
+
+def _tree_records(settings: PlanSettings, trees: Sequence[TreeShape], lengths: Sequence[float], b: int,
+                  plain_tps: float, chain_tps: float, summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """One record per tree at batch size ``b``; ``summary`` (that batch size's) gets the best tree and the verdict."""
+    records = []
+    for shape, length in zip(trees, lengths):
+        step = priced_step(settings.costs, b, shape.num_nodes)
+        tps = length / (step.total_ms / 1000.0)
+        records.append({
+            "kind": "plan", "candidate": "tree", "profile": settings.profile.name, "scenario": settings.scenario,
+            "batch_size": b, "num_spec_tokens": shape.num_nodes, "tree_shape": shape.label,
+            "tree_parents": list(shape.parents), "num_tree_nodes": shape.num_nodes, "tree_depth": shape.depth,
+            "acceptance_length": float(length), "acceptance_length_ci_low": None, "acceptance_length_ci_high": None,
+            "step_ms": float(step.total_ms), **{part: float(getattr(step, part)) for part in COST_PARTS},
+            "cost_sources": {part: str(source) for part, source in dict(getattr(step, "sources", {})).items()},
+            "cost_model": settings.costs.name,
+            "tokens_per_second_per_request": tps, "tokens_per_second_per_gpu": b * tps,
+            "speedup": tps / plain_tps, "gain_over_best_chain": tps / chain_tps - 1.0,
+            "loss_vs_best": 1.0 - tps / chain_tps, "best_num_spec_tokens": summary["best_num_spec_tokens"],
+            "pays": bool(tps > plain_tps),
+            "tokens_per_second_per_gpu_ci_low": None, "tokens_per_second_per_gpu_ci_high": None,
+            "speedup_ci_low": None, "speedup_ci_high": None,
+        })
+    best = max(range(len(records)), key=lambda i: (records[i]["tokens_per_second_per_request"], -i))
+    for i, record in enumerate(records):
+        record["is_best"] = i == best  # the best tree at this batch size
+    top = records[best]
+    gain = top["gain_over_best_chain"]
+    summary.update(best_tree_shape=top["tree_shape"], best_tree_num_nodes=top["num_tree_nodes"],
+                   best_tree_acceptance_length=top["acceptance_length"],
+                   best_tree_tokens_per_second_per_gpu=top["tokens_per_second_per_gpu"],
+                   best_tree_speedup=top["speedup"], tree_gain_over_chain=gain,
+                   best_candidate="tree" if gain > 1e-12 else "chain", tree_gain_over_chain_ci_low=None,
+                   tree_gain_over_chain_ci_high=None, tree_share=None)
+    return records
 
 
 def static_losses(records: Sequence[dict]) -> list[dict[str, Any]]:
-    """Per static ``K``: its mean and worst loss against each batch size's best (plan records)."""
+    """Per static ``K``: its mean and worst loss against each batch size's best (the plan's chain records)."""
     by_k: dict[int, list[float]] = {}
-    for r in records:
+    for r in chain_records(records):
         by_k.setdefault(r["num_spec_tokens"], []).append(r["loss_vs_best"])
     return [{"num_spec_tokens": k, "mean_loss": float(np.mean(v)), "max_loss": float(np.max(v))}
             for k, v in sorted(by_k.items())]
+
+
+def chain_records(records: Sequence[dict]) -> list[dict]:
+    """The chain records of a plan (tree records carry ``candidate = "tree"``)."""
+    return [r for r in records if r.get("candidate", "chain") == "chain"]
 
 
 def stop_batch_size(per_batch: Sequence[dict]) -> int | None:

@@ -27,7 +27,7 @@ def _by_batch(records: Sequence[dict]) -> dict[int, list[dict]]:
 
 def render_plan_charts(records: Sequence[dict], out_dir: str | Path) -> list[Path]:
     """Draw the plan charts of ``records`` (other kinds are ignored); returns the paths written."""
-    plans = [r for r in records if r.get("kind") == "plan"]
+    plans = [r for r in records if r.get("kind") == "plan" and r.get("candidate", "chain") == "chain"]  # chains
     if not plans:
         return []
     out_dir = Path(out_dir)

@@ -119,8 +119,11 @@ def case_seed(seed: int, profile: Profile) -> int:
 
 def check_num_spec_tokens(profiles: Sequence[Profile]) -> None:
     """Refuse a case with ``K`` above ``MAX_NUM_SPEC_TOKENS``, the limit of every profile (one sentence naming it);
-    ``make_profile`` refuses one already, this catches a ``Profile`` built by hand."""
+    ``make_profile`` refuses one already, this catches a ``Profile`` built by hand. Tree cases
+    (``tree_sweep.TreeCase``) have their own limits, checked when their shape is made."""
     for profile in profiles:
+        if not isinstance(profile, Profile):
+            continue
         try:
             scenarios.check_num_spec_tokens(profile.num_spec_tokens)
         except SpecbenchError as exc:
@@ -130,9 +133,19 @@ def check_num_spec_tokens(profiles: Sequence[Profile]) -> None:
 def num_checks(profile: Profile) -> int:
     """Distinct checks of one case: ``p_1..p_K``, ``c_2..c_K``, ``P(A=0..K-1)`` and the mean: ``3K``.
 
-    ``c_1`` is ``p_1`` and ``P(A=K)`` is ``p_K`` (the same counts): shown, but counted once.
+    ``c_1`` is ``p_1`` and ``P(A=K)`` is ``p_K`` (the same counts): shown, but counted once. A tree
+    case: ``tree_sweep.num_checks``.
     """
+    if not isinstance(profile, Profile):
+        from specbench import tree_sweep
+
+        return tree_sweep.num_checks(profile)
     return 3 * profile.num_spec_tokens
+
+
+def case_num_requests(profile: Profile) -> int:
+    """A case's default steps: ``default_num_requests`` of the most drafts a step can accept (a tree's depth)."""
+    return default_num_requests(profile.shape.depth if not isinstance(profile, Profile) else profile.num_spec_tokens)
 
 
 def simulate_histogram(
@@ -427,8 +440,9 @@ def run_sweep(
     """Run every profile through the synthetic kernel and return one record per case run.
 
     Args:
-        profiles: the cases, in order (``K`` at most ``MAX_NUM_SPEC_TOKENS``).
-        num_requests: steps per case; default ``default_num_requests(K)`` (+-0.01 on the mean length).
+        profiles: the cases, in order (``K`` at most ``MAX_NUM_SPEC_TOKENS``); a ``tree_sweep.TreeCase``
+            runs a draft tree through the synthetic tree rule (``specbench.tree_sweep``).
+        num_requests: steps per case; default ``case_num_requests`` (+-0.01 on the mean length).
         seed: the run's seed; each case simulates under its own ``case_seed(seed, profile)`` (see the
             module docstring), so a case's result does not depend on which other cases run with it.
         backend: ``auto``, ``triton`` or ``torch``; device: ``auto``, ``cpu`` or ``cuda``.
@@ -457,17 +471,15 @@ def run_sweep(
             continue
         if on_case is not None:
             on_case(index, profile)
-        record = run_case(
-            profile,
-            num_requests=num_requests or default_num_requests(profile.num_spec_tokens),
-            seed=seed,
-            backend=backend,
-            device=device,
-            cost_ratio=pick_cost_ratio(cost_ratio, profile),
-            bug_p=bug_p,
-            scenario=scenario,
-            on_progress=on_progress,
-        )
+        common: dict[str, Any] = {"num_requests": num_requests or case_num_requests(profile), "seed": seed,
+                                  "device": device, "cost_ratio": pick_cost_ratio(cost_ratio, profile),
+                                  "bug_p": bug_p, "scenario": scenario, "on_progress": on_progress}
+        if isinstance(profile, Profile):
+            record = run_case(profile, backend=backend, **common)
+        else:  # a tree case: the vectorised torch simulation of tree_sweep
+            from specbench import tree_sweep
+
+            record = tree_sweep.run_tree_case(profile, **common)
         record["case"] = index
         records.append(record)
         if on_record is not None:
@@ -492,8 +504,8 @@ _FAMILIES = (
 def check_rows(record: dict) -> list[dict[str, Any]]:
     """The checks of one sweep record, one dict each, in table order.
 
-    Keys: ``quantity`` (``p``, ``c``, ``P(A=j)`` or ``L``), ``index`` (``i`` or ``j``; None for
-    ``L``), ``expected`` (the closed form), ``measured``, ``ci_low``, ``ci_high``, ``p_value``, ``verdict``.
+    Keys: ``quantity`` (``p``, ``c``, ``P(A=j)``, ``P(node j)`` for a tree case's nodes, or ``L``), ``index``
+    (``i`` or ``j``; None for ``L``), ``expected`` (the closed form), ``measured``, ``ci_low``, ``ci_high``, ``p_value``, ``verdict``.
     """
     rows = []
     for quantity, name, expected_key, first in _FAMILIES:
@@ -504,6 +516,12 @@ def check_rows(record: dict) -> list[dict[str, Any]]:
                          "ci_high": record[f"measured_{name}_ci_high"][offset],
                          "p_value": record[f"{name}_p_values"][offset],
                          "verdict": record[f"{name}_verdicts"][offset]})
+    for node, expected in enumerate(record.get("expected_node_probabilities") or []):  # a tree case's nodes
+        rows.append({"quantity": "P(node j)", "index": node, "expected": expected,
+                     **{key: record[name][node] for key, name in (
+                         ("measured", "measured_node_probabilities"), ("ci_low", "measured_node_probabilities_ci_low"),
+                         ("ci_high", "measured_node_probabilities_ci_high"), ("p_value", "node_probabilities_p_values"),
+                         ("verdict", "node_probabilities_verdicts"))}})
     rows.append({"quantity": "L", "index": None, "expected": record["expected_acceptance_length"],
                  "measured": record["mean_acceptance_length"],
                  "ci_low": record["mean_acceptance_length_ci_low"],

@@ -60,6 +60,8 @@ def render_sweep_charts(records: Sequence[dict], out_dir: str | Path) -> list[Pa
 
 
 def _title(record: dict) -> str:
+    if "tree_shape" in record:  # a tree case: N nodes, its depth families run over 1..D
+        return f"{record['profile']}  (N={record['num_tree_nodes']}, depth {record['tree_depth']})"
     return f"{record['profile']}  (K={record['num_spec_tokens']})"
 
 
@@ -98,7 +100,7 @@ def _paneled(cases: list[dict], draw, path: Path, title: str) -> Path:
 
 
 def _draw_rates(ax, record: dict) -> None:
-    k = record["num_spec_tokens"]
+    k = len(record["configured_rates"])  # K, or a tree's depth
     positions = list(range(1, k + 1))
     configured, conditional = record["configured_rates"], record["configured_conditional_rates"]
     if all(math.isclose(p, c, abs_tol=1e-12) for p, c in zip(configured, conditional)):
@@ -123,7 +125,7 @@ def _draw_rates(ax, record: dict) -> None:
 
 
 def _draw_distribution(ax, record: dict) -> None:
-    k = record["num_spec_tokens"]
+    k = len(record["configured_rates"])  # K, or a tree's depth
     counts = list(range(k + 1))
     ax.bar(counts, record["expected_accepted_distribution"], color=_CONFIGURED, alpha=0.45, label="closed form")
     index, values, bars = _error_bars(record["measured_accepted_distribution"],
@@ -151,7 +153,8 @@ def _speedup_figure(records: list[dict]) -> Figure:
     # one panel per cost ratio, so that every case sits on the curves of its own c
     cost_ratios = list(dict.fromkeys(r["cost_ratio"] for r in records))
     fig, axes = _panels(len(cost_ratios), 5.6, 4.8)
-    ks = sorted(set(_SPEEDUP_KS) | {r["num_spec_tokens"] for r in records})
+    # a tree case is a point (its L / (1 + N c)), not a curve: its N would stretch the axis to N + 1
+    ks = sorted(set(_SPEEDUP_KS) | {r["num_spec_tokens"] for r in records if "tree_shape" not in r})
     styles = {k: (f"C{i % 10}", _DASHES[i % len(_DASHES)]) for i, k in enumerate(ks)}
     top = 0.0
     for ax, cost_ratio in zip(axes, cost_ratios):
@@ -170,8 +173,11 @@ def _speedup_figure(records: list[dict]) -> Figure:
         cases = [r for r in records if r["cost_ratio"] == cost_ratio]
         for number, record in enumerate(cases):
             ax.plot(record["mean_acceptance_length"], record["measured_speedup"],
-                    _CASE_MARKERS[number % len(_CASE_MARKERS)], color=styles[record["num_spec_tokens"]][0],
-                    mec="black", ms=7, zorder=20, ls="none", label=f"{record['profile']} (K={record['num_spec_tokens']})")
+                    _CASE_MARKERS[number % len(_CASE_MARKERS)],
+                    color="white" if "tree_shape" in record else styles[record["num_spec_tokens"]][0],
+                    mec="black", ms=7, zorder=20, ls="none",
+                    label=_title(record) if "tree_shape" in record else
+                    f"{record['profile']} (K={record['num_spec_tokens']})")
         ax.axhline(1.0, color="grey", lw=0.8, ls=":")
         ax.set_xlabel("mean acceptance length L (tokens per target step)")
         ax.set_ylabel("expected speed-up S = L / (1 + K c)")

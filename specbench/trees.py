@@ -21,7 +21,6 @@ Converters from the layouts serving engines use:
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Sequence
 from typing import Literal, NamedTuple
 
@@ -154,41 +153,19 @@ def batched(parents: Sequence[int], batch: int, *, candidates: Candidates = "ind
     return DraftTree(rows[None, :].expand(batch, len(rows)).contiguous(), candidates)
 
 
-_FULL = re.compile(r"(\d+)x(\d+)")
 
 
 def parse_tree_shape(text: str) -> list[int]:
-    """The parents of a tree shape string: ``chain:K``, ``WxD`` (the full tree of width ``W`` and depth
-    ``D``) or ``parents:-1,0,0,...``; at most ``MAX_TREE_NODES`` nodes."""
-    text = text.strip()
-    if text.startswith("chain:"):
-        count = _whole(text[6:], text)
-        parents = chain(count)
-    elif text.startswith("parents:"):
-        try:
-            values = [int(part) for part in text[8:].split(",")]
-        except ValueError:
-            raise SpecbenchError(f"tree shape {text!r}: parents:... takes whole numbers separated by commas") from None
-        parents = check_parents(values)
-    elif (match := _FULL.fullmatch(text)) is not None:
-        width, depth = int(match.group(1)), int(match.group(2))
-        if width < 1 or depth < 1:
-            raise SpecbenchError(f"tree shape {text!r}: width and depth must be at least 1")
-        size = sum(width**d for d in range(1, depth + 1)) if width > 1 else depth
-        if size > MAX_TREE_NODES:
-            raise SpecbenchError(f"tree shape {text!r} has {size} nodes, more than {MAX_TREE_NODES}")
-        parents = full_tree(width, depth)
-    else:
-        raise SpecbenchError(f"tree shape must be chain:K, WxD (e.g. 2x3) or parents:-1,0,0,..., got {text!r}")
-    if not 1 <= len(parents) <= MAX_TREE_NODES:
-        raise SpecbenchError(f"tree shape {text!r} must have 1 to {MAX_TREE_NODES} nodes, got {len(parents)}")
-    return parents
+    """The parents of a tree shape string (``specbench.tree_shapes``: ``chain:K``, ``WxD``, the full tree of
+    width ``W`` and depth ``D``, or ``parents:-1,0,0,...``). ``sequoia:N`` names a tree only together with
+    positional rates, so it is refused here with one sentence."""
+    from specbench import tree_shapes
 
-
-def _whole(part: str, text: str) -> int:
-    if not part.isdigit() or int(part) < 1:
-        raise SpecbenchError(f"tree shape {text!r}: expected a whole number of at least 1 after the colon")
-    return int(part)
+    shape = tree_shapes.parse_tree_shape(text)
+    if isinstance(shape, tree_shapes.SequoiaRequest):
+        raise SpecbenchError(f"tree shape {text.strip()!r} is chosen from positional acceptance rates, which "
+                             f"verification has none of: give chain:K, WxD or parents:-1,0,...")
+    return list(shape.parents)
 
 
 # --- converters -------------------------------------------------------------------------------------------------

@@ -179,7 +179,7 @@ def test_verify_tree_command_runs_and_refuses_what_it_cannot_check(tmp_path):
     assert data["metadata"]["tree"] == "parents:-1,-1,0" and data["implementations"][0]["facts"]["trees"] is True
     caught = runner.invoke(app, ["verify", "--tree", "2x2", "--impl", "control-tree-no-renormalise", "-n", "1500"])
     assert caught.exit_code == 1 and "FAIL" in caught.stdout
-    for args, words in ((["--tree", "2y2"], "tree shape must be"), (["--tree", "2x2", "--method", "block"],
+    for args, words in ((["--tree", "2y2"], "tree shape must read"), (["--tree", "2x2", "--method", "block"],
                                                                       "token method only")):
         refused = runner.invoke(app, ["verify", "--impl", "torch", *args])
         assert refused.exit_code == 2 and words in refused.output

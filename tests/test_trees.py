@@ -39,13 +39,14 @@ def test_shape_strings_give_the_parents_a_reader_would_write():
 
 
 @pytest.mark.parametrize("text, words", [
-    ("chain:0", ["chain:0", "at least 1"]),
+    ("chain:0", ["chain:0", "1..64"]),
     ("chain:x", ["chain:x"]),
-    ("0x3", ["width and depth"]),
-    ("parents:-1,1", ["[-1, j)", "node 1"]),
+    ("0x3", ["W must lie"]),
+    ("parents:-1,1", ["node 1", "earlier node"]),
     ("parents:-1,a", ["whole numbers"]),
     ("9x9", ["nodes, more than"]),
     ("star", ["chain:K", "'star'"]),
+    ("sequoia:5", ["positional acceptance rates"]),
 ])
 def test_bad_shape_strings_are_named(text, words):
     with pytest.raises(SpecbenchError) as error:

@@ -14,7 +14,7 @@ measured alike. Refused, with one sentence naming the two folders and the value:
   run was interrupted or killed), unless ``allow_partial``; a partial merge says which are missing.
 
 The merged metadata is the first shard's without ``shard``, so ``compare``, ``plot`` and ``export``
-read it as an unsharded run, plus ``merged_from`` (each shard's folder, host, start time, command,
+read it as an unsharded run, plus ``merged_from`` (each shard's folder, host, GPU UUID, start time, command,
 load averages and, for kernels, measured copy bandwidth). The records are ordered by case position,
 as one process would have written them.
 """
@@ -39,8 +39,8 @@ SETTINGS = {
 }
 VERSIONS = ("specbench", "torch", "triton", "python")
 MACHINE = ("device", "sm_count", "memory_gib")
-# what each shard keeps in the merged run's `merged_from`
-SHARD_FIELDS = ("host", "created", "command", "interrupted", "load_average_start", "load_average_end",
+# what each shard keeps in the merged run's `merged_from` (gpu_uuid: the card it ran on)
+SHARD_FIELDS = ("host", "gpu_uuid", "created", "command", "interrupted", "load_average_start", "load_average_end",
                 "peak_bandwidth_gbps")
 
 

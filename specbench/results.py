@@ -56,19 +56,27 @@ def git_commit() -> str:
 
 
 def device_description(device: str = "cpu") -> dict[str, Any]:
-    """Name, SM count and driver of a CUDA device, or the CPU's description."""
+    """Name, SM count, memory, UUID and driver of a CUDA device, or the CPU's description."""
     if str(device).startswith("cuda") and torch.cuda.is_available():
         props = torch.cuda.get_device_properties(torch.device(device))
         return {
             "device": props.name,
             "sm_count": props.multi_processor_count,
             "memory_gib": round(props.total_memory / 2**30, 1),
+            "gpu_uuid": _uuid(props),
             "cuda": torch.version.cuda,
             "driver": _nvidia_driver(),
         }
     model, architecture = cpu_model(), platform.machine()
     about = architecture if model in ("", architecture) else f"{model}, {architecture}"
     return {"device": f"cpu ({about}, {os.cpu_count()} cores)"}  # "cpu" first: compare reads CPU runs by it
+
+
+def _uuid(props: Any) -> str | None:
+    """The GPU's UUID (which physical card ran the run: a ``--devices`` worker's shard names its own), or
+    None where this torch does not report it."""
+    uuid = getattr(props, "uuid", None)
+    return None if uuid is None else f"GPU-{uuid}"
 
 
 def cpu_model() -> str:

@@ -197,3 +197,18 @@ def test_a_shard_beyond_the_grid_runs_nothing_and_still_merges(tmp_path):
         _invoke("merge", str(tmp_path / f"{name}-1"), str(tmp_path / f"{name}-2"), "-o", str(tmp_path / f"{name}-m"),
                 "--no-charts")
         assert len(results.read_results(tmp_path / f"{name}-m")[1]) == 1
+
+
+def test_merged_from_names_the_gpu_each_shard_ran_on(kernels_runs, tmp_path):
+    # --devices gives each worker its own card: the merged run says which card ran which slice, and cards of
+    # one type (same name, SMs, memory) merge, however their UUIDs differ
+    copies = [_copy(kernels_runs[index], tmp_path / f"gpu-{index}", gpu_uuid=f"GPU-{index}") for index in (1, 2, 3)]
+    merged = merge.merge_runs(copies, tmp_path / "merged")
+    assert [entry["gpu_uuid"] for entry in merged.metadata["merged_from"]] == ["GPU-1", "GPU-2", "GPU-3"]
+
+
+def test_a_gpus_uuid_is_recorded_where_torch_reports_it():
+    from types import SimpleNamespace
+
+    assert results._uuid(SimpleNamespace(uuid="3f2a-11")) == "GPU-3f2a-11"
+    assert results._uuid(SimpleNamespace()) is None

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import torch
 
 from specbench import __version__
 from specbench.errors import SpecbenchError
@@ -57,6 +56,8 @@ def git_commit() -> str:
 
 def device_description(device: str = "cpu") -> dict[str, Any]:
     """Name, SM count, memory, UUID and driver of a CUDA device, or the CPU's description."""
+    import torch  # here, not at the top: `kernels --devices` starts its workers without waiting for torch
+
     if str(device).startswith("cuda") and torch.cuda.is_available():
         props = torch.cuda.get_device_properties(torch.device(device))
         return {
@@ -112,6 +113,8 @@ def _nvidia_driver() -> str:
 
 def collect_metadata(device: str = "cpu", **extra: Any) -> dict[str, Any]:
     """Versions, machine, commit, command line and time of a run, plus ``extra`` fields."""
+    import torch
+
     try:
         import triton
 

@@ -72,16 +72,31 @@ def grid_digest(cases: Sequence[Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def local_devices(text: str) -> list[str]:
-    """``--devices``: ``all`` (every GPU torch sees) or GPU indices such as ``0,1``, as strings for
-    ``CUDA_VISIBLE_DEVICES``. A machine without a GPU is refused."""
-    import torch
+def _gpu_count() -> int:
+    """How many GPUs this process may use: nvidia-smi's list (quick: the workers start without this process
+    waiting for torch and CUDA), cut to CUDA_VISIBLE_DEVICES where that is set; torch's count where
+    nvidia-smi is missing."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    try:
+        listed = subprocess.run(["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"], capture_output=True,
+                                text=True, timeout=30, check=True).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        import torch
 
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if visible is None:
+        return len(listed)
+    return min(len(listed), len([item for item in visible.split(",") if item.strip()]))
+
+
+def local_devices(text: str) -> list[str]:
+    """``--devices``: ``all`` (every GPU this process may use) or GPU indices such as ``0,1``, as strings for
+    ``CUDA_VISIBLE_DEVICES``. A machine without a GPU is refused."""
+    count = _gpu_count()
     if count == 0:
-        raise SpecbenchError(f"--devices {text} runs one worker per local GPU, and torch sees no CUDA GPU on this "
-                             f"machine; run it on a GPU machine, or split the grid with --shard I/N")
-    # torch numbers the GPUs this process sees; a worker's CUDA_VISIBLE_DEVICES must name them as this
+        raise SpecbenchError(f"--devices {text} runs one worker per local GPU, and this process sees no CUDA GPU on "
+                             f"this machine; run it on a GPU machine, or split the grid with --shard I/N")
+    # GPUs are numbered as this process sees them; a worker's CUDA_VISIBLE_DEVICES must name them as this
     # process's own CUDA_VISIBLE_DEVICES does (index 0 may be physical GPU 2)
     visible = [item.strip() for item in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if item.strip()]
     names = visible[:count] if len(visible) >= count else [str(index) for index in range(count)]
@@ -91,7 +106,7 @@ def local_devices(text: str) -> list[str]:
     for item in text.split(","):
         item = item.strip()
         if not item.isdigit() or int(item) >= count:
-            raise SpecbenchError(f"--devices takes all or GPU indices below {count} (torch sees {count} here), "
+            raise SpecbenchError(f"--devices takes all or GPU indices below {count} ({count} visible here), "
                                  f"comma-separated, got {text!r}")
         if names[int(item)] in devices:
             raise SpecbenchError(f"--devices names GPU {item} twice, got {text!r}; one worker per GPU")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -149,7 +150,7 @@ def test_a_bad_shard_option_is_one_sentence_and_exit_2(tmp_path):
 def test_devices_on_a_machine_without_a_gpu_is_refused(tmp_path):
     result = runner.invoke(app, ["kernels", *GRID, "--devices", "all", "-o", str(tmp_path / "out")])
     assert result.exit_code == 2, result.output
-    assert "torch sees no CUDA GPU on this machine" in " ".join(result.output.split())
+    assert "this process sees no CUDA GPU on this machine" in " ".join(result.output.split())
 
 
 def test_devices_runs_one_worker_process_per_device_and_merges_them(kernels_runs, tmp_path, monkeypatch):
@@ -174,8 +175,7 @@ def test_devices_runs_one_worker_process_per_device_and_merges_them(kernels_runs
 
 def test_devices_name_the_gpus_as_this_process_sees_them(monkeypatch):
     # torch's index 1 under CUDA_VISIBLE_DEVICES=5,7 is physical GPU 7: a worker must be given "7"
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(shards, "_gpu_count", lambda: 2)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,7")
     assert shards.local_devices("all") == ["5", "7"] and shards.local_devices("1") == ["7"]
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
@@ -183,6 +183,24 @@ def test_devices_name_the_gpus_as_this_process_sees_them(monkeypatch):
     for bad, words in (("2", "GPU indices below 2"), ("0,0", "names GPU 0 twice"), ("x", "GPU indices below 2")):
         with pytest.raises(SpecbenchError, match=words):
             shards.local_devices(bad)
+
+
+def test_the_gpus_are_counted_from_nvidia_smi_cut_to_the_visible_ones_else_by_torch(monkeypatch, tmp_path):
+    # a fake nvidia-smi listing four cards: all four, or as many as CUDA_VISIBLE_DEVICES names
+    (tmp_path / "nvidia-smi").write_text("#!/bin/sh\nprintf 'GPU-a\\nGPU-b\\nGPU-c\\nGPU-d\\n'\n")
+    (tmp_path / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert shards._gpu_count() == 4
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert shards._gpu_count() == 2
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert shards._gpu_count() == 0
+    # no nvidia-smi on the PATH: torch counts
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 3)
+    assert shards._gpu_count() == 3
 
 
 def test_a_shard_beyond_the_grid_runs_nothing_and_still_merges(tmp_path):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What made this folder, run on a machine with two GPUs from the repository root with OUT set:
-#   TIMER=events,graph MAX_MS=150 bash results/devices-x2/run.sh            # run 1 (the defaults)
-#   TIMER=host-free,events,graph MAX_MS=400 bash results/devices-x2/run.sh  # run 2
+#   TIMER=events,graph MAX_MS=150 bash results/devices-x2/run.sh     # run-1/ (the defaults)
+#   TIMER=host-free,graph MAX_MS=400 bash results/devices-x2/run.sh  # run-2/
 # The issue-9 case list (Triton; four shape groups, L=3 and all accepted, timers TIMER, budget MAX_MS per row) run
 # three times, each group its own process: single (one GPU), devices (--devices all: one worker per GPU, merged),
 # single again. The two single runs calibrate each group's run-to-run spread; the devices run is compared

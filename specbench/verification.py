@@ -261,10 +261,6 @@ Mode = Literal["greedy", "probabilistic", "synthetic"]
 Backend = Literal["auto", "triton", "torch"]
 MODES: tuple[str, ...] = ("greedy", "probabilistic", "synthetic")
 BACKENDS: tuple[str, ...] = ("auto", "triton", "torch")
-# The Triton backend has no tree kernel yet: while this is False, verify refuses backend="triton" with a
-# tree and runs backend="auto" trees on the torch reference, on any device (the lead sets it True, or
-# removes it, when specbench/kernels/launch.py takes tree_parents).
-_TRITON_TREES = False
 
 
 class VerifyResult(NamedTuple):
@@ -565,11 +561,9 @@ def prepare_verify(
     _check_tensor("positions", positions, (batch,), int_types, device)
 
     resolved = resolve_backend(backend, device)
-    if tree is not None and backend == "auto" and not _TRITON_TREES:
-        resolved = "torch"  # until the Triton tree kernel lands, "auto" runs trees on the torch reference
     if tree is not None:  # the rates, the tree and its refusals ("Trees" in the module docstring)
         rates_and_tree = _checked_tree(tree, mode, batch, num_spec, device, num_draft_tokens, check_values, sampling,
-                                       logprobs, method, acceptance_rates, resolved)
+                                       logprobs, method, acceptance_rates)
     else:
         conditional = _conditional_rates_tensor((0.0,) * max(num_spec, 1), device)
         if mode == "synthetic":
@@ -605,7 +599,7 @@ def prepare_verify(
 
 def _checked_tree(tree: Any, mode: str, batch: int, num_nodes: int, device: torch.device,
                   num_draft_tokens: torch.Tensor, check_values: bool, sampling: SamplingParams,
-                  logprobs: str | None, method: str, acceptance_rates: Any, backend: str) -> dict[str, Any]:
+                  logprobs: str | None, method: str, acceptance_rates: Any) -> dict[str, Any]:
     """The tree keywords of a backend call (``conditional_rates`` the ``[D, W]`` synthetic table, ``tree_parents``,
     ``tree_candidates``), after refusing what trees do not take in this version (module docstring, "Trees")."""
     check_tree(tree, batch, num_nodes, device, num_draft_tokens, check_values)
@@ -615,8 +609,6 @@ def _checked_tree(tree: Any, mode: str, batch: int, num_nodes: int, device: torc
         raise SpecbenchError("tree verification does not return log-probabilities in this version: pass logprobs=None")
     if method != "token":
         raise SpecbenchError(f"tree verification follows the token method only in this version, got method {method!r}")
-    if backend == "triton" and not _TRITON_TREES:
-        raise SpecbenchError("the triton backend has no tree kernel yet: use backend='torch' for a tree")
     table = torch.zeros(1, 1, dtype=torch.float32, device=device)
     if mode == "synthetic":
         if acceptance_rates is None:

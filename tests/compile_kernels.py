@@ -40,6 +40,7 @@ from specbench.kernels.logprobs import _logprobs_kernel
 from specbench.kernels.sequential import _verify_sequential_kernel
 from specbench.kernels.split import _split_rows_kernel, _split_terminal_kernel
 from specbench.kernels.synthetic import _simulate_kernel, _simulate_mixture_kernel
+from specbench.kernels.tree import _verify_tree_kernel
 from specbench.kernels.truncation import _truncation_prepass_kernel, _verify_truncated_kernel
 
 # pointer arguments by name (target and draft rows take the logits dtype)
@@ -49,7 +50,7 @@ POINTERS = {
     "conditional_rates_ptr": "*fp32", "scratch_f_ptr": "*fp32", "scratch_i_ptr": "*i32", "arrivals_ptr": "*i32",
     "top_k_ptr": "*i32", "top_p_ptr": "*fp32", "min_p_ptr": "*fp32", "summary_f_ptr": "*fp32", "summary_i_ptr": "*i32",
     "logprobs_ptr": "*fp32", "group_max_ptr": "*fp32", "group_ids_ptr": "*i32", "list_ids_ptr": "*i32",
-    "list_v_ptr": "*fp32", "list_w_ptr": "*fp32",
+    "list_v_ptr": "*fp32", "list_w_ptr": "*fp32", "nodes_ptr": "*i32", "parents_ptr": "*i64", "rates_ptr": "*fp32",
 }
 MODES = {"greedy": 0, "probabilistic": 1, "synthetic": 2}
 DRAFTS = (0, 1, 2)  # none, logits, probs
@@ -88,6 +89,25 @@ def variants() -> list[tuple[object, dict[str, int], int, str]]:
         for target_probs in (0, 1):
             out.extend((_verify_block_kernel, {"DRAFT": draft, "TARGET_PROBS": target_probs, "BLOCK": block,
                                                "OUT_BLOCK": 8}, warps, dtype) for dtype in ("fp32", "bf16"))
+    out.extend(tree_variants())
+    return out
+
+
+def tree_variants() -> list[tuple[object, dict[str, int], int, str]]:
+    """The tree kernel at its launch shape (the chain's one-program shape at B = 256) for trees of up to 8 nodes:
+    every mode, target and draft form, both candidate rules where they differ (the probabilistic mode), in
+    float32, and target and draft logits in bfloat16."""
+    out = []
+    for mode, mode_id in MODES.items():
+        block, warps = launch._launch_shape(1 << 17, _GPU, False, mode, 256)
+        for draft in DRAFTS if mode == "probabilistic" else (0,):
+            for target_probs in (0, 1):
+                for without in (0, 1) if mode == "probabilistic" else (0,):
+                    constexprs = {"MODE": mode_id, "DRAFT": draft, "TARGET_PROBS": target_probs,
+                                  "WITHOUT_REPLACEMENT": without, "BLOCK": block, "NODE_BLOCK": 8}
+                    widest = mode == "probabilistic" and draft == 1 and not target_probs
+                    out.extend((_verify_tree_kernel, constexprs, warps, dtype)
+                               for dtype in (("fp32", "bf16") if widest else ("fp32",)))
     return out
 
 

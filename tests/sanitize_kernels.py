@@ -141,7 +141,7 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1)) -> int:
     # (no 70001-token rows here: the radix fallback's ~25 passes over them under the sanitizers took minutes;
     # 4099 tokens still span several blocks and groups, and bfloat16 runs on the first shape only)
     truncation_shapes = [shape for shape in shapes if shape[2] != 70001]
-    for mode in ("probabilistic", "synthetic", "greedy"):
+    for mode in ("probabilistic", "synthetic", "greedy") if part in ("all", "truncation") else ():
         for draft in (("none", "logits", "probs") if mode == "probabilistic" else ("none",)):
             for target in ("logits", "probs"):
                 for dtype in (torch.float32, torch.bfloat16):
@@ -169,14 +169,57 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1)) -> int:
                     torch.cuda.synchronize()
                     print(f"truncated {mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok",
                           flush=True)
+    calls += _tree_workload(mine, device) if part in ("all", "trees") else 0
     counts = torch.zeros(4, dtype=torch.int64)
-    if mine():
+    if part != "trees" and mine():
         counts = simulate_acceptance([0.9, 0.7, 0.3], 5000, seed=3, backend="triton", device=device)
         counts += simulate_acceptance([0.9, 0.7, 0.3], 5000, seed=3, backend="triton", device=device,
                                       request_rates=[0.2, 0.5, 0.8, 0.95])  # per-request spread
     torch.cuda.synchronize()
     print(f"{calls} verify calls and one simulation ({int(counts.sum())} accepted drafts)", flush=True)
     return 0
+
+
+# trees of the tree workload by node count: a bushy tree, a chain and a 2x2 (the kernel's lanes: 8, 4, 8)
+TREES = {7: [-1, -1, -1, 0, 3, 3, 5], 4: [-1, 0, 1, 2], 6: [-1, -1, 0, 0, 1, 1], 0: []}
+
+
+def _tree_workload(mine, device) -> int:
+    """The tree kernel on hostile inputs: every mode, draft and target form, both candidate rules, float32 and
+    bfloat16, with ragged counts, absent and out-of-range drafts, invalid rows and requests, and parents
+    left unchecked (out of range past and within the counts); a tree of no nodes and a vocabulary of 1."""
+    import torch
+
+    from specbench import verify
+    from specbench.trees import DraftTree
+
+    calls = 0
+    shapes = [(5, 7, 4099), (70, 6, 2053), (3, 4, 70001), (2, 0, 513), (4, 4, 1)]
+    for mode in ("greedy", "probabilistic", "synthetic"):
+        for draft in (("none", "logits", "probs") if mode == "probabilistic" else ("none",)):
+            for target in ("logits", "probs"):
+                for dtype in (torch.float32, torch.bfloat16):
+                    if not mine():
+                        continue
+                    for batch, num_nodes, vocab in shapes:
+                        kwargs = hostile_inputs(batch, num_nodes, vocab, draft, target, dtype, seed=batch + vocab)
+                        parents = torch.tensor([TREES[num_nodes]] * batch, dtype=torch.int64).reshape(batch, num_nodes)
+                        if num_nodes:
+                            parents[1::3, -1] = num_nodes + 5  # a later parent: the node belongs to no one
+                            parents[2::3, 1] = -9
+                        kwargs = {k: v.to(device) for k, v in kwargs.items()}
+                        if mode == "synthetic":
+                            kwargs["acceptance_rates"] = [[0.9, 0.5, 0.3], [0.6, 0.4, 0.2]]
+                        for candidates in ("independent", "without_replacement") if mode == "probabilistic" else \
+                                ("independent",):
+                            tree = DraftTree(parents.to(device), candidates)
+                            for _ in range(2):  # the JIT launch, then the direct one
+                                verify(mode=mode, backend="triton", check_values=False, tree=tree, **kwargs)
+                                calls += 1
+                    torch.cuda.synchronize()
+                    print(f"tree {mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok",
+                          flush=True)
+    return calls
 
 
 def sanitize(out: Path, tools: list[str], part: str = "all", shard: str = "1/1") -> int:
@@ -216,8 +259,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("sanitize-logs"), help="folder for the logs and summary")
     parser.add_argument("--tools", default=",".join(TOOLS), help="comma-separated compute-sanitizer tools")
     parser.add_argument("--workload", action="store_true", help="run the kernels (what the tools watch)")
-    parser.add_argument("--part", choices=("all", "truncation"), default="all",
-                        help="truncation: only the truncation and log-probability kernels and the simulations")
+    parser.add_argument("--part", choices=("all", "truncation", "trees"), default="all",
+                        help="truncation: only the truncation and log-probability kernels and the simulations; "
+                             "trees: only the tree kernel")
     parser.add_argument("--shard", default="1/1", help="I/N: run every N-th group of calls from the I-th (1-based)")
     args = parser.parse_args()
     try:

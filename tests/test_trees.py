@@ -183,12 +183,6 @@ def test_bad_tree_inputs_are_named(overrides, words):
         assert word in str(error.value)
 
 
-def test_triton_refuses_a_tree_until_its_kernel_lands(monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    with pytest.raises(SpecbenchError, match="triton backend has no tree kernel"):
-        _call(backend="triton")
-
-
 def test_padding_parents_are_not_checked_and_never_read():
     parents = torch.tensor([PARENTS, [-1, 0, 7, 99, -5, 3], PARENTS])  # request 1 has 2 nodes; the rest is padding
     counts = torch.tensor([N, 2, N])

@@ -81,22 +81,23 @@ def _ours(name: str, description: str, prepare, **facts) -> Implementation:
                           truncation=True, logprobs=True, **facts)
 
 
-# the torch reference follows every method; the Triton kernels token and block (block: one program per
-# request whatever the launch variant, so only the variants that do not force the split declare it)
+# the torch reference follows every method; the Triton kernels token and block (block and trees: one program
+# per request whatever the launch variant, so only the variants that do not force the split declare them)
 _EVERY_METHOD = tuple(METHODS)
 _TRITON_METHODS = ("token", "block")
 
 
-def _triton(name: str, description: str, prepare, methods: tuple[str, ...] = ("token",)) -> Implementation:
+def _triton(name: str, description: str, prepare, methods: tuple[str, ...] = ("token",),
+            trees: bool = False) -> Implementation:
     return _ours(name, description, prepare, cuda_graph=True, needs_gpu=True, unavailable=_triton_unavailable,
-                 methods=methods)
+                 methods=methods, trees=trees)
 
 
 BUILT_IN: dict[str, Implementation] = {
     "torch": _ours("torch", "specbench.reference: vectorized torch, the baseline", _backend("torch"),
                    cuda_graph=True, methods=_EVERY_METHOD, trees=True),
-    "triton": _triton("triton", "specbench.kernels: Triton kernels", _backend("triton"), _TRITON_METHODS),
+    "triton": _triton("triton", "specbench.kernels: Triton kernels", _backend("triton"), _TRITON_METHODS, trees=True),
     "triton-sequential": _triton("triton-sequential", "Triton, one program per request forced",
-                                 _triton_variant("sequential"), _TRITON_METHODS),
+                                 _triton_variant("sequential"), _TRITON_METHODS, trees=True),
     "triton-split": _triton("triton-split", "Triton, the vocabulary-split kernels forced", _triton_variant("split")),
 }

@@ -57,6 +57,7 @@ from specbench.kernels.logprobs import _logprobs_kernel
 from specbench.kernels.sequential import _verify_sequential_kernel
 from specbench.kernels.split import _split_rows_kernel, _split_terminal_kernel
 from specbench.kernels.synthetic import _simulate_kernel, _simulate_mixture_kernel
+from specbench.kernels.tree import _verify_tree_kernel
 from specbench.kernels.truncation import _truncation_prepass_kernel, _verify_truncated_kernel
 from specbench.verification import VerifyResult
 
@@ -327,8 +328,12 @@ def verify(
     tree_candidates: str = "independent",
 ) -> VerifyResult:
     """Triton verification step; see ``specbench.verification.verify`` for arguments and results."""
-    if tree_parents is not None:  # the tree kernel is still to come (issue 24); verify refuses it before here
-        raise SpecbenchError("the triton backend has no tree kernel yet: use backend='torch' for a tree")
+    if tree_parents is not None:  # verify refuses truncation, logprobs and other methods with a tree
+        return _verify_tree(mode=mode, target_logits=target_logits, target_probs=target_probs,
+                            draft_token_ids=draft_token_ids, num_draft_tokens=num_draft_tokens,
+                            draft_logits=draft_logits, draft_probs=draft_probs, temperatures=temperatures, seeds=seeds,
+                            positions=positions, conditional_rates=conditional_rates, tree_parents=tree_parents,
+                            tree_candidates=tree_candidates)
     truncated = top_k is not None or top_p is not None or min_p is not None
     if method != "token" and mode == "probabilistic":  # greedy rows have one rule whatever the method
         if method != "block":
@@ -377,6 +382,34 @@ def _verify_block(*, target_logits, target_probs, draft_token_ids, num_draft_tok
            num_warps, _stream_key(target.device), DRAFT=step.draft_kind, TARGET_PROBS=step.target_is_probs,
            BLOCK=block, OUT_BLOCK=_next_power_of_2(num_slots))
     return step.result
+
+
+def _verify_tree(*, mode, target_logits, target_probs, draft_token_ids, num_draft_tokens, draft_logits, draft_probs,
+                 temperatures, seeds, positions, conditional_rates, tree_parents, tree_candidates) -> VerifyResult:
+    # a tree step: one program per request walks its tree (specbench/kernels/tree.py), at the chain's
+    # one-program launch shape
+    step = _Step.of(target_logits, target_probs, draft_logits, draft_probs, draft_token_ids)
+    target, draft, draft_ids = step.target, step.draft, step.draft_ids
+    batch, num_slots, vocab = target.shape
+    num_nodes = num_slots - 1
+    device = target.device
+    out, num_emitted, num_accepted = step.result[:3]
+    nodes = torch.empty((batch, num_nodes), dtype=torch.int32, device=device)
+    result = step.result._replace(accepted_nodes=nodes)
+    if batch == 0:
+        return result
+    # no nodes: a -1 column stands in for the parents (never read), as _Step does for the draft ids
+    parents = tree_parents if num_nodes else torch.full((batch, 1), -1, dtype=torch.int64, device=device)
+    table = conditional_rates
+    block, num_warps = _launch_shape(vocab, device, False, mode, batch)
+    _TREE((batch,), (out, out.stride(0), nodes, max(nodes.stride(0), 1), num_emitted, num_accepted,
+                     target, target.stride(0), target.stride(1), draft, draft.stride(0), draft.stride(1),
+                     draft_ids, draft_ids.stride(0), parents, parents.stride(0), num_draft_tokens, temperatures,
+                     seeds, positions, table, table.shape[0], table.shape[1], vocab, num_nodes),
+          num_warps, _stream_key(device), MODE=_MODE_IDS[mode], DRAFT=step.draft_kind,
+          TARGET_PROBS=step.target_is_probs, WITHOUT_REPLACEMENT=tree_candidates == "without_replacement",
+          BLOCK=block, NODE_BLOCK=_next_power_of_2(max(num_nodes, 1)))
+    return result
 
 
 class _Step(NamedTuple):
@@ -468,6 +501,7 @@ def _verify_untruncated(
 
 _SEQUENTIAL = _Launcher(_verify_sequential_kernel)
 _BLOCK = _Launcher(_verify_block_kernel)
+_TREE = _Launcher(_verify_tree_kernel)
 _ROWS = _Launcher(_split_rows_kernel)
 _TERMINAL = _Launcher(_split_terminal_kernel)
 _PREPASS = _Launcher(_truncation_prepass_kernel)

@@ -1,0 +1,127 @@
+"""The Triton tree kernel (``specbench/kernels/tree.py``) against the torch reference: the same tokens, counts and
+accepted nodes, bit for bit, in every mode, draft form and candidate rule, with ragged trees, absent nodes, greedy
+and invalid requests, invalid rows and unchecked parents in the batch; a chain given as a tree equals the Triton
+chain kernels; a tree of no nodes emits the bonus. Under the interpreter (no GPU) the batches are small."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from conftest import device_for, interpreted, triton_launch
+
+from specbench.trees import DraftTree, batched
+from specbench.verification import verify
+
+# a bushy tree (three children at the root, two under node 3, a grandchild) and one with a repeated level
+TREES = {"bushy": [-1, -1, -1, 0, 3, 3, 5], "2x2": [-1, -1, 0, 0, 1, 1]}
+FORMS = ["greedy", "one-hot", "draft logits", "draft probs", "target probs", "target probs, draft logits",
+         "target probs, one-hot", "synthetic", "without replacement, draft logits", "without replacement, one-hot",
+         "without replacement, draft probs"]
+VOCAB = 13
+
+
+@pytest.fixture(autouse=True)
+def _needs_triton():
+    triton_launch()
+
+
+def _batch() -> int:
+    return 14 if interpreted("triton") else 600
+
+
+def _tree_call(form: str, parents: list[int], batch: int, seed: int = 0) -> tuple[dict, DraftTree]:
+    """verify's keywords for one form: sampled drafts, greedy, NaN-temperature (invalid) requests, ragged
+    counts, absent and out-of-range drafts, an invalid row, parents left unchecked past each count."""
+    generator = torch.Generator().manual_seed(seed)
+    num_nodes = len(parents)
+    logits = torch.randn(batch, num_nodes + 1, VOCAB, generator=generator) * 2
+    owner_rows = torch.tensor([parent + 1 for parent in parents])
+    draft_logits = logits[:, owner_rows] + torch.randn(batch, num_nodes, VOCAB, generator=generator)
+    temperatures = torch.rand(batch, generator=generator) + 0.4
+    temperatures[::5] = 0.0
+    temperatures[3::11] = math.nan
+    drafts = torch.multinomial(torch.softmax(draft_logits, -1).reshape(-1, VOCAB), 1, generator=generator)
+    drafts = drafts.reshape(batch, num_nodes)
+    drafts[::4, 1] = -1
+    drafts[1::6, 0] = VOCAB + 3
+    logits[2::7, 1] = float("-inf")  # node 0's row: a walk that reaches it stops there
+    counts = torch.randint(0, num_nodes + 1, (batch,), generator=generator)
+    counts[:3] = num_nodes
+    tree_parents = torch.tensor([parents] * batch)
+    tree_parents[counts < num_nodes - 1, -1] = 42  # padding past the count: never read
+    kwargs = {"draft_token_ids": drafts, "num_draft_tokens": counts, "temperatures": temperatures,
+              "seeds": torch.randint(0, 2**40, (batch,), generator=generator),
+              "positions": torch.randint(0, 1000, (batch,), generator=generator), "check_values": False}
+    target = {"target_logits": logits}
+    if form.startswith("target probs"):
+        target = {"target_probs": torch.softmax(logits, -1)}
+    if form.endswith("draft logits"):
+        kwargs["draft_logits"] = draft_logits
+    elif form.endswith("draft probs") or form == "target probs":
+        kwargs["draft_probs"] = torch.softmax(draft_logits, -1)
+    if form == "greedy":
+        kwargs.update(mode="greedy", temperatures=None)
+    elif form == "synthetic":
+        kwargs.update(mode="synthetic", acceptance_rates=[[0.9, 0.5, 0.3], [0.7, 0.2, 0.1], [0.6, 0.6, 0.6]])
+    candidates = "without_replacement" if form.startswith("without replacement") else "independent"
+    return {**target, **kwargs}, DraftTree(tree_parents, candidates)
+
+
+def _on(device: torch.device, kwargs: dict) -> dict:
+    return {key: value.to(device) if isinstance(value, torch.Tensor) else value for key, value in kwargs.items()}
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_the_triton_tree_kernel_is_the_reference_bit_for_bit(form):
+    device = device_for("triton")
+    for name, parents in TREES.items():
+        kwargs, tree = _tree_call(form, parents, _batch(), seed=len(parents))
+        want = verify(**kwargs, tree=tree, backend="torch")
+        got = verify(**_on(device, kwargs), tree=DraftTree(tree.parents.to(device), tree.candidates), backend="triton")
+        for field in ("output_token_ids", "num_emitted", "num_accepted", "accepted_nodes"):
+            assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), (form, name, field)
+        assert 0 < float(want.num_accepted.float().mean()) < len(parents)  # neither nothing nor everything
+    assert got.accepted_nodes.dtype == torch.int32
+
+
+@pytest.mark.parametrize("form", ["greedy", "draft logits", "target probs, one-hot", "synthetic"])
+def test_a_chain_given_as_a_tree_is_the_triton_chain_bit_for_bit(form):
+    device = device_for("triton")
+    kwargs, _ = _tree_call(form, [-1, 0, 1, 2], _batch(), seed=11)
+    kwargs = _on(device, kwargs)
+    tree_kwargs = dict(kwargs)
+    if form == "synthetic":  # the chain's unconditional rates, the tree's table of conditional ones
+        kwargs["acceptance_rates"] = [0.9, 0.72, 0.36, 0.18]
+        tree_kwargs["acceptance_rates"] = [[0.9], [0.8], [0.5], [0.5]]
+    chain = verify(**kwargs, backend="triton")
+    tree = verify(**tree_kwargs, tree=batched([-1, 0, 1, 2], _batch(), device=device), backend="triton")
+    for field in ("output_token_ids", "num_emitted", "num_accepted"):
+        assert torch.equal(getattr(tree, field), getattr(chain, field)), field
+    slots = torch.arange(4, device=device)[None, :]
+    assert torch.equal(tree.accepted_nodes, torch.where(slots < chain.num_accepted[:, None], slots, -1).int())
+
+
+def test_a_tree_of_no_nodes_emits_the_bonus_on_triton():
+    device = device_for("triton")
+    generator = torch.Generator().manual_seed(9)
+    target = torch.randn(6, 1, 5, generator=generator).to(device)
+    none = torch.zeros(6, 0, dtype=torch.int64, device=device)
+    tree = verify(target, none, seeds=torch.arange(6, device=device), tree=DraftTree(none), backend="triton")
+    reference = verify(target.cpu(), none.cpu(), seeds=torch.arange(6), tree=DraftTree(none.cpu()), backend="torch")
+    assert torch.equal(tree.output_token_ids.cpu(), reference.output_token_ids)
+    assert tree.accepted_nodes.shape == (6, 0) and tree.num_emitted.tolist() == [1] * 6
+
+
+def test_a_tree_whose_node_count_is_a_power_of_two_fills_its_last_slot():
+    # N = 4 nodes in a chain, all accepted (greedy drafts are the argmaxes): the bonus lands in slot N, past the
+    # kernel's node lanes
+    device = device_for("triton")
+    generator = torch.Generator().manual_seed(2)
+    logits = torch.randn(3, 5, 7, generator=generator)
+    drafts = logits[:, :4].argmax(-1)
+    result = verify(logits.to(device), drafts.to(device), mode="greedy", tree=batched([-1, 0, 1, 2], 3, device=device),
+                    backend="triton")
+    assert result.output_token_ids.cpu().tolist() == logits.argmax(-1).tolist()
+    assert result.num_emitted.tolist() == [5] * 3 and result.accepted_nodes.cpu().tolist() == [[0, 1, 2, 3]] * 3

@@ -170,13 +170,15 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1)) -> int:
                     print(f"truncated {mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok",
                           flush=True)
     calls += _tree_workload(mine, device) if part in ("all", "trees") else 0
-    counts = torch.zeros(4, dtype=torch.int64)
+    counts, simulated = torch.zeros(4, dtype=torch.int64), False
     if part != "trees" and mine():
+        simulated = True
         counts = simulate_acceptance([0.9, 0.7, 0.3], 5000, seed=3, backend="triton", device=device)
         counts += simulate_acceptance([0.9, 0.7, 0.3], 5000, seed=3, backend="triton", device=device,
                                       request_rates=[0.2, 0.5, 0.8, 0.95])  # per-request spread
     torch.cuda.synchronize()
-    print(f"{calls} verify calls and one simulation ({int(counts.sum())} accepted drafts)", flush=True)
+    simulation = f" and one simulation ({int(counts.sum())} accepted drafts)" if simulated else ""
+    print(f"workload done: {calls} verify calls{simulation}", flush=True)
     return 0
 
 
@@ -243,7 +245,7 @@ def sanitize(out: Path, tools: list[str], part: str = "all", shard: str = "1/1")
         text = log.read_text(errors="replace")
         found = _SUMMARY.findall(text)
         errors = sum(int(count or 0) for count in found[-1]) if found else None
-        launches = "calls and one simulation" in text
+        launches = "workload done:" in text
         ok = done.returncode == 0 and errors == 0 and launches
         failed = failed or not ok
         detail = f"{errors} errors" if errors is not None else "no error summary"

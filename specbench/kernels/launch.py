@@ -33,6 +33,11 @@ request, at the truncation kernels' prepass shape: correct first, not tuned; no 
 a truncated ``block`` call are refused with one sentence. Greedy calls run the greedy rule whatever
 the method.
 
+Trees (``tree_parents``, "Trees" in ``specbench/verification.py``): one launch of
+``specbench/kernels/tree.py``, one program per request walking its tree, at the chain's one-program
+shape whatever the batch (no split path yet); truncation, logprobs and other methods are refused
+before here.
+
 No launch reads a value on the host, and scratch comes from ``_scratch``: a step can be captured
 in a CUDA graph. The truncation launches take their shapes from ``TRUNCATION_SHAPES``, by path.
 """

@@ -70,7 +70,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from specbench import acceptance, natural_inputs, rng, timing
+from specbench import acceptance, natural_inputs, rng, timing, tree_inputs
 from specbench.errors import SpecbenchError
 from specbench.implementations import Implementation
 from specbench.methods import METHODS, check_method
@@ -85,6 +85,7 @@ from specbench.sampling_cases import (
 )
 from specbench.scenarios import Profile
 from specbench.timing import is_out_of_memory
+from specbench.tree_shapes import TreeShape
 from specbench.verification import MODES, SamplingParams, VerifyResult, verify
 
 DRAFTS: tuple[str, ...] = ("logits", "probs", "none")
@@ -121,6 +122,10 @@ class Case:
     ``"planned"`` (``make_inputs``: acceptance by construction, the same for every method) or
     ``"natural"`` (``specbench/natural_inputs.py``: drafts drawn from target logits plus Gaussian noise
     of std ``draft_noise``; ``rates`` then only set ``K``, and the expected length comes from the inputs).
+
+    ``tree`` (a shape string, ``tree_shapes``) and ``tree_parents``: the drafts form that tree
+    (``specbench/tree_inputs.py``); ``num_spec_tokens`` is then its node count ``N`` and ``rates`` run
+    over its spine's ``D`` depths.
     """
 
     mode: str
@@ -142,6 +147,8 @@ class Case:
     method: str = "token"
     inputs: str = "planned"
     draft_noise: float | None = None
+    tree: str | None = None
+    tree_parents: tuple[int, ...] = ()
 
     @property
     def truncated(self) -> bool:
@@ -174,7 +181,10 @@ def describe_record(record: dict) -> str:
     else:
         length = f"L={record['acceptance_length']:g}"
     method = f" method={record['method']}" if record.get("method", "token") != "token" else ""
-    return (f"{record['mode']}{draft} B={record['batch_size']} K={record['num_spec_tokens']} "
+    size = f"K={record['num_spec_tokens']}"
+    if record.get("tree") is not None:
+        size = f"tree {record['tree']} N={record['num_spec_tokens']}"
+    return (f"{record['mode']}{draft} B={record['batch_size']} {size} "
             f"V={record['vocab_size']} {record['dtype']} {length}{sampling_label(record)}{method}{graph}")
 
 
@@ -183,7 +193,8 @@ def record_key(record: dict) -> tuple:
     return (record["mode"], record["impl"], record["batch_size"], record["num_spec_tokens"], record["vocab_size"],
             record["dtype"], record["draft"], record["acceptance"], round(float(record["acceptance_length"]), 6),
             bool(record["cuda_graph"]), record.get("target", "logits"), record.get("conversion"), *sampling_key(record),
-            record.get("method", "token"), record.get("inputs", "planned"), record.get("draft_noise"))
+            record.get("method", "token"), record.get("inputs", "planned"), record.get("draft_noise"),
+            record.get("tree"))
 
 
 def plan_cases(
@@ -204,6 +215,7 @@ def plan_cases(
     methods: Sequence[str] = ("token",),
     inputs: str = "planned",
     draft_noise: float | None = None,
+    tree: TreeShape | None = None,
 ) -> list[Case]:
     """Every combination, validated: ``vocabularies`` are ``(model name or None, V)``; each
     acceptance profile brings its ``K`` and rates. Greedy and synthetic cases take no draft
@@ -218,6 +230,10 @@ def plan_cases(
     ``"natural"`` (probabilistic cases only) builds ``natural_inputs`` with ``draft_noise`` (default
     ``natural_inputs.DEFAULT_DRAFT_NOISE``; an error with planned inputs); their cases keep one profile
     per ``K`` (its rates only set ``K``).
+
+    ``tree``: every case verifies that tree (``specbench/tree_inputs.py``); each profile's ``K`` must be the
+    length of the tree's spine, and the cases take the token method, untruncated, without logprobs and with
+    planned inputs (what tree verification takes).
     """
     knobs = checked_knobs(top_k, top_p, min_p, sampling)
     for name in methods:
@@ -235,6 +251,7 @@ def plan_cases(
                                          draft_noise)
         profiles = list({profile.num_spec_tokens: profile for profile in profiles}.values())
     inputs_fields = {"inputs": inputs, "draft_noise": float(draft_noise)} if natural else {}
+    tree_fields = _tree_fields(tree, profiles, knobs, sampling, logprobs, methods, natural)
     check_logprobs(logprobs)
     for mode in modes:
         if mode not in MODES:
@@ -265,11 +282,34 @@ def plan_cases(
                                 for target in targets:
                                     for method in (methods if mode == "probabilistic" else ("token",)):
                                         cases.append(Case(
-                                            mode, batch, profile.num_spec_tokens, vocab, dtype, draft, profile.rates,
-                                            "natural" if natural else profile.name, graph, model, target,
-                                            logprobs=logprobs, method=method, **inputs_fields,
-                                            **(knobs if mode != "greedy" else {})))
+                                            mode, batch, tree_fields.get("num_nodes", profile.num_spec_tokens), vocab,
+                                            dtype, draft, profile.rates, "natural" if natural else profile.name, graph,
+                                            model, target, logprobs=logprobs, method=method, **inputs_fields,
+                                            **(knobs if mode != "greedy" else {}), **tree_fields.get("case", {})))
     return list(dict.fromkeys(cases))
+
+
+def _tree_fields(tree: TreeShape | None, profiles: Sequence[Profile], knobs: dict, sampling: str,
+                 logprobs: str | None, methods: Sequence[str], natural: bool) -> dict[str, Any]:
+    # a tree run's Case fields and node count, after refusing what trees do not take (one sentence each)
+    if tree is None:
+        return {}
+    name = tree.name or "parents:" + ",".join(map(str, tree.parents))
+    if sampling == "mixed" or any(knobs[knob] is not None for knob in KNOBS):
+        raise SpecbenchError("--tree does not take truncation (--top-k, --top-p, --min-p, --sampling mixed) in this "
+                             "version: tree verification is untruncated")
+    if logprobs is not None:
+        raise SpecbenchError("--tree does not take --logprobs in this version")
+    if any(method != "token" for method in methods):
+        raise SpecbenchError("--tree follows the token method only in this version; drop --method")
+    if natural:
+        raise SpecbenchError("--tree takes planned inputs only (its accepted path is planned); drop --inputs natural")
+    depth = len(tree_inputs.spine(tree.parents))
+    for profile in profiles:
+        if profile.num_spec_tokens != depth:
+            raise SpecbenchError(f"tree {name}: an acceptance profile of K={profile.num_spec_tokens} does not fit its "
+                                 f"spine of {depth} first children (a tree case's K is that depth)")
+    return {"num_nodes": len(tree.parents), "case": {"tree": name, "tree_parents": tuple(tree.parents)}}
 
 
 def assign_accepted_counts(rates: Sequence[float], batch_size: int, seed: int = 0) -> list[int]:
@@ -316,6 +356,9 @@ class CaseInputs:
     def verify_kwargs(self) -> dict[str, Any]:
         """Arguments of the public ``specbench.verification.verify`` (without ``backend``)."""
         synthetic = self.case.mode == "synthetic"
+        rates = list(self.case.rates)
+        if synthetic and self.case.tree is not None:  # rank 0 at each depth takes the profile's conditional rate
+            rates = [[rate] for rate in acceptance.conditional_rates(self.case.rates)]
         if self.case.target == "probs":
             # built outside the timed region: softmax of the planned logits in float32, then the case dtype
             target = {"target_probs": torch.softmax(self.target_logits.float(), dim=-1).to(self.target_logits.dtype)}
@@ -326,7 +369,7 @@ class CaseInputs:
             logprobs["method"] = self.case.method
         return dict(**target, draft_token_ids=self.draft_token_ids, mode=self.case.mode,
                     draft_logits=self.draft_logits, draft_probs=self.draft_probs,
-                    acceptance_rates=list(self.case.rates) if synthetic else None, **self.extra, **logprobs)
+                    acceptance_rates=rates if synthetic else None, **self.extra, **logprobs)
 
 
 def sampling_params(case: Case, device: str | torch.device = "cpu") -> SamplingParams:
@@ -355,6 +398,8 @@ def make_inputs(case: Case, device: str | torch.device = "cpu", seed: int = 0) -
     device = torch.device(device)
     if case.inputs == "natural":
         return _natural(case, device, seed)
+    if case.tree is not None:
+        return _tree(case, device, seed)
     batch, num_spec, vocab = case.batch_size, case.num_spec_tokens, case.vocab_size
     dtype = DTYPES[case.dtype]
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -393,6 +438,21 @@ def make_inputs(case: Case, device: str | torch.device = "cpu", seed: int = 0) -
     return inputs
 
 
+def _tree(case: Case, device: torch.device, seed: int) -> CaseInputs:
+    batch = case.batch_size
+    gen = torch.Generator(device=device).manual_seed(seed)
+    planned = torch.tensor(assign_accepted_counts(case.rates, batch, seed), dtype=torch.int64, device=device)
+    made = tree_inputs.tree_tensors(case.tree_parents, planned, case.vocab_size, DTYPES[case.dtype], case.mode,
+                                    case.draft, gen, device)
+    inputs = CaseInputs(case, made["target_logits"], made["draft_token_ids"], planned, made["draft_logits"],
+                        made["draft_probs"])
+    inputs.extra = {"num_draft_tokens": torch.full((batch,), case.num_spec_tokens, dtype=torch.int32, device=device),
+                    "sampling": sampling_params(case, device),
+                    "seeds": rng.request_seed(seed, torch.arange(batch, dtype=torch.int64)).to(device),
+                    "positions": torch.zeros(batch, dtype=torch.int64, device=device), "tree": made["tree"]}
+    return inputs
+
+
 def _natural(case: Case, device: torch.device, seed: int) -> CaseInputs:
     batch, num_spec = case.batch_size, case.num_spec_tokens
     target, draft_logits, drafts = natural_inputs.natural_tensors(batch, num_spec, case.vocab_size, case.draft_noise,
@@ -415,6 +475,12 @@ def bytes_moved(case: Case, num_accepted: torch.Tensor) -> tuple[int, int]:
     elem = DTYPES[case.dtype].itemsize
     row = vocab * elem
     accepted = num_accepted.to(torch.int64).cpu()
+    if case.tree is not None:  # tree_inputs.tree_bytes; the tree's parents (int64) read as well
+        small = batch * (num_spec * 8 * 2 + (num_spec + 1) * 8 + num_spec * 4 + 4 + 4) + batch * (4 + 8 + 8 + 4)
+        has_draft = case.mode == "probabilistic" and case.draft != "none"
+        all_rows = batch * (num_spec + 1 + (num_spec if has_draft else 0)) * row
+        needed = tree_inputs.tree_bytes(case.tree_parents, accepted, row, elem, case.mode, case.draft)
+        return needed + small, all_rows + small
     # per request: draft ids and output tokens (int64), num_emitted and num_accepted (int32) written,
     # num_draft_tokens (int32), seed and position (int64), temperature (float32) read
     small = batch * (num_spec * 8 + (num_spec + 1) * 8 + 4 + 4) + batch * (4 + 8 + 8 + 4)
@@ -521,6 +587,10 @@ def check_output(mode: str, result: VerifyResult, expected: VerifyResult, vocab_
         reason = _logprobs_differ(result.logprobs, expected.logprobs, out == ref, slot_used)
         if reason:
             return Check(False, reason, agreement)
+    if expected.accepted_nodes is not None:  # a tree: the same path
+        got_nodes = result.accepted_nodes
+        if got_nodes is None or not torch.equal(got_nodes.cpu().to(torch.int64), expected.accepted_nodes.cpu().to(torch.int64)):
+            return Check(False, "accepted_nodes (the tree path) differ from the torch reference", agreement)
     if mode != "probabilistic":
         wrong = int((out != ref).any(dim=1).sum())
         if wrong:
@@ -574,6 +644,8 @@ def _unsupported(impl: Implementation, case: Case, device: torch.device) -> str 
         return f"{impl.name} does not declare truncation (top_k, top_p, min_p), so it cannot run a truncated case"
     if case.logprobs is not None and not impl.logprobs:
         return f"{impl.name} does not declare logprobs, so it cannot return them"
+    if case.tree is not None and not impl.trees:
+        return f"{impl.name} does not declare trees, so it cannot verify a draft tree"
     elements = case.batch_size * (case.num_spec_tokens + 1) * case.vocab_size
     if impl.needs_gpu and device.type != "cuda" and elements > INTERPRET_MAX_ELEMENTS:
         return (f"too large for the Triton interpreter ({elements} logits > {INTERPRET_MAX_ELEMENTS}); "
@@ -603,6 +675,8 @@ def _record(case: Case, impl: str, status: str, reason: str | None = None, **val
     record["method"] = case.method
     if case.inputs != "planned":
         record.update(inputs=case.inputs, draft_noise=case.draft_noise)
+    if case.tree is not None:
+        record.update(tree=case.tree, tree_parents=list(case.tree_parents))
     record.update(values)
     return record
 
@@ -721,7 +795,8 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
         if not isinstance(result, VerifyResult):
             records[impl.name] = _record(case, impl.name, "FAIL", f"returned {type(result).__name__}, not a VerifyResult")
             continue
-        check = check_output(case.mode, result, expected, case.vocab_size, impl.same_rng, inputs.draft_token_ids,
+        check = check_output(case.mode, result, expected, case.vocab_size, impl.same_rng,
+                             None if case.tree is not None else inputs.draft_token_ids,
                              logprobs=case.logprobs is not None, method=case.method)
         measured = 1.0 + float(result.num_accepted.double().mean())
         if not check.ok:

@@ -32,6 +32,8 @@ sweep = lazy_module("specbench.sweep")
 shards = lazy_module("specbench.shards")
 sweep_charts = lazy_module("specbench.sweep_charts")
 plan_charts = lazy_module("specbench.plan_charts")
+tree_inputs = lazy_module("specbench.tree_inputs")
+tree_shapes = lazy_module("specbench.tree_shapes")
 timing = lazy_module("specbench.timing")
 verification = lazy_module("specbench.verification")
 
@@ -431,6 +433,10 @@ def kernels_command(
     shard: Annotated[str | None, typer.Option(
         "--shard", metavar="I/N", help="Run slice I of N of the grid (the cases at positions p with p mod N = I-1, "
         "the same on every machine); join the slices with specbench merge.", show_default=False)] = None,
+    tree: Annotated[str | None, typer.Option(
+        "--tree", metavar="SHAPES", help="Verify draft trees: chain:K, WxD or parents:-1,0,0,... (comma-separated). "
+        "Each tree is timed beside the chain of its depth on the same kind of rows; K is that depth (its path of "
+        "first children), the acceptance profile is over it.", show_default=False)] = None,
     devices: Annotated[str | None, typer.Option(
         "--devices", metavar="GPUS", help="all, or GPU indices such as 0,1: one worker process per GPU, each "
         "running its shard, merged into --output at the end.", show_default=False)] = None,
@@ -450,7 +456,8 @@ def kernels_command(
                                               ("--num-spec-tokens", num_spec_tokens), ("--vocab-size", vocab_size),
                                               ("--model", model), ("--dtype", dtype), ("--draft", draft),
                                               ("--acceptance-length", acceptance_length), ("--scenario", scenario),
-                                              ("--cuda-graph/--no-cuda-graph", cuda_graph)) if value is not None]
+                                              ("--cuda-graph/--no-cuda-graph", cuda_graph), ("--tree", tree))
+                     if value is not None]
             if given:
                 raise SpecbenchError(f"--quick runs a fixed grid, so it cannot be combined with {given[0]}; "
                                      f"drop one of them")
@@ -467,21 +474,25 @@ def kernels_command(
             max_ms=grid.max_ms if max_ms is None else _number("--max-ms", max_ms),
             l2_flush=grid.l2_flush if l2_flush is None else l2_flush, timer=eager_timer,
         )
-        cases = bench.plan_cases(
-            modes=modes,
-            batch_sizes=_whole("--batch-size", batch_size, 1) or grid.batch_sizes,
-            vocabularies=_vocabularies(_whole("--vocab-size", vocab_size, 2), _items("--model", model), grid),
-            profiles=_profiles(_items("--acceptance-length", acceptance_length),
-                               _whole("--num-spec-tokens", num_spec_tokens, 1), scenario, grid, schedule),
-            dtypes=_items("--dtype", dtype) or grid.dtypes,
-            drafts=_items("--draft", draft) or grid.drafts,
-            targets=_items("--target", target) or ["logits"],
-            cuda_graph=graph_choice,
-            methods=methods.parse_methods(method),
-            inputs=inputs,
-            draft_noise=None if draft_noise is None else _number("--draft-noise", draft_noise),
+        plan = {
+            "modes": modes,
+            "batch_sizes": _whole("--batch-size", batch_size, 1) or grid.batch_sizes,
+            "vocabularies": _vocabularies(_whole("--vocab-size", vocab_size, 2), _items("--model", model), grid),
+            "dtypes": _items("--dtype", dtype) or grid.dtypes,
+            "drafts": _items("--draft", draft) or grid.drafts,
+            "targets": _items("--target", target) or ["logits"],
+            "cuda_graph": graph_choice,
+            "methods": methods.parse_methods(method),
+            "inputs": inputs,
+            "draft_noise": None if draft_noise is None else _number("--draft-noise", draft_noise),
             **knobs,
-        )
+        }
+        lengths = _items("--acceptance-length", acceptance_length)
+        if tree is None:
+            profiles = _profiles(lengths, _whole("--num-spec-tokens", num_spec_tokens, 1), scenario, grid, schedule)
+            cases = bench.plan_cases(**plan, profiles=profiles)
+        else:
+            cases = _tree_cases(tree, plan, lengths, num_spec_tokens, scenario, grid, schedule)
         if quick:
             cases = _quick_cases(cases, on_gpu)
         shard_choice = shards.parse_shard(shard)
@@ -582,6 +593,25 @@ def _conclude(new_records: list[dict], out_dir: Path, charts: list) -> None:
     if new_records and all(r["status"] == "skipped" for r in new_records):
         reasons = list(dict.fromkeys(r["reason"] for r in new_records))
         fail(f"every row was skipped, nothing was timed ({'; '.join(reasons[:2])}); the rows are in {out_dir}/")
+
+
+def _tree_cases(text: str, plan: dict, lengths: list[str], num_spec_tokens: str | None, scenario: str | None,
+                grid: Grid, schedule: str | None) -> list:
+    """``kernels --tree``: per shape, the chain of its depth and the tree, on profiles over that depth."""
+    if num_spec_tokens is not None:
+        raise SpecbenchError("--tree sets K to each tree's depth (its path of first children); drop "
+                             "--num-spec-tokens")
+    cases = []
+    for item in tree_shapes.split_tree_shapes(text):
+        shape = tree_shapes.parse_tree_shape(item)
+        if not isinstance(shape, tree_shapes.TreeShape):
+            raise SpecbenchError(f"kernels --tree takes chain:K, WxD or parents:-1,0,..., got {item!r} (sequoia:N "
+                                 f"needs positional rates: build it with specbench.tree_theory.best_tree and pass "
+                                 f"its parents)")
+        profiles = _profiles(lengths, [len(tree_inputs.spine(shape.parents))], scenario, grid, schedule)
+        cases += bench.plan_cases(**plan, profiles=profiles)  # the chain of the tree's depth
+        cases += bench.plan_cases(**plan, profiles=profiles, tree=shape)
+    return list(dict.fromkeys(cases))
 
 
 # options a --devices worker does not inherit: it gets its own shard, folder and device, and no charts

@@ -47,7 +47,9 @@ def _variant(row: pd.Series) -> str:
     base = f"{row['mode']}/{row['draft']}" if row["mode"] == "probabilistic" else row["mode"]
     target = row.get("target")
     probs = " target-probs" if isinstance(target, str) and target == "probs" else ""  # its own line, not a zigzag
-    return base + sampling_label(fields) + probs
+    tree = row.get("tree")
+    shape = f" tree {tree}" if isinstance(tree, str) else ""  # a tree's rows are not the chain of K = N
+    return base + sampling_label(fields) + probs + shape
 
 
 def _variants(frame: pd.DataFrame) -> list[str]:

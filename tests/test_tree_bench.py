@@ -115,3 +115,13 @@ def test_a_profile_that_does_not_fit_the_spine_is_refused():
         bench.plan_cases(modes=["greedy"], batch_sizes=[1], vocabularies=[(None, 8)],
                          profiles=[scenarios.make_profile(3, acceptance_length=2.0, name="2")],
                          tree=TreeShape(tuple(full_tree(2, 2)), "2x2"))
+
+
+def test_tree_rows_chart_apart_from_the_chain_of_their_node_count():
+    import pandas as pd
+
+    from specbench import bench_charts
+
+    row = {"mode": "probabilistic", "draft": "logits", "target": "logits"}
+    assert bench_charts._variant(pd.Series({**row, "tree": "2x2"})) == "probabilistic/logits tree 2x2"
+    assert bench_charts._variant(pd.Series(row)) == "probabilistic/logits"

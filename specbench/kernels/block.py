@@ -25,40 +25,27 @@ from specbench.kernels.decide import (
     MODE_PROBABILISTIC,
     RESIDUAL,
     SAMPLE,
+    draft_chunk,
     draft_prob_of,
     read_at_draft,
     request_setup,
     request_valid,
     row_at,
     sample_row,
+    target_chunk,
     target_prob_of,
 )
 from specbench.kernels.rng import hash_word, neg_log_of_uniform, stream_key, uniform_at, uniform_of
-from specbench.kernels.rows import argmax_slice, best_pair, clean, load_probs, load_scaled, softmax_stats_slice
+from specbench.kernels.rows import argmax_slice, best_pair, softmax_stats_slice
 
 
 @triton.jit
 def _row_chunk(t_row, d_row, offs, V, inv_temperature, m, s, md, sd, x, x_valid, DRAFT: tl.constexpr,
                TARGET_PROBS: tl.constexpr):
-    # p and q over a chunk of a row: p the cleaned probabilities or exp(z - m) / s; q the softmax of the
-    # draft logits (md, sd), the given draft probabilities (NaN as 0), or the one-hot at x (one-hot drafts,
-    # and draft-logit rows with no finite value: md = -inf); q = 0 everywhere when x is not a valid id
-    if TARGET_PROBS:
-        p = load_probs(t_row, offs, V)
-    else:
-        m_safe = tl.where(m == float("-inf"), 0.0, m)
-        p = tl.exp(load_scaled(t_row, offs, V, inv_temperature) - m_safe) / tl.where(s == 0.0, 1.0, s)
-    one_hot = tl.where(offs == x, 1.0, 0.0)
-    if DRAFT == DRAFT_LOGITS:
-        md_safe = tl.where(md == float("-inf"), 0.0, md)
-        d = tl.load(d_row + offs, mask=offs < V, other=float("-inf")).to(tl.float32)
-        q = tl.exp(clean(d * inv_temperature) - md_safe) / tl.where(sd == 0.0, 1.0, sd)
-        q = tl.where(md == float("-inf"), one_hot, q)
-    elif DRAFT == DRAFT_PROBS:
-        d = tl.load(d_row + offs, mask=offs < V, other=0.0).to(tl.float32)
-        q = tl.where(d != d, 0.0, d)  # noqa: PLR0124 (NaN test)
-    else:
-        q = one_hot
+    # p and q over a chunk of a row (decide.target_chunk, decide.draft_chunk); q = 0 everywhere when x is not
+    # a valid id
+    p = target_chunk(t_row, offs, V, inv_temperature, m, s, TARGET_PROBS)
+    q = draft_chunk(d_row, offs, V, inv_temperature, md, sd, x, DRAFT)
     return p, tl.where(x_valid, q, 0.0)
 
 

@@ -20,6 +20,8 @@ from specbench.kernels.rng import seed_key, stream_key, uniform_at
 from specbench.kernels.rows import (
     clean,
     clean_prob,
+    load_probs,
+    load_scaled,
     prob_of,
     race_logits_slice,
     race_weights_slice,
@@ -83,6 +85,33 @@ def draft_prob_of(value, inv_temperature, md, sd, DRAFT: tl.constexpr):
         q_x = value.to(tl.float32)
         q_x = tl.where(q_x != q_x, 0.0, q_x)  # noqa: PLR0124 (NaN test)
     return q_x
+
+
+@triton.jit
+def target_chunk(t_row, offs, V, inv_temperature, m, s, TARGET_PROBS: tl.constexpr):
+    # p over a chunk of a row: the cleaned probabilities, or exp(z - m) / s (0 past V either way)
+    if TARGET_PROBS:
+        return load_probs(t_row, offs, V)
+    m_safe = tl.where(m == float("-inf"), 0.0, m)
+    return tl.exp(load_scaled(t_row, offs, V, inv_temperature) - m_safe) / tl.where(s == 0.0, 1.0, s)
+
+
+@triton.jit
+def draft_chunk(d_row, offs, V, inv_temperature, md, sd, x, DRAFT: tl.constexpr):
+    # q over a chunk of a row: the softmax of the draft logits (md, sd), the given draft probabilities (NaN
+    # as 0), or the one-hot at x (one-hot drafts, and draft-logit rows with no finite value: md = -inf)
+    one_hot = tl.where(offs == x, 1.0, 0.0)
+    if DRAFT == DRAFT_LOGITS:
+        md_safe = tl.where(md == float("-inf"), 0.0, md)
+        d = tl.load(d_row + offs, mask=offs < V, other=float("-inf")).to(tl.float32)
+        q = tl.exp(clean(d * inv_temperature) - md_safe) / tl.where(sd == 0.0, 1.0, sd)
+        q = tl.where(md == float("-inf"), one_hot, q)
+    elif DRAFT == DRAFT_PROBS:
+        d = tl.load(d_row + offs, mask=offs < V, other=0.0).to(tl.float32)
+        q = tl.where(d != d, 0.0, d)  # noqa: PLR0124 (NaN test)
+    else:
+        q = one_hot
+    return q
 
 
 @triton.jit

@@ -303,7 +303,7 @@ def race_weights_slice(t_row, d_row, start, stop, inv_temperature, key, exclude,
             lane_e = tl.where(better, e, lane_e)
             if SCREEN:
                 ratio_screen = _ratio_screen(lane_w, lane_e)
-    return _ratio_best(lane_w, lane_e, lane_idx)
+    return ratio_best(lane_w, lane_e, lane_idx)
 
 
 @triton.jit
@@ -322,7 +322,7 @@ def _ratio_screen(lane_w, lane_e):
 
 
 @triton.jit
-def _ratio_best(lane_w, lane_e, lane_idx):
+def ratio_best(lane_w, lane_e, lane_idx):
     # the lanes' (w, E) bests reduced to one winner as the pair (log(w / E), 0, index)
     ratio = tl.where(lane_idx >= 0, tl.log(tl.where(lane_idx >= 0, lane_w, 1.0)) - tl.log(lane_e), float("-inf"))
     return best_pair(ratio, tl.zeros_like(ratio), lane_idx)

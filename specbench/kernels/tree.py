@@ -31,14 +31,16 @@ from specbench.kernels.decide import (
     MODE_SYNTHETIC,
     RESIDUAL,
     SAMPLE,
+    draft_chunk,
     draft_prob_of,
     request_setup,
     request_valid,
     sample_row,
+    target_chunk,
     target_prob_of,
 )
 from specbench.kernels.rng import hash_word, neg_log_of_uniform, stream_key, uniform_at, uniform_of
-from specbench.kernels.rows import argmax_slice, best_pair, clean, load_probs, load_scaled, softmax_stats_slice
+from specbench.kernels.rows import argmax_slice, ratio_best, softmax_stats_slice
 
 
 @triton.jit
@@ -48,43 +50,14 @@ def _lane(values, lanes, j):
 
 
 @triton.jit
-def _draft_chunk(d_row, offs, V, inv_temperature, md, sd, x, DRAFT: tl.constexpr):
-    # q over a chunk: the softmax of the draft logits (md, sd; md = -inf: a row with no finite value, one-hot),
-    # the given probabilities (NaN as 0), or the one-hot at x
-    one_hot = tl.where(offs == x, 1.0, 0.0)
-    if DRAFT == DRAFT_LOGITS:
-        md_safe = tl.where(md == float("-inf"), 0.0, md)
-        d = tl.load(d_row + offs, mask=offs < V, other=float("-inf")).to(tl.float32)
-        q = tl.exp(clean(d * inv_temperature) - md_safe) / tl.where(sd == 0.0, 1.0, sd)
-        q = tl.where(md == float("-inf"), one_hot, q)
-    elif DRAFT == DRAFT_PROBS:
-        d = tl.load(d_row + offs, mask=offs < V, other=0.0).to(tl.float32)
-        q = tl.where(d != d, 0.0, d)  # noqa: PLR0124 (NaN test)
-    else:
-        q = one_hot
-    return q
-
-
-@triton.jit
-def _target_chunk(t_row, offs, V, inv_temperature, m, s, TARGET_PROBS: tl.constexpr):
-    # p over a chunk: the cleaned probabilities, or exp(z - m) / s
-    if TARGET_PROBS:
-        p = load_probs(t_row, offs, V)
-    else:
-        m_safe = tl.where(m == float("-inf"), 0.0, m)
-        p = tl.exp(load_scaled(t_row, offs, V, inv_temperature) - m_safe) / tl.where(s == 0.0, 1.0, s)
-    return tl.where(offs < V, p, 0.0)
-
-
-@triton.jit
 def _sibling_q(d_base, d_stride, offs, V, inv_temperature, lanes, j, sib_node, sib_token, sib_valid, sib_md,
                sib_sd, sib_div, DRAFT: tl.constexpr, WITHOUT_REPLACEMENT: tl.constexpr):
     # q_j over a chunk for the rejected sibling of rank j: its row (its draft law), and drawn without
     # replacement, its elder siblings' tokens set to 0 and the rest divided by its divisor (0 when none is left)
     node = _lane(sib_node, lanes, j)
     x = _lane(sib_token, lanes, j)
-    q = _draft_chunk(d_base + node.to(tl.int64) * d_stride, offs, V, inv_temperature, _lane(sib_md, lanes, j),
-                     _lane(sib_sd, lanes, j), x, DRAFT)
+    q = draft_chunk(d_base + node.to(tl.int64) * d_stride, offs, V, inv_temperature, _lane(sib_md, lanes, j),
+                    _lane(sib_sd, lanes, j), x, DRAFT)
     if WITHOUT_REPLACEMENT:
         for i in range(j):
             elder = _lane(sib_token, lanes, i)
@@ -100,7 +73,7 @@ def _residual_chunk(t_row, d_base, d_stride, offs, V, inv_temperature, m, s, rej
                     WITHOUT_REPLACEMENT: tl.constexpr):
     # the residual over a chunk after `rejected` siblings: r = p, then r <- max(r - R_j q_j, 0) for each valid
     # rejected sibling j in rank order (an absent one leaves r as it is)
-    r = _target_chunk(t_row, offs, V, inv_temperature, m, s, TARGET_PROBS)
+    r = target_chunk(t_row, offs, V, inv_temperature, m, s, TARGET_PROBS)
     for j in range(rejected):
         if _lane(sib_valid, lanes, j) != 0:
             q = _sibling_q(d_base, d_stride, offs, V, inv_temperature, lanes, j, sib_node, sib_token, sib_valid,
@@ -141,8 +114,7 @@ def _residual_race(t_row, d_base, d_stride, V, inv_temperature, m, s, rejected, 
         lane_idx = tl.where(better, offs, lane_idx)
         lane_w = tl.where(better, w, lane_w)
         lane_e = tl.where(better, e, lane_e)
-    ratio = tl.where(lane_idx >= 0, tl.log(tl.where(lane_idx >= 0, lane_w, 1.0)) - tl.log(lane_e), float("-inf"))
-    _z, _g, index = best_pair(ratio, tl.zeros_like(ratio), lane_idx)
+    _z, _g, index = ratio_best(lane_w, lane_e, lane_idx)
     return index
 
 

@@ -12,8 +12,10 @@ V = 128256, float32, draft logits, temperature 1, B = 1, 8, 64, 256. Rows (each 
 - ``chain K=2, q = p`` / ``chain K=2, drafts off``: the chain of the tree's depth in the same two regimes;
 - ``chain K=6, q = p``: the chain that reads as many rows as the tree has nodes plus one (all accepted).
 
-``--shapes`` adds the tree rows at the probabilistic one-program shape halved (4096 tokens, 16 warps), which
-spills less. Prints a table and writes the medians to ``--out``. This is not a ``specbench kernels`` run:
+Each tree row is timed twice: one program per request (what ``auto`` launches) and ``(split)``, the split path
+(``launch.strategy("split")``: every row's statistics split across programs, the walk in each request's last
+program, the final race split). ``--shapes`` adds the tree rows at the probabilistic one-program shape halved
+(4096 tokens, 16 warps), which spills less. Prints a table and writes the medians to ``--out``. This is not a ``specbench kernels`` run:
 the kernels command does not take trees yet.
 """
 
@@ -49,6 +51,12 @@ def _inputs(batch: int, num_nodes: int, parents: list[int], regime: str, generat
             "backend": "triton", "check_values": False}
 
 
+def _split(kwargs: dict, tree) -> object:
+    # the tree step on the split path (launch.strategy("split"): the rows split across programs)
+    with launch.strategy("split"):
+        return verify(**kwargs, tree=tree)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None)
@@ -66,6 +74,7 @@ def main() -> int:
             tree_inputs = _inputs(batch, len(TREE), TREE, regime, generator)
             tree = batched(TREE, batch, device="cuda")
             calls[f"tree 2x2, {regime}"] = lambda kw=tree_inputs, t=tree: verify(**kw, tree=t)
+            calls[f"tree 2x2, {regime} (split)"] = lambda kw=tree_inputs, t=tree: _split(kw, t)
             chain_inputs = _inputs(batch, 2, [-1, 0], regime, generator)
             calls[f"chain K=2, {regime}"] = lambda kw=chain_inputs: verify(**kw)
         long_chain = _inputs(batch, 6, [-1, 0, 1, 2, 3, 4], "q = p", generator)
@@ -76,12 +85,14 @@ def main() -> int:
         if args.shapes:
             launch.TUNING.update(block=4096, num_warps=16)
             try:
-                halved = {f"{name} (4096 x 16)": call for name, call in calls.items() if name.startswith("tree")}
+                halved = {f"{name} (4096 x 16)": call for name, call in calls.items()
+                          if name.startswith("tree") and "split" not in name}
                 more = timing.time_implementations(halved, "cuda", config)
             finally:
                 launch.TUNING.update(block=None, num_warps=None)
             measured.timings.update(more.timings)
-            accepted.update({f"{name} (4096 x 16)": accepted[name] for name in calls if name.startswith("tree")})
+            accepted.update({f"{name} (4096 x 16)": accepted[name] for name in calls
+                             if name.startswith("tree") and "split" not in name})
         for name, timed in measured.timings.items():
             rows.append({"batch_size": batch, "row": name, "median_us": timed.median_us, "p20_us": timed.p20_us,
                          "p80_us": timed.p80_us, "samples": timed.samples, "mean_accepted": accepted[name]})

@@ -187,12 +187,13 @@ TREES = {7: [-1, -1, -1, 0, 3, 3, 5], 4: [-1, 0, 1, 2], 6: [-1, -1, 0, 0, 1, 1],
 
 
 def _tree_workload(mine, device) -> int:
-    """The tree kernel on hostile inputs: every mode, draft and target form, both candidate rules, float32 and
-    bfloat16, with ragged counts, absent and out-of-range drafts, invalid rows and requests, and parents
+    """The tree kernels on hostile inputs (one program per request, and the split path): every mode, draft and
+    target form, both candidate rules, float32 and bfloat16, with ragged counts, absent and out-of-range drafts, invalid rows and requests, and parents
     left unchecked (out of range past and within the counts); a tree of no nodes and a vocabulary of 1."""
     import torch
 
     from specbench import verify
+    from specbench.kernels import launch
     from specbench.trees import DraftTree
 
     calls = 0
@@ -215,9 +216,11 @@ def _tree_workload(mine, device) -> int:
                         for candidates in ("independent", "without_replacement") if mode == "probabilistic" else \
                                 ("independent",):
                             tree = DraftTree(parents.to(device), candidates)
-                            for _ in range(2):  # the JIT launch, then the direct one
-                                verify(mode=mode, backend="triton", check_values=False, tree=tree, **kwargs)
-                                calls += 1
+                            for strategy in ("auto", "split"):  # one program per request; the split path
+                                with launch.strategy(strategy):
+                                    for _ in range(2):  # the JIT launch, then the direct one
+                                        verify(mode=mode, backend="triton", check_values=False, tree=tree, **kwargs)
+                                        calls += 1
                     torch.cuda.synchronize()
                     print(f"tree {mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok",
                           flush=True)

@@ -31,21 +31,21 @@ def _batch() -> int:
     return 14 if interpreted("triton") else 600
 
 
-def _tree_call(form: str, parents: list[int], batch: int, seed: int = 0) -> tuple[dict, DraftTree]:
+def _tree_call(form: str, parents: list[int], batch: int, seed: int = 0, vocab: int = VOCAB) -> tuple[dict, DraftTree]:
     """verify's keywords for one form: sampled drafts, greedy, NaN-temperature (invalid) requests, ragged
     counts, absent and out-of-range drafts, an invalid row, parents left unchecked past each count."""
     generator = torch.Generator().manual_seed(seed)
     num_nodes = len(parents)
-    logits = torch.randn(batch, num_nodes + 1, VOCAB, generator=generator) * 2
+    logits = torch.randn(batch, num_nodes + 1, vocab, generator=generator) * 2
     owner_rows = torch.tensor([parent + 1 for parent in parents])
-    draft_logits = logits[:, owner_rows] + torch.randn(batch, num_nodes, VOCAB, generator=generator)
+    draft_logits = logits[:, owner_rows] + torch.randn(batch, num_nodes, vocab, generator=generator)
     temperatures = torch.rand(batch, generator=generator) + 0.4
     temperatures[::5] = 0.0
     temperatures[3::11] = math.nan
-    drafts = torch.multinomial(torch.softmax(draft_logits, -1).reshape(-1, VOCAB), 1, generator=generator)
+    drafts = torch.multinomial(torch.softmax(draft_logits, -1).reshape(-1, vocab), 1, generator=generator)
     drafts = drafts.reshape(batch, num_nodes)
     drafts[::4, 1] = -1
-    drafts[1::6, 0] = VOCAB + 3
+    drafts[1::6, 0] = vocab + 3
     logits[2::7, 1] = float("-inf")  # node 0's row: a walk that reaches it stops there
     counts = torch.randint(0, num_nodes + 1, (batch,), generator=generator)
     counts[:3] = num_nodes
@@ -84,6 +84,27 @@ def test_the_triton_tree_kernel_is_the_reference_bit_for_bit(form):
             assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), (form, name, field)
         assert 0 < float(want.num_accepted.float().mean()) < len(parents)  # neither nothing nor everything
     assert got.accepted_nodes.dtype == torch.int32
+
+
+@pytest.mark.parametrize("form", ["greedy", "one-hot", "draft logits", "draft probs", "target probs",
+                                  "target probs, draft logits", "without replacement, draft logits"])
+def test_the_split_tree_path_is_the_reference_bit_for_bit(form):
+    # the rows' statistics split across programs (2100 tokens: three slices under the interpreter), the walk in
+    # each request's last program, the final race split again
+    launch = triton_launch()
+    device = device_for("triton")
+    batch = 8 if interpreted("triton") else 300
+    kwargs, tree = _tree_call(form, TREES["bushy"], batch, seed=5, vocab=2100)
+    # half the requests draft the argmax of every test row: walks that go deep, besides early rejections
+    target = kwargs.get("target_logits", kwargs.get("target_probs"))
+    argmaxes = target[:, [parent + 1 for parent in TREES["bushy"]]].argmax(-1)
+    kwargs["draft_token_ids"][::2] = argmaxes[::2]
+    want = verify(**kwargs, tree=tree, backend="torch")
+    with launch.strategy("split"):
+        got = verify(**_on(device, kwargs), tree=DraftTree(tree.parents.to(device), tree.candidates), backend="triton")
+    for field in ("output_token_ids", "num_emitted", "num_accepted", "accepted_nodes"):
+        assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), (form, field)
+    assert 0 < int(want.num_accepted.sum()) and int((want.num_emitted > want.num_accepted).sum()) > 0
 
 
 @pytest.mark.parametrize("form", ["greedy", "draft logits", "target probs, one-hot", "synthetic"])

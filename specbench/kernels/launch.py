@@ -33,10 +33,12 @@ request, at the truncation kernels' prepass shape: correct first, not tuned; no 
 a truncated ``block`` call are refused with one sentence. Greedy calls run the greedy rule whatever
 the method.
 
-Trees (``tree_parents``, "Trees" in ``specbench/verification.py``): one launch of
-``specbench/kernels/tree.py``, one program per request walking its tree, at the chain's one-program
-shape whatever the batch (no split path yet); truncation, logprobs and other methods are refused
-before here.
+Trees (``tree_parents``, "Trees" in ``specbench/verification.py``; ``specbench/kernels/tree.py``): one
+launch, one program per request walking its tree, at the chain's one-program shape whatever the
+batch. ``strategy("split")`` forces the split path (greedy and probabilistic): every row's statistics
+split across programs, the walk in each request's last program, then the final race split; ``auto``
+does not take it until its speed is measured on a GPU. Truncation, logprobs and other methods are
+refused before here.
 
 No launch reads a value on the host, and scratch comes from ``_scratch``: a step can be captured
 in a CUDA graph. The truncation launches take their shapes from ``TRUNCATION_SHAPES``, by path.
@@ -62,7 +64,7 @@ from specbench.kernels.logprobs import _logprobs_kernel
 from specbench.kernels.sequential import _verify_sequential_kernel
 from specbench.kernels.split import _split_rows_kernel, _split_terminal_kernel
 from specbench.kernels.synthetic import _simulate_kernel, _simulate_mixture_kernel
-from specbench.kernels.tree import _verify_tree_kernel
+from specbench.kernels.tree import _tree_race_kernel, _tree_rows_kernel, _verify_tree_kernel
 from specbench.kernels.truncation import _truncation_prepass_kernel, _verify_truncated_kernel
 from specbench.verification import VerifyResult
 
@@ -391,8 +393,11 @@ def _verify_block(*, target_logits, target_probs, draft_token_ids, num_draft_tok
 
 def _verify_tree(*, mode, target_logits, target_probs, draft_token_ids, num_draft_tokens, draft_logits, draft_probs,
                  temperatures, seeds, positions, conditional_rates, tree_parents, tree_candidates) -> VerifyResult:
-    # a tree step: one program per request walks its tree (specbench/kernels/tree.py), at the chain's
-    # one-program launch shape
+    # a tree step (specbench/kernels/tree.py): one program per request walks its tree, at the chain's
+    # one-program launch shape; or, forced by strategy("split") (greedy and probabilistic; the synthetic mode
+    # always walks in one program), the split path: the rows' statistics split across programs, the walk in
+    # each request's last program, then the final race split again. "auto" keeps one program per request
+    # until the split path's speed is measured on a GPU.
     step = _Step.of(target_logits, target_probs, draft_logits, draft_probs, draft_token_ids)
     target, draft, draft_ids = step.target, step.draft, step.draft_ids
     batch, num_slots, vocab = target.shape
@@ -406,14 +411,37 @@ def _verify_tree(*, mode, target_logits, target_probs, draft_token_ids, num_draf
     # no nodes: a -1 column stands in for the parents (never read), as _Step does for the draft ids
     parents = tree_parents if num_nodes else torch.full((batch, 1), -1, dtype=torch.int64, device=device)
     table = conditional_rates
-    block, num_warps = _launch_shape(vocab, device, False, mode, batch)
-    _TREE((batch,), (out, out.stride(0), nodes, max(nodes.stride(0), 1), num_emitted, num_accepted,
-                     target, target.stride(0), target.stride(1), draft, draft.stride(0), draft.stride(1),
-                     draft_ids, draft_ids.stride(0), parents, parents.stride(0), num_draft_tokens, temperatures,
-                     seeds, positions, table, table.shape[0], table.shape[1], vocab, num_nodes),
-          num_warps, _stream_key(device), MODE=_MODE_IDS[mode], DRAFT=step.draft_kind,
-          TARGET_PROBS=step.target_is_probs, WITHOUT_REPLACEMENT=tree_candidates == "without_replacement",
-          BLOCK=block, NODE_BLOCK=_next_power_of_2(max(num_nodes, 1)))
+    key = _stream_key(device)
+    node_block = _next_power_of_2(max(num_nodes, 1))
+    common = {"MODE": _MODE_IDS[mode], "DRAFT": step.draft_kind, "TARGET_PROBS": step.target_is_probs,
+              "WITHOUT_REPLACEMENT": tree_candidates == "without_replacement", "NODE_BLOCK": node_block}
+    rows = (target, target.stride(0), target.stride(1), draft, draft.stride(0), draft.stride(1))
+    outputs = (out, out.stride(0), nodes, max(nodes.stride(0), 1), num_emitted, num_accepted)
+    requests = (num_draft_tokens, temperatures, seeds, positions)
+    if _strategy != "split" or mode == "synthetic":
+        block, num_warps = _launch_shape(vocab, device, False, mode, batch)
+        _TREE((batch,), (*outputs, *rows, draft_ids, draft_ids.stride(0), parents, parents.stride(0), *requests,
+                         table, table.shape[0], table.shape[1], vocab, num_nodes),
+              num_warps, key, BLOCK=block, **common)
+        return result
+    block, num_warps = _launch_shape(vocab, device, True, mode, batch)
+    row_splits, row_chunk = _slices(batch * num_slots, vocab, block, device)
+    race_splits, race_chunk = _slices(batch, vocab, block, device)
+    scratch_f = _scratch(batch * (num_slots * row_splits * 4 + race_splits * 2 + 2 + 4 * node_block), torch.float32,
+                         device, key)
+    scratch_i = _scratch(batch * (num_slots * row_splits + race_splits * 2 + 4 + 3 * node_block), torch.int32,
+                         device, key)
+    arrivals = _arrival_counters(batch, device, key)
+    s_block = _next_power_of_2(max(row_splits, race_splits))
+    _TREE_ROWS((batch, num_slots, row_splits),
+               (scratch_f, scratch_i, arrivals, *outputs, *rows, draft_ids, draft_ids.stride(0), parents,
+                parents.stride(0), *requests, vocab, num_nodes, row_splits, race_splits, row_chunk),
+               num_warps, key, BLOCK=block, ROW_BLOCK=_next_power_of_2(num_slots), S_BLOCK=s_block, **common)
+    if mode != "greedy":
+        _TREE_RACE((batch, race_splits),
+                   (scratch_f, scratch_i, arrivals, out, out.stride(0), num_emitted, *rows, *requests, vocab, num_nodes,
+                    row_splits, race_splits, race_chunk),
+                   num_warps, key, BLOCK=block, S_BLOCK=s_block, **common)
     return result
 
 
@@ -507,6 +535,8 @@ def _verify_untruncated(
 _SEQUENTIAL = _Launcher(_verify_sequential_kernel)
 _BLOCK = _Launcher(_verify_block_kernel)
 _TREE = _Launcher(_verify_tree_kernel)
+_TREE_ROWS = _Launcher(_tree_rows_kernel)
+_TREE_RACE = _Launcher(_tree_race_kernel)
 _ROWS = _Launcher(_split_rows_kernel)
 _TERMINAL = _Launcher(_split_terminal_kernel)
 _PREPASS = _Launcher(_truncation_prepass_kernel)

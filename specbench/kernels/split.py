@@ -66,7 +66,7 @@ ARGMAX = tl.constexpr(3)  # the argmax (a greedy row's own token in the syntheti
 
 
 @triton.jit
-def _last_to_arrive(arrivals_ptr, b, expected):
+def last_to_arrive(arrivals_ptr, b, expected):
     # Count this program in; True for the last of `expected` programs of request b. The barriers
     # make every thread's stores precede the release, and every later load follow the acquire.
     tl.debug_barrier()
@@ -161,7 +161,7 @@ def _split_rows_kernel(
             m, s, md, sd = softmax_stats_slice(t_row, d_row, start, stop, inv_temperature, DRAFT == DRAFT_LOGITS,
                                                BLOCK)
             _store_row_partial(f_out, i_out, m, s, md, sd, -1)
-    if _last_to_arrive(arrivals_ptr, b, NUM_SLOTS * NUM_SPLITS):
+    if last_to_arrive(arrivals_ptr, b, NUM_SLOTS * NUM_SPLITS):
         race_end_f = batch * NUM_SLOTS * NUM_SPLITS * ROW_FIELDS + batch * RACE_SPLITS * RACE_FIELDS
         race_end_i = batch * NUM_SLOTS * NUM_SPLITS + batch * RACE_SPLITS * 2
         record_i = scratch_i_ptr + race_end_i + b * 4
@@ -340,7 +340,7 @@ def _split_terminal_kernel(
                 best_val, best_idx = argmax_slice(t_base + r * target_stride_k, start, stop, TARGET_PROBS, BLOCK)
                 _store_row_partial(request_f + (r * ROW_SPLITS + split) * ROW_FIELDS, request_i + r * ROW_SPLITS + split,
                                    best_val, 0.0, float("-inf"), 0.0, best_idx)
-            if _last_to_arrive(arrivals_ptr, b, NUM_SPLITS):
+            if last_to_arrive(arrivals_ptr, b, NUM_SPLITS):
                 _finish_greedy(b, n, inv_temperature, position, key_of_seed, request_f, request_i, ROW_SPLITS,
                                target_ptr, target_stride_b, target_stride_k, draft_ids_ptr, draft_ids_stride, V,
                                out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, NUM_SLOTS,
@@ -365,7 +365,7 @@ def _split_terminal_kernel(
             z, g, idx, fidx = _race_slice(t_row, d_base + t * draft_stride_k, start, stop, inv_temperature, key, kind,
                                           exclude, 0.0, 1.0, 0.0, 1.0, DRAFT, TARGET_PROBS, SCREEN, BLOCK)
             _store_race(race_f, race_i, split, z, g, idx, fidx)
-            if _last_to_arrive(arrivals_ptr, b, NUM_SPLITS):
+            if last_to_arrive(arrivals_ptr, b, NUM_SPLITS):
                 token = _finish_race(race_f, race_i, NUM_SPLITS, kind, t_row, V, inv_temperature, key, TARGET_PROBS,
                                      SCREEN, BLOCK, S_BLOCK)
                 if SCREEN:
@@ -391,7 +391,7 @@ def _split_terminal_kernel(
                                           exclude, tl.load(record_f + 0), tl.load(record_f + 1), tl.load(record_f + 2),
                                           tl.load(record_f + 3), DRAFT, TARGET_PROBS, SCREEN, BLOCK)
             _store_race(race_f, race_i, split, z, g, idx, fidx)
-            if _last_to_arrive(arrivals_ptr, b, NUM_SPLITS):
+            if last_to_arrive(arrivals_ptr, b, NUM_SPLITS):
                 token = _finish_race(race_f, race_i, NUM_SPLITS, kind, t_row, V, inv_temperature, key, TARGET_PROBS,
                                      SCREEN, BLOCK, S_BLOCK)
                 tl.store(out_ptr + b * out_stride + t, token)

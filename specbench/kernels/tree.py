@@ -33,6 +33,7 @@ from specbench.kernels.decide import (
     SAMPLE,
     draft_chunk,
     draft_prob_of,
+    merge_rows,
     request_setup,
     request_valid,
     sample_row,
@@ -40,7 +41,13 @@ from specbench.kernels.decide import (
     target_prob_of,
 )
 from specbench.kernels.rng import hash_word, neg_log_of_uniform, stream_key, uniform_at, uniform_of
-from specbench.kernels.rows import argmax_slice, ratio_best, softmax_stats_slice
+from specbench.kernels.rows import argmax_slice, best_pair, ratio_best, softmax_stats_slice
+from specbench.kernels.split import last_to_arrive
+
+# what is left to emit when a walk stops (_walk)
+FINAL_DONE = tl.constexpr(0)  # the token is known (greedy rows, invalid rows)
+FINAL_BONUS = tl.constexpr(1)  # the race over p (a leaf's bonus; the synthetic mode's own token)
+FINAL_RESIDUAL = tl.constexpr(2)  # the race over the residual after rejected children
 
 
 @triton.jit
@@ -97,16 +104,17 @@ def _residual_mass(t_row, d_base, d_stride, V, inv_temperature, m, s, rejected, 
 
 
 @triton.jit
-def _residual_race(t_row, d_base, d_stride, V, inv_temperature, m, s, rejected, lanes, sib_node, sib_token,
-                   sib_valid, sib_mass, sib_md, sib_sd, sib_div, key, DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr,
-                   WITHOUT_REPLACEMENT: tl.constexpr, BLOCK: tl.constexpr):
-    # argmax_y r(y) / E_y over r(y) > 0, compared as r * E' > r' * E (ties to the lowest id); -1 when r is 0
+def _residual_race(t_row, d_base, d_stride, start, stop, V, inv_temperature, m, s, rejected, lanes, sib_node,
+                   sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div, key, DRAFT: tl.constexpr,
+                   TARGET_PROBS: tl.constexpr, WITHOUT_REPLACEMENT: tl.constexpr, BLOCK: tl.constexpr):
+    # argmax_y r(y) / E_y over r(y) > 0 on [start, stop), compared as r * E' > r' * E (ties to the lowest id), as
+    # a race pair (log(r / E), 0, index); index -1 when r is 0 there
     lane_w = tl.zeros([BLOCK], tl.float32)
     lane_e = tl.full([BLOCK], 1.0, tl.float32)
     lane_idx = tl.full([BLOCK], -1, tl.int32)
-    for chunk in range(0, V, BLOCK):
+    for chunk in range(start, stop, BLOCK):
         offs = chunk + tl.arange(0, BLOCK)
-        w = _residual_chunk(t_row, d_base, d_stride, offs, V, inv_temperature, m, s, rejected, lanes, sib_node,
+        w = _residual_chunk(t_row, d_base, d_stride, offs, stop, inv_temperature, m, s, rejected, lanes, sib_node,
                             sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div, DRAFT, TARGET_PROBS,
                             WITHOUT_REPLACEMENT)
         e = neg_log_of_uniform(uniform_of(hash_word(key, offs)))
@@ -114,8 +122,7 @@ def _residual_race(t_row, d_base, d_stride, V, inv_temperature, m, s, rejected, 
         lane_idx = tl.where(better, offs, lane_idx)
         lane_w = tl.where(better, w, lane_w)
         lane_e = tl.where(better, e, lane_e)
-    _z, _g, index = ratio_best(lane_w, lane_e, lane_idx)
-    return index
+    return ratio_best(lane_w, lane_e, lane_idx)
 
 
 @triton.jit
@@ -136,6 +143,204 @@ def _elder_mass(d_row, inv_temperature, md, sd, x, lanes, k, sib_token, sib_vali
                     at_y = tl.where(md == float("-inf"), tl.where(y == x, 1.0, 0.0), at_y)
             total += at_y
     return total
+
+
+@triton.jit
+def _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens, token_valid,
+          t_base, t_stride, d_base, d_stride, rates_ptr, RATE_DEPTHS, RATE_WIDTH, V, N,
+          merged_best, merged_m, merged_s, merged_md, merged_sd, row_lanes,
+          MODE: tl.constexpr, DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr, WITHOUT_REPLACEMENT: tl.constexpr,
+          SPLIT: tl.constexpr, BLOCK: tl.constexpr, NODE_BLOCK: tl.constexpr):
+    # A request's walk down its tree (module docstring), up to the final token. The row statistics come from
+    # passes over the rows here, or (SPLIT) from the merged slices of every row: lane r of merged_* holds
+    # target row r's argmax or (m, s), and node r - 1's draft (md, sd). Returns the path, its length, the stop
+    # place, what is left to emit (FINAL_DONE: `token`; FINAL_BONUS: the race over p; FINAL_RESIDUAL: the
+    # race over the residual after the `rejected` children in the sibling lanes), the stop row's (m, s).
+    path = tl.full([NODE_BLOCK], -1, tl.int32)
+    length = 0  # accepted nodes; the current place's children are tested at position + length
+    place = -1  # the current place: -1 the root, else a node
+    token = tl.sum(tokens * 0, axis=0) - 1  # int64 -1: what the request emits last, when known here
+    final = FINAL_DONE
+    m = 0.0
+    s = 1.0
+    rejected = 0
+    sib_node = tl.zeros([NODE_BLOCK], tl.int32)
+    sib_token = tl.zeros([NODE_BLOCK], tl.int64)
+    sib_valid = tl.zeros([NODE_BLOCK], tl.int32)
+    sib_mass = tl.zeros([NODE_BLOCK], tl.float32)
+    sib_md = tl.zeros([NODE_BLOCK], tl.float32)
+    sib_sd = tl.zeros([NODE_BLOCK], tl.float32)
+    sib_div = tl.zeros([NODE_BLOCK], tl.float32)
+    done = 0
+    while done == 0:
+        t_row = t_base + (place + 1).to(tl.int64) * t_stride
+        kids = attached & (parents == place)
+        first = tl.min(tl.where(kids, lanes, NODE_BLOCK), axis=0)
+        t = position + length
+        moved_to = -1
+        if MODE == MODE_SYNTHETIC:
+            # the positional table decides; no row is read to test
+            c = first
+            k = 0
+            while (c < NODE_BLOCK) & (moved_to < 0):
+                u = uniform_at(stream_key(key_of_seed, t, ACCEPT), k)
+                inside = (length < RATE_DEPTHS) & (k < RATE_WIDTH)
+                rate = tl.load(rates_ptr + length * RATE_WIDTH + k, mask=inside, other=0.0)
+                if (_lane(token_valid.to(tl.int32), lanes, c) != 0) & (u < rate):
+                    moved_to = c
+                else:
+                    c = tl.min(tl.where(kids & (lanes > c), lanes, NODE_BLOCK), axis=0)
+                    k += 1
+            if moved_to < 0:
+                if greedy:
+                    _v, best = argmax_slice(t_row, 0, V, TARGET_PROBS, BLOCK)
+                    token = best.to(tl.int64)
+                else:
+                    final = FINAL_BONUS  # the target's own token, the race over p
+        elif greedy:
+            if SPLIT:
+                best = _lane(merged_best, row_lanes, place + 1)
+            else:
+                _v, best = argmax_slice(t_row, 0, V, TARGET_PROBS, BLOCK)
+            match = tl.min(tl.where(kids & (tokens == best) & (best >= 0), lanes, NODE_BLOCK), axis=0)
+            if match < NODE_BLOCK:
+                moved_to = match
+            else:
+                token = best.to(tl.int64)  # -1 when the row is invalid: nothing emitted
+        else:
+            # the target row's statistics, fused with the first child's draft logits (no draft row is read
+            # when the place has no child)
+            d_first = d_base + tl.minimum(first, N - 1).to(tl.int64) * d_stride
+            m = 0.0
+            s = 1.0
+            md0 = float("-inf")
+            sd0 = 0.0
+            c = first
+            if SPLIT:
+                if not TARGET_PROBS:
+                    m = _lane(merged_m, row_lanes, place + 1)
+                    s = _lane(merged_s, row_lanes, place + 1)
+            elif TARGET_PROBS:
+                if DRAFT == DRAFT_LOGITS:  # noqa: SIM102 (a constexpr test, then a runtime one)
+                    if first < NODE_BLOCK:
+                        md0, sd0, _m2, _s2 = softmax_stats_slice(d_first, d_first, 0, V, inv_temperature, False, BLOCK)
+            else:
+                if DRAFT == DRAFT_LOGITS:
+                    if first < NODE_BLOCK:
+                        m, s, md0, sd0 = softmax_stats_slice(t_row, d_first, 0, V, inv_temperature, True, BLOCK)
+                    else:
+                        m, s, _m2, _s2 = softmax_stats_slice(t_row, t_row, 0, V, inv_temperature, False, BLOCK)
+                else:
+                    m, s, _m2, _s2 = softmax_stats_slice(t_row, t_row, 0, V, inv_temperature, False, BLOCK)
+            if not TARGET_PROBS:
+                c = tl.where(m != float("-inf"), first, NODE_BLOCK)  # an invalid row: no test, nothing emitted
+            sib_node = tl.zeros([NODE_BLOCK], tl.int32)
+            sib_token = tl.zeros([NODE_BLOCK], tl.int64)
+            sib_valid = tl.zeros([NODE_BLOCK], tl.int32)
+            sib_mass = tl.zeros([NODE_BLOCK], tl.float32)
+            sib_md = tl.zeros([NODE_BLOCK], tl.float32)
+            sib_sd = tl.zeros([NODE_BLOCK], tl.float32)
+            sib_div = tl.zeros([NODE_BLOCK], tl.float32)
+            mass = 1.0  # R
+            k = 0
+            while (c < NODE_BLOCK) & (moved_to < 0):
+                x = _lane(tokens, lanes, c)
+                valid = (x >= 0) & (x < V)
+                x_safe = tl.where(valid, x, 0)
+                d_row = d_base + c.to(tl.int64) * d_stride
+                md = md0
+                sd = sd0
+                if DRAFT == DRAFT_LOGITS:
+                    if SPLIT:
+                        md = _lane(merged_md, row_lanes, c + 1)
+                        sd = _lane(merged_sd, row_lanes, c + 1)
+                    elif k > 0:
+                        md, sd, _m2, _s2 = softmax_stats_slice(d_row, d_row, 0, V, inv_temperature, False, BLOCK)
+                if DRAFT == DRAFT_PROBS:
+                    md = 0.0
+                if DRAFT == DRAFT_NONE:
+                    md = float("-inf")
+                d_at_x = 0.0
+                if DRAFT != DRAFT_NONE:
+                    d_at_x = tl.load(d_row + x_safe, mask=valid, other=0.0)
+                q_x = draft_prob_of(d_at_x, inv_temperature, md, sd, DRAFT)
+                div = 1.0
+                if WITHOUT_REPLACEMENT:
+                    div = 1.0 - _elder_mass(d_row, inv_temperature, md, sd, x_safe, lanes, k, sib_token, sib_valid,
+                                            DRAFT)
+                    repeated = tl.sum(tl.where((lanes < k) & (sib_valid != 0) & (sib_token == x), 1, 0), axis=0) > 0
+                    q_x = tl.where(repeated | (div <= 0.0), 0.0, q_x / tl.where(div > 0.0, div, 1.0))
+                t_at_x = tl.load(t_row + x_safe, mask=valid, other=0.0)
+                r_x = target_prob_of(t_at_x, inv_temperature, m, s, TARGET_PROBS)
+                if k > 0:
+                    offs_x = x_safe + tl.arange(0, 2)
+                    r_pair = _residual_chunk(t_row, d_base, d_stride, offs_x, V, inv_temperature, m, s, k,
+                                             lanes, sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div,
+                                             DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT)
+                    r_x = tl.sum(tl.where(offs_x == x_safe, r_pair, 0.0), axis=0)
+                u = uniform_at(stream_key(key_of_seed, t, ACCEPT), k)
+                # accept iff (u_k q_k(x)) R < r(x)  (SpecInfer's multi-candidate rule)
+                if valid & ((u * q_x) * mass < r_x):
+                    moved_to = c
+                else:
+                    here = lanes == k
+                    sib_node = tl.where(here, c, sib_node)
+                    sib_token = tl.where(here, x, sib_token)
+                    sib_valid = tl.where(here, valid.to(tl.int32), sib_valid)
+                    sib_mass = tl.where(here, mass, sib_mass)
+                    sib_md = tl.where(here, md, sib_md)
+                    sib_sd = tl.where(here, sd, sib_sd)
+                    sib_div = tl.where(here, div, sib_div)
+                    k += 1
+                    c = tl.min(tl.where(kids & (lanes > c), lanes, NODE_BLOCK), axis=0)
+                    if valid & (c < NODE_BLOCK):  # the next sibling's test needs the new mass
+                        mass = _residual_mass(t_row, d_base, d_stride, V, inv_temperature, m, s, k, lanes,
+                                              sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div,
+                                              DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK)
+            rejected = k
+            if moved_to < 0:
+                if first == NODE_BLOCK:
+                    final = FINAL_BONUS  # a leaf: the bonus, the race over p (-1 where the row is invalid)
+                elif m == float("-inf"):
+                    token = token * 0 - 1
+                else:
+                    final = FINAL_RESIDUAL
+        if moved_to >= 0:
+            path = tl.where(lanes == length, moved_to, path)
+            length += 1
+            place = moved_to
+        else:
+            done = 1
+    return (path, length, place, final, token, m, s, rejected, sib_node, sib_token, sib_valid, sib_mass, sib_md,
+            sib_sd, sib_div)
+
+
+@triton.jit
+def _tree_setup(b, parents_ptr, parents_stride, draft_ids_ptr, draft_ids_stride, n, V, NODE_BLOCK: tl.constexpr):
+    # a request's nodes in lanes: parents, whether each is attached (a parent outside [-1, j), possible only
+    # unchecked, belongs to no place), tokens and whether each is a valid id
+    lanes = tl.arange(0, NODE_BLOCK)
+    in_tree = lanes < n
+    parents = tl.load(parents_ptr + b * parents_stride + lanes, mask=in_tree, other=-2).to(tl.int32)
+    attached = in_tree & (parents >= -1) & (parents < lanes)
+    tokens = tl.load(draft_ids_ptr + b * draft_ids_stride + lanes, mask=in_tree, other=-1)
+    return lanes, parents, attached, tokens, (tokens >= 0) & (tokens < V)
+
+
+@triton.jit
+def _store_request(b, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
+                   draft_ids_ptr, draft_ids_stride, lanes, path, length, token, valid_request, N,
+                   NODE_BLOCK: tl.constexpr):
+    # the path's tokens then `token` (-1 padded), the path's nodes, the counts; nothing for an invalid request
+    path_tokens = tl.load(draft_ids_ptr + b * draft_ids_stride + tl.maximum(path, 0), mask=path >= 0, other=-1)
+    emitted = tl.where(lanes == length, token, path_tokens)
+    tl.store(out_ptr + b * out_stride + lanes, tl.where(valid_request, emitted, -1), mask=lanes < N + 1)
+    if NODE_BLOCK <= N:  # the slot past the last lane (N + 1 slots, N <= NODE_BLOCK lanes)
+        last = tl.where(length == NODE_BLOCK, token, -1)
+        tl.store(out_ptr + b * out_stride + NODE_BLOCK, tl.where(valid_request, last, -1))
+    tl.store(nodes_ptr + b * nodes_stride + lanes, tl.where(valid_request, path, -1), mask=lanes < N)
+    tl.store(num_emitted_ptr + b, tl.where(valid_request, length + (token >= 0).to(tl.int32), 0))
+    tl.store(num_accepted_ptr + b, tl.where(valid_request, length, 0))
 
 
 @triton.jit
@@ -164,166 +369,211 @@ def _verify_tree_kernel(
     b = tl.program_id(0).to(tl.int64)
     n, greedy, inv_temperature, position, key_of_seed = request_setup(
         b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, N + 1, MODE)
-    lanes = tl.arange(0, NODE_BLOCK)
-    in_tree = lanes < n
-    parents = tl.load(parents_ptr + b * parents_stride + lanes, mask=in_tree, other=-2).to(tl.int32)
-    # a node whose parent is outside [-1, j) (possible only unchecked) belongs to no place
-    attached = in_tree & (parents >= -1) & (parents < lanes)
-    tokens = tl.load(draft_ids_ptr + b * draft_ids_stride + lanes, mask=in_tree, other=-1)
-    token_valid = (tokens >= 0) & (tokens < V)
+    lanes, parents, attached, tokens, token_valid = _tree_setup(b, parents_ptr, parents_stride, draft_ids_ptr,
+                                                                draft_ids_stride, n, V, NODE_BLOCK)
     t_base = target_ptr + b * target_stride_b
     d_base = draft_ptr + b * draft_stride_b
-    path = tl.full([NODE_BLOCK], -1, tl.int32)
-    length = 0  # accepted nodes; the current place's children are tested at position + length
-    place = -1  # the current place: -1 the root, else a node
-    token = tl.sum(tokens * 0, axis=0) - 1  # int64 -1: what the request emits last
-    done = 0
-    while done == 0:
-        t_row = t_base + (place + 1).to(tl.int64) * target_stride_k
-        kids = attached & (parents == place)
-        first = tl.min(tl.where(kids, lanes, NODE_BLOCK), axis=0)
+    unused = tl.zeros([2], tl.float32)
+    (path, length, place, final, token, m, s, rejected, sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd,
+     sib_div) = _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
+                      token_valid, t_base, target_stride_k, d_base, draft_stride_k, rates_ptr, RATE_DEPTHS,
+                      RATE_WIDTH, V, N, unused.to(tl.int32), unused, unused, unused, unused, tl.arange(0, 2),
+                      MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, False, BLOCK, NODE_BLOCK)
+    t_row = t_base + (place + 1).to(tl.int64) * target_stride_k
+    t = position + length
+    if final == FINAL_BONUS:
+        _z, _g, bonus = sample_row(t_row, 0, V, inv_temperature, stream_key(key_of_seed, t, SAMPLE), TARGET_PROBS,
+                                   True, BLOCK // 2)
+        token = bonus.to(tl.int64)
+    elif final == FINAL_RESIDUAL:
+        key = stream_key(key_of_seed, t, RESIDUAL)
+        _z, _g, index = _residual_race(t_row, d_base, draft_stride_k, 0, V, V, inv_temperature, m, s, rejected,
+                                       lanes, sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div, key,
+                                       DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK)
+        if index < 0:  # nothing left: the race over p with the same stream
+            _z, _g, index = sample_row(t_row, 0, V, inv_temperature, key, TARGET_PROBS, False, BLOCK)
+        token = index.to(tl.int64)
+    _store_request(b, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr, draft_ids_ptr,
+                   draft_ids_stride, lanes, path, length, token, request_valid(inv_temperature), N, NODE_BLOCK)
+
+
+# the split path's scratch, per request (float32 and int32 buffers; R = N + 1 row slots, S the rows kernel's
+# slices, S2 the race kernel's): row partials [R, S, 4] / [R, S], then race partials [S2, 2] / [S2, 2], then the
+# walk's record: (m, s) and the sibling lanes (mass, md, sd, div) x NODE_BLOCK / (final, place, rejected, length)
+# and the sibling lanes (node, token, valid) x NODE_BLOCK
+_ROW_FIELDS = tl.constexpr(4)
+
+
+@triton.jit
+def _record_bases(scratch_f_ptr, scratch_i_ptr, b, batch, N, ROW_SPLITS, RACE_SPLITS, NODE_BLOCK: tl.constexpr):
+    # where request b's race partials and walk record start in the scratch
+    rows_f = batch * (N + 1) * ROW_SPLITS * _ROW_FIELDS
+    rows_i = batch * (N + 1) * ROW_SPLITS
+    race_f = scratch_f_ptr + rows_f + b * RACE_SPLITS * 2
+    race_i = scratch_i_ptr + rows_i + b * RACE_SPLITS * 2
+    record_f = scratch_f_ptr + rows_f + batch * RACE_SPLITS * 2 + b * (2 + 4 * NODE_BLOCK)
+    record_i = scratch_i_ptr + rows_i + batch * RACE_SPLITS * 2 + b * (4 + 3 * NODE_BLOCK)
+    return race_f, race_i, record_f, record_i
+
+
+@triton.jit
+def _tree_rows_kernel(
+    scratch_f_ptr, scratch_i_ptr,  # float32 and int32 scratch (layout above)
+    arrivals_ptr,  # [B] int32, zero on entry; left at zero on exit
+    out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
+    target_ptr, target_stride_b, target_stride_k,
+    draft_ptr, draft_stride_b, draft_stride_k,
+    draft_ids_ptr, draft_ids_stride,
+    parents_ptr, parents_stride,
+    num_draft_ptr, temperature_ptr, seed_ptr, position_ptr,
+    V, N, ROW_SPLITS, RACE_SPLITS, CHUNK,
+    MODE: tl.constexpr,
+    DRAFT: tl.constexpr,
+    TARGET_PROBS: tl.constexpr,
+    WITHOUT_REPLACEMENT: tl.constexpr,
+    BLOCK: tl.constexpr,
+    NODE_BLOCK: tl.constexpr,
+    ROW_BLOCK: tl.constexpr,
+    S_BLOCK: tl.constexpr,
+):
+    # The split path's first launch (grid B x (N + 1) x S): slot r's slice of target row r (its argmax for a
+    # greedy request; its softmax statistics where place r - 1 has children, target logits) and of node r - 1's
+    # draft row (draft logits). The request's last program merges the slices and walks the tree; a greedy or
+    # invalid request ends there, the others leave their race to _tree_race_kernel.
+    b = tl.program_id(0).to(tl.int64)
+    r = tl.program_id(1)
+    split = tl.program_id(2)
+    batch = tl.num_programs(0)
+    n, greedy, inv_temperature, position, key_of_seed = request_setup(
+        b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, N + 1, MODE)
+    lanes, parents, attached, tokens, token_valid = _tree_setup(b, parents_ptr, parents_stride, draft_ids_ptr,
+                                                                draft_ids_stride, n, V, NODE_BLOCK)
+    t_base = target_ptr + b * target_stride_b
+    d_base = draft_ptr + b * draft_stride_b
+    start = split * CHUNK
+    stop = tl.where(split == ROW_SPLITS - 1, V, start + CHUNK)  # every slice ends on a block edge but the last
+    t_row = t_base + r.to(tl.int64) * target_stride_k
+    d_row = d_base + tl.maximum(r - 1, 0).to(tl.int64) * draft_stride_k  # node r - 1's row (read for r >= 1 only)
+    v0 = float("-inf")
+    v1 = 0.0
+    v2 = float("-inf")
+    v3 = 0.0
+    idx = -1
+    if r <= n:
+        if greedy:
+            v0, idx = argmax_slice(t_row, start, stop, TARGET_PROBS, BLOCK)
+        elif TARGET_PROBS:
+            if DRAFT == DRAFT_LOGITS:  # noqa: SIM102 (a constexpr test, then a runtime one)
+                if r >= 1:
+                    v2, v3, _m2, _s2 = softmax_stats_slice(d_row, d_row, start, stop, inv_temperature, False, BLOCK)
+        else:
+            has_children = tl.sum(tl.where(attached & (parents == r - 1), 1, 0), axis=0) > 0
+            if DRAFT == DRAFT_LOGITS:
+                if has_children & (r >= 1):
+                    v0, v1, v2, v3 = softmax_stats_slice(t_row, d_row, start, stop, inv_temperature, True, BLOCK)
+                elif has_children:
+                    v0, v1, _m2, _s2 = softmax_stats_slice(t_row, t_row, start, stop, inv_temperature, False, BLOCK)
+                elif r >= 1:
+                    v2, v3, _m2, _s2 = softmax_stats_slice(d_row, d_row, start, stop, inv_temperature, False, BLOCK)
+            elif has_children:
+                v0, v1, _m2, _s2 = softmax_stats_slice(t_row, t_row, start, stop, inv_temperature, False, BLOCK)
+    rows_f = scratch_f_ptr + b * (N + 1) * ROW_SPLITS * _ROW_FIELDS
+    rows_i = scratch_i_ptr + b * (N + 1) * ROW_SPLITS
+    cell = r * ROW_SPLITS + split
+    tl.store(rows_f + cell * _ROW_FIELDS + 0, v0)
+    tl.store(rows_f + cell * _ROW_FIELDS + 1, v1)
+    tl.store(rows_f + cell * _ROW_FIELDS + 2, v2)
+    tl.store(rows_f + cell * _ROW_FIELDS + 3, v3)
+    tl.store(rows_i + cell, idx)
+    if last_to_arrive(arrivals_ptr, b, (N + 1) * ROW_SPLITS):
+        best, merged_m, merged_s, merged_md, merged_sd = merge_rows(rows_f, rows_i, N + 1, ROW_SPLITS, _ROW_FIELDS,
+                                                                    ROW_BLOCK, S_BLOCK)
+        (path, length, place, final, token, m, s, rejected, sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd,
+         sib_div) = _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
+                          token_valid, t_base, target_stride_k, d_base, draft_stride_k, scratch_f_ptr, 0, 0, V, N,
+                          best, merged_m, merged_s, merged_md, merged_sd, tl.arange(0, ROW_BLOCK),
+                          MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, True, BLOCK, NODE_BLOCK)
+        valid_request = request_valid(inv_temperature)
+        _store_request(b, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
+                       draft_ids_ptr, draft_ids_stride, lanes, path, length, token, valid_request, N, NODE_BLOCK)
+        # the record the race kernel reads (for every request: DONE where nothing is left to race)
+        _race_f, _race_i, record_f, record_i = _record_bases(scratch_f_ptr, scratch_i_ptr, b, batch, N, ROW_SPLITS,
+                                                              RACE_SPLITS, NODE_BLOCK)
+        tl.store(record_i + 0, tl.where(valid_request, final, FINAL_DONE))
+        tl.store(record_i + 1, place)
+        tl.store(record_i + 2, rejected)
+        tl.store(record_i + 3, length)
+        tl.store(record_f + 0, m)
+        tl.store(record_f + 1, s)
+        tl.store(record_f + 2 + lanes, sib_mass)
+        tl.store(record_f + 2 + NODE_BLOCK + lanes, sib_md)
+        tl.store(record_f + 2 + 2 * NODE_BLOCK + lanes, sib_sd)
+        tl.store(record_f + 2 + 3 * NODE_BLOCK + lanes, sib_div)
+        tl.store(record_i + 4 + lanes, sib_node)
+        tl.store(record_i + 4 + NODE_BLOCK + lanes, sib_token.to(tl.int32))
+        tl.store(record_i + 4 + 2 * NODE_BLOCK + lanes, sib_valid)
+
+
+@triton.jit
+def _tree_race_kernel(
+    scratch_f_ptr, scratch_i_ptr,  # float32 and int32 scratch (layout above)
+    arrivals_ptr,  # [B] int32, zero on entry; left at zero on exit
+    out_ptr, out_stride, num_emitted_ptr,
+    target_ptr, target_stride_b, target_stride_k,
+    draft_ptr, draft_stride_b, draft_stride_k,
+    num_draft_ptr, temperature_ptr, seed_ptr, position_ptr,
+    V, N, ROW_SPLITS, RACE_SPLITS, CHUNK,
+    MODE: tl.constexpr,
+    DRAFT: tl.constexpr,
+    TARGET_PROBS: tl.constexpr,
+    WITHOUT_REPLACEMENT: tl.constexpr,
+    BLOCK: tl.constexpr,
+    NODE_BLOCK: tl.constexpr,
+    S_BLOCK: tl.constexpr,
+):
+    # The split path's second launch (grid B x S2): the final race of a walk that left one (the bonus over p at
+    # a leaf, the residual after rejected children), one slice per program; the last program merges the
+    # slices (over p, with the same stream, when the residual has no mass anywhere) and writes the token.
+    b = tl.program_id(0).to(tl.int64)
+    split = tl.program_id(1)
+    batch = tl.num_programs(0)
+    race_f, race_i, record_f, record_i = _record_bases(scratch_f_ptr, scratch_i_ptr, b, batch, N, ROW_SPLITS,
+                                                        RACE_SPLITS, NODE_BLOCK)
+    final = tl.load(record_i + 0)
+    if final != FINAL_DONE:
+        place = tl.load(record_i + 1)
+        rejected = tl.load(record_i + 2)
+        length = tl.load(record_i + 3)
+        _n, _greedy, inv_temperature, position, key_of_seed = request_setup(
+            b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, N + 1, MODE)
+        t_row = target_ptr + b * target_stride_b + (place + 1).to(tl.int64) * target_stride_k
         t = position + length
-        moved_to = -1
-        if MODE == MODE_SYNTHETIC:
-            # the positional table decides; no row is read to test
-            c = first
-            k = 0
-            while (c < NODE_BLOCK) & (moved_to < 0):
-                u = uniform_at(stream_key(key_of_seed, t, ACCEPT), k)
-                inside = (length < RATE_DEPTHS) & (k < RATE_WIDTH)
-                rate = tl.load(rates_ptr + length * RATE_WIDTH + k, mask=inside, other=0.0)
-                if (_lane(token_valid.to(tl.int32), lanes, c) != 0) & (u < rate):
-                    moved_to = c
-                else:
-                    c = tl.min(tl.where(kids & (lanes > c), lanes, NODE_BLOCK), axis=0)
-                    k += 1
-            if moved_to < 0:
-                if greedy:
-                    _v, best = argmax_slice(t_row, 0, V, TARGET_PROBS, BLOCK)
-                    token = best.to(tl.int64)
-                else:
-                    _z, _g, own = sample_row(t_row, 0, V, inv_temperature, stream_key(key_of_seed, t, SAMPLE),
-                                             TARGET_PROBS, True, BLOCK // 2)
-                    token = own.to(tl.int64)
-        elif greedy:
-            _v, best = argmax_slice(t_row, 0, V, TARGET_PROBS, BLOCK)
-            match = tl.min(tl.where(kids & (tokens == best) & (best >= 0), lanes, NODE_BLOCK), axis=0)
-            if match < NODE_BLOCK:
-                moved_to = match
-            else:
-                token = best.to(tl.int64)  # -1 when the row is invalid: nothing emitted
+        start = split * CHUNK
+        stop = tl.where(split == RACE_SPLITS - 1, V, start + CHUNK)
+        lanes = tl.arange(0, NODE_BLOCK)
+        if final == FINAL_BONUS:
+            key = stream_key(key_of_seed, t, SAMPLE)
+            z, g, idx = sample_row(t_row, start, stop, inv_temperature, key, TARGET_PROBS, False, BLOCK)
         else:
-            # the target row's statistics, fused with the first child's draft logits (no draft row is read
-            # when the place has no child)
-            d_first = d_base + tl.minimum(first, N - 1).to(tl.int64) * draft_stride_k
-            m = 0.0
-            s = 1.0
-            md0 = float("-inf")
-            sd0 = 0.0
-            c = first
-            if TARGET_PROBS:
-                if DRAFT == DRAFT_LOGITS:  # noqa: SIM102 (a constexpr test, then a runtime one)
-                    if first < NODE_BLOCK:
-                        md0, sd0, _m2, _s2 = softmax_stats_slice(d_first, d_first, 0, V, inv_temperature, False, BLOCK)
-            else:
-                if DRAFT == DRAFT_LOGITS:
-                    if first < NODE_BLOCK:
-                        m, s, md0, sd0 = softmax_stats_slice(t_row, d_first, 0, V, inv_temperature, True, BLOCK)
-                    else:
-                        m, s, _m2, _s2 = softmax_stats_slice(t_row, t_row, 0, V, inv_temperature, False, BLOCK)
-                else:
-                    m, s, _m2, _s2 = softmax_stats_slice(t_row, t_row, 0, V, inv_temperature, False, BLOCK)
-                c = tl.where(m != float("-inf"), first, NODE_BLOCK)  # an invalid row: no test, nothing emitted
-            sib_node = tl.zeros([NODE_BLOCK], tl.int32)
-            sib_token = tl.zeros([NODE_BLOCK], tl.int64)
-            sib_valid = tl.zeros([NODE_BLOCK], tl.int32)
-            sib_mass = tl.zeros([NODE_BLOCK], tl.float32)
-            sib_md = tl.zeros([NODE_BLOCK], tl.float32)
-            sib_sd = tl.zeros([NODE_BLOCK], tl.float32)
-            sib_div = tl.zeros([NODE_BLOCK], tl.float32)
-            mass = 1.0  # R
-            k = 0
-            while (c < NODE_BLOCK) & (moved_to < 0):
-                x = _lane(tokens, lanes, c)
-                valid = (x >= 0) & (x < V)
-                x_safe = tl.where(valid, x, 0)
-                d_row = d_base + c.to(tl.int64) * draft_stride_k
-                md = md0
-                sd = sd0
-                if DRAFT == DRAFT_LOGITS:  # noqa: SIM102 (a constexpr test, then a runtime one)
-                    if k > 0:
-                        md, sd, _m2, _s2 = softmax_stats_slice(d_row, d_row, 0, V, inv_temperature, False, BLOCK)
-                if DRAFT == DRAFT_PROBS:
-                    md = 0.0
-                if DRAFT == DRAFT_NONE:
-                    md = float("-inf")
-                d_at_x = 0.0
-                if DRAFT != DRAFT_NONE:
-                    d_at_x = tl.load(d_row + x_safe, mask=valid, other=0.0)
-                q_x = draft_prob_of(d_at_x, inv_temperature, md, sd, DRAFT)
-                div = 1.0
-                if WITHOUT_REPLACEMENT:
-                    div = 1.0 - _elder_mass(d_row, inv_temperature, md, sd, x_safe, lanes, k, sib_token, sib_valid,
-                                            DRAFT)
-                    repeated = tl.sum(tl.where((lanes < k) & (sib_valid != 0) & (sib_token == x), 1, 0), axis=0) > 0
-                    q_x = tl.where(repeated | (div <= 0.0), 0.0, q_x / tl.where(div > 0.0, div, 1.0))
-                t_at_x = tl.load(t_row + x_safe, mask=valid, other=0.0)
-                r_x = target_prob_of(t_at_x, inv_temperature, m, s, TARGET_PROBS)
-                if k > 0:
-                    offs_x = x_safe + tl.arange(0, 2)
-                    r_pair = _residual_chunk(t_row, d_base, draft_stride_k, offs_x, V, inv_temperature, m, s, k,
-                                             lanes, sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div,
-                                             DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT)
-                    r_x = tl.sum(tl.where(offs_x == x_safe, r_pair, 0.0), axis=0)
-                u = uniform_at(stream_key(key_of_seed, t, ACCEPT), k)
-                # accept iff (u_k q_k(x)) R < r(x)  (SpecInfer's multi-candidate rule)
-                if valid & ((u * q_x) * mass < r_x):
-                    moved_to = c
-                else:
-                    here = lanes == k
-                    sib_node = tl.where(here, c, sib_node)
-                    sib_token = tl.where(here, x, sib_token)
-                    sib_valid = tl.where(here, valid.to(tl.int32), sib_valid)
-                    sib_mass = tl.where(here, mass, sib_mass)
-                    sib_md = tl.where(here, md, sib_md)
-                    sib_sd = tl.where(here, sd, sib_sd)
-                    sib_div = tl.where(here, div, sib_div)
-                    k += 1
-                    c = tl.min(tl.where(kids & (lanes > c), lanes, NODE_BLOCK), axis=0)
-                    if valid & (c < NODE_BLOCK):  # the next sibling's test needs the new mass
-                        mass = _residual_mass(t_row, d_base, draft_stride_k, V, inv_temperature, m, s, k, lanes,
-                                              sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div,
-                                              DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK)
-            if moved_to < 0:
-                if m == float("-inf"):
-                    token = token * 0 - 1
-                elif first == NODE_BLOCK:
-                    # a leaf: the bonus, the race over p
-                    _z, _g, bonus = sample_row(t_row, 0, V, inv_temperature, stream_key(key_of_seed, t, SAMPLE),
-                                               TARGET_PROBS, True, BLOCK // 2)
-                    token = bonus.to(tl.int64)
-                else:
-                    key = stream_key(key_of_seed, t, RESIDUAL)
-                    index = _residual_race(t_row, d_base, draft_stride_k, V, inv_temperature, m, s, k, lanes,
-                                           sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div, key,
-                                           DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK)
-                    if index < 0:  # nothing left: the race over p with the same stream
-                        _z, _g, index = sample_row(t_row, 0, V, inv_temperature, key, TARGET_PROBS, False, BLOCK)
-                    token = index.to(tl.int64)
-        if moved_to >= 0:
-            path = tl.where(lanes == length, moved_to, path)
-            length += 1
-            place = moved_to
-        else:
-            done = 1
-    valid_request = request_valid(inv_temperature)  # an invalid request emits nothing
-    path_tokens = tl.load(draft_ids_ptr + b * draft_ids_stride + tl.maximum(path, 0), mask=path >= 0, other=-1)
-    emitted = tl.where(lanes == length, token, path_tokens)
-    tl.store(out_ptr + b * out_stride + lanes, tl.where(valid_request, emitted, -1), mask=lanes < N + 1)
-    if NODE_BLOCK <= N:  # the slot past the last lane (N + 1 slots, N <= NODE_BLOCK lanes)
-        last = tl.where(length == NODE_BLOCK, token, -1)
-        tl.store(out_ptr + b * out_stride + NODE_BLOCK, tl.where(valid_request, last, -1))
-    tl.store(nodes_ptr + b * nodes_stride + lanes, tl.where(valid_request, path, -1), mask=lanes < N)
-    num_emitted = length + (token >= 0).to(tl.int32)
-    tl.store(num_emitted_ptr + b, tl.where(valid_request, num_emitted, 0))
-    tl.store(num_accepted_ptr + b, tl.where(valid_request, length, 0))
+            key = stream_key(key_of_seed, t, RESIDUAL)
+            z, g, idx = _residual_race(t_row, draft_ptr + b * draft_stride_b, draft_stride_k, start, stop, V,
+                                       inv_temperature, tl.load(record_f + 0), tl.load(record_f + 1), rejected, lanes,
+                                       tl.load(record_i + 4 + lanes), tl.load(record_i + 4 + NODE_BLOCK + lanes).to(tl.int64),
+                                       tl.load(record_i + 4 + 2 * NODE_BLOCK + lanes), tl.load(record_f + 2 + lanes),
+                                       tl.load(record_f + 2 + NODE_BLOCK + lanes),
+                                       tl.load(record_f + 2 + 2 * NODE_BLOCK + lanes),
+                                       tl.load(record_f + 2 + 3 * NODE_BLOCK + lanes), key, DRAFT, TARGET_PROBS,
+                                       WITHOUT_REPLACEMENT, BLOCK)
+        tl.store(race_f + split * 2 + 0, z)
+        tl.store(race_f + split * 2 + 1, g)
+        tl.store(race_i + split * 2 + 0, idx)
+        if last_to_arrive(arrivals_ptr, b, RACE_SPLITS):
+            splits = tl.arange(0, S_BLOCK)
+            mask = splits < RACE_SPLITS
+            _z, _g, token = best_pair(tl.load(race_f + splits * 2, mask=mask, other=float("-inf")),
+                                      tl.load(race_f + splits * 2 + 1, mask=mask, other=0.0),
+                                      tl.load(race_i + splits * 2, mask=mask, other=-1))
+            if (token < 0) & (final == FINAL_RESIDUAL):  # nothing left: the race over p with the same stream
+                _z, _g, token = sample_row(t_row, 0, V, inv_temperature, key, TARGET_PROBS, False, BLOCK)
+            tl.store(out_ptr + b * out_stride + length, token.to(tl.int64))
+            tl.store(num_emitted_ptr + b, length + (token >= 0).to(tl.int32))

@@ -70,7 +70,7 @@ from specbench.kernels.rows import (
     softmax_stats_slice,
 )
 from specbench.kernels.sequential import _residual_token
-from specbench.kernels.split import _last_to_arrive
+from specbench.kernels.split import last_to_arrive
 
 SUMMARY_FIELDS = tl.constexpr(4)  # per cell: m, S, tau, n (the kept list's length) (+ one int: iota)
 # the residual's draft side in the truncated races
@@ -194,7 +194,7 @@ def _truncation_prepass_kernel(
                 group_maxima(d_row, V, inv_temperature, group_max, first, last, False, GROUP_ROWS)
         finisher = True
         if SLICES > 1:
-            finisher = _last_to_arrive(arrivals_ptr, cell, SLICES)
+            finisher = last_to_arrive(arrivals_ptr, cell, SLICES)
         else:
             tl.debug_barrier()  # the maxima written by every thread of the program
         if finisher:

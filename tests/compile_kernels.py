@@ -35,7 +35,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 
 from specbench.kernels import launch
-from specbench.kernels.block import _verify_block_kernel
+from specbench.kernels.block import _block_masses_kernel, _block_race_kernel, _block_rows_kernel, _verify_block_kernel
 from specbench.kernels.logprobs import _logprobs_kernel
 from specbench.kernels.sequential import _verify_sequential_kernel
 from specbench.kernels.split import _split_rows_kernel, _split_terminal_kernel
@@ -85,10 +85,14 @@ def variants() -> list[tuple[object, dict[str, int], int, str]]:
     out.append((_simulate_mixture_kernel, {"BLOCK": launch._SIMULATE_BLOCK}, 4, "fp32"))
     out.extend(truncation_variants())
     block, warps = launch._truncation_shape(1 << 17, _GPU)  # block verification: its launch shape
+    split_block, split_warps = launch._launch_shape(1 << 17, _GPU, True, "probabilistic", 8)  # its split path at B = 8
     for draft in DRAFTS:
         for target_probs in (0, 1):
             out.extend((_verify_block_kernel, {"DRAFT": draft, "TARGET_PROBS": target_probs, "BLOCK": block,
                                                "OUT_BLOCK": 8}, warps, dtype) for dtype in ("fp32", "bf16"))
+            out.extend((kernel, {"DRAFT": draft, "TARGET_PROBS": target_probs, "BLOCK": split_block, "OUT_BLOCK": 8,
+                                 "S_BLOCK": 64}, split_warps, "fp32")
+                       for kernel in (_block_rows_kernel, _block_masses_kernel, _block_race_kernel))
     out.extend(tree_variants())
     return out
 

@@ -170,8 +170,9 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1)) -> int:
                     print(f"truncated {mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok",
                           flush=True)
     calls += _tree_workload(mine, device) if part in ("all", "trees") else 0
+    calls += _block_workload(mine, device) if part in ("all", "block") else 0
     counts, simulated = torch.zeros(4, dtype=torch.int64), False
-    if part != "trees" and mine():
+    if part not in ("trees", "block") and mine():
         simulated = True
         counts = simulate_acceptance([0.9, 0.7, 0.3], 5000, seed=3, backend="triton", device=device)
         counts += simulate_acceptance([0.9, 0.7, 0.3], 5000, seed=3, backend="triton", device=device,
@@ -227,6 +228,35 @@ def _tree_workload(mine, device) -> int:
     return calls
 
 
+def _block_workload(mine, device) -> int:
+    """Block verification (``method="block"``) on hostile inputs, one program per request and the split path:
+    every draft and target form, float32 and bfloat16, the chain shapes of the main workload."""
+    import torch
+
+    from specbench import verify
+    from specbench.kernels import launch
+
+    calls = 0
+    shapes = [(5, 3, 4099), (3, 2, 70001), (70, 4, 2053), (2, 0, 513), (4, 2, 1)]
+    for draft in ("none", "logits", "probs"):
+        for target in ("logits", "probs"):
+            for dtype in (torch.float32, torch.bfloat16):
+                if not mine():
+                    continue
+                for batch, num_spec, vocab in shapes:
+                    kwargs = hostile_inputs(batch, num_spec, vocab, draft, target, dtype, seed=batch + vocab)
+                    kwargs = {k: v.to(device) for k, v in kwargs.items()}
+                    for strategy in ("auto", "split"):
+                        with launch.strategy(strategy):
+                            for _ in range(2):  # the JIT launch, then the direct one
+                                verify(mode="probabilistic", method="block", backend="triton", check_values=False,
+                                       **kwargs)
+                                calls += 1
+                torch.cuda.synchronize()
+                print(f"block draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok", flush=True)
+    return calls
+
+
 def sanitize(out: Path, tools: list[str], part: str = "all", shard: str = "1/1") -> int:
     """Run the workload under each tool; 0 when every tool reports nothing, 1 otherwise."""
     sanitizer = shutil.which("compute-sanitizer")
@@ -264,9 +294,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("sanitize-logs"), help="folder for the logs and summary")
     parser.add_argument("--tools", default=",".join(TOOLS), help="comma-separated compute-sanitizer tools")
     parser.add_argument("--workload", action="store_true", help="run the kernels (what the tools watch)")
-    parser.add_argument("--part", choices=("all", "truncation", "trees"), default="all",
+    parser.add_argument("--part", choices=("all", "truncation", "trees", "block"), default="all",
                         help="truncation: only the truncation and log-probability kernels and the simulations; "
-                             "trees: only the tree kernel")
+                             "trees: only the tree kernels; block: only block verification's")
     parser.add_argument("--shard", default="1/1", help="I/N: run every N-th group of calls from the I-th (1-based)")
     args = parser.parse_args()
     try:

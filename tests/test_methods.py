@@ -317,6 +317,45 @@ def test_triton_block_kernel_equals_the_reference(form):
     assert 0 < int(want.num_accepted.sum()) < batch * num_spec
 
 
+@pytest.mark.parametrize("form", ["logits", "probs", "one-hot", "target-probs", "target-probs, draft probs",
+                                  "target-probs, one-hot"])
+def test_triton_block_split_path_equals_the_reference(form):
+    # the split path (rows, residual masses and the final race split across programs), forced; 2100 tokens give
+    # three slices a row under the interpreter
+    launch = pytest.importorskip("specbench.kernels.launch")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    gen = torch.Generator().manual_seed(16)
+    batch, num_spec, vocab = 12, 3, 2100
+    target = torch.randn(batch, num_spec + 1, vocab, generator=gen) * 4  # peaked: one-hot drafts get accepted too
+    draft_logits = target[:, :num_spec] + torch.randn(batch, num_spec, vocab, generator=gen)
+    q = torch.softmax(draft_logits, -1)
+    drafts = torch.multinomial(q.reshape(-1, vocab), 1, generator=gen).reshape(batch, num_spec)
+    top = target[:, :num_spec].argmax(-1)
+    drafts[::2] = top[::2]  # half the requests draft every argmax, made likely: long blocks
+    target[:, :num_spec].scatter_add_(-1, top[..., None], torch.full((batch, num_spec, 1), 6.0))
+    drafts[0, 0], drafts[1, 2] = -1, vocab  # invalid ids
+    target[2, 1] = float("-inf")  # an invalid row inside the block
+    temperatures = torch.ones(batch)
+    temperatures[3], temperatures[4], temperatures[5] = 0.0, 0.7, float("nan")  # greedy, another T, invalid
+    kwargs = {"seeds": torch.arange(batch) * 3, "positions": torch.arange(batch) + 2, "temperatures": temperatures,
+              "num_draft_tokens": torch.randint(0, num_spec + 1, (batch,), generator=gen, dtype=torch.int32),
+              "check_values": False}
+    if "draft probs" in form or form == "probs":
+        kwargs["draft_probs"] = q
+    elif form in ("logits", "target-probs"):
+        kwargs["draft_logits"] = draft_logits
+    if form.startswith("target-probs"):
+        kwargs["target_probs"] = torch.softmax(target, -1)
+        target = None
+    want = verify(target, drafts, method="block", backend="torch", **kwargs)
+    moved = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+    with launch.strategy("split"):
+        got = verify(None if target is None else target.to(device), drafts.to(device), method="block",
+                     backend="triton", **moved).map(torch.Tensor.cpu)
+    assert _same(got, want)
+    assert 0 < int(want.num_accepted.sum()) < batch * num_spec
+
+
 # --- specbench verify --method ----------------------------------------------------------------------------------
 
 def _suite(name: str, method: str, samples: int = 6000):

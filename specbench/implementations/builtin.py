@@ -81,9 +81,8 @@ def _ours(name: str, description: str, prepare, **facts) -> Implementation:
                           truncation=True, logprobs=True, **facts)
 
 
-# the torch reference follows every method; the Triton kernels token and block (block: one program per request
-# whatever the launch variant, so only the variants that do not force the split declare it); trees on every
-# variant (triton-split forces the tree kernels' split path)
+# the torch reference follows every method; the Triton kernels token and block, and trees, on every variant
+# (triton-split forces the block and tree kernels' split paths too)
 _EVERY_METHOD = tuple(METHODS)
 _TRITON_METHODS = ("token", "block")
 
@@ -101,5 +100,5 @@ BUILT_IN: dict[str, Implementation] = {
     "triton-sequential": _triton("triton-sequential", "Triton, one program per request forced",
                                  _triton_variant("sequential"), _TRITON_METHODS, trees=True),
     "triton-split": _triton("triton-split", "Triton, the vocabulary-split kernels forced", _triton_variant("split"),
-                            trees=True),
+                            _TRITON_METHODS, trees=True),
 }

@@ -12,6 +12,12 @@ the greedy rule (one argmax pass per row).
 
 Correct first, not tuned: the residual race is not screened (the bonus race is, as the token kernel's),
 and untruncated inputs only (a truncated call is refused by the launcher).
+
+The split path (``launch.strategy("split")``) splits each row across programs, in three launches that each end
+in the request's last program: ``_block_rows_kernel`` (the rows' statistics; then the forward pass from the
+values at the drafts), ``_block_masses_kernel`` (every ``r_i`` the backward pass may need, ``i = 1..n-1``,
+unless the test of length ``n`` passed; then the backward pass) and ``_block_race_kernel`` (the terminal
+row's race). The same arithmetic, so the same tokens up to the float sums' order.
 """
 
 import triton
@@ -27,6 +33,7 @@ from specbench.kernels.decide import (
     SAMPLE,
     draft_chunk,
     draft_prob_of,
+    merge_rows,
     read_at_draft,
     request_setup,
     request_valid,
@@ -36,7 +43,8 @@ from specbench.kernels.decide import (
     target_prob_of,
 )
 from specbench.kernels.rng import hash_word, neg_log_of_uniform, stream_key, uniform_at, uniform_of
-from specbench.kernels.rows import argmax_slice, best_pair, softmax_stats_slice
+from specbench.kernels.rows import argmax_slice, best_pair, ratio_best, softmax_stats_slice
+from specbench.kernels.split import finish_greedy, last_to_arrive, store_row_partial, write_request
 
 
 @triton.jit
@@ -50,37 +58,51 @@ def _row_chunk(t_row, d_row, offs, V, inv_temperature, m, s, md, sd, x, x_valid,
 
 
 @triton.jit
-def _residual_mass(t_row, d_row, V, inv_temperature, weight, m, s, md, sd, x, x_valid, DRAFT: tl.constexpr,
-                   TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr):
-    # r = sum_y max(w p(y) - q(y), 0) over the row
+def _residual_mass(t_row, d_row, start, stop, inv_temperature, weight, m, s, md, sd, x, x_valid,
+                   DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr):
+    # r = sum_y max(w p(y) - q(y), 0) over [start, stop) of the row
     total = tl.zeros([BLOCK], tl.float32)
-    for chunk in range(0, V, BLOCK):
+    for chunk in range(start, stop, BLOCK):
         offs = chunk + tl.arange(0, BLOCK)
-        p, q = _row_chunk(t_row, d_row, offs, V, inv_temperature, m, s, md, sd, x, x_valid, DRAFT, TARGET_PROBS)
-        total += tl.where(offs < V, tl.maximum(weight * p - q, 0.0), 0.0)
+        p, q = _row_chunk(t_row, d_row, offs, stop, inv_temperature, m, s, md, sd, x, x_valid, DRAFT, TARGET_PROBS)
+        total += tl.where(offs < stop, tl.maximum(weight * p - q, 0.0), 0.0)
     return tl.sum(total, axis=0)
 
 
 @triton.jit
-def _residual_race(t_row, d_row, V, inv_temperature, weight, m, s, md, sd, x, x_valid, key, DRAFT: tl.constexpr,
-                   TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr):
-    # the race over max(w p - q, 0): argmax_y of its weight over E_y, compared as w * E' > w' * E (ties to
-    # the lowest id); -1 when the weights are zero everywhere
+def _residual_race(t_row, d_row, start, stop, inv_temperature, weight, m, s, md, sd, x, x_valid, key,
+                   DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr):
+    # the race over max(w p - q, 0) on [start, stop): argmax_y of its weight over E_y, compared as
+    # w * E' > w' * E (ties to the lowest id), as a race pair (log(w / E), 0, index); index -1 when the weights
+    # are zero there
     lane_w = tl.zeros([BLOCK], tl.float32)
     lane_e = tl.full([BLOCK], 1.0, tl.float32)
     lane_idx = tl.full([BLOCK], -1, tl.int32)
-    for chunk in range(0, V, BLOCK):
+    for chunk in range(start, stop, BLOCK):
         offs = chunk + tl.arange(0, BLOCK)
-        p, q = _row_chunk(t_row, d_row, offs, V, inv_temperature, m, s, md, sd, x, x_valid, DRAFT, TARGET_PROBS)
-        w = tl.where(offs < V, weight * p - q, 0.0)
+        p, q = _row_chunk(t_row, d_row, offs, stop, inv_temperature, m, s, md, sd, x, x_valid, DRAFT, TARGET_PROBS)
+        w = tl.where(offs < stop, weight * p - q, 0.0)
         e = neg_log_of_uniform(uniform_of(hash_word(key, offs)))  # E_y
         better = w * lane_e > lane_w * e  # only w > 0 races; strict, so each lane keeps its earliest
         lane_idx = tl.where(better, offs, lane_idx)
         lane_w = tl.where(better, w, lane_w)
         lane_e = tl.where(better, e, lane_e)
-    ratio = tl.where(lane_idx >= 0, tl.log(tl.where(lane_idx >= 0, lane_w, 1.0)) - tl.log(lane_e), float("-inf"))
-    _z, _g, index = best_pair(ratio, tl.zeros_like(ratio), lane_idx)
-    return index
+    return ratio_best(lane_w, lane_e, lane_idx)
+
+
+@triton.jit
+def _forward_step(t_at_x, d_at_x, x_valid, weight, inv_temperature, m, s, md, sd, key_of_seed, t,
+                  DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr):
+    # one row of the forward pass, from the values at its draft: whether the test of the block ending here
+    # passes (the token rule's test on w p(x): u q(x) < w p(x)), and the next weight
+    p_x = target_prob_of(t_at_x, inv_temperature, m, s, TARGET_PROBS)
+    q_x = draft_prob_of(d_at_x, inv_temperature, md, sd, DRAFT)
+    p_x = tl.where(x_valid & (p_x > 0.0), p_x, 0.0)  # NaN (a row with no mass) and invalid ids: 0
+    q_x = tl.where(x_valid, q_x, 0.0)
+    passes = uniform_at(stream_key(key_of_seed, t, ACCEPT), 0) * q_x < weight * p_x
+    mass = weight * p_x
+    weight = tl.where(mass > 0.0, tl.where(mass >= q_x, 1.0, mass / tl.where(q_x > 0.0, q_x, 1.0)), 0.0)
+    return passes, weight
 
 
 @triton.jit
@@ -166,14 +188,8 @@ def _verify_block_kernel(
             ss = tl.where(at_i, s, ss)
             mds = tl.where(at_i, md, mds)
             sds = tl.where(at_i, sd, sds)
-            p_x = target_prob_of(t_at_x, inv_temperature, m, s, TARGET_PROBS)
-            q_x = draft_prob_of(d_at_x, inv_temperature, md, sd, DRAFT)
-            p_x = tl.where(x_valid & (p_x > 0.0), p_x, 0.0)  # NaN (a row with no mass) and invalid ids: 0
-            q_x = tl.where(x_valid, q_x, 0.0)
-            # the test of length n, the token rule's test on w_{n-1} p(x): u q(x) < w p(x)
-            last = uniform_at(stream_key(key_of_seed, position + i, ACCEPT), 0) * q_x < weight * p_x
-            mass = weight * p_x
-            weight = tl.where(mass > 0.0, tl.where(mass >= q_x, 1.0, mass / tl.where(q_x > 0.0, q_x, 1.0)), 0.0)
+            last, weight = _forward_step(t_at_x, d_at_x, x_valid, weight, inv_temperature, m, s, md, sd,
+                                         key_of_seed, position + i, DRAFT, TARGET_PROBS)
             weights = tl.where(slots == i + 1, weight, weights)
         # backward (the paper's pass): A is the largest length whose test passes, so the tests run from n down
         # and stop at the first that passes; test n needs nothing more, test i < n one pass over row i for
@@ -184,7 +200,7 @@ def _verify_block_kernel(
             x = tl.sum(tl.where(slots == i, drafts, 0), axis=0)
             x_valid = (x >= 0) & (x < V)
             w_i = row_at(weights, slots, i)
-            r = _residual_mass(t_base + i * target_stride_k, d_base + i * draft_stride_k, V, inv_temperature, w_i,
+            r = _residual_mass(t_base + i * target_stride_k, d_base + i * draft_stride_k, 0, V, inv_temperature, w_i,
                                row_at(ms, slots, i), row_at(ss, slots, i), row_at(mds, slots, i),
                                row_at(sds, slots, i), x, x_valid, DRAFT, TARGET_PROBS, BLOCK)
             stop = tl.where(r > 0.0, r / (r + 1.0 - w_i), 0.0)
@@ -203,10 +219,11 @@ def _verify_block_kernel(
             x = tl.sum(tl.where(slots == terminal, drafts, 0), axis=0)
             x_valid = (x >= 0) & (x < V)
             key = stream_key(key_of_seed, position + terminal, RESIDUAL)
-            index = _residual_race(t_row, d_base + terminal * draft_stride_k, V, inv_temperature,
-                                   row_at(weights, slots, terminal), row_at(ms, slots, terminal),
-                                   row_at(ss, slots, terminal), row_at(mds, slots, terminal),
-                                   row_at(sds, slots, terminal), x, x_valid, key, DRAFT, TARGET_PROBS, BLOCK)
+            _z, _g, index = _residual_race(t_row, d_base + terminal * draft_stride_k, 0, V, inv_temperature,
+                                           row_at(weights, slots, terminal), row_at(ms, slots, terminal),
+                                           row_at(ss, slots, terminal), row_at(mds, slots, terminal),
+                                           row_at(sds, slots, terminal), x, x_valid, key, DRAFT, TARGET_PROBS,
+                                           BLOCK)
             if index < 0:  # nothing left: the race over p with the same E_y
                 _z, _g, index = sample_row(t_row, 0, V, inv_temperature, key, TARGET_PROBS, False, BLOCK)
             token = index.to(tl.int64)
@@ -216,3 +233,237 @@ def _verify_block_kernel(
     tl.store(out_ptr + b * out_stride + slots, tl.where(valid, tokens, -1), mask=slots < NUM_SLOTS)
     tl.store(num_emitted_ptr + b, tl.where(valid, num_emitted, 0))
     tl.store(num_accepted_ptr + b, tl.where(valid, num_accepted, 0))
+
+
+# The split path (launch.strategy("split")): three launches, each ending in the request's last program (arrival
+# counters as specbench/kernels/split.py's). Per request (R = K + 1 slots, S the slices of a row, S2 the race's):
+# row partials [R, S, 4] / [R, S], the residual masses' partials [R, S], the race partials [S2, 2] / [S2, 2], the
+# forward record (w, m, s, md, sd) x OUT_BLOCK / (the test of length n, the race's kind, the terminal).
+_ROW_FIELDS = tl.constexpr(4)
+_DONE = tl.constexpr(0)  # nothing left to race
+_BONUS = tl.constexpr(1)
+_RESIDUAL = tl.constexpr(2)
+
+
+@triton.jit
+def _split_bases(scratch_f_ptr, scratch_i_ptr, b, batch, NUM_SLOTS, ROW_SPLITS, RACE_SPLITS, OUT_BLOCK: tl.constexpr):
+    # request b's rows partials, mass partials, race partials and record, in the scratch
+    rows_f = scratch_f_ptr + b * NUM_SLOTS * ROW_SPLITS * _ROW_FIELDS
+    rows_i = scratch_i_ptr + b * NUM_SLOTS * ROW_SPLITS
+    after_f = batch * NUM_SLOTS * ROW_SPLITS * _ROW_FIELDS
+    after_i = batch * NUM_SLOTS * ROW_SPLITS
+    masses = scratch_f_ptr + after_f + b * NUM_SLOTS * ROW_SPLITS
+    after_f += batch * NUM_SLOTS * ROW_SPLITS
+    race_f = scratch_f_ptr + after_f + b * RACE_SPLITS * 2
+    race_i = scratch_i_ptr + after_i + b * RACE_SPLITS * 2
+    record_f = scratch_f_ptr + after_f + batch * RACE_SPLITS * 2 + b * 5 * OUT_BLOCK
+    record_i = scratch_i_ptr + after_i + batch * RACE_SPLITS * 2 + b * 3
+    return rows_f, rows_i, masses, race_f, race_i, record_f, record_i
+
+
+@triton.jit
+def _block_rows_kernel(
+    scratch_f_ptr, scratch_i_ptr, arrivals_ptr,
+    out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr,
+    target_ptr, target_stride_b, target_stride_k,
+    draft_ptr, draft_stride_b, draft_stride_k,
+    draft_ids_ptr, draft_ids_stride,
+    num_draft_ptr, temperature_ptr, seed_ptr, position_ptr,
+    V, NUM_SLOTS, ROW_SPLITS, RACE_SPLITS, CHUNK,
+    DRAFT: tl.constexpr,
+    TARGET_PROBS: tl.constexpr,
+    BLOCK: tl.constexpr,
+    OUT_BLOCK: tl.constexpr,
+    S_BLOCK: tl.constexpr,
+):
+    # Launch 1 (grid B x (K + 1) x S): slot r's slice of the rows (a greedy request: target row r's argmax; the
+    # others: draft row r < n's softmax statistics, fused with target row r's for target logits). The last
+    # program finishes a greedy request, or runs the forward pass from the merged statistics and the values at
+    # the drafts, and records the weights and the test of length n.
+    b = tl.program_id(0).to(tl.int64)
+    r = tl.program_id(1)
+    split = tl.program_id(2)
+    batch = tl.num_programs(0)
+    n, greedy, inv_temperature, position, key_of_seed = request_setup(
+        b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE_PROBABILISTIC)
+    rows_f, rows_i, _masses, _race_f, _race_i, record_f, record_i = _split_bases(
+        scratch_f_ptr, scratch_i_ptr, b, batch, NUM_SLOTS, ROW_SPLITS, RACE_SPLITS, OUT_BLOCK)
+    start = split * CHUNK
+    stop = tl.where(split == ROW_SPLITS - 1, V, start + CHUNK)  # every slice ends on a block edge but the last
+    t_base = target_ptr + b * target_stride_b
+    d_base = draft_ptr + b * draft_stride_b
+    t_row = t_base + r * target_stride_k
+    d_row = d_base + tl.minimum(r, NUM_SLOTS - 2).to(tl.int64) * draft_stride_k  # read for r < n only
+    cell = r * ROW_SPLITS + split
+    if greedy:
+        if r <= n:
+            best_val, best_idx = argmax_slice(t_row, start, stop, TARGET_PROBS, BLOCK)
+            store_row_partial(rows_f + cell * _ROW_FIELDS, rows_i + cell, best_val, 0.0, float("-inf"), 0.0, best_idx)
+    elif r < n:
+        if TARGET_PROBS:
+            md, sd, _m2, _s2 = softmax_stats_slice(d_row, d_row, start, stop, inv_temperature, False, BLOCK)
+            store_row_partial(rows_f + cell * _ROW_FIELDS, rows_i + cell, 0.0, 0.0, md, sd, -1)
+        else:
+            m, s, md, sd = softmax_stats_slice(t_row, d_row, start, stop, inv_temperature, DRAFT == DRAFT_LOGITS,
+                                               BLOCK)
+            store_row_partial(rows_f + cell * _ROW_FIELDS, rows_i + cell, m, s, md, sd, -1)
+    if last_to_arrive(arrivals_ptr, b, NUM_SLOTS * ROW_SPLITS):
+        valid = request_valid(inv_temperature)
+        kind = _DONE
+        if greedy:
+            finish_greedy(b, n, inv_temperature, position, key_of_seed, rows_f, rows_i, ROW_SPLITS,
+                          target_ptr, target_stride_b, target_stride_k, draft_ids_ptr, draft_ids_stride, V,
+                          out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, NUM_SLOTS,
+                          TARGET_PROBS, OUT_BLOCK, S_BLOCK)
+        else:
+            _best, ms, ss, mds, sds = merge_rows(rows_f, rows_i, n, ROW_SPLITS, _ROW_FIELDS, OUT_BLOCK, S_BLOCK)
+            if TARGET_PROBS:  # probabilities as given; q from draft probabilities (md = 0) or one-hot (md = -inf)
+                ms = tl.zeros([OUT_BLOCK], tl.float32)
+                ss = tl.full([OUT_BLOCK], 1.0, tl.float32)
+            if DRAFT == DRAFT_PROBS:
+                mds = tl.zeros([OUT_BLOCK], tl.float32)
+            if DRAFT == DRAFT_NONE:
+                mds = tl.full([OUT_BLOCK], float("-inf"), tl.float32)
+            slots = tl.arange(0, OUT_BLOCK)
+            weights = tl.full([OUT_BLOCK], 1.0, tl.float32)  # w_i (w_0 = 1)
+            weight = 1.0
+            last = n < 0
+            for i in range(n):
+                x = tl.load(draft_ids_ptr + b * draft_ids_stride + i)
+                x_valid = (x >= 0) & (x < V)
+                t_at_x, d_at_x = read_at_draft(t_base + i * target_stride_k, d_base + i * draft_stride_k, x, x_valid,
+                                               DRAFT)
+                last, weight = _forward_step(t_at_x, d_at_x, x_valid, weight, inv_temperature, row_at(ms, slots, i),
+                                             row_at(ss, slots, i), row_at(mds, slots, i), row_at(sds, slots, i),
+                                             key_of_seed, position + i, DRAFT, TARGET_PROBS)
+                weights = tl.where(slots == i + 1, weight, weights)
+            tl.store(record_f + slots, weights)
+            tl.store(record_f + OUT_BLOCK + slots, ms)
+            tl.store(record_f + 2 * OUT_BLOCK + slots, ss)
+            tl.store(record_f + 3 * OUT_BLOCK + slots, mds)
+            tl.store(record_f + 4 * OUT_BLOCK + slots, sds)
+            tl.store(record_i + 0, last.to(tl.int32))
+            kind = tl.where(valid, _BONUS, _DONE)  # the masses kernel settles the terminal and the race
+        if ~valid:
+            slots = tl.arange(0, OUT_BLOCK)
+            write_request(out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, b, tl.full([OUT_BLOCK], -1, tl.int64),
+                          0, 0, NUM_SLOTS, OUT_BLOCK)
+        tl.store(record_i + 1, kind)
+
+
+@triton.jit
+def _block_masses_kernel(
+    scratch_f_ptr, scratch_i_ptr, arrivals_ptr,
+    out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr,
+    target_ptr, target_stride_b, target_stride_k,
+    draft_ptr, draft_stride_b, draft_stride_k,
+    draft_ids_ptr, draft_ids_stride,
+    num_draft_ptr, temperature_ptr, seed_ptr, position_ptr,
+    V, NUM_SLOTS, ROW_SPLITS, RACE_SPLITS, CHUNK,
+    DRAFT: tl.constexpr,
+    TARGET_PROBS: tl.constexpr,
+    BLOCK: tl.constexpr,
+    OUT_BLOCK: tl.constexpr,
+    S_BLOCK: tl.constexpr,
+):
+    # Launch 2 (grid B x (K + 1) x S): unless the test of length n passed, slot i in 1..n-1's slice of the
+    # residual mass r_i = sum max(w_i p_i - q_i, 0); the last program runs the backward pass (the largest
+    # length whose test passes), writes the accepted drafts and leaves the terminal row's race.
+    b = tl.program_id(0).to(tl.int64)
+    r = tl.program_id(1)
+    split = tl.program_id(2)
+    batch = tl.num_programs(0)
+    _rows_f, _rows_i, masses, _race_f, _race_i, record_f, record_i = _split_bases(
+        scratch_f_ptr, scratch_i_ptr, b, batch, NUM_SLOTS, ROW_SPLITS, RACE_SPLITS, OUT_BLOCK)
+    if tl.load(record_i + 1) != _DONE:
+        n, _greedy, inv_temperature, position, key_of_seed = request_setup(
+            b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE_PROBABILISTIC)
+        last = tl.load(record_i + 0) != 0
+        t_base = target_ptr + b * target_stride_b
+        d_base = draft_ptr + b * draft_stride_b
+        if (~last) & (r >= 1) & (r < n):
+            start = split * CHUNK
+            stop = tl.where(split == ROW_SPLITS - 1, V, start + CHUNK)
+            x = tl.load(draft_ids_ptr + b * draft_ids_stride + r)
+            x_valid = (x >= 0) & (x < V)
+            partial = _residual_mass(t_base + r * target_stride_k, d_base + r * draft_stride_k, start, stop,
+                                     inv_temperature, tl.load(record_f + r), tl.load(record_f + OUT_BLOCK + r),
+                                     tl.load(record_f + 2 * OUT_BLOCK + r), tl.load(record_f + 3 * OUT_BLOCK + r),
+                                     tl.load(record_f + 4 * OUT_BLOCK + r), x, x_valid, DRAFT, TARGET_PROBS, BLOCK)
+            tl.store(masses + r * ROW_SPLITS + split, partial)
+        if last_to_arrive(arrivals_ptr, b, NUM_SLOTS * ROW_SPLITS):
+            splits = tl.arange(0, S_BLOCK)
+            terminal = tl.where(last, n, 0)
+            i = n - 1
+            while (i > 0) & (terminal == 0):
+                r_i = tl.sum(tl.load(masses + i * ROW_SPLITS + splits, mask=splits < ROW_SPLITS, other=0.0), axis=0)
+                w_i = tl.load(record_f + i)
+                stop_at = tl.where(r_i > 0.0, r_i / (r_i + 1.0 - w_i), 0.0)
+                if uniform_at(stream_key(key_of_seed, position + i - 1, ACCEPT), 0) < stop_at:
+                    terminal = i
+                i -= 1
+            slots = tl.arange(0, OUT_BLOCK)
+            drafts = tl.load(draft_ids_ptr + b * draft_ids_stride + slots, mask=slots < n, other=-1)
+            write_request(out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, b, tl.where(slots < terminal, drafts, -1),
+                          terminal, terminal, NUM_SLOTS, OUT_BLOCK)
+            tl.store(record_i + 1, tl.where(terminal == n, _BONUS, _RESIDUAL))
+            tl.store(record_i + 2, terminal)
+
+
+@triton.jit
+def _block_race_kernel(
+    scratch_f_ptr, scratch_i_ptr, arrivals_ptr,
+    out_ptr, out_stride, num_emitted_ptr,
+    target_ptr, target_stride_b, target_stride_k,
+    draft_ptr, draft_stride_b, draft_stride_k,
+    draft_ids_ptr, draft_ids_stride,
+    num_draft_ptr, temperature_ptr, seed_ptr, position_ptr,
+    V, NUM_SLOTS, ROW_SPLITS, RACE_SPLITS, CHUNK,
+    DRAFT: tl.constexpr,
+    TARGET_PROBS: tl.constexpr,
+    BLOCK: tl.constexpr,
+    OUT_BLOCK: tl.constexpr,
+    S_BLOCK: tl.constexpr,
+):
+    # Launch 3 (grid B x S2): the terminal row's race on one slice per program (the bonus over p, or the block
+    # residual max(w p - q, 0)); the last program merges the slices (over p with the same stream when the
+    # residual has no mass anywhere) and writes the token
+    b = tl.program_id(0).to(tl.int64)
+    split = tl.program_id(1)
+    batch = tl.num_programs(0)
+    _rows_f, _rows_i, _masses, race_f, race_i, record_f, record_i = _split_bases(
+        scratch_f_ptr, scratch_i_ptr, b, batch, NUM_SLOTS, ROW_SPLITS, RACE_SPLITS, OUT_BLOCK)
+    kind = tl.load(record_i + 1)
+    if kind != _DONE:
+        terminal = tl.load(record_i + 2)
+        _n, _greedy, inv_temperature, position, key_of_seed = request_setup(
+            b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE_PROBABILISTIC)
+        t_row = target_ptr + b * target_stride_b + terminal * target_stride_k
+        start = split * CHUNK
+        stop = tl.where(split == RACE_SPLITS - 1, V, start + CHUNK)
+        if kind == _BONUS:
+            key = stream_key(key_of_seed, position + terminal, SAMPLE)
+            z, g, idx = sample_row(t_row, start, stop, inv_temperature, key, TARGET_PROBS, False, BLOCK)
+        else:
+            key = stream_key(key_of_seed, position + terminal, RESIDUAL)
+            x = tl.load(draft_ids_ptr + b * draft_ids_stride + terminal)
+            x_valid = (x >= 0) & (x < V)
+            z, g, idx = _residual_race(t_row, draft_ptr + b * draft_stride_b + terminal * draft_stride_k, start, stop,
+                                       inv_temperature, tl.load(record_f + terminal),
+                                       tl.load(record_f + OUT_BLOCK + terminal), tl.load(record_f + 2 * OUT_BLOCK + terminal),
+                                       tl.load(record_f + 3 * OUT_BLOCK + terminal),
+                                       tl.load(record_f + 4 * OUT_BLOCK + terminal), x, x_valid, key, DRAFT,
+                                       TARGET_PROBS, BLOCK)
+        tl.store(race_f + split * 2 + 0, z)
+        tl.store(race_f + split * 2 + 1, g)
+        tl.store(race_i + split * 2 + 0, idx)
+        if last_to_arrive(arrivals_ptr, b, RACE_SPLITS):
+            splits = tl.arange(0, S_BLOCK)
+            mask = splits < RACE_SPLITS
+            _z, _g, token = best_pair(tl.load(race_f + splits * 2, mask=mask, other=float("-inf")),
+                                      tl.load(race_f + splits * 2 + 1, mask=mask, other=0.0),
+                                      tl.load(race_i + splits * 2, mask=mask, other=-1))
+            if (token < 0) & (kind == _RESIDUAL):  # nothing left: the race over p with the same E_y
+                _z, _g, token = sample_row(t_row, 0, V, inv_temperature, key, TARGET_PROBS, False, BLOCK)
+            tl.store(out_ptr + b * out_stride + terminal, token.to(tl.int64))
+            tl.store(num_emitted_ptr + b, terminal + (token >= 0).to(tl.int32))

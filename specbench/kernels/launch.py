@@ -29,9 +29,11 @@ Truncation and log-probabilities (``specbench/kernels/truncation.py``, ``specben
 
 Methods (``method``, ``specbench/methods.py``): ``token`` is everything above. ``block`` in the
 probabilistic mode, untruncated, is one launch of ``specbench/kernels/block.py`` (one program per
-request, at the truncation kernels' prepass shape: correct first, not tuned; no split path yet); the lossy methods and
-a truncated ``block`` call are refused with one sentence. Greedy calls run the greedy rule whatever
-the method.
+request, at the truncation kernels' prepass shape: correct first, not tuned); ``strategy("split")``
+forces its split path (three launches: the rows' statistics, the residual masses, the final race, each
+split across programs; ``auto`` does not take it until its speed is measured on a GPU). The lossy
+methods and a truncated ``block`` call are refused with one sentence. Greedy calls run the greedy rule
+whatever the method.
 
 Trees (``tree_parents``, "Trees" in ``specbench/verification.py``; ``specbench/kernels/tree.py``): one
 launch, one program per request walking its tree, at the chain's one-program shape whatever the
@@ -58,7 +60,7 @@ import triton
 import triton.language as tl
 
 from specbench.errors import SpecbenchError
-from specbench.kernels.block import _verify_block_kernel
+from specbench.kernels.block import _block_masses_kernel, _block_race_kernel, _block_rows_kernel, _verify_block_kernel
 from specbench.kernels.cutoffs import MAX_GROUPS
 from specbench.kernels.logprobs import _logprobs_kernel
 from specbench.kernels.sequential import _verify_sequential_kernel
@@ -375,19 +377,43 @@ def verify(
 
 def _verify_block(*, target_logits, target_probs, draft_token_ids, num_draft_tokens, draft_logits, draft_probs,
                   temperatures, seeds, positions) -> VerifyResult:
-    # block verification, untruncated: one program per request (specbench/kernels/block.py)
+    # block verification, untruncated (specbench/kernels/block.py): one program per request; or, forced by
+    # strategy("split"), the split path (rows, residual masses and the final race each split across programs).
+    # "auto" keeps one program per request until the split path's speed is measured on a GPU.
     step = _Step.of(target_logits, target_probs, draft_logits, draft_probs, draft_token_ids)
     target, draft, draft_ids = step.target, step.draft, step.draft_ids
     batch, num_slots, vocab = target.shape
     out, num_emitted, num_accepted = step.result[:3]
     if batch == 0:
         return step.result
-    block, num_warps = _truncation_shape(vocab, target.device)
-    _BLOCK((batch,), (out, out.stride(0), num_emitted, num_accepted, target, target.stride(0), target.stride(1),
-                      draft, draft.stride(0), draft.stride(1), draft_ids, draft_ids.stride(0), num_draft_tokens,
-                      temperatures, seeds, positions, vocab, num_slots),
-           num_warps, _stream_key(target.device), DRAFT=step.draft_kind, TARGET_PROBS=step.target_is_probs,
-           BLOCK=block, OUT_BLOCK=_next_power_of_2(num_slots))
+    device = target.device
+    key = _stream_key(device)
+    rows = (target, target.stride(0), target.stride(1), draft, draft.stride(0), draft.stride(1), draft_ids,
+            draft_ids.stride(0), num_draft_tokens, temperatures, seeds, positions)
+    forms = {"DRAFT": step.draft_kind, "TARGET_PROBS": step.target_is_probs}
+    out_block = _next_power_of_2(num_slots)
+    if _strategy != "split":
+        block, num_warps = _truncation_shape(vocab, device)
+        _BLOCK((batch,), (out, out.stride(0), num_emitted, num_accepted, *rows, vocab, num_slots), num_warps, key,
+               BLOCK=block, OUT_BLOCK=out_block, **forms)
+        return step.result
+    block, num_warps = _launch_shape(vocab, device, True, "probabilistic", batch)
+    row_splits, row_chunk = _slices(batch * num_slots, vocab, block, device)
+    race_splits, race_chunk = _slices(batch, vocab, block, device)
+    scratch_f = _scratch(batch * (num_slots * row_splits * 5 + race_splits * 2 + 5 * out_block), torch.float32,
+                         device, key)
+    scratch_i = _scratch(batch * (num_slots * row_splits + race_splits * 2 + 3), torch.int32, device, key)
+    arrivals = _arrival_counters(batch, device, key)
+    sizes = {"BLOCK": block, "OUT_BLOCK": out_block, "S_BLOCK": _next_power_of_2(max(row_splits, race_splits)), **forms}
+    outputs = (out, out.stride(0), num_emitted, num_accepted)
+    for launcher in (_BLOCK_ROWS, _BLOCK_MASSES):
+        launcher((batch, num_slots, row_splits),
+                 (scratch_f, scratch_i, arrivals, *outputs, *rows, vocab, num_slots, row_splits, race_splits, row_chunk),
+                 num_warps, key, **sizes)
+    _BLOCK_RACE((batch, race_splits),
+                (scratch_f, scratch_i, arrivals, out, out.stride(0), num_emitted, *rows, vocab, num_slots, row_splits,
+                 race_splits, race_chunk),
+                num_warps, key, **sizes)
     return step.result
 
 
@@ -534,6 +560,9 @@ def _verify_untruncated(
 
 _SEQUENTIAL = _Launcher(_verify_sequential_kernel)
 _BLOCK = _Launcher(_verify_block_kernel)
+_BLOCK_ROWS = _Launcher(_block_rows_kernel)
+_BLOCK_MASSES = _Launcher(_block_masses_kernel)
+_BLOCK_RACE = _Launcher(_block_race_kernel)
 _TREE = _Launcher(_verify_tree_kernel)
 _TREE_ROWS = _Launcher(_tree_rows_kernel)
 _TREE_RACE = _Launcher(_tree_race_kernel)

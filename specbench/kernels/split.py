@@ -80,7 +80,7 @@ def last_to_arrive(arrivals_ptr, b, expected):
 
 
 @triton.jit
-def _store_row_partial(f_out, i_out, v0, v1, v2, v3, idx):
+def store_row_partial(f_out, i_out, v0, v1, v2, v3, idx):
     tl.store(f_out + 0, v0)
     tl.store(f_out + 1, v1)
     tl.store(f_out + 2, v2)
@@ -89,7 +89,7 @@ def _store_row_partial(f_out, i_out, v0, v1, v2, v3, idx):
 
 
 @triton.jit
-def _write_request(out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, b, tokens, num_emitted, num_accepted,
+def write_request(out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, b, tokens, num_emitted, num_accepted,
                    NUM_SLOTS, OUT_BLOCK: tl.constexpr):
     slots = tl.arange(0, OUT_BLOCK)
     tl.store(out_ptr + b * out_stride + slots, tokens, mask=slots < NUM_SLOTS)
@@ -98,7 +98,7 @@ def _write_request(out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, b, to
 
 
 @triton.jit
-def _finish_greedy(b, n, inv_temperature, position, key_of_seed, rows_f, rows_i, NUM_SPLITS,
+def finish_greedy(b, n, inv_temperature, position, key_of_seed, rows_f, rows_i, NUM_SPLITS,
                    target_ptr, target_stride_b, target_stride_k, draft_ids_ptr, draft_ids_stride, V,
                    out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, NUM_SLOTS,
                    TARGET_PROBS: tl.constexpr, OUT_BLOCK: tl.constexpr, S_BLOCK: tl.constexpr):
@@ -112,7 +112,7 @@ def _finish_greedy(b, n, inv_temperature, position, key_of_seed, rows_f, rows_i,
     slots = tl.arange(0, OUT_BLOCK)
     tokens = tl.where(slots < t, x, -1)
     tokens = tl.where(slots == t, best_at_t.to(tl.int64), tokens)
-    _write_request(out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, b, tokens,
+    write_request(out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, b, tokens,
                    t + (best_at_t >= 0).to(tl.int32), t, NUM_SLOTS, OUT_BLOCK)
 
 
@@ -151,22 +151,22 @@ def _split_rows_kernel(
     if greedy:
         if r <= n:
             best_val, best_idx = argmax_slice(t_row, start, stop, TARGET_PROBS, BLOCK)
-            _store_row_partial(f_out, i_out, best_val, 0.0, float("-inf"), 0.0, best_idx)
+            store_row_partial(f_out, i_out, best_val, 0.0, float("-inf"), 0.0, best_idx)
     elif r < n:
         if TARGET_PROBS:
             # p(x) is read at the draft; only the draft logits need statistics
             md, sd, _m2, _s2 = softmax_stats_slice(d_row, d_row, start, stop, inv_temperature, False, BLOCK)
-            _store_row_partial(f_out, i_out, 0.0, 0.0, md, sd, -1)
+            store_row_partial(f_out, i_out, 0.0, 0.0, md, sd, -1)
         else:
             m, s, md, sd = softmax_stats_slice(t_row, d_row, start, stop, inv_temperature, DRAFT == DRAFT_LOGITS,
                                                BLOCK)
-            _store_row_partial(f_out, i_out, m, s, md, sd, -1)
+            store_row_partial(f_out, i_out, m, s, md, sd, -1)
     if last_to_arrive(arrivals_ptr, b, NUM_SLOTS * NUM_SPLITS):
         race_end_f = batch * NUM_SLOTS * NUM_SPLITS * ROW_FIELDS + batch * RACE_SPLITS * RACE_FIELDS
         race_end_i = batch * NUM_SLOTS * NUM_SPLITS + batch * RACE_SPLITS * 2
         record_i = scratch_i_ptr + race_end_i + b * 4
         if greedy:
-            _finish_greedy(b, n, inv_temperature, position, key_of_seed, request_f, request_i, NUM_SPLITS,
+            finish_greedy(b, n, inv_temperature, position, key_of_seed, request_f, request_i, NUM_SPLITS,
                            target_ptr, target_stride_b, target_stride_k, draft_ids_ptr, draft_ids_stride, V,
                            out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, NUM_SLOTS,
                            TARGET_PROBS, OUT_BLOCK, S_BLOCK)
@@ -220,7 +220,7 @@ def _decide_probabilistic(b, n, inv_temperature, position, key_of_seed, request_
     tl.store(record_f + 1, row_at(s, slots, t))
     tl.store(record_f + 2, md_t)
     tl.store(record_f + 3, row_at(sd, slots, t))
-    _write_request(out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, b, tl.where(slots < t, x, -1), t, t,
+    write_request(out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, b, tl.where(slots < t, x, -1), t, t,
                    NUM_SLOTS, OUT_BLOCK)
 
 
@@ -338,10 +338,10 @@ def _split_terminal_kernel(
             request_i = scratch_i_ptr + b * NUM_SLOTS * ROW_SPLITS
             for r in range(n + 1):
                 best_val, best_idx = argmax_slice(t_base + r * target_stride_k, start, stop, TARGET_PROBS, BLOCK)
-                _store_row_partial(request_f + (r * ROW_SPLITS + split) * ROW_FIELDS, request_i + r * ROW_SPLITS + split,
+                store_row_partial(request_f + (r * ROW_SPLITS + split) * ROW_FIELDS, request_i + r * ROW_SPLITS + split,
                                    best_val, 0.0, float("-inf"), 0.0, best_idx)
             if last_to_arrive(arrivals_ptr, b, NUM_SPLITS):
-                _finish_greedy(b, n, inv_temperature, position, key_of_seed, request_f, request_i, ROW_SPLITS,
+                finish_greedy(b, n, inv_temperature, position, key_of_seed, request_f, request_i, ROW_SPLITS,
                                target_ptr, target_stride_b, target_stride_k, draft_ids_ptr, draft_ids_stride, V,
                                out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, NUM_SLOTS,
                                TARGET_PROBS, OUT_BLOCK, S_BLOCK)
@@ -373,7 +373,7 @@ def _split_terminal_kernel(
                 tokens = tl.where(slots < t, x, -1)
                 tokens = tl.where(slots == t, token, tokens)
                 emitted = tl.where(valid, t + (token >= 0).to(tl.int32), 0)
-                _write_request(out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, b,
+                write_request(out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, b,
                                tl.where(valid, tokens, -1), emitted, tl.where(valid, t, 0), NUM_SLOTS, OUT_BLOCK)
     else:
         record_f = scratch_f_ptr + race_start_f + batch * NUM_SPLITS * RACE_FIELDS + b * 4

@@ -281,58 +281,25 @@ def test_triton_refuses_what_it_has_no_kernel_for():
         verify(target[None].to(device), drafts, method="block", sampling=SamplingParams(top_k=3), **common)
 
 
-@pytest.mark.parametrize("form", ["logits", "probs", "one-hot", "target-probs", "target-probs, draft probs",
-                                  "target-probs, one-hot"])
-def test_triton_block_kernel_equals_the_reference(form):
-    # one program per request (specbench/kernels/block.py), under the interpreter on a CPU: tiny shapes
-    pytest.importorskip("triton")
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    gen = torch.Generator().manual_seed(15)
-    batch, num_spec, vocab = 20, 3, 37
-    target = torch.randn(batch, num_spec + 1, vocab, generator=gen) * 1.5
-    draft_logits = target[:, :num_spec] + torch.randn(batch, num_spec, vocab, generator=gen)
-    q = torch.softmax(draft_logits, -1)
-    drafts = torch.multinomial(q.reshape(-1, vocab), 1, generator=gen).reshape(batch, num_spec)
-    if "one-hot" in form:  # a one-hot draft is accepted with p(x): mostly the target's top token then
-        top = target[:, :num_spec].argmax(-1)
-        drafts = torch.where(torch.rand(batch, num_spec, generator=gen) < 0.8, top, drafts)
-    drafts[0, 0], drafts[1, 2] = -1, vocab  # invalid ids
-    target[2, 1] = float("-inf")  # an invalid row inside the block
-    temperatures = torch.ones(batch)
-    temperatures[3], temperatures[4] = 0.0, 0.7  # a greedy row, another temperature
-    kwargs = {"seeds": torch.arange(batch) * 3, "positions": torch.arange(batch) + 2, "temperatures": temperatures,
-              "num_draft_tokens": torch.randint(0, num_spec + 1, (batch,), generator=gen, dtype=torch.int32)}
-    if "draft probs" in form or form == "probs":
-        kwargs["draft_probs"] = q
-    elif form in ("logits", "target-probs"):
-        kwargs["draft_logits"] = draft_logits
-    if form.startswith("target-probs"):
-        kwargs["target_probs"] = torch.softmax(target, -1)
-        target = None
-    want = verify(target, drafts, method="block", backend="torch", **kwargs)
-    moved = {k: v.to(device) for k, v in kwargs.items()}
-    got = verify(None if target is None else target.to(device), drafts.to(device), method="block",
-                 backend="triton", **moved).map(torch.Tensor.cpu)
-    assert _same(got, want)
-    assert 0 < int(want.num_accepted.sum()) < batch * num_spec
+BLOCK_FORMS = ["logits", "probs", "one-hot", "target-probs", "target-probs, draft probs", "target-probs, one-hot"]
 
 
-@pytest.mark.parametrize("form", ["logits", "probs", "one-hot", "target-probs", "target-probs, draft probs",
-                                  "target-probs, one-hot"])
-def test_triton_block_split_path_equals_the_reference(form):
-    # the split path (rows, residual masses and the final race split across programs), forced; 2100 tokens give
-    # three slices a row under the interpreter
-    launch = pytest.importorskip("specbench.kernels.launch")
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    gen = torch.Generator().manual_seed(16)
-    batch, num_spec, vocab = 12, 3, 2100
-    target = torch.randn(batch, num_spec + 1, vocab, generator=gen) * 4  # peaked: one-hot drafts get accepted too
+def _block_case(form: str, batch: int, vocab: int, seed: int, peaked: bool) -> tuple:
+    """(target logits or None, drafts, verify keywords) of a block call in one draft/target form: drafts from q
+    (with ``peaked``: half the requests draft every row's argmax, made likely), invalid ids, an invalid row, and
+    greedy, other-temperature and NaN-temperature requests."""
+    num_spec = 3
+    gen = torch.Generator().manual_seed(seed)
+    target = torch.randn(batch, num_spec + 1, vocab, generator=gen) * (4 if peaked else 1.5)
     draft_logits = target[:, :num_spec] + torch.randn(batch, num_spec, vocab, generator=gen)
     q = torch.softmax(draft_logits, -1)
     drafts = torch.multinomial(q.reshape(-1, vocab), 1, generator=gen).reshape(batch, num_spec)
     top = target[:, :num_spec].argmax(-1)
-    drafts[::2] = top[::2]  # half the requests draft every argmax, made likely: long blocks
-    target[:, :num_spec].scatter_add_(-1, top[..., None], torch.full((batch, num_spec, 1), 6.0))
+    if peaked:
+        drafts[::2] = top[::2]
+        target[:, :num_spec].scatter_add_(-1, top[..., None], torch.full((batch, num_spec, 1), 6.0))
+    elif "one-hot" in form:  # a one-hot draft is accepted with p(x): mostly the target's top token then
+        drafts = torch.where(torch.rand(batch, num_spec, generator=gen) < 0.8, top, drafts)
     drafts[0, 0], drafts[1, 2] = -1, vocab  # invalid ids
     target[2, 1] = float("-inf")  # an invalid row inside the block
     temperatures = torch.ones(batch)
@@ -347,13 +314,35 @@ def test_triton_block_split_path_equals_the_reference(form):
     if form.startswith("target-probs"):
         kwargs["target_probs"] = torch.softmax(target, -1)
         target = None
-    want = verify(target, drafts, method="block", backend="torch", **kwargs)
+    return target, drafts, kwargs
+
+
+def _triton_block(target, drafts, kwargs, strategy: str):
+    launch = pytest.importorskip("specbench.kernels.launch")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
     moved = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
-    with launch.strategy("split"):
-        got = verify(None if target is None else target.to(device), drafts.to(device), method="block",
-                     backend="triton", **moved).map(torch.Tensor.cpu)
-    assert _same(got, want)
-    assert 0 < int(want.num_accepted.sum()) < batch * num_spec
+    with launch.strategy(strategy):
+        return verify(None if target is None else target.to(device), drafts.to(device), method="block",
+                      backend="triton", **moved).map(torch.Tensor.cpu)
+
+
+@pytest.mark.parametrize("form", BLOCK_FORMS)
+def test_triton_block_kernel_equals_the_reference(form):
+    # one program per request (specbench/kernels/block.py), under the interpreter on a CPU: tiny shapes
+    target, drafts, kwargs = _block_case(form, batch=20, vocab=37, seed=15, peaked=False)
+    want = verify(target, drafts, method="block", backend="torch", **kwargs)
+    assert _same(_triton_block(target, drafts, kwargs, "auto"), want)
+    assert 0 < int(want.num_accepted.sum()) < 20 * 3
+
+
+@pytest.mark.parametrize("form", BLOCK_FORMS)
+def test_triton_block_split_path_equals_the_reference(form):
+    # the split path (rows, residual masses and the final race split across programs), forced; 2100 tokens give
+    # three slices a row under the interpreter
+    target, drafts, kwargs = _block_case(form, batch=12, vocab=2100, seed=16, peaked=True)
+    want = verify(target, drafts, method="block", backend="torch", **kwargs)
+    assert _same(_triton_block(target, drafts, kwargs, "split"), want)
+    assert 0 < int(want.num_accepted.sum()) < 12 * 3
 
 
 # --- specbench verify --method ----------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ from specbench.kernels.decide import (
     target_prob_of,
 )
 from specbench.kernels.rng import hash_word, neg_log_of_uniform, stream_key, uniform_at, uniform_of
-from specbench.kernels.rows import argmax_slice, best_pair, ratio_best, softmax_stats_slice
+from specbench.kernels.rows import argmax_slice, best_pair, race_lanes, ratio_best, softmax_stats_slice
 from specbench.kernels.split import finish_greedy, last_to_arrive, store_row_partial, write_request
 
 
@@ -83,10 +83,7 @@ def _residual_race(t_row, d_row, start, stop, inv_temperature, weight, m, s, md,
         p, q = _row_chunk(t_row, d_row, offs, stop, inv_temperature, m, s, md, sd, x, x_valid, DRAFT, TARGET_PROBS)
         w = tl.where(offs < stop, weight * p - q, 0.0)
         e = neg_log_of_uniform(uniform_of(hash_word(key, offs)))  # E_y
-        better = w * lane_e > lane_w * e  # only w > 0 races; strict, so each lane keeps its earliest
-        lane_idx = tl.where(better, offs, lane_idx)
-        lane_w = tl.where(better, w, lane_w)
-        lane_e = tl.where(better, e, lane_e)
+        lane_w, lane_e, lane_idx = race_lanes(lane_w, lane_e, lane_idx, w, e, offs)
     return ratio_best(lane_w, lane_e, lane_idx)
 
 

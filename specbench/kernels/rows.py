@@ -295,12 +295,7 @@ def race_weights_slice(t_row, d_row, start, stop, inv_temperature, key, exclude,
             e = neg_log_of_uniform(uniform_of(word))  # E_y
             if KIND == 0:
                 w = tl.where(offs == exclude, 0.0, w)
-            # only w > 0 races (lane_w starts at 0 and E > 0, so w <= 0 and NaN never pass); strict,
-            # so each lane keeps its earliest
-            better = w * lane_e > lane_w * e
-            lane_idx = tl.where(better, offs, lane_idx)
-            lane_w = tl.where(better, w, lane_w)
-            lane_e = tl.where(better, e, lane_e)
+            lane_w, lane_e, lane_idx = race_lanes(lane_w, lane_e, lane_idx, w, e, offs)
             if SCREEN:
                 ratio_screen = _ratio_screen(lane_w, lane_e)
     return ratio_best(lane_w, lane_e, lane_idx)
@@ -319,6 +314,15 @@ def _ratio_screen(lane_w, lane_e):
     # the best w / E so far less a margin; 0 (no screening) once ratios get too large to bound safely
     best = tl.max(lane_w / lane_e, axis=0)
     return tl.where(best < SCREEN_RATIO_LIMIT, best * (1.0 - SCREEN_RELATIVE), 0.0)
+
+
+@triton.jit
+def race_lanes(lane_w, lane_e, lane_idx, w, e, offs):
+    # one chunk of a race over weights w with exponentials e: a lane takes the chunk's token where
+    # w / e beats its best, compared as w * E' > w' * E (lane_w starts at 0 and E > 0, so w <= 0 and NaN
+    # never pass; strict, so each lane keeps its earliest)
+    better = w * lane_e > lane_w * e
+    return tl.where(better, w, lane_w), tl.where(better, e, lane_e), tl.where(better, offs, lane_idx)
 
 
 @triton.jit

@@ -41,7 +41,7 @@ from specbench.kernels.decide import (
     target_prob_of,
 )
 from specbench.kernels.rng import hash_word, neg_log_of_uniform, stream_key, uniform_at, uniform_of
-from specbench.kernels.rows import argmax_slice, best_pair, ratio_best, softmax_stats_slice
+from specbench.kernels.rows import argmax_slice, best_pair, race_lanes, ratio_best, softmax_stats_slice
 from specbench.kernels.split import last_to_arrive
 
 # what is left to emit when a walk stops (_walk)
@@ -118,10 +118,7 @@ def _residual_race(t_row, d_base, d_stride, start, stop, V, inv_temperature, m, 
                             sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div, DRAFT, TARGET_PROBS,
                             WITHOUT_REPLACEMENT)
         e = neg_log_of_uniform(uniform_of(hash_word(key, offs)))
-        better = w * lane_e > lane_w * e  # only w > 0 races; strict, so each lane keeps its earliest
-        lane_idx = tl.where(better, offs, lane_idx)
-        lane_w = tl.where(better, w, lane_w)
-        lane_e = tl.where(better, e, lane_e)
+        lane_w, lane_e, lane_idx = race_lanes(lane_w, lane_e, lane_idx, w, e, offs)
     return ratio_best(lane_w, lane_e, lane_idx)
 
 

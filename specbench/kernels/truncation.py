@@ -67,6 +67,8 @@ from specbench.kernels.rows import (
     clean,
     clean_prob,
     load_scaled,
+    race_lanes,
+    ratio_best,
     softmax_stats_slice,
 )
 from specbench.kernels.sequential import _residual_token
@@ -275,12 +277,8 @@ def _race_kept_weights(t_row, d_row, V, inv_temperature, key, exclude, m, mass, 
             w = w - q
         w = tl.where(offs < V, w, 0.0)
         e = neg_log_of_uniform(uniform_of(hash_word(key, offs)))
-        better = w * lane_e > lane_w * e
-        lane_idx = tl.where(better, offs, lane_idx)
-        lane_w = tl.where(better, w, lane_w)
-        lane_e = tl.where(better, e, lane_e)
-    ratio = tl.where(lane_idx >= 0, tl.log(tl.where(lane_idx >= 0, lane_w, 1.0)) - tl.log(lane_e), float("-inf"))
-    _z, _g, index = best_pair(ratio, tl.zeros_like(ratio), lane_idx)
+        lane_w, lane_e, lane_idx = race_lanes(lane_w, lane_e, lane_idx, w, e, offs)
+    _z, _g, index = ratio_best(lane_w, lane_e, lane_idx)
     return index
 
 

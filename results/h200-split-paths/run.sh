@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# What is to make this folder, on the GPU machine from the repository root with OUT set (one call each):
+#   bash results/h200-split-paths/run.sh check    # GPU tests of the tree and block kernels, then the tree and block
+#                                                 # kernels (one program and split paths) under the three sanitizers
+#   bash results/h200-split-paths/run.sh time     # the split paths timed beside one program per request and the
+#                                                 # token rule: trees (tests/gpu_tree_timing.py and kernels --tree),
+#                                                 # block (kernels --method token,block on the shapes)
+set -uo pipefail
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin
+out=${OUT:?set OUT to the folder for the results}
+S="python3 -m specbench --format plain"
+{ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
+  python3 -c 'import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)'
+  date -u; } > "$out/machine.txt" 2>&1
+case ${1:-} in
+  check)
+    timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_trees_triton.py tests/test_methods.py \
+      > "$out/pytest.txt" 2>&1; echo "pytest exit $?"; tail -n 2 "$out/pytest.txt"
+    for part in trees block; do for tool in memcheck initcheck racecheck; do
+      timeout ${LIMIT:-330} python3 tests/sanitize_kernels.py --part $part --tools $tool --shard 1/1 \
+        --out "$out/sanitize-$part-$tool" > "$out/sanitize-$part-$tool.txt" 2>&1 &
+    done; done
+    wait; tail -n 1 "$out"/sanitize-*.txt ;;
+  time)
+    timeout 150 python3 tests/gpu_tree_timing.py --out "$out/tree-timing.json" > "$out/tree-timing.txt" 2>&1
+    echo "tree timing exit $?"
+    K="$S kernels --no-charts --impl triton,triton-split --mode probabilistic"
+    $K --tree 2x2,chain:4 -b 1,8,64,256 --model llama3 -l 2,full --draft logits,probs -o "$out/kernels-trees" \
+      > "$out/kernels-trees.txt" 2>&1; echo "kernels --tree exit $?"
+    B="$K --method token,block --draft logits,probs --target logits,probs -o $out/kernels-block --resume"
+    { $B -b 64 -k 4 --model qwen3 -l 3,full; $B -b 256 -k 7 --model qwen3 -l 3,full
+      $B -b 512 -k 7 --model llama3 -l 3,full; } > "$out/kernels-block.txt" 2>&1
+    echo "kernels --method block exit $?" ;;
+  *) echo "usage: run.sh check|time" >&2; exit 2 ;;
+esac

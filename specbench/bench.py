@@ -94,8 +94,10 @@ DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bf
 BASELINE = "torch"
 MIN_TOKEN_AGREEMENT = 0.999
 INTERPRET_MAX_ELEMENTS = 1 << 18  # target logits elements the Triton interpreter is asked to run
-_REJECTED_LOGIT = -1.0e4
-_PEAK_LOGIT = 40.0
+# planned inputs (module docstring; tree_inputs too): a rejected draft's target logit, an accepted one-hot
+# draft's raise
+REJECTED_LOGIT = -1.0e4
+PEAK_LOGIT = 40.0
 # a cold median this many times faster than bytes_needed over the copy bandwidth is flagged
 DRAM_FLOOR_MARGIN = 1.25
 # a GPU case whose inputs take at most PLACEMENT_BYTES is timed on PLACEMENTS copies of them at other
@@ -415,11 +417,11 @@ def make_inputs(case: Case, device: str | torch.device = "cpu", seed: int = 0) -
     drafts = torch.where(accepted, top, torch.where(rejected, other, anything))  # [B, K]
 
     rej_b, rej_i = rejected.nonzero(as_tuple=True)
-    target[rej_b, rej_i, drafts[rej_b, rej_i]] = _REJECTED_LOGIT  # p(x) = 0 and x is not the argmax
+    target[rej_b, rej_i, drafts[rej_b, rej_i]] = REJECTED_LOGIT  # p(x) = 0 and x is not the argmax
     acc_b, acc_i = accepted.nonzero(as_tuple=True)
     inputs = CaseInputs(case, target, drafts, planned)
     if case.mode == "probabilistic" and case.draft == "none":
-        target[acc_b, acc_i, drafts[acc_b, acc_i]] += _PEAK_LOGIT  # one-hot drafts: accept iff u < p(x) = 1
+        target[acc_b, acc_i, drafts[acc_b, acc_i]] += PEAK_LOGIT  # one-hot drafts: accept iff u < p(x) = 1
     elif case.mode == "probabilistic":
         draft_logits = torch.randn(batch, num_spec, vocab, generator=gen, dtype=dtype, device=device)  # [B, K, V]
         draft_logits[acc_b, acc_i] = target[acc_b, acc_i]

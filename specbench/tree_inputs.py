@@ -32,9 +32,6 @@ import torch
 
 from specbench.trees import DraftTree, children
 
-_REJECTED_LOGIT = -1.0e4
-_PEAK_LOGIT = 40.0
-
 
 def spine(parents: Sequence[int]) -> list[int]:
     """The path of first children from the root: ``spine[d]`` is the first child of ``spine[d - 1]``."""
@@ -55,6 +52,8 @@ def tree_tensors(parents: Sequence[int], planned: torch.Tensor, vocab: int, dtyp
                  gen: torch.Generator, device: torch.device) -> dict:
     """The planned inputs (module docstring): ``target_logits [B, N + 1, V]``, ``draft_token_ids [B, N]``,
     ``draft_logits`` / ``draft_probs [B, N, V]`` or None, and ``tree`` (a ``DraftTree``)."""
+    from specbench.bench import PEAK_LOGIT, REJECTED_LOGIT  # here: bench imports this module
+
     batch, num_nodes = planned.numel(), len(parents)
     path = spine(parents)
     target = torch.randn(batch, num_nodes + 1, vocab, generator=gen, dtype=dtype, device=device)
@@ -70,11 +69,11 @@ def tree_tensors(parents: Sequence[int], planned: torch.Tensor, vocab: int, dtyp
     anything = torch.randint(0, vocab, (batch, num_nodes), generator=gen, device=device)
     drafts = torch.where(accepted, top, torch.where(rejected, other, anything))
     rej_b, rej_j = rejected.nonzero(as_tuple=True)
-    target[rej_b, test_row[rej_j], drafts[rej_b, rej_j]] = _REJECTED_LOGIT
+    target[rej_b, test_row[rej_j], drafts[rej_b, rej_j]] = REJECTED_LOGIT
     acc_b, acc_j = accepted.nonzero(as_tuple=True)
     out = {"target_logits": target, "draft_token_ids": drafts, "draft_logits": None, "draft_probs": None}
     if mode == "probabilistic" and draft == "none":
-        target[acc_b, test_row[acc_j], drafts[acc_b, acc_j]] += _PEAK_LOGIT
+        target[acc_b, test_row[acc_j], drafts[acc_b, acc_j]] += PEAK_LOGIT
     elif mode == "probabilistic":
         draft_logits = torch.randn(batch, num_nodes, vocab, generator=gen, dtype=dtype, device=device)
         draft_logits[acc_b, acc_j] = target[acc_b, test_row[acc_j]]

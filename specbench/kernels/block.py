@@ -43,8 +43,15 @@ from specbench.kernels.decide import (
     target_prob_of,
 )
 from specbench.kernels.rng import hash_word, neg_log_of_uniform, stream_key, uniform_at, uniform_of
-from specbench.kernels.rows import argmax_slice, best_pair, race_lanes, ratio_best, softmax_stats_slice
-from specbench.kernels.split import finish_greedy, last_to_arrive, store_row_partial, write_request
+from specbench.kernels.rows import argmax_slice, race_lanes, ratio_best, softmax_stats_slice
+from specbench.kernels.split import (
+    finish_greedy,
+    last_to_arrive,
+    merge_race,
+    store_race,
+    store_row_partial,
+    write_request,
+)
 
 
 @triton.jit
@@ -451,16 +458,11 @@ def _block_race_kernel(
                                        tl.load(record_f + 3 * OUT_BLOCK + terminal),
                                        tl.load(record_f + 4 * OUT_BLOCK + terminal), x, x_valid, key, DRAFT,
                                        TARGET_PROBS, BLOCK)
-        tl.store(race_f + split * 2 + 0, z)
-        tl.store(race_f + split * 2 + 1, g)
-        tl.store(race_i + split * 2 + 0, idx)
+        store_race(race_f, race_i, split, z, g, idx, -1)
         if last_to_arrive(arrivals_ptr, b, RACE_SPLITS):
-            splits = tl.arange(0, S_BLOCK)
-            mask = splits < RACE_SPLITS
-            _z, _g, token = best_pair(tl.load(race_f + splits * 2, mask=mask, other=float("-inf")),
-                                      tl.load(race_f + splits * 2 + 1, mask=mask, other=0.0),
-                                      tl.load(race_i + splits * 2, mask=mask, other=-1))
+            token = merge_race(race_f, race_i, RACE_SPLITS, S_BLOCK)
             if (token < 0) & (kind == _RESIDUAL):  # nothing left: the race over p with the same E_y
-                _z, _g, token = sample_row(t_row, 0, V, inv_temperature, key, TARGET_PROBS, False, BLOCK)
-            tl.store(out_ptr + b * out_stride + terminal, token.to(tl.int64))
+                _z, _g, index = sample_row(t_row, 0, V, inv_temperature, key, TARGET_PROBS, False, BLOCK)
+                token = index.to(tl.int64)
+            tl.store(out_ptr + b * out_stride + terminal, token)
             tl.store(num_emitted_ptr + b, terminal + (token >= 0).to(tl.int32))

@@ -267,7 +267,7 @@ def _race_slice(t_row, d_row, start, stop, inv_temperature, key, kind, exclude, 
 
 
 @triton.jit
-def _merge_race(race_f, race_i, NUM_SPLITS, S_BLOCK: tl.constexpr):
+def merge_race(race_f, race_i, NUM_SPLITS, S_BLOCK: tl.constexpr):
     # the token of the slices' race partials: the race's winner, else the fallback token (-1: none)
     splits = tl.arange(0, S_BLOCK)
     mask = splits < NUM_SPLITS
@@ -284,7 +284,7 @@ def _finish_race(race_f, race_i, NUM_SPLITS, kind, t_row, V, inv_temperature, ke
                  SCREEN: tl.constexpr, BLOCK: tl.constexpr, S_BLOCK: tl.constexpr):
     # the terminal token from the slices' partials; a residual with no mass anywhere (rare: p <= q
     # everywhere) takes the race over p with the same E_y, over the whole row in this one program
-    token = _merge_race(race_f, race_i, NUM_SPLITS, S_BLOCK)
+    token = merge_race(race_f, race_i, NUM_SPLITS, S_BLOCK)
     if (token < 0) & (kind >= RACE_RESIDUAL_LOGITS) & (kind <= RACE_RESIDUAL_PROBS):
         _z, _g, idx = sample_row(t_row, 0, V, inv_temperature, key, TARGET_PROBS, SCREEN, BLOCK)
         token = idx.to(tl.int64)
@@ -364,7 +364,7 @@ def _split_terminal_kernel(
             t_row = t_base + t * target_stride_k
             z, g, idx, fidx = _race_slice(t_row, d_base + t * draft_stride_k, start, stop, inv_temperature, key, kind,
                                           exclude, 0.0, 1.0, 0.0, 1.0, DRAFT, TARGET_PROBS, SCREEN, BLOCK)
-            _store_race(race_f, race_i, split, z, g, idx, fidx)
+            store_race(race_f, race_i, split, z, g, idx, fidx)
             if last_to_arrive(arrivals_ptr, b, NUM_SPLITS):
                 token = _finish_race(race_f, race_i, NUM_SPLITS, kind, t_row, V, inv_temperature, key, TARGET_PROBS,
                                      SCREEN, BLOCK, S_BLOCK)
@@ -390,7 +390,7 @@ def _split_terminal_kernel(
             z, g, idx, fidx = _race_slice(t_row, d_base + t * draft_stride_k, start, stop, inv_temperature, key, kind,
                                           exclude, tl.load(record_f + 0), tl.load(record_f + 1), tl.load(record_f + 2),
                                           tl.load(record_f + 3), DRAFT, TARGET_PROBS, SCREEN, BLOCK)
-            _store_race(race_f, race_i, split, z, g, idx, fidx)
+            store_race(race_f, race_i, split, z, g, idx, fidx)
             if last_to_arrive(arrivals_ptr, b, NUM_SPLITS):
                 token = _finish_race(race_f, race_i, NUM_SPLITS, kind, t_row, V, inv_temperature, key, TARGET_PROBS,
                                      SCREEN, BLOCK, S_BLOCK)
@@ -406,7 +406,7 @@ def _terminal_key(key_of_seed, position, purpose):
 
 
 @triton.jit
-def _store_race(race_f, race_i, split, z, g, idx, fidx):
+def store_race(race_f, race_i, split, z, g, idx, fidx):
     tl.store(race_f + split * RACE_FIELDS + 0, z)
     tl.store(race_f + split * RACE_FIELDS + 1, g)
     tl.store(race_i + split * 2 + 0, idx)

@@ -41,8 +41,8 @@ from specbench.kernels.decide import (
     target_prob_of,
 )
 from specbench.kernels.rng import hash_word, neg_log_of_uniform, stream_key, uniform_at, uniform_of
-from specbench.kernels.rows import argmax_slice, best_pair, race_lanes, ratio_best, softmax_stats_slice
-from specbench.kernels.split import last_to_arrive
+from specbench.kernels.rows import argmax_slice, race_lanes, ratio_best, softmax_stats_slice
+from specbench.kernels.split import last_to_arrive, merge_race, store_race, store_row_partial
 
 # what is left to emit when a walk stops (_walk)
 FINAL_DONE = tl.constexpr(0)  # the token is known (greedy rows, invalid rows)
@@ -477,17 +477,14 @@ def _tree_rows_kernel(
     rows_f = scratch_f_ptr + b * (N + 1) * ROW_SPLITS * _ROW_FIELDS
     rows_i = scratch_i_ptr + b * (N + 1) * ROW_SPLITS
     cell = r * ROW_SPLITS + split
-    tl.store(rows_f + cell * _ROW_FIELDS + 0, v0)
-    tl.store(rows_f + cell * _ROW_FIELDS + 1, v1)
-    tl.store(rows_f + cell * _ROW_FIELDS + 2, v2)
-    tl.store(rows_f + cell * _ROW_FIELDS + 3, v3)
-    tl.store(rows_i + cell, idx)
+    store_row_partial(rows_f + cell * _ROW_FIELDS, rows_i + cell, v0, v1, v2, v3, idx)
     if last_to_arrive(arrivals_ptr, b, (N + 1) * ROW_SPLITS):
         best, merged_m, merged_s, merged_md, merged_sd = merge_rows(rows_f, rows_i, N + 1, ROW_SPLITS, _ROW_FIELDS,
                                                                     ROW_BLOCK, S_BLOCK)
         (path, length, place, final, token, m, s, rejected, sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd,
          sib_div) = _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
-                          token_valid, t_base, target_stride_k, d_base, draft_stride_k, scratch_f_ptr, 0, 0, V, N,
+                          token_valid, t_base, target_stride_k, d_base, draft_stride_k,
+                          scratch_f_ptr, 0, 0, V, N,  # no rates table: the synthetic mode never takes this path
                           best, merged_m, merged_s, merged_md, merged_sd, tl.arange(0, ROW_BLOCK),
                           MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, True, BLOCK, NODE_BLOCK)
         valid_request = request_valid(inv_temperature)
@@ -561,16 +558,11 @@ def _tree_race_kernel(
                                        tl.load(record_f + 2 + 2 * NODE_BLOCK + lanes),
                                        tl.load(record_f + 2 + 3 * NODE_BLOCK + lanes), key, DRAFT, TARGET_PROBS,
                                        WITHOUT_REPLACEMENT, BLOCK)
-        tl.store(race_f + split * 2 + 0, z)
-        tl.store(race_f + split * 2 + 1, g)
-        tl.store(race_i + split * 2 + 0, idx)
+        store_race(race_f, race_i, split, z, g, idx, -1)
         if last_to_arrive(arrivals_ptr, b, RACE_SPLITS):
-            splits = tl.arange(0, S_BLOCK)
-            mask = splits < RACE_SPLITS
-            _z, _g, token = best_pair(tl.load(race_f + splits * 2, mask=mask, other=float("-inf")),
-                                      tl.load(race_f + splits * 2 + 1, mask=mask, other=0.0),
-                                      tl.load(race_i + splits * 2, mask=mask, other=-1))
+            token = merge_race(race_f, race_i, RACE_SPLITS, S_BLOCK)
             if (token < 0) & (final == FINAL_RESIDUAL):  # nothing left: the race over p with the same stream
-                _z, _g, token = sample_row(t_row, 0, V, inv_temperature, key, TARGET_PROBS, False, BLOCK)
-            tl.store(out_ptr + b * out_stride + length, token.to(tl.int64))
+                _z, _g, index = sample_row(t_row, 0, V, inv_temperature, key, TARGET_PROBS, False, BLOCK)
+                token = index.to(tl.int64)
+            tl.store(out_ptr + b * out_stride + length, token)
             tl.store(num_emitted_ptr + b, length + (token >= 0).to(tl.int32))

@@ -205,6 +205,20 @@ def resources(cubin: Path) -> dict[str, int]:
     return {key.lower(): int(value) for key, value in re.findall(r"\b(REG|STACK):(\d+)", usage)}
 
 
+def fused_shuffles(ptx: str) -> int:
+    """FMAs that take a value another thread sent (a butterfly shuffle's result).
+
+    In a sum across threads every thread of a pair must add the same two rounded values. When the
+    compiler fuses a thread's own product into that add (fma(a, b, partner)) while the partner adds the
+    rounded product, the threads end with totals that differ in the last bit, and a later layout change
+    through shared memory keeps whichever thread wrote last (racecheck reports it). Sums of products
+    go through ``rounded_product`` to prevent it; this count must stay 0.
+    """
+    shuffled = set(re.findall(r"shfl\.sync\.bfly\.b32\s+(%r\d+),", ptx))
+    fmas = re.findall(r"fma\.rn\.f32\s+%r\d+,\s*(%r\d+),\s*(%r\d+),\s*(%r\d+);", ptx)
+    return sum(any(operand in shuffled for operand in operands) for operands in fmas)
+
+
 def sass_loops(cubin: Path) -> list[dict[str, int]]:
     """The innermost loops of the SASS (a backward branch whose body holds no other one).
 
@@ -250,7 +264,8 @@ def _compile(index: int, arch: int, with_loops: bool) -> dict:
         cubin = Path(workdir) / "kernel.cubin"
         cubin.write_bytes(compiled.asm["cubin"])
         row = {"kernel": kernel.fn.__name__, "constexprs": constexprs, "num_warps": warps, "dtype": dtype,
-               "cubin_bytes": cubin.stat().st_size, **resources(cubin)}
+               "cubin_bytes": cubin.stat().st_size, "fused_shuffles": fused_shuffles(compiled.asm["ptx"]),
+               **resources(cubin)}
         if with_loops:
             row["loops"] = sass_loops(cubin)
     return row

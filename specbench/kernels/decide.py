@@ -25,6 +25,7 @@ from specbench.kernels.rows import (
     prob_of,
     race_logits_slice,
     race_weights_slice,
+    rounded_product,
 )
 
 MODE_GREEDY = tl.constexpr(0)
@@ -246,7 +247,7 @@ def _merge_softmax_rows(ms, ss):
     # per row: max over the slices, and the slices' sums rescaled to it
     m = tl.max(ms, axis=1)
     m_safe = tl.where(m == float("-inf"), 0.0, m)
-    return m, tl.sum(ss * tl.exp(ms - m_safe[:, None]), axis=1)
+    return m, tl.sum(rounded_product(ss, tl.exp(ms - m_safe[:, None])), axis=1)
 
 
 @triton.jit

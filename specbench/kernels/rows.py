@@ -147,10 +147,19 @@ def _fold_tiles(m, s, z):
 
 
 @triton.jit
+def rounded_product(a, b):
+    # a * b rounded on its own. A sum over threads of plain products lets the compiler fuse a thread's own
+    # product into the first cross-thread add (an fma), while its partner adds the rounded product: the
+    # threads that hold one row's total then disagree in the last bit, and which value a later layout
+    # change keeps depends on timing (compute-sanitizer racecheck reports it). fma(a, b, 0) is not fused.
+    return tl.fma(a, b, 0.0)
+
+
+@triton.jit
 def _reduce_stats(m, s):
     # the threads' (m, s) merged; a row with no finite value (every s 0) comes back as (-inf, 0)
     m_row = tl.max(m, axis=0)
-    s_row = tl.sum(s * tl.exp(m - m_row), axis=0)
+    s_row = tl.sum(rounded_product(s, tl.exp(m - m_row)), axis=0)
     return tl.where(s_row == 0.0, float("-inf"), m_row), s_row
 
 

@@ -65,6 +65,17 @@ def _row_chunk(t_row, d_row, offs, V, inv_temperature, m, s, md, sd, x, x_valid,
 
 
 @triton.jit
+def _mass_possible(weight, DRAFT: tl.constexpr):
+    # whether r = sum max(w p - q, 0) can be above 0: not when w = 0 and q >= 0 everywhere (a softmax or a
+    # one-hot; given draft probabilities may hold negative entries, so their rows are always summed). p is
+    # finite after cleaning, so w p = 0 and every term is max(-q, 0) = 0: the row need not be read.
+    if DRAFT == DRAFT_PROBS:
+        return weight >= 0.0  # always: every weight is in [0, 1] (a tensor, as the other branch)
+    else:
+        return weight > 0.0
+
+
+@triton.jit
 def _residual_mass(t_row, d_row, start, stop, inv_temperature, weight, m, s, md, sd, x, x_valid,
                    DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr):
     # r = sum_y max(w p(y) - q(y), 0) over [start, stop) of the row
@@ -115,12 +126,14 @@ def _row_stats(t_row, d_row, V, inv_temperature, DRAFT: tl.constexpr, TARGET_PRO
     # (m, s, md, sd): the target's softmax statistics (0, 1 for probabilities) and the draft's (draft
     # logits; md = 0 marks draft probabilities, md = -inf one-hot drafts)
     if TARGET_PROBS:
-        md, sd, _m2, _s2 = softmax_stats_slice(d_row, d_row, 0, V, inv_temperature, False, BLOCK)
         m = 0.0
         s = 1.0
-        if DRAFT == DRAFT_PROBS:
+        sd = 1.0
+        if DRAFT == DRAFT_LOGITS:  # the only row read here: probabilities and one-hot drafts need no statistics
+            md, sd, _m2, _s2 = softmax_stats_slice(d_row, d_row, 0, V, inv_temperature, False, BLOCK)
+        elif DRAFT == DRAFT_PROBS:
             md = 0.0
-        if DRAFT == DRAFT_NONE:
+        else:
             md = float("-inf")
     else:
         m, s, md, sd = softmax_stats_slice(t_row, d_row, 0, V, inv_temperature, DRAFT == DRAFT_LOGITS, BLOCK)
@@ -204,9 +217,11 @@ def _verify_block_kernel(
             x = tl.sum(tl.where(slots == i, drafts, 0), axis=0)
             x_valid = (x >= 0) & (x < V)
             w_i = row_at(weights, slots, i)
-            r = _residual_mass(t_base + i * target_stride_k, d_base + i * draft_stride_k, 0, V, inv_temperature, w_i,
-                               row_at(ms, slots, i), row_at(ss, slots, i), row_at(mds, slots, i),
-                               row_at(sds, slots, i), x, x_valid, DRAFT, TARGET_PROBS, BLOCK)
+            r = 0.0
+            if _mass_possible(w_i, DRAFT):
+                r = _residual_mass(t_base + i * target_stride_k, d_base + i * draft_stride_k, 0, V, inv_temperature,
+                                   w_i, row_at(ms, slots, i), row_at(ss, slots, i), row_at(mds, slots, i),
+                                   row_at(sds, slots, i), x, x_valid, DRAFT, TARGET_PROBS, BLOCK)
             stop = tl.where(r > 0.0, r / (r + 1.0 - w_i), 0.0)
             if uniform_at(stream_key(key_of_seed, position + i - 1, ACCEPT), 0) < stop:
                 terminal = i
@@ -305,7 +320,10 @@ def _block_rows_kernel(
             store_row_partial(rows_f + cell * _ROW_FIELDS, rows_i + cell, best_val, 0.0, float("-inf"), 0.0, best_idx)
     elif r < n:
         if TARGET_PROBS:
-            md, sd, _m2, _s2 = softmax_stats_slice(d_row, d_row, start, stop, inv_temperature, False, BLOCK)
+            md = 0.0
+            sd = 0.0
+            if DRAFT == DRAFT_LOGITS:  # draft probabilities and one-hot drafts need no statistics (not read)
+                md, sd, _m2, _s2 = softmax_stats_slice(d_row, d_row, start, stop, inv_temperature, False, BLOCK)
             store_row_partial(rows_f + cell * _ROW_FIELDS, rows_i + cell, 0.0, 0.0, md, sd, -1)
         else:
             m, s, md, sd = softmax_stats_slice(t_row, d_row, start, stop, inv_temperature, DRAFT == DRAFT_LOGITS,
@@ -385,7 +403,7 @@ def _block_masses_kernel(
         last = tl.load(record_i + 0) != 0
         t_base = target_ptr + b * target_stride_b
         d_base = draft_ptr + b * draft_stride_b
-        if (~last) & (r >= 1) & (r < n):
+        if (~last) & (r >= 1) & (r < n) & _mass_possible(tl.load(record_f + r), DRAFT):
             start = split * CHUNK
             stop = tl.where(split == ROW_SPLITS - 1, V, start + CHUNK)
             x = tl.load(draft_ids_ptr + b * draft_ids_stride + r)
@@ -400,8 +418,11 @@ def _block_masses_kernel(
             terminal = tl.where(last, n, 0)
             i = n - 1
             while (i > 0) & (terminal == 0):
-                r_i = tl.sum(tl.load(masses + i * ROW_SPLITS + splits, mask=splits < ROW_SPLITS, other=0.0), axis=0)
                 w_i = tl.load(record_f + i)
+                r_i = 0.0
+                if _mass_possible(w_i, DRAFT):  # the rows whose partials were written
+                    r_i = tl.sum(tl.load(masses + i * ROW_SPLITS + splits, mask=splits < ROW_SPLITS, other=0.0),
+                                 axis=0)
                 stop_at = tl.where(r_i > 0.0, r_i / (r_i + 1.0 - w_i), 0.0)
                 if uniform_at(stream_key(key_of_seed, position + i - 1, ACCEPT), 0) < stop_at:
                     terminal = i

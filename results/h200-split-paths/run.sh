@@ -8,6 +8,7 @@
 #                                                 # block (kernels --method token,block on the shapes)
 #   bash results/h200-split-paths/run.sh recheck  # block under racecheck after its fix, and the truncation shard that
 #                                                 # the check call's limit cut off
+#   bash results/h200-split-paths/run.sh block    # block timed again after 6e665dd, then under the three sanitizers
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin
 out=${OUT:?set OUT to the folder for the results}
@@ -45,5 +46,16 @@ case ${1:-} in
         --out "$out/$name" > "$out/$name.txt" 2>&1 &
     done
     wait; tail -n 1 "$out"/recheck-*.txt ;;
-  *) echo "usage: run.sh check|time|recheck" >&2; exit 2 ;;
+  block)  # block after it stopped reading rows it never uses (6e665dd): timed again, then the three sanitizers
+    K="$S kernels --no-charts --impl triton,triton-split --mode probabilistic"
+    B="$K --method token,block --draft logits,probs --target logits,probs -o $out/kernels-block-2 --resume"
+    { $B -b 64 -k 4 --model qwen3 -l 3,full; $B -b 256 -k 7 --model qwen3 -l 3,full
+      $B -b 512 -k 7 --model llama3 -l 3,full; } > "$out/kernels-block-2.txt" 2>&1
+    echo "kernels --method block exit $?"
+    for tool in memcheck initcheck racecheck; do
+      timeout ${LIMIT:-300} python3 tests/sanitize_kernels.py --part block --tools $tool --shard 1/1 \
+        --out "$out/block-$tool" > "$out/block-$tool.txt" 2>&1 &
+    done
+    wait; tail -n 1 "$out"/block-*.txt ;;
+  *) echo "usage: run.sh check|time|recheck|block" >&2; exit 2 ;;
 esac

@@ -217,7 +217,7 @@ def _tree_workload(mine, device) -> int:
                         for candidates in ("independent", "without_replacement") if mode == "probabilistic" else \
                                 ("independent",):
                             tree = DraftTree(parents.to(device), candidates)
-                            for strategy in ("auto", "split"):  # one program per request; the split path
+                            for strategy in ("sequential", "split"):  # one program per request; the split path
                                 with launch.strategy(strategy):
                                     for _ in range(2):  # the JIT launch, then the direct one
                                         verify(mode=mode, backend="triton", check_values=False, tree=tree, **kwargs)
@@ -246,7 +246,7 @@ def _block_workload(mine, device) -> int:
                 for batch, num_spec, vocab in shapes:
                     kwargs = hostile_inputs(batch, num_spec, vocab, draft, target, dtype, seed=batch + vocab)
                     kwargs = {k: v.to(device) for k, v in kwargs.items()}
-                    for strategy in ("auto", "split"):
+                    for strategy in ("sequential", "split"):  # one program per request; the split path
                         with launch.strategy(strategy):
                             for _ in range(2):  # the JIT launch, then the direct one
                                 verify(mode="probabilistic", method="block", backend="triton", check_values=False,

@@ -377,9 +377,12 @@ def verify(
 
 def _verify_block(*, target_logits, target_probs, draft_token_ids, num_draft_tokens, draft_logits, draft_probs,
                   temperatures, seeds, positions) -> VerifyResult:
-    # block verification, untruncated (specbench/kernels/block.py): one program per request; or, forced by
-    # strategy("split"), the split path (rows, residual masses and the final race each split across programs).
-    # "auto" keeps one program per request until the split path's speed is measured on a GPU.
+    # block verification, untruncated (specbench/kernels/block.py): on a GPU the split path (rows, residual
+    # masses and the final race each split across programs); one program per request under
+    # strategy("sequential") and on the CPU. The split path was faster in 22 of the 24 graph rows measured on an
+    # H200 (B x K = 64 x 4, 256 x 7 Qwen3, 512 x 7 Llama 3; draft and target logits and probabilities; L = 3 and
+    # all accepted; results/h200-split-paths/README.md), up to 7x at B = 64; slower only at 512 x 7 with target
+    # and draft probabilities all accepted (175.9 against 145.2 µs) and level at 512 x 7 logits all accepted.
     step = _Step.of(target_logits, target_probs, draft_logits, draft_probs, draft_token_ids)
     target, draft, draft_ids = step.target, step.draft, step.draft_ids
     batch, num_slots, vocab = target.shape
@@ -392,7 +395,7 @@ def _verify_block(*, target_logits, target_probs, draft_token_ids, num_draft_tok
             draft_ids.stride(0), num_draft_tokens, temperatures, seeds, positions)
     forms = {"DRAFT": step.draft_kind, "TARGET_PROBS": step.target_is_probs}
     out_block = _next_power_of_2(num_slots)
-    if _strategy != "split":
+    if _strategy == "sequential" or (_strategy == "auto" and device.type != "cuda"):
         block, num_warps = _truncation_shape(vocab, device)
         _BLOCK((batch,), (out, out.stride(0), num_emitted, num_accepted, *rows, vocab, num_slots), num_warps, key,
                BLOCK=block, OUT_BLOCK=out_block, **forms)

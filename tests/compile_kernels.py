@@ -40,7 +40,7 @@ from specbench.kernels.logprobs import _logprobs_kernel
 from specbench.kernels.sequential import _verify_sequential_kernel
 from specbench.kernels.split import _split_rows_kernel, _split_terminal_kernel
 from specbench.kernels.synthetic import _simulate_kernel, _simulate_mixture_kernel
-from specbench.kernels.tree import _tree_race_kernel, _tree_rows_kernel, _verify_tree_kernel
+from specbench.kernels.tree import _tree_masses_kernel, _tree_race_kernel, _tree_rows_kernel, _verify_tree_kernel
 from specbench.kernels.truncation import _truncation_prepass_kernel, _verify_truncated_kernel
 
 # pointer arguments by name (target and draft rows take the logits dtype)
@@ -100,7 +100,7 @@ def variants() -> list[tuple[object, dict[str, int], int, str]]:
 def tree_variants() -> list[tuple[object, dict[str, int], int, str]]:
     """The tree kernel at its launch shape (the chain's one-program shape at B = 256) for trees of up to 8 nodes:
     every mode, target and draft form, both candidate rules where they differ (the probabilistic mode), in
-    float32, and target and draft logits in bfloat16; the split path's two kernels in float32."""
+    float32, and target and draft logits in bfloat16; the split path's kernels (rows, masses, race) in float32."""
     out = []
     for mode, mode_id in MODES.items():
         block, warps = launch._launch_shape(1 << 17, _GPU, False, mode, 256)
@@ -117,9 +117,10 @@ def tree_variants() -> list[tuple[object, dict[str, int], int, str]]:
                     # the split path at B = 8 (its shape there)
                     split_block, split_warps = launch._launch_shape(1 << 17, _GPU, True, mode, 8)
                     split = {**constexprs, "BLOCK": split_block, "S_BLOCK": 64}
-                    out.append((_tree_rows_kernel, {**split, "ROW_BLOCK": 8}, split_warps, "fp32"))
+                    split["ROW_BLOCK"] = 8
+                    out.append((_tree_rows_kernel, split, split_warps, "fp32"))
                     if mode != "greedy":
-                        out.append((_tree_race_kernel, split, split_warps, "fp32"))
+                        out.extend((kernel, split, split_warps, "fp32") for kernel in (_tree_masses_kernel, _tree_race_kernel))
     return out
 
 

@@ -146,3 +146,32 @@ def test_a_tree_whose_node_count_is_a_power_of_two_fills_its_last_slot():
                     backend="triton")
     assert result.output_token_ids.cpu().tolist() == logits.argmax(-1).tolist()
     assert result.num_emitted.tolist() == [5] * 3 and result.accepted_nodes.cpu().tolist() == [[0, 1, 2, 3]] * 3
+
+
+@pytest.mark.parametrize("form", ["draft logits", "target probs", "without replacement, draft probs"])
+def test_the_split_tree_path_sums_the_first_rejection_across_programs(form):
+    # every request's first child at the root drafts the root row's least likely token (rejected), so its second
+    # child is tested against the mass left after the first, which the split path sums across programs before
+    # the walk (_tree_masses_kernel); the third child needs the next mass, from a pass in the walk
+    launch = triton_launch()
+    device = device_for("triton")
+    parents = [-1, -1, -1, 1]
+    kwargs, tree = _tree_call(form, parents, 16, seed=8, vocab=2100)
+    kwargs.update(num_draft_tokens=torch.full((16,), len(parents)), temperatures=torch.full((16,), 0.9))
+    target = kwargs.get("target_logits", kwargs.get("target_probs"))
+    # the first child's row puts much of its mass on the root row's least likely token, and drafts it: rejected,
+    # leaving a mass well below 1 that decides the second child's test
+    unlikely = target[:, 0].argmin(-1)
+    kwargs["draft_token_ids"][:, 0] = unlikely
+    if "draft_logits" in kwargs:
+        kwargs["draft_logits"][torch.arange(16), 0, unlikely] += 4.0
+    else:
+        spike = torch.nn.functional.one_hot(unlikely, 2100).float()
+        kwargs["draft_probs"][:, 0] = 0.5 * kwargs["draft_probs"][:, 0] + 0.5 * spike
+    want = verify(**kwargs, tree=tree, backend="torch")
+    with launch.strategy("split"):
+        got = verify(**_on(device, kwargs), tree=DraftTree(tree.parents.to(device), tree.candidates), backend="triton")
+    for field in ("output_token_ids", "num_emitted", "num_accepted", "accepted_nodes"):
+        assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), (form, field)
+    second = want.accepted_nodes[:, 0] == 1
+    assert 0 < int(second.sum()) < 16  # the second child's test both passes and fails across the batch

@@ -9,6 +9,8 @@
 #   bash results/h200-split-paths/run.sh recheck  # block under racecheck after its fix, and the truncation shard that
 #                                                 # the check call's limit cut off
 #   bash results/h200-split-paths/run.sh block    # block timed again after 6e665dd, then under the three sanitizers
+#   bash results/h200-split-paths/run.sh trees    # the tree split path with the first rejections' masses split:
+#                                                 # timed, then GPU tests beside the three sanitizers
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin
 out=${OUT:?set OUT to the folder for the results}
@@ -57,5 +59,15 @@ case ${1:-} in
         --out "$out/block-$tool" > "$out/block-$tool.txt" 2>&1 &
     done
     wait; tail -n 1 "$out"/block-*.txt ;;
-  *) echo "usage: run.sh check|time|recheck|block" >&2; exit 2 ;;
+  trees)  # the tree split path after the first rejections' masses moved across programs: timed, then tested on
+          # the GPU beside the three sanitizers (two shards each, LIMIT seconds)
+    timeout 150 python3 tests/gpu_tree_timing.py --out "$out/tree-timing-2.json" > "$out/tree-timing-2.txt" 2>&1
+    echo "tree timing exit $?"
+    timeout ${LIMIT:-300} python3 -m pytest -q -p no:cacheprovider tests/test_trees_triton.py > "$out/pytest-trees.txt" 2>&1 &
+    for tool in memcheck initcheck racecheck; do for shard in 1 2; do
+      timeout ${LIMIT:-300} python3 tests/sanitize_kernels.py --part trees --tools $tool --shard $shard/2 \
+        --out "$out/trees-$tool-$shard" > "$out/trees-$tool-$shard.txt" 2>&1 &
+    done; done
+    wait; tail -n 2 "$out/pytest-trees.txt"; tail -n 1 "$out"/trees-*.txt ;;
+  *) echo "usage: run.sh check|time|recheck|block|trees" >&2; exit 2 ;;
 esac

@@ -66,7 +66,7 @@ from specbench.kernels.logprobs import _logprobs_kernel
 from specbench.kernels.sequential import _verify_sequential_kernel
 from specbench.kernels.split import _split_rows_kernel, _split_terminal_kernel
 from specbench.kernels.synthetic import _simulate_kernel, _simulate_mixture_kernel
-from specbench.kernels.tree import _tree_race_kernel, _tree_rows_kernel, _verify_tree_kernel
+from specbench.kernels.tree import _tree_masses_kernel, _tree_race_kernel, _tree_rows_kernel, _verify_tree_kernel
 from specbench.kernels.truncation import _truncation_prepass_kernel, _verify_truncated_kernel
 from specbench.verification import VerifyResult
 
@@ -456,21 +456,25 @@ def _verify_tree(*, mode, target_logits, target_probs, draft_token_ids, num_draf
     block, num_warps = _launch_shape(vocab, device, True, mode, batch)
     row_splits, row_chunk = _slices(batch * num_slots, vocab, block, device)
     race_splits, race_chunk = _slices(batch, vocab, block, device)
-    scratch_f = _scratch(batch * (num_slots * row_splits * 4 + race_splits * 2 + 2 + 4 * node_block), torch.float32,
-                         device, key)
-    scratch_i = _scratch(batch * (num_slots * row_splits + race_splits * 2 + 4 + 3 * node_block), torch.int32,
-                         device, key)
+    row_block = _next_power_of_2(num_slots)
+    scratch_f = _scratch(batch * (num_slots * row_splits * 5 + race_splits * 2 + 2 + 4 * node_block + 4 * row_block),
+                         torch.float32, device, key)
+    scratch_i = _scratch(batch * (num_slots * row_splits + race_splits * 2 + 4 + 3 * node_block + row_block),
+                         torch.int32, device, key)
     arrivals = _arrival_counters(batch, device, key)
-    s_block = _next_power_of_2(max(row_splits, race_splits))
-    _TREE_ROWS((batch, num_slots, row_splits),
-               (scratch_f, scratch_i, arrivals, *outputs, *rows, draft_ids, draft_ids.stride(0), parents,
-                parents.stride(0), *requests, vocab, num_nodes, row_splits, race_splits, row_chunk),
-               num_warps, key, BLOCK=block, ROW_BLOCK=_next_power_of_2(num_slots), S_BLOCK=s_block, **common)
+    sizes = {"BLOCK": block, "ROW_BLOCK": row_block, "S_BLOCK": _next_power_of_2(max(row_splits, race_splits)),
+             **common}
+    # the rows' statistics (the greedy mode walks there); the first rejections' masses and the walk; the race
+    for launcher in (_TREE_ROWS,) if mode == "greedy" else (_TREE_ROWS, _TREE_MASSES):
+        launcher((batch, num_slots, row_splits),
+                 (scratch_f, scratch_i, arrivals, *outputs, *rows, draft_ids, draft_ids.stride(0), parents,
+                  parents.stride(0), *requests, vocab, num_nodes, row_splits, race_splits, row_chunk),
+                 num_warps, key, **sizes)
     if mode != "greedy":
         _TREE_RACE((batch, race_splits),
                    (scratch_f, scratch_i, arrivals, out, out.stride(0), num_emitted, *rows, *requests, vocab, num_nodes,
                     row_splits, race_splits, race_chunk),
-                   num_warps, key, BLOCK=block, S_BLOCK=s_block, **common)
+                   num_warps, key, **sizes)
     return result
 
 
@@ -568,6 +572,7 @@ _BLOCK_MASSES = _Launcher(_block_masses_kernel)
 _BLOCK_RACE = _Launcher(_block_race_kernel)
 _TREE = _Launcher(_verify_tree_kernel)
 _TREE_ROWS = _Launcher(_tree_rows_kernel)
+_TREE_MASSES = _Launcher(_tree_masses_kernel)
 _TREE_RACE = _Launcher(_tree_race_kernel)
 _ROWS = _Launcher(_split_rows_kernel)
 _TERMINAL = _Launcher(_split_terminal_kernel)

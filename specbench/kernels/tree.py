@@ -28,6 +28,7 @@ from specbench.kernels.decide import (
     DRAFT_LOGITS,
     DRAFT_NONE,
     DRAFT_PROBS,
+    MODE_GREEDY,
     MODE_SYNTHETIC,
     RESIDUAL,
     SAMPLE,
@@ -145,12 +146,13 @@ def _elder_mass(d_row, inv_temperature, md, sd, x, lanes, k, sib_token, sib_vali
 @triton.jit
 def _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens, token_valid,
           t_base, t_stride, d_base, d_stride, rates_ptr, RATE_DEPTHS, RATE_WIDTH, V, N,
-          merged_best, merged_m, merged_s, merged_md, merged_sd, row_lanes,
+          merged_best, merged_m, merged_s, merged_md, merged_sd, merged_r1, row_lanes,
           MODE: tl.constexpr, DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr, WITHOUT_REPLACEMENT: tl.constexpr,
           SPLIT: tl.constexpr, BLOCK: tl.constexpr, NODE_BLOCK: tl.constexpr):
     # A request's walk down its tree (module docstring), up to the final token. The row statistics come from
     # passes over the rows here, or (SPLIT) from the merged slices of every row: lane r of merged_* holds
-    # target row r's argmax or (m, s), and node r - 1's draft (md, sd). Returns the path, its length, the stop
+    # target row r's argmax or (m, s), node r - 1's draft (md, sd), and the mass R left at place r - 1 after its
+    # first child is rejected (_tree_masses_kernel; read only where that kernel computed it). Returns the path, its length, the stop
     # place, what is left to emit (FINAL_DONE: `token`; FINAL_BONUS: the race over p; FINAL_RESIDUAL: the
     # race over the residual after the `rejected` children in the sibling lanes), the stop row's (m, s).
     path = tl.full([NODE_BLOCK], -1, tl.int32)
@@ -291,9 +293,16 @@ def _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, att
                     k += 1
                     c = tl.min(tl.where(kids & (lanes > c), lanes, NODE_BLOCK), axis=0)
                     if valid & (c < NODE_BLOCK):  # the next sibling's test needs the new mass
-                        mass = _residual_mass(t_row, d_base, d_stride, V, inv_temperature, m, s, k, lanes,
-                                              sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div,
-                                              DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK)
+                        if SPLIT:
+                            summed = k == 1  # after the first child: summed across programs beforehand
+                        else:
+                            summed = k < 0  # never
+                        if summed:
+                            mass = _lane(merged_r1, row_lanes, place + 1)
+                        else:
+                            mass = _residual_mass(t_row, d_base, d_stride, V, inv_temperature, m, s, k, lanes,
+                                                  sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div,
+                                                  DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK)
             rejected = k
             if moved_to < 0:
                 if first == NODE_BLOCK:
@@ -374,7 +383,7 @@ def _verify_tree_kernel(
     (path, length, place, final, token, m, s, rejected, sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd,
      sib_div) = _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
                       token_valid, t_base, target_stride_k, d_base, draft_stride_k, rates_ptr, RATE_DEPTHS,
-                      RATE_WIDTH, V, N, unused.to(tl.int32), unused, unused, unused, unused, tl.arange(0, 2),
+                      RATE_WIDTH, V, N, unused.to(tl.int32), unused, unused, unused, unused, unused, tl.arange(0, 2),
                       MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, False, BLOCK, NODE_BLOCK)
     t_row = t_base + (place + 1).to(tl.int64) * target_stride_k
     t = position + length
@@ -395,22 +404,62 @@ def _verify_tree_kernel(
 
 
 # the split path's scratch, per request (float32 and int32 buffers; R = N + 1 row slots, S the rows kernel's
-# slices, S2 the race kernel's): row partials [R, S, 4] / [R, S], then race partials [S2, 2] / [S2, 2], then the
-# walk's record: (m, s) and the sibling lanes (mass, md, sd, div) x NODE_BLOCK / (final, place, rejected, length)
-# and the sibling lanes (node, token, valid) x NODE_BLOCK
+# slices, S2 the race kernel's): row partials [R, S, 4] / [R, S], then the first-rejection mass partials [R, S],
+# then race partials [S2, 2] / [S2, 2], then the record: (m, s) and the sibling lanes (mass, md, sd, div) x
+# NODE_BLOCK, then the merged rows (m, s, md, sd) x ROW_BLOCK / (final, place, rejected, length), the sibling
+# lanes (node, token, valid) x NODE_BLOCK, then the merged rows' argmax x ROW_BLOCK
 _ROW_FIELDS = tl.constexpr(4)
 
 
 @triton.jit
-def _record_bases(scratch_f_ptr, scratch_i_ptr, b, batch, N, ROW_SPLITS, RACE_SPLITS, NODE_BLOCK: tl.constexpr):
-    # where request b's race partials and walk record start in the scratch
+def _record_bases(scratch_f_ptr, scratch_i_ptr, b, batch, N, ROW_SPLITS, RACE_SPLITS, NODE_BLOCK: tl.constexpr,
+                  ROW_BLOCK: tl.constexpr):
+    # where request b's mass partials, race partials, walk record and merged rows start in the scratch
     rows_f = batch * (N + 1) * ROW_SPLITS * _ROW_FIELDS
     rows_i = batch * (N + 1) * ROW_SPLITS
-    race_f = scratch_f_ptr + rows_f + b * RACE_SPLITS * 2
+    masses = scratch_f_ptr + rows_f + b * (N + 1) * ROW_SPLITS
+    after_f = rows_f + batch * (N + 1) * ROW_SPLITS
+    race_f = scratch_f_ptr + after_f + b * RACE_SPLITS * 2
     race_i = scratch_i_ptr + rows_i + b * RACE_SPLITS * 2
-    record_f = scratch_f_ptr + rows_f + batch * RACE_SPLITS * 2 + b * (2 + 4 * NODE_BLOCK)
-    record_i = scratch_i_ptr + rows_i + batch * RACE_SPLITS * 2 + b * (4 + 3 * NODE_BLOCK)
-    return race_f, race_i, record_f, record_i
+    record_f = scratch_f_ptr + after_f + batch * RACE_SPLITS * 2 + b * (2 + 4 * NODE_BLOCK + 4 * ROW_BLOCK)
+    record_i = scratch_i_ptr + rows_i + batch * RACE_SPLITS * 2 + b * (4 + 3 * NODE_BLOCK + ROW_BLOCK)
+    return masses, race_f, race_i, record_f, record_i
+
+
+@triton.jit
+def _walk_and_record(b, batch, n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
+                     token_valid, t_base, t_stride, d_base, d_stride, scratch_f_ptr, scratch_i_ptr, V, N, ROW_SPLITS,
+                     RACE_SPLITS, best, merged_m, merged_s, merged_md, merged_sd, merged_r1,
+                     out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr, draft_ids_ptr,
+                     draft_ids_stride, MODE: tl.constexpr, DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr,
+                     WITHOUT_REPLACEMENT: tl.constexpr, BLOCK: tl.constexpr, NODE_BLOCK: tl.constexpr,
+                     ROW_BLOCK: tl.constexpr):
+    # the split path's walk from the merged rows: the path and the counts written, the race's record left
+    (path, length, place, final, token, m, s, rejected, sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd,
+     sib_div) = _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
+                      token_valid, t_base, t_stride, d_base, d_stride,
+                      scratch_f_ptr, 0, 0, V, N,  # no rates table: the synthetic mode never takes this path
+                      best, merged_m, merged_s, merged_md, merged_sd, merged_r1, tl.arange(0, ROW_BLOCK),
+                      MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, True, BLOCK, NODE_BLOCK)
+    valid_request = request_valid(inv_temperature)
+    _store_request(b, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
+                   draft_ids_ptr, draft_ids_stride, lanes, path, length, token, valid_request, N, NODE_BLOCK)
+    # the record the race kernel reads (for every request: DONE where nothing is left to race)
+    _masses, _race_f, _race_i, record_f, record_i = _record_bases(scratch_f_ptr, scratch_i_ptr, b, batch, N,
+                                                                  ROW_SPLITS, RACE_SPLITS, NODE_BLOCK, ROW_BLOCK)
+    tl.store(record_i + 0, tl.where(valid_request, final, FINAL_DONE))
+    tl.store(record_i + 1, place)
+    tl.store(record_i + 2, rejected)
+    tl.store(record_i + 3, length)
+    tl.store(record_f + 0, m)
+    tl.store(record_f + 1, s)
+    tl.store(record_f + 2 + lanes, sib_mass)
+    tl.store(record_f + 2 + NODE_BLOCK + lanes, sib_md)
+    tl.store(record_f + 2 + 2 * NODE_BLOCK + lanes, sib_sd)
+    tl.store(record_f + 2 + 3 * NODE_BLOCK + lanes, sib_div)
+    tl.store(record_i + 4 + lanes, sib_node)
+    tl.store(record_i + 4 + NODE_BLOCK + lanes, sib_token.to(tl.int32))
+    tl.store(record_i + 4 + 2 * NODE_BLOCK + lanes, sib_valid)
 
 
 @triton.jit
@@ -435,8 +484,9 @@ def _tree_rows_kernel(
 ):
     # The split path's first launch (grid B x (N + 1) x S): slot r's slice of target row r (its argmax for a
     # greedy request; its softmax statistics where place r - 1 has children, target logits) and of node r - 1's
-    # draft row (draft logits). The request's last program merges the slices and walks the tree; a greedy or
-    # invalid request ends there, the others leave their race to _tree_race_kernel.
+    # draft row (draft logits). The request's last program merges the slices; in the greedy mode it walks the
+    # tree (and the request ends there), in the probabilistic mode it records the merged rows for
+    # _tree_masses_kernel, which walks.
     b = tl.program_id(0).to(tl.int64)
     r = tl.program_id(1)
     split = tl.program_id(2)
@@ -481,31 +531,115 @@ def _tree_rows_kernel(
     if last_to_arrive(arrivals_ptr, b, (N + 1) * ROW_SPLITS):
         best, merged_m, merged_s, merged_md, merged_sd = merge_rows(rows_f, rows_i, N + 1, ROW_SPLITS, _ROW_FIELDS,
                                                                     ROW_BLOCK, S_BLOCK)
-        (path, length, place, final, token, m, s, rejected, sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd,
-         sib_div) = _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
-                          token_valid, t_base, target_stride_k, d_base, draft_stride_k,
-                          scratch_f_ptr, 0, 0, V, N,  # no rates table: the synthetic mode never takes this path
-                          best, merged_m, merged_s, merged_md, merged_sd, tl.arange(0, ROW_BLOCK),
-                          MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, True, BLOCK, NODE_BLOCK)
-        valid_request = request_valid(inv_temperature)
-        _store_request(b, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
-                       draft_ids_ptr, draft_ids_stride, lanes, path, length, token, valid_request, N, NODE_BLOCK)
-        # the record the race kernel reads (for every request: DONE where nothing is left to race)
-        _race_f, _race_i, record_f, record_i = _record_bases(scratch_f_ptr, scratch_i_ptr, b, batch, N, ROW_SPLITS,
-                                                              RACE_SPLITS, NODE_BLOCK)
-        tl.store(record_i + 0, tl.where(valid_request, final, FINAL_DONE))
-        tl.store(record_i + 1, place)
-        tl.store(record_i + 2, rejected)
-        tl.store(record_i + 3, length)
-        tl.store(record_f + 0, m)
-        tl.store(record_f + 1, s)
-        tl.store(record_f + 2 + lanes, sib_mass)
-        tl.store(record_f + 2 + NODE_BLOCK + lanes, sib_md)
-        tl.store(record_f + 2 + 2 * NODE_BLOCK + lanes, sib_sd)
-        tl.store(record_f + 2 + 3 * NODE_BLOCK + lanes, sib_div)
-        tl.store(record_i + 4 + lanes, sib_node)
-        tl.store(record_i + 4 + NODE_BLOCK + lanes, sib_token.to(tl.int32))
-        tl.store(record_i + 4 + 2 * NODE_BLOCK + lanes, sib_valid)
+        if MODE == MODE_GREEDY:
+            _walk_and_record(b, batch, n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached,
+                             tokens, token_valid, t_base, target_stride_k, d_base, draft_stride_k, scratch_f_ptr,
+                             scratch_i_ptr, V, N, ROW_SPLITS, RACE_SPLITS, best, merged_m, merged_s, merged_md,
+                             merged_sd, merged_m, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr,
+                             num_accepted_ptr, draft_ids_ptr, draft_ids_stride, MODE, DRAFT, TARGET_PROBS,
+                             WITHOUT_REPLACEMENT, BLOCK, NODE_BLOCK, ROW_BLOCK)
+        else:
+            _masses, _race_f, _race_i, record_f, record_i = _record_bases(
+                scratch_f_ptr, scratch_i_ptr, b, batch, N, ROW_SPLITS, RACE_SPLITS, NODE_BLOCK, ROW_BLOCK)
+            row_lanes = tl.arange(0, ROW_BLOCK)
+            merged = record_f + 2 + 4 * NODE_BLOCK
+            tl.store(merged + row_lanes, merged_m)
+            tl.store(merged + ROW_BLOCK + row_lanes, merged_s)
+            tl.store(merged + 2 * ROW_BLOCK + row_lanes, merged_md)
+            tl.store(merged + 3 * ROW_BLOCK + row_lanes, merged_sd)
+            tl.store(record_i + 4 + 3 * NODE_BLOCK + row_lanes, best)
+
+
+@triton.jit
+def _tree_masses_kernel(
+    scratch_f_ptr, scratch_i_ptr,  # float32 and int32 scratch (layout above)
+    arrivals_ptr,  # [B] int32, zero on entry; left at zero on exit
+    out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
+    target_ptr, target_stride_b, target_stride_k,
+    draft_ptr, draft_stride_b, draft_stride_k,
+    draft_ids_ptr, draft_ids_stride,
+    parents_ptr, parents_stride,
+    num_draft_ptr, temperature_ptr, seed_ptr, position_ptr,
+    V, N, ROW_SPLITS, RACE_SPLITS, CHUNK,
+    MODE: tl.constexpr,
+    DRAFT: tl.constexpr,
+    TARGET_PROBS: tl.constexpr,
+    WITHOUT_REPLACEMENT: tl.constexpr,
+    BLOCK: tl.constexpr,
+    NODE_BLOCK: tl.constexpr,
+    ROW_BLOCK: tl.constexpr,
+    S_BLOCK: tl.constexpr,
+):
+    # The split path's second launch in the probabilistic mode (grid B x (N + 1) x S): for place r - 1 with two
+    # or more children, a valid first child and a valid row, a slice of the mass R = sum max(p - q_0, 0) left
+    # after its first child is rejected (the walk's _residual_mass after one sibling, the same arithmetic per
+    # token), whether or not the walk will need it: a tree whose first children are rejected then walks without
+    # a pass over a row in one program. The request's last program sums the slices and walks.
+    b = tl.program_id(0).to(tl.int64)
+    r = tl.program_id(1)
+    split = tl.program_id(2)
+    batch = tl.num_programs(0)
+    n, greedy, inv_temperature, position, key_of_seed = request_setup(
+        b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, N + 1, MODE)
+    lanes, parents, attached, tokens, token_valid = _tree_setup(b, parents_ptr, parents_stride, draft_ids_ptr,
+                                                                draft_ids_stride, n, V, NODE_BLOCK)
+    t_base = target_ptr + b * target_stride_b
+    d_base = draft_ptr + b * draft_stride_b
+    masses, _race_f, _race_i, record_f, record_i = _record_bases(scratch_f_ptr, scratch_i_ptr, b, batch, N,
+                                                                 ROW_SPLITS, RACE_SPLITS, NODE_BLOCK, ROW_BLOCK)
+    merged = record_f + 2 + 4 * NODE_BLOCK
+    kids = attached & (parents == r - 1)
+    first = tl.min(tl.where(kids, lanes, NODE_BLOCK), axis=0)
+    m = 0.0
+    s = 1.0
+    if not TARGET_PROBS:
+        m = tl.load(merged + r)
+        s = tl.load(merged + ROW_BLOCK + r)
+    needed = (~greedy) & (tl.sum(kids.to(tl.int32), axis=0) >= 2) & (m != float("-inf"))
+    needed = needed & (_lane(token_valid.to(tl.int32), lanes, first) != 0)
+    partial = 0.0
+    if needed:
+        # the first child as the walk records it once rejected: lane 0 of the sibling vectors
+        md = float("-inf")
+        sd = 0.0
+        if DRAFT == DRAFT_LOGITS:
+            md = tl.load(merged + 2 * ROW_BLOCK + first + 1)
+            sd = tl.load(merged + 3 * ROW_BLOCK + first + 1)
+        if DRAFT == DRAFT_PROBS:
+            md = 0.0
+        at_0 = lanes == 0
+        sib_node = tl.where(at_0, first, 0)
+        sib_token = tl.where(at_0, _lane(tokens, lanes, first), 0)
+        sib_valid = tl.where(at_0, 1, 0)
+        sib_mass = tl.where(at_0, 1.0, 0.0)
+        sib_md = tl.where(at_0, md, 0.0)
+        sib_sd = tl.where(at_0, sd, 0.0)
+        sib_div = tl.where(at_0, 1.0, 0.0)
+        t_row = t_base + r.to(tl.int64) * target_stride_k
+        start = split * CHUNK
+        stop = tl.where(split == ROW_SPLITS - 1, V, start + CHUNK)
+        total = tl.zeros([BLOCK], tl.float32)
+        for chunk in range(start, stop, BLOCK):
+            offs = chunk + tl.arange(0, BLOCK)
+            total += _residual_chunk(t_row, d_base, draft_stride_k, offs, stop, inv_temperature, m, s, 1, lanes,
+                                     sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div, DRAFT,
+                                     TARGET_PROBS, WITHOUT_REPLACEMENT)
+        partial = tl.sum(total, axis=0)
+    tl.store(masses + r * ROW_SPLITS + split, partial)  # 0 where not needed: every cell is written
+    if last_to_arrive(arrivals_ptr, b, (N + 1) * ROW_SPLITS):
+        row_lanes = tl.arange(0, ROW_BLOCK)
+        splits = tl.arange(0, S_BLOCK)
+        cells = masses + row_lanes[:, None] * ROW_SPLITS + splits[None, :]
+        merged_r1 = tl.sum(tl.load(cells, mask=(row_lanes[:, None] < N + 1) & (splits[None, :] < ROW_SPLITS),
+                                   other=0.0), axis=1)
+        _walk_and_record(b, batch, n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached,
+                         tokens, token_valid, t_base, target_stride_k, d_base, draft_stride_k, scratch_f_ptr,
+                         scratch_i_ptr, V, N, ROW_SPLITS, RACE_SPLITS, tl.load(record_i + 4 + 3 * NODE_BLOCK + row_lanes),
+                         tl.load(merged + row_lanes), tl.load(merged + ROW_BLOCK + row_lanes),
+                         tl.load(merged + 2 * ROW_BLOCK + row_lanes), tl.load(merged + 3 * ROW_BLOCK + row_lanes),
+                         merged_r1, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
+                         draft_ids_ptr, draft_ids_stride, MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK,
+                         NODE_BLOCK, ROW_BLOCK)
 
 
 @triton.jit
@@ -523,16 +657,17 @@ def _tree_race_kernel(
     WITHOUT_REPLACEMENT: tl.constexpr,
     BLOCK: tl.constexpr,
     NODE_BLOCK: tl.constexpr,
+    ROW_BLOCK: tl.constexpr,
     S_BLOCK: tl.constexpr,
 ):
-    # The split path's second launch (grid B x S2): the final race of a walk that left one (the bonus over p at
+    # The split path's last launch (grid B x S2): the final race of a walk that left one (the bonus over p at
     # a leaf, the residual after rejected children), one slice per program; the last program merges the
     # slices (over p, with the same stream, when the residual has no mass anywhere) and writes the token.
     b = tl.program_id(0).to(tl.int64)
     split = tl.program_id(1)
     batch = tl.num_programs(0)
-    race_f, race_i, record_f, record_i = _record_bases(scratch_f_ptr, scratch_i_ptr, b, batch, N, ROW_SPLITS,
-                                                        RACE_SPLITS, NODE_BLOCK)
+    _masses, race_f, race_i, record_f, record_i = _record_bases(scratch_f_ptr, scratch_i_ptr, b, batch, N, ROW_SPLITS,
+                                                                 RACE_SPLITS, NODE_BLOCK, ROW_BLOCK)
     final = tl.load(record_i + 0)
     if final != FINAL_DONE:
         place = tl.load(record_i + 1)

@@ -221,6 +221,11 @@ def _slices(programs_per_split: int, vocab: int, block: int, device: torch.devic
 # parallel, while B is at most half the multiprocessors (B = 64 splits at K = 4 and 7, B = 96 not).
 SPLIT_ROWS_PER_SM = {"greedy": 2.5}
 SPLIT_REQUESTS_PER_SM = 0.5
+# Trees split up to this batch: a 2x2 tree of Llama 3 rows on an H200 (graph, results/h200-split-paths/README.md)
+# took 23.5 / 58.8 µs split against 85.3 / 89.7 in one program per request at B = 1 / 8 with its first children
+# accepted, 25.1 / 68.7 against 146.1 / 166.3 with them rejected; at B = 64 one program was faster (107.9
+# against 213.1 accepted) or level (244.0 against 245.7 rejected).
+TREE_SPLIT_MAX_BATCH = 8
 
 
 def _use_split(batch: int, num_slots: int, mode: str, device: torch.device) -> bool:
@@ -423,10 +428,10 @@ def _verify_block(*, target_logits, target_probs, draft_token_ids, num_draft_tok
 def _verify_tree(*, mode, target_logits, target_probs, draft_token_ids, num_draft_tokens, draft_logits, draft_probs,
                  temperatures, seeds, positions, conditional_rates, tree_parents, tree_candidates) -> VerifyResult:
     # a tree step (specbench/kernels/tree.py): one program per request walks its tree, at the chain's
-    # one-program launch shape; or, forced by strategy("split") (greedy and probabilistic; the synthetic mode
-    # always walks in one program), the split path: the rows' statistics split across programs, the walk in
-    # each request's last program, then the final race split again. "auto" keeps one program per request
-    # until the split path's speed is measured on a GPU.
+    # one-program launch shape; or (greedy and probabilistic; the synthetic mode always walks in one program)
+    # the split path: the rows' statistics split across programs, in the probabilistic mode the mass left after
+    # each place's first rejected child summed across programs, the walk in each request's last program, then
+    # the final race split again. "auto" splits on a GPU while B <= TREE_SPLIT_MAX_BATCH.
     step = _Step.of(target_logits, target_probs, draft_logits, draft_probs, draft_token_ids)
     target, draft, draft_ids = step.target, step.draft, step.draft_ids
     batch, num_slots, vocab = target.shape
@@ -447,7 +452,8 @@ def _verify_tree(*, mode, target_logits, target_probs, draft_token_ids, num_draf
     rows = (target, target.stride(0), target.stride(1), draft, draft.stride(0), draft.stride(1))
     outputs = (out, out.stride(0), nodes, max(nodes.stride(0), 1), num_emitted, num_accepted)
     requests = (num_draft_tokens, temperatures, seeds, positions)
-    if _strategy != "split" or mode == "synthetic":
+    split = _strategy == "split" or (_strategy == "auto" and device.type == "cuda" and batch <= TREE_SPLIT_MAX_BATCH)
+    if not split or mode == "synthetic":
         block, num_warps = _launch_shape(vocab, device, False, mode, batch)
         _TREE((batch,), (*outputs, *rows, draft_ids, draft_ids.stride(0), parents, parents.stride(0), *requests,
                          table, table.shape[0], table.shape[1], vocab, num_nodes),

@@ -109,7 +109,7 @@ def test_a_scenario_sets_k_and_the_rates(tmp_path):
     [
         (["--mode", "warp"], "unknown mode 'warp'"),
         (["--model", "gpt-5"], "unknown model 'gpt-5'"),
-        (["--impl", "torch,sglang"], "unknown implementation 'sglang'"),
+        (["--impl", "torch,tensorrt-llm"], "unknown implementation 'tensorrt-llm'"),
         (["--vocab-size", "100", "--model", "llama3"], "give --vocab-size or --model, not both"),
         (["--batch-size", "1,x"], "--batch-size takes comma-separated whole numbers, got 'x'"),
         (["--batch-size", "0"], "--batch-size values must be at least 1, got 0"),

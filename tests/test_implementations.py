@@ -62,7 +62,7 @@ def test_a_module_plugin_and_an_installed_entry_point_load(plugin_file, monkeypa
 
 
 @pytest.mark.parametrize(("spec", "message"), [
-    ("sglang", "unknown implementation 'sglang'; choose from torch, triton, .* or give package.module:function"),
+    ("tensorrt-llm", "unknown implementation 'tensorrt-llm'; choose from torch, triton, .* or give package.module:function"),
     ("{file}:plain", "is a plain function: declare what it takes and supports with @specbench"),
     ("{file}:nothing", "has no attribute 'nothing'"),
     ("{dir}/missing.py:f", "no such plugin file: .*missing.py"),
@@ -173,6 +173,54 @@ def test_missing_peers_are_a_one_line_note(monkeypatch):
     assert resolve("flashinfer").unavailable(torch.device("cuda")) == \
         "FlashInfer is not installed (pip install flashinfer-python)"
     assert resolve("vllm").unavailable(torch.device("cuda")) == "vLLM is not installed (pip install vllm)"
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sglang" else real(name, *a))
+    assert resolve("sglang").unavailable(torch.device("cuda")) == "SGLang is not installed (pip install sglang)"
+
+
+# a stand-in for SGLang 0.5.23's kernel file, with its verifier's signature: it checks what the adapter hands it
+# (shapes, dtypes, the chain's slots) and accepts every draft, then writes 7 as the final token
+_SGLANG_STAND_IN = """
+import torch
+
+def chain_speculative_sampling_triton(predicts, accept_index, accept_token_num, candidates, retrive_index,
+                                      retrive_next_token, retrive_next_sibling, uniform_samples,
+                                      uniform_samples_for_final_sampling, target_probs, draft_probs, threshold_single,
+                                      threshold_acc, deterministic, *, block_verification=False):
+    batch, slots = candidates.shape
+    assert predicts.shape == (batch * slots,) and predicts.dtype == torch.int32 and bool((predicts == -1).all())
+    assert accept_index.shape == (batch, slots) and accept_token_num.shape == (batch,)
+    assert retrive_index.tolist() == [[b * slots + s for s in range(slots)] for b in range(batch)]
+    assert retrive_next_token[0].tolist() == list(range(1, slots)) + [-1]
+    assert uniform_samples.shape == (batch, slots) and uniform_samples_for_final_sampling.shape == (batch,)
+    assert target_probs.shape[:2] == (batch, slots) and draft_probs.shape[:2] == (batch, slots - 1)
+    flat = retrive_index.reshape(-1)
+    for b in range(batch):
+        for s in range(1, slots):
+            predicts[flat[b * slots + s - 1]] = candidates[b, s]
+        predicts[flat[b * slots + slots - 1]] = 7 if not block_verification else 8
+    accept_token_num.fill_(slots - 1)
+"""
+
+
+def test_the_sglang_adapter_loads_the_kernel_file_alone_and_maps_its_layout(tmp_path, monkeypatch):
+    kernel_dir = tmp_path / "sglang" / "kernels" / "ops" / "speculative"
+    kernel_dir.mkdir(parents=True)
+    (tmp_path / "sglang" / "__init__.py").write_text("raise ImportError('the server stack: never imported')\n")
+    (kernel_dir / "reject_sampling.py").write_text(_SGLANG_STAND_IN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from specbench.implementations import adapters
+
+    adapters._sglang_verifier.cache_clear()
+    monkeypatch.setattr(adapters, "_sglang_verifier", adapters._sglang_verifier.__wrapped__)
+    drafts = torch.tensor([[3, 1, 4], [1, 5, 9]])
+    probs = torch.full((2, 4, 10), 0.1)
+    kwargs = {"target_probs": probs, "draft_probs": probs[:, :3], "draft_token_ids": drafts,
+              "seeds": torch.tensor([1, 2]), "positions": torch.tensor([0, 5])}
+    token = adapters.sglang.fn(**kwargs)
+    block = adapters.sglang.fn(**kwargs, method="block")
+    assert token.output_token_ids.tolist() == [[3, 1, 4, 7], [1, 5, 9, 7]]
+    assert block.output_token_ids.tolist() == [[3, 1, 4, 8], [1, 5, 9, 8]]
+    assert token.num_accepted.tolist() == [3, 3] and token.num_emitted.tolist() == [4, 4]
 
 
 @pytest.mark.parametrize(("name", "content", "message"), [

@@ -24,12 +24,26 @@ one-line note, never a traceback).
   ``[num_tokens, V]``, counts and greedy flags read on the host as vLLM's scheduler has them,
   and the bonus token drawn by the caller (here, in the timed call, from the bonus row with
   torch's generator). It takes ``draft_probs=None`` for one-hot (n-gram) drafts.
+- ``sglang``: SGLang's Triton chain verifier ``chain_speculative_sampling_triton`` (SGLang 0.5.23,
+  ``sglang/kernels/ops/speculative/reject_sampling.py``), the token rule or, with
+  ``block_verification=True``, block verification (Sun et al. 2024): target probabilities ``[B, K + 1, V]``
+  and draft probabilities ``[B, K, V]`` in, the root token and the drafts as ``candidates`` ``[B, K + 1]``,
+  each slot's place in a flat output (``retrive_index``), and the uniforms as tensors (``[B, K + 1]`` for
+  the tests, ``[B]`` for the final token, drawn here from one generator seeded by the batch's seeds and
+  positions: seeded, not batch-invariant). It writes the accepted drafts and the final token into the
+  flat ``predicts`` (int32) and the number accepted into ``accept_token_num``. Every request has K drafts
+  (no ragged batches) and its ids are read unchecked. The final token is drawn by inverse CDF (the last id
+  when the residual has no mass), and a draft whose q is not in ``(0, 1]`` is rejected. The kernel file
+  imports only Triton, so it is loaded from the installed package by path: importing ``sglang`` itself
+  would pull in its server's dependencies.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 
@@ -117,9 +131,51 @@ def vllm(*, target_probs, draft_token_ids, num_draft_tokens, temperatures, draft
     return VerifyResult(output, num_emitted, num_emitted - 1)
 
 
+@functools.cache
+def _sglang_verifier():
+    # SGLang's chain verifier, from its kernel file alone (find_spec locates the package without running it)
+    package = importlib.util.find_spec("sglang")
+    if package is None or not package.submodule_search_locations:
+        raise SpecbenchError("SGLang is not installed (pip install sglang)")
+    path = Path(package.submodule_search_locations[0]) / "kernels" / "ops" / "speculative" / "reject_sampling.py"
+    if not path.is_file():
+        raise SpecbenchError(f"this SGLang has no {path.name} where 0.5.23 keeps its Triton chain verifier ({path})")
+    spec = importlib.util.spec_from_file_location("specbench_sglang_reject_sampling", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.chain_speculative_sampling_triton
+
+
+@sampler(name="sglang", description="SGLang chain_speculative_sampling_triton (probabilities in; token and block "
+         "rules)", modes=["probabilistic"], target="probs", draft="probs", one_hot=False, rng="own", seeded=True,
+         ragged=False, invalid_drafts=False, methods=("token", "block"))
+def sglang(*, target_probs, draft_probs, draft_token_ids, seeds, positions, method="token", **_) -> VerifyResult:
+    verifier = _sglang_verifier()
+    batch, num_slots, _ = target_probs.shape
+    device = target_probs.device
+    # one generator for the batch, seeded by every request's seed and position (read on the host)
+    mixed = (seeds.to(torch.int64) * 1_000_003 + positions.to(torch.int64)).cpu().tolist()
+    generator = torch.Generator(device=device).manual_seed(hash(tuple(mixed)) & 0x7FFF_FFFF_FFFF_FFFF)
+    uniforms = torch.rand((batch, num_slots), generator=generator, device=device)
+    final_uniforms = torch.rand((batch,), generator=generator, device=device)
+    root = torch.zeros((batch, 1), dtype=torch.int64, device=device)  # the last accepted token: never read
+    candidates = torch.cat([root, draft_token_ids.to(torch.int64)], dim=1).contiguous()
+    slots = torch.arange(batch * num_slots, dtype=torch.int64, device=device).reshape(batch, num_slots)
+    local = torch.arange(num_slots, device=device)
+    next_token = torch.where(local < num_slots - 1, local + 1, -1).expand(batch, num_slots).contiguous()  # unread
+    predicts = torch.full((batch * num_slots,), -1, dtype=torch.int32, device=device)
+    accept_index = torch.full((batch, num_slots), -1, dtype=torch.int32, device=device)
+    num_accepted = torch.empty((batch,), dtype=torch.int32, device=device)
+    verifier(predicts, accept_index, num_accepted, candidates, slots, next_token, torch.full_like(slots, -1),
+             uniforms, final_uniforms, target_probs.contiguous(), draft_probs.contiguous(), 1.0, 1.0, True,
+             block_verification=method == "block")
+    return VerifyResult(predicts.reshape(batch, num_slots).to(torch.int64), num_accepted + 1, num_accepted)
+
+
 ADAPTERS: dict[str, Implementation] = {
     "flashinfer": replace(flashinfer, unavailable=_missing("flashinfer", "flashinfer-python", "FlashInfer")),
     "flashinfer-truncated": replace(flashinfer_truncated,
                                     unavailable=_missing("flashinfer", "flashinfer-python", "FlashInfer")),
     "vllm": replace(vllm, unavailable=_missing("vllm", "vllm", "vLLM")),
+    "sglang": replace(sglang, unavailable=_missing("sglang", "sglang", "SGLang"), needs_gpu=True),
 }

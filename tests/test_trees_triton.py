@@ -148,7 +148,7 @@ def test_a_tree_whose_node_count_is_a_power_of_two_fills_its_last_slot():
     assert result.num_emitted.tolist() == [5] * 3 and result.accepted_nodes.cpu().tolist() == [[0, 1, 2, 3]] * 3
 
 
-@pytest.mark.parametrize("form", ["draft logits", "target probs", "without replacement, draft probs"])
+@pytest.mark.parametrize("form", ["draft logits", "without replacement, draft probs"])
 def test_the_split_tree_path_sums_the_first_rejection_across_programs(form):
     # every request's first child at the root drafts the root row's least likely token (rejected), so its second
     # child is tested against the mass left after the first, which the split path sums across programs before

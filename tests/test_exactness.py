@@ -180,6 +180,83 @@ def test_the_vllm_adapter_keeps_the_contract_through_vllms_signature(fake_vllm):
     assert any(name.startswith("token law, slot 0 (T=1, one-hot drafts)") for name in names)
 
 
+FAKE_VLLM_MRV2 = textwrap.dedent('''
+    """A stand-in written to vLLM Model Runner V2's documented rejection_sample signature and layout: it checks the
+    layout it is given, rebuilds specbench's [B, K + 1, V] call from it and follows specbench's torch reference."""
+    import torch
+
+    import specbench
+
+    def rejection_sample(target_logits, draft_logits, draft_sampled, cu_num_logits, pos, idx_mapping,
+                         expanded_idx_mapping, expanded_local_pos, temperature, seed, num_speculative_steps,
+                         synthetic_conditional_rates=None, use_fp64=False, use_block_verification=False, contexts=None,
+                         watermarking=None, watermarking_skip_mask=None, watermark_key=None, fly_window_size=0,
+                         fly_entropy_threshold=0.3, fly_entropy_top_k=3):
+        assert target_logits.ndim == 2 and target_logits.stride(-1) == 1
+        assert draft_logits is None or (draft_logits.ndim == 3 and draft_logits.stride(-1) == 1)
+        num_logits, vocab = target_logits.shape
+        assert draft_sampled.shape == pos.shape == expanded_idx_mapping.shape == expanded_local_pos.shape == (num_logits,)
+        num_reqs, steps = cu_num_logits.shape[0] - 1, num_speculative_steps
+        target = torch.zeros(num_reqs, steps + 1, vocab, dtype=target_logits.dtype)
+        drafts = torch.full((num_reqs, steps), -1, dtype=torch.int64)
+        counts = torch.zeros(num_reqs, dtype=torch.int32)
+        positions = torch.zeros(num_reqs, dtype=torch.int64)
+        starts = cu_num_logits.tolist()
+        for r in range(num_reqs):
+            lo, hi = starts[r], starts[r + 1]
+            n, state = hi - lo - 1, int(idx_mapping[r])
+            assert expanded_idx_mapping[lo:hi].tolist() == [state] * (n + 1)
+            assert expanded_local_pos[lo:hi].tolist() == list(range(n + 1))
+            assert pos[lo:hi].tolist() == list(range(int(pos[lo]), int(pos[lo]) + n + 1))
+            target[r, :n + 1] = target_logits[lo:hi]  # already divided by the temperature
+            drafts[r, :n] = draft_sampled[lo + 1:hi]
+            counts[r], positions[r] = n, pos[lo]
+        states = idx_mapping.long()
+        temps = temperature[states]
+        # the target comes tempered and the drafts not: specbench's call at temperature 1 (0 stays greedy), with
+        # the draft logits divided here as the kernel divides them
+        kwargs = {"draft_token_ids": drafts, "num_draft_tokens": counts, "temperatures": (temps > 0).float(),
+                  "seeds": seed[states], "positions": positions, "check_values": False,
+                  "method": "block" if use_block_verification else "token"}
+        if draft_logits is not None:
+            kwargs["draft_logits"] = draft_logits[states] / torch.where(temps > 0, temps, 1.0)[:, None, None]
+        result = specbench.verify(target, backend="torch", **kwargs)
+        sampled = torch.full((num_reqs, steps + 1), 123456789, dtype=torch.int64)  # unwritten past the emitted
+        for r in range(num_reqs):
+            emitted = int(result.num_emitted[r])
+            sampled[r, :emitted] = result.output_token_ids[r, :emitted]
+        return sampled, result.num_emitted.to(torch.int32)
+''')
+
+
+@pytest.fixture
+def fake_vllm_mrv2(tmp_path, monkeypatch):
+    package = tmp_path / "vllm" / "v1" / "worker" / "gpu" / "spec_decode"
+    package.mkdir(parents=True)
+    for folder in (package, *package.parents[:4]):  # spec_decode, gpu, worker, v1, vllm
+        (folder / "__init__.py").write_text("")
+    (package / "rejection_sampler_utils.py").write_text(FAKE_VLLM_MRV2)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield
+    import sys
+
+    for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
+        del sys.modules[name]
+
+
+@pytest.mark.parametrize("method", ["token", "block"])
+def test_the_vllm_mrv2_adapter_keeps_the_contract_through_its_signature(fake_vllm_mrv2, method):
+    adapter = resolve("vllm-mrv2")
+    assert adapter.unavailable(CPU) is None
+    on_cpu = dataclasses.replace(adapter, devices=("cpu",))  # the real kernels need a GPU; the stand-in does not
+    checks = Suite(on_cpu, CPU, ["greedy", "probabilistic"], samples=3000, seed=1, method=method).run()
+    failed = [(c.name, c.detail) for c in checks if c.verdict == "FAIL"]
+    assert not failed
+    names = {c.name for c in checks if c.verdict == "pass"}
+    assert "num_draft_tokens < K: joint law of (count, accepted)" in names  # ragged batches, flattened as vLLM's
+    assert "poisoned output buffers" in names  # the slots past the emitted tokens come back -1
+
+
 # --- the command ------------------------------------------------------------------------------------------------
 
 runner = CliRunner()

@@ -24,6 +24,17 @@ one-line note, never a traceback).
   ``[num_tokens, V]``, counts and greedy flags read on the host as vLLM's scheduler has them,
   and the bonus token drawn by the caller (here, in the timed call, from the bonus row with
   torch's generator). It takes ``draft_probs=None`` for one-hot (n-gram) drafts.
+- ``vllm-mrv2``: vLLM Model Runner V2's ``rejection_sample`` (vLLM 0.33,
+  ``vllm/v1/worker/gpu/spec_decode/rejection_sampler_utils.py``), the token rule or, with
+  ``use_block_verification=True``, block verification: target logits already divided by the temperature,
+  flattened to ``[num_logits, V]`` (each request's ``n + 1`` rows, ``cu_num_logits`` their starts), draft
+  logits ``[B, K, V]`` before the temperature (the kernel divides them; ``None`` for one-hot drafts), the
+  drafts flattened beside the rows (request r's draft i at ``cu_num_logits[r] + i + 1``), each row's token
+  position, request and step, and each request's temperature and seed (its own random streams, from the
+  seed and the positions). It returns ``[B, K + 1]`` int64 tokens (unwritten past the emitted ones, padded
+  here with ``-1``) and the number emitted. Not run against vLLM here (its import pulls in vLLM's
+  platform and config layers, and vLLM is not on the GPU image): the tests run it against a stand-in
+  written to that signature.
 - ``sglang``: SGLang's Triton chain verifier ``chain_speculative_sampling_triton`` (SGLang 0.5.23,
   ``sglang/kernels/ops/speculative/reject_sampling.py``), the token rule or, with
   ``block_verification=True``, block verification (Sun et al. 2024): target probabilities ``[B, K + 1, V]``
@@ -131,6 +142,35 @@ def vllm(*, target_probs, draft_token_ids, num_draft_tokens, temperatures, draft
     return VerifyResult(output, num_emitted, num_emitted - 1)
 
 
+@sampler(name="vllm-mrv2", description="vLLM Model Runner V2 rejection_sample (logits in; token and block rules)",
+         modes=["greedy", "probabilistic"], target="logits", draft="logits", one_hot=True, rng="own", seeded=True,
+         invalid_drafts=False, methods=("token", "block"), devices=["cuda"])
+def vllm_mrv2(*, target_logits, draft_token_ids, num_draft_tokens, temperatures, seeds, positions, draft_logits=None,
+              method="token", **_) -> VerifyResult:
+    from vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils import rejection_sample
+
+    batch, num_slots, _ = target_logits.shape
+    device = target_logits.device
+    steps = torch.arange(num_slots, device=device)
+    in_request = steps[None, :] <= num_draft_tokens.to(torch.int64)[:, None]  # each request's n + 1 rows
+    tempered = target_logits / torch.where(temperatures > 0, temperatures, 1.0)[:, None, None]
+    cu_num_logits = torch.zeros(batch + 1, dtype=torch.int32, device=device)
+    cu_num_logits[1:] = torch.cumsum(in_request.sum(dim=1), 0)
+    before = torch.full((batch, 1), -1, dtype=torch.int64, device=device)  # the slot before the drafts: unread
+    requests = torch.arange(batch, dtype=torch.int32, device=device)
+    sampled, num_sampled = rejection_sample(
+        tempered[in_request].contiguous(), None if draft_logits is None else draft_logits.contiguous(),
+        torch.cat([before, draft_token_ids.to(torch.int64)], dim=1)[in_request].contiguous(), cu_num_logits,
+        (positions.to(torch.int64)[:, None] + steps[None, :])[in_request].contiguous(), requests,
+        requests[:, None].expand(batch, num_slots)[in_request].contiguous(),
+        steps.to(torch.int32)[None, :].expand(batch, num_slots)[in_request].contiguous(),
+        temperatures.to(torch.float32).contiguous(), seeds.to(torch.int64).contiguous(), num_slots - 1,
+        use_block_verification=method == "block")
+    num_emitted = num_sampled.to(torch.int32)
+    tokens = torch.where(steps[None, :] < num_emitted[:, None], sampled, -1)
+    return VerifyResult(tokens, num_emitted, num_emitted - 1)
+
+
 @functools.cache
 def _sglang_verifier():
     # SGLang's chain verifier, from its kernel file alone (find_spec locates the package without running it)
@@ -177,5 +217,6 @@ ADAPTERS: dict[str, Implementation] = {
     "flashinfer-truncated": replace(flashinfer_truncated,
                                     unavailable=_missing("flashinfer", "flashinfer-python", "FlashInfer")),
     "vllm": replace(vllm, unavailable=_missing("vllm", "vllm", "vLLM")),
+    "vllm-mrv2": replace(vllm_mrv2, unavailable=_missing("vllm", "vllm", "vLLM")),
     "sglang": replace(sglang, unavailable=_missing("sglang", "sglang", "SGLang"), needs_gpu=True),
 }

@@ -153,19 +153,25 @@ FAKE_VLLM = textwrap.dedent('''
 ''')
 
 
-@pytest.fixture
-def fake_vllm(tmp_path, monkeypatch):
-    package = tmp_path / "vllm" / "v1" / "sample"
+def _fake_vllm(root: Path, monkeypatch, module: str, source: str):
+    # a vllm package under root holding one module (dotted below vllm), importable until the test ends
+    *folders, name = module.split(".")
+    package = root.joinpath("vllm", *folders)
     package.mkdir(parents=True)
-    for folder in (tmp_path / "vllm", tmp_path / "vllm" / "v1", package):
-        (folder / "__init__.py").write_text("")
-    (package / "rejection_sampler.py").write_text(FAKE_VLLM)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    for depth in range(len(folders) + 1):
+        (root.joinpath("vllm", *folders[:depth]) / "__init__.py").write_text("")
+    (package / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(root))
     yield
     import sys
 
-    for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
-        del sys.modules[name]
+    for loaded in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
+        del sys.modules[loaded]
+
+
+@pytest.fixture
+def fake_vllm(tmp_path, monkeypatch):
+    yield from _fake_vllm(tmp_path, monkeypatch, "v1.sample.rejection_sampler", FAKE_VLLM)
 
 
 def test_the_vllm_adapter_keeps_the_contract_through_vllms_signature(fake_vllm):
@@ -231,17 +237,7 @@ FAKE_VLLM_MRV2 = textwrap.dedent('''
 
 @pytest.fixture
 def fake_vllm_mrv2(tmp_path, monkeypatch):
-    package = tmp_path / "vllm" / "v1" / "worker" / "gpu" / "spec_decode"
-    package.mkdir(parents=True)
-    for folder in (package, *package.parents[:4]):  # spec_decode, gpu, worker, v1, vllm
-        (folder / "__init__.py").write_text("")
-    (package / "rejection_sampler_utils.py").write_text(FAKE_VLLM_MRV2)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield
-    import sys
-
-    for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
-        del sys.modules[name]
+    yield from _fake_vllm(tmp_path, monkeypatch, "v1.worker.gpu.spec_decode.rejection_sampler_utils", FAKE_VLLM_MRV2)
 
 
 @pytest.mark.parametrize("method", ["token", "block"])

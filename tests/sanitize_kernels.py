@@ -99,6 +99,24 @@ def truncation_knobs(batch: int, vocab: int) -> dict:
             "min_p": torch.tensor([min_p[(b // 3) % 8] for b in range(batch)])}
 
 
+# (batch, K, V) of the chain workloads: ragged and odd vocabularies, a 70001-token row, K = 0, V = 1
+CHAIN_SHAPES = [(5, 3, 4099), (3, 2, 70001), (70, 4, 2053), (2, 0, 513), (4, 2, 1)]
+
+
+def _groups(mine, modes):
+    """(mode, draft, target, dtype) of each group of calls this shard runs, in the workload's order: every
+    draft form in the probabilistic mode (none elsewhere), target logits and probabilities, float32 and
+    bfloat16. ``mine`` is asked once per group, owned or not, so shards split every part alike."""
+    import torch
+
+    for mode in modes:
+        for draft in (("none", "logits", "probs") if mode == "probabilistic" else ("none",)):
+            for target in ("logits", "probs"):
+                for dtype in (torch.float32, torch.bfloat16):
+                    if mine():
+                        yield mode, draft, target, dtype
+
+
 def workload(part: str = "all", shard: tuple[int, int] = (1, 1)) -> int:
     """Every kernel path on hostile inputs (``part="truncation"``: the truncation and log-probability
     kernels and the simulations only); prints one line per group of calls. ``shard = (i, n)`` runs
@@ -117,58 +135,47 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1)) -> int:
 
     device = torch.device("cuda")
     calls = 0
-    shapes = [(5, 3, 4099), (3, 2, 70001), (70, 4, 2053), (2, 0, 513), (4, 2, 1)]
-    for mode in ("greedy", "probabilistic", "synthetic") if part == "all" else ():
-        for draft in (("none", "logits", "probs") if mode == "probabilistic" else ("none",)):
-            for target in ("logits", "probs"):
-                for dtype in (torch.float32, torch.bfloat16):
-                    if not mine():
-                        continue
-                    for batch, num_spec, vocab in shapes:
-                        kwargs = hostile_inputs(batch, num_spec, vocab, draft, target, dtype, seed=batch + vocab)
-                        kwargs = {k: v.to(device) for k, v in kwargs.items()}
-                        if mode == "synthetic":
-                            kwargs["acceptance_rates"] = [0.9, 0.6, 0.5, 0.2][:num_spec]
-                        for strategy in launch.STRATEGIES:
-                            with launch.strategy(strategy):
-                                for _ in range(2):  # the JIT launch, then the direct one
-                                    verify(mode=mode, backend="triton", check_values=False, **kwargs)
-                                    calls += 1
-                    torch.cuda.synchronize()
-                    print(f"{mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok", flush=True)
+    for mode, draft, target, dtype in _groups(mine, ("greedy", "probabilistic", "synthetic") if part == "all" else ()):
+        for batch, num_spec, vocab in CHAIN_SHAPES:
+            kwargs = hostile_inputs(batch, num_spec, vocab, draft, target, dtype, seed=batch + vocab)
+            kwargs = {k: v.to(device) for k, v in kwargs.items()}
+            if mode == "synthetic":
+                kwargs["acceptance_rates"] = [0.9, 0.6, 0.5, 0.2][:num_spec]
+            for strategy in launch.STRATEGIES:
+                with launch.strategy(strategy):
+                    for _ in range(2):  # the JIT launch, then the direct one
+                        verify(mode=mode, backend="triton", check_values=False, **kwargs)
+                        calls += 1
+        torch.cuda.synchronize()
+        print(f"{mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok", flush=True)
     # truncation (the prepass, the truncated step) and the log-probability epilogue: logits rounded to a
     # grid so ties cross the top_k and top_p boundaries, V not a multiple of the block, top_k >= V
     # (no 70001-token rows here: the radix fallback's ~25 passes over them under the sanitizers took minutes;
     # 4099 tokens still span several blocks and groups, and bfloat16 runs on the first shape only)
-    truncation_shapes = [shape for shape in shapes if shape[2] != 70001]
-    for mode in ("probabilistic", "synthetic", "greedy") if part in ("all", "truncation") else ():
-        for draft in (("none", "logits", "probs") if mode == "probabilistic" else ("none",)):
-            for target in ("logits", "probs"):
-                for dtype in (torch.float32, torch.bfloat16):
-                    if not mine():
-                        continue
-                    for batch, num_spec, vocab in truncation_shapes[:1] if dtype == torch.bfloat16 else truncation_shapes:
-                        kwargs = hostile_inputs(batch, num_spec, vocab, draft, target, dtype, seed=batch + vocab)
-                        if "target_logits" in kwargs:
-                            kwargs["target_logits"] = (kwargs["target_logits"].float() * 2).round().div(2).to(dtype)
-                        kwargs = {k: v.to(device) for k, v in kwargs.items()}
-                        if mode == "synthetic":
-                            kwargs["acceptance_rates"] = [0.9, 0.6, 0.5, 0.2][:num_spec]
-                        knobs = {k: v.to(device) for k, v in truncation_knobs(batch, vocab).items()}
-                        sampling = SamplingParams(temperatures=kwargs.pop("temperatures"), **knobs)
-                        # "split": the prepass summarises the rows first; "sequential": the step does (FUSED)
-                        for strategy in ("split", "sequential"):
-                            with launch.strategy(strategy):
-                                for truncate_draft, logprobs in ((True, "processed"), (False, "raw")):
-                                    for _ in range(2):  # the JIT launch, then the direct one
-                                        verify(mode=mode, backend="triton", check_values=False, sampling=sampling,
-                                               truncate_draft_logits=truncate_draft, logprobs=logprobs, **kwargs)
-                                        verify(mode=mode, backend="triton", check_values=False, logprobs=logprobs,
-                                               temperatures=sampling.temperatures, **kwargs)  # logprobs alone
-                                        calls += 2
-                    torch.cuda.synchronize()
-                    print(f"truncated {mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok",
-                          flush=True)
+    truncation_shapes = [shape for shape in CHAIN_SHAPES if shape[2] != 70001]
+    truncation_modes = ("probabilistic", "synthetic", "greedy") if part in ("all", "truncation") else ()
+    for mode, draft, target, dtype in _groups(mine, truncation_modes):
+        for batch, num_spec, vocab in truncation_shapes[:1] if dtype == torch.bfloat16 else truncation_shapes:
+            kwargs = hostile_inputs(batch, num_spec, vocab, draft, target, dtype, seed=batch + vocab)
+            if "target_logits" in kwargs:
+                kwargs["target_logits"] = (kwargs["target_logits"].float() * 2).round().div(2).to(dtype)
+            kwargs = {k: v.to(device) for k, v in kwargs.items()}
+            if mode == "synthetic":
+                kwargs["acceptance_rates"] = [0.9, 0.6, 0.5, 0.2][:num_spec]
+            knobs = {k: v.to(device) for k, v in truncation_knobs(batch, vocab).items()}
+            sampling = SamplingParams(temperatures=kwargs.pop("temperatures"), **knobs)
+            # "split": the prepass summarises the rows first; "sequential": the step does (FUSED)
+            for strategy in ("split", "sequential"):
+                with launch.strategy(strategy):
+                    for truncate_draft, logprobs in ((True, "processed"), (False, "raw")):
+                        for _ in range(2):  # the JIT launch, then the direct one
+                            verify(mode=mode, backend="triton", check_values=False, sampling=sampling,
+                                   truncate_draft_logits=truncate_draft, logprobs=logprobs, **kwargs)
+                            verify(mode=mode, backend="triton", check_values=False, logprobs=logprobs,
+                                   temperatures=sampling.temperatures, **kwargs)  # logprobs alone
+                            calls += 2
+        torch.cuda.synchronize()
+        print(f"truncated {mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok", flush=True)
     calls += _tree_workload(mine, device) if part in ("all", "trees") else 0
     calls += _block_workload(mine, device) if part in ("all", "block") else 0
     counts, simulated = torch.zeros(4, dtype=torch.int64), False
@@ -189,8 +196,9 @@ TREES = {7: [-1, -1, -1, 0, 3, 3, 5], 4: [-1, 0, 1, 2], 6: [-1, -1, 0, 0, 1, 1],
 
 def _tree_workload(mine, device) -> int:
     """The tree kernels on hostile inputs (one program per request, and the split path): every mode, draft and
-    target form, both candidate rules, float32 and bfloat16, with ragged counts, absent and out-of-range drafts, invalid rows and requests, and parents
-    left unchecked (out of range past and within the counts); a tree of no nodes and a vocabulary of 1."""
+    target form, both candidate rules, float32 and bfloat16, with ragged counts, absent and out-of-range drafts,
+    invalid rows and requests, and parents left unchecked (out of range past and within the counts); a tree of
+    no nodes and a vocabulary of 1."""
     import torch
 
     from specbench import verify
@@ -199,32 +207,25 @@ def _tree_workload(mine, device) -> int:
 
     calls = 0
     shapes = [(5, 7, 4099), (70, 6, 2053), (3, 4, 70001), (2, 0, 513), (4, 4, 1)]
-    for mode in ("greedy", "probabilistic", "synthetic"):
-        for draft in (("none", "logits", "probs") if mode == "probabilistic" else ("none",)):
-            for target in ("logits", "probs"):
-                for dtype in (torch.float32, torch.bfloat16):
-                    if not mine():
-                        continue
-                    for batch, num_nodes, vocab in shapes:
-                        kwargs = hostile_inputs(batch, num_nodes, vocab, draft, target, dtype, seed=batch + vocab)
-                        parents = torch.tensor([TREES[num_nodes]] * batch, dtype=torch.int64).reshape(batch, num_nodes)
-                        if num_nodes:
-                            parents[1::3, -1] = num_nodes + 5  # a later parent: the node belongs to no one
-                            parents[2::3, 1] = -9
-                        kwargs = {k: v.to(device) for k, v in kwargs.items()}
-                        if mode == "synthetic":
-                            kwargs["acceptance_rates"] = [[0.9, 0.5, 0.3], [0.6, 0.4, 0.2]]
-                        for candidates in ("independent", "without_replacement") if mode == "probabilistic" else \
-                                ("independent",):
-                            tree = DraftTree(parents.to(device), candidates)
-                            for strategy in ("sequential", "split"):  # one program per request; the split path
-                                with launch.strategy(strategy):
-                                    for _ in range(2):  # the JIT launch, then the direct one
-                                        verify(mode=mode, backend="triton", check_values=False, tree=tree, **kwargs)
-                                        calls += 1
-                    torch.cuda.synchronize()
-                    print(f"tree {mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok",
-                          flush=True)
+    for mode, draft, target, dtype in _groups(mine, ("greedy", "probabilistic", "synthetic")):
+        for batch, num_nodes, vocab in shapes:
+            kwargs = hostile_inputs(batch, num_nodes, vocab, draft, target, dtype, seed=batch + vocab)
+            parents = torch.tensor([TREES[num_nodes]] * batch, dtype=torch.int64).reshape(batch, num_nodes)
+            if num_nodes:
+                parents[1::3, -1] = num_nodes + 5  # a later parent: the node belongs to no one
+                parents[2::3, 1] = -9
+            kwargs = {k: v.to(device) for k, v in kwargs.items()}
+            if mode == "synthetic":
+                kwargs["acceptance_rates"] = [[0.9, 0.5, 0.3], [0.6, 0.4, 0.2]]
+            for candidates in ("independent", "without_replacement") if mode == "probabilistic" else ("independent",):
+                tree = DraftTree(parents.to(device), candidates)
+                for strategy in ("sequential", "split"):  # one program per request; the split path
+                    with launch.strategy(strategy):
+                        for _ in range(2):  # the JIT launch, then the direct one
+                            verify(mode=mode, backend="triton", check_values=False, tree=tree, **kwargs)
+                            calls += 1
+        torch.cuda.synchronize()
+        print(f"tree {mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok", flush=True)
     return calls
 
 
@@ -237,23 +238,17 @@ def _block_workload(mine, device) -> int:
     from specbench.kernels import launch
 
     calls = 0
-    shapes = [(5, 3, 4099), (3, 2, 70001), (70, 4, 2053), (2, 0, 513), (4, 2, 1)]
-    for draft in ("none", "logits", "probs"):
-        for target in ("logits", "probs"):
-            for dtype in (torch.float32, torch.bfloat16):
-                if not mine():
-                    continue
-                for batch, num_spec, vocab in shapes:
-                    kwargs = hostile_inputs(batch, num_spec, vocab, draft, target, dtype, seed=batch + vocab)
-                    kwargs = {k: v.to(device) for k, v in kwargs.items()}
-                    for strategy in ("sequential", "split"):  # one program per request; the split path
-                        with launch.strategy(strategy):
-                            for _ in range(2):  # the JIT launch, then the direct one
-                                verify(mode="probabilistic", method="block", backend="triton", check_values=False,
-                                       **kwargs)
-                                calls += 1
-                torch.cuda.synchronize()
-                print(f"block draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok", flush=True)
+    for _mode, draft, target, dtype in _groups(mine, ("probabilistic",)):
+        for batch, num_spec, vocab in CHAIN_SHAPES:
+            kwargs = hostile_inputs(batch, num_spec, vocab, draft, target, dtype, seed=batch + vocab)
+            kwargs = {k: v.to(device) for k, v in kwargs.items()}
+            for strategy in ("sequential", "split"):  # one program per request; the split path
+                with launch.strategy(strategy):
+                    for _ in range(2):  # the JIT launch, then the direct one
+                        verify(mode="probabilistic", method="block", backend="triton", check_values=False, **kwargs)
+                        calls += 1
+        torch.cuda.synchronize()
+        print(f"block draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok", flush=True)
     return calls
 
 

@@ -127,7 +127,8 @@ def tree_variants() -> list[tuple[object, dict[str, int], int, str]]:
 def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     """The truncation prepass, the truncated step (summarising rows itself, FUSED, and from the prepass's
     summaries) and the log-probability epilogue: every mode, target and draft form with every knob given
-    (the knobs not given only drop loads), one with top_k alone, in float32, and in bfloat16 the form that
+    (the knobs not given only drop loads), one with top_k alone, the fused step's wide shape for target
+    and draft logits, in float32, and in bfloat16 the form that
     reads the most rows in it (target and truncated draft logits): bfloat16 changes only the loads, and
     these kernels take 4 to 16 s each to compile, so the rest would take the suite past its budget."""
     block, warps = launch._truncation_shape(1 << 17, _GPU)
@@ -156,6 +157,12 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     out.extend((_verify_truncated_kernel, {**top_k_only, "DRAFT": 1, "BLOCK": step_block, "OUT_BLOCK": 8, "FUSED": fused,
                                            "SUMMARIZE_EMITTED": 0, **step_groups}, step_warps, "fp32")
                for fused, (step_block, step_warps, step_groups) in step_shapes.items())
+    # the fused step's wide shape (batches beyond what its 4-warp programs keep resident), in the form
+    # large batches time: target and truncated draft logits, every knob
+    wide_block, wide_warps = launch.TRUNCATION_SHAPES["fused-wide"]
+    wide = {"MODE": 1, "TARGET_PROBS": 0, "TRUNCATE_DRAFT": 1, **every_knob, "DRAFT": 1, "BLOCK": wide_block,
+            "OUT_BLOCK": 8, "FUSED": 1, "SUMMARIZE_EMITTED": 0, **launch._group_shape(1 << 17, wide_block, True)}
+    out.append((_verify_truncated_kernel, wide, wide_warps, "fp32"))
     for mode in ("greedy", "probabilistic"):
         for target_probs in (0, 1):
             for raw in (0, 1):

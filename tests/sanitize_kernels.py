@@ -252,7 +252,7 @@ def _block_workload(mine, device) -> int:
     return calls
 
 
-def sanitize(out: Path, tools: list[str], part: str = "all", shard: str = "1/1") -> int:
+def sanitize(out: Path, tools: list[str], part: str = "all", shard: str = "1/1", shape: str | None = None) -> int:
     """Run the workload under each tool; 0 when every tool reports nothing, 1 otherwise."""
     sanitizer = shutil.which("compute-sanitizer")
     if sanitizer is None:
@@ -268,6 +268,7 @@ def sanitize(out: Path, tools: list[str], part: str = "all", shard: str = "1/1")
         if tool == "memcheck":
             command += ["--leak-check", "no"]
         command += [sys.executable, str(Path(__file__).resolve()), "--workload", "--part", part, "--shard", shard]
+        command += ["--shape", shape] if shape else []
         with log.open("w") as handle:
             done = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env=env, check=False)
         text = log.read_text(errors="replace")
@@ -293,6 +294,9 @@ def main() -> int:
                         help="truncation: only the truncation and log-probability kernels and the simulations; "
                              "trees: only the tree kernels; block: only block verification's")
     parser.add_argument("--shard", default="1/1", help="I/N: run every N-th group of calls from the I-th (1-based)")
+    parser.add_argument("--shape", default=None,
+                        help="BLOCKxWARPS: launch every kernel at this shape (launch.TUNING), e.g. 2048x8 for the "
+                             "truncated fused step's wide shape, which the workload's batches never pick")
     args = parser.parse_args()
     try:
         index, count = (int(part) for part in args.shard.split("/"))
@@ -300,6 +304,16 @@ def main() -> int:
     except (ValueError, AssertionError):
         print(f"--shard takes I/N with 1 <= I <= N, got {args.shard!r}", file=sys.stderr)
         return 2
+    if args.shape:
+        try:
+            block, warps = (int(part) for part in args.shape.split("x"))
+        except ValueError:
+            print(f"--shape takes BLOCKxWARPS such as 2048x8, got {args.shape!r}", file=sys.stderr)
+            return 2
+        if args.workload:
+            from specbench.kernels import launch
+
+            launch.TUNING.update(block=block, num_warps=warps)
     if args.workload:
         return workload(args.part, (index, count))
     import torch
@@ -312,7 +326,7 @@ def main() -> int:
     if unknown or not tools:
         print(f"--tools takes some of {', '.join(TOOLS)}, got {args.tools!r}", file=sys.stderr)
         return 2
-    return sanitize(args.out, tools, args.part, args.shard)
+    return sanitize(args.out, tools, args.part, args.shard, args.shape)
 
 
 if __name__ == "__main__":

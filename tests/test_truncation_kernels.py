@@ -36,7 +36,7 @@ FORMS = [  # (target form, draft form, truncate_draft_logits)
 def small_blocks(monkeypatch):
     """The truncation kernels read rows in blocks of 16 tokens here (several chunks, a short last one)."""
     launch = triton_launch()
-    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device, fused=False: (16, 4))
+    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device, fused=False, batch=0: (16, 4))
     monkeypatch.setattr(launch, "TOP_K_CAP_GROUPS", 4)  # the top_k fast path gathers at most 4 groups (128 tokens)
     if not interpreted("triton"):
         pytest.skip("these tests size their inputs for the interpreter")
@@ -226,7 +226,7 @@ def test_top_k_fast_path_equals_sort_and_radix_path(small_blocks, monkeypatch, i
     path); the cutoffs equal a sort's, specbench.truncation's and the radix path's, and the rows meant for
     the fast path are resolved by it (they have a kept list, the radix path's rows none)."""
     launch = small_blocks
-    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device, fused=False: (32, 4))
+    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device, fused=False, batch=0: (32, 4))
     vocab = 150
     generator = torch.Generator().manual_seed(5)
     logits = _rows(generator, 8, 2, vocab)
@@ -257,13 +257,41 @@ def test_top_k_fast_path_equals_sort_and_radix_path(small_blocks, monkeypatch, i
     assert torch.equal(fast[4] > 0, expected_fast & has_mass), (fast[4], expected_fast)
     assert bool((fast[4] <= top_k[:, None].clamp(max=64)).all())
     monkeypatch.undo()
-    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device, fused=False: (32, 4))
+    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device, fused=False, batch=0: (32, 4))
     monkeypatch.setattr(launch, "MAX_GROUPS", 1)  # no row fits: the radix path everywhere
     radix = launch.truncation_summaries(**keywords)
     assert not bool(radix[4].any())
     for got, want in zip(fast[:4], radix[:4], strict=True):
         assert torch.allclose(got, want, rtol=1e-5, atol=0, equal_nan=True), (got, want)
     assert torch.equal(fast[2], radix[2]) and torch.equal(fast[3], radix[3])  # the cutoffs themselves
+
+
+def test_top_k_path_on_continuous_rows_of_thousands_of_tokens(small_blocks, monkeypatch):
+    """The launcher's own shapes and cap (64 groups) on rows of 5000 tokens with continuous values (the
+    bisections stop early there: at a bound with at most 64 groups above it, then at one with exactly
+    top_k tokens above it) and with values on a grid (ties at the boundary: they run to the last bit);
+    top_k from 1 to 64, with top_p and min_p: the cutoffs equal the sort's."""
+    launch = small_blocks
+    monkeypatch.undo()
+    generator = torch.Generator().manual_seed(3)
+    batch, vocab = 6, 5000
+    values = torch.randn(batch, 2, vocab, generator=generator) * 3
+    values[1] = torch.round(values[1] * 8) / 8  # ties
+    values[2, :, 100:] = torch.randn(2, vocab - 100, generator=generator) - 30  # a few large values
+    temperatures = torch.tensor([1.0, 0.7, 1.3, 1.0, 0.5, 2.0])
+    top_k = torch.tensor([50, 50, 1, 64, 17, 33], dtype=torch.int32)
+    top_p = torch.tensor([0.9, 0.95, 1.0, 0.5, 0.99, 1.0])
+    min_p = torch.tensor([0.0, 0.0, 0.0, 0.01, 0.0, 0.0])
+    for is_probs in (False, True):
+        rows = torch.softmax(values, dim=-1) if is_probs else values
+        summaries = launch.truncation_summaries(
+            target=rows, target_is_probs=is_probs, temperatures=temperatures,
+            num_draft_tokens=torch.ones(batch, dtype=torch.int32), top_k=top_k, top_p=top_p, min_p=min_p)
+        # every row on the top-k path: a kept list, full (top_k long) where min_p cuts nothing before top_k
+        lengths = summaries[4]
+        assert bool((lengths >= 1).all()) and bool((lengths <= top_k[:, None]).all())
+        assert bool((lengths[min_p == 0] == top_k[min_p == 0, None]).all())
+        _check_summaries(summaries[:4], rows, temperatures, top_k, top_p, min_p, is_probs)
 
 
 # --- properties of the step that need no reference ----------------------------------------------

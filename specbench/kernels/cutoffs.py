@@ -14,12 +14,14 @@ Two ways to the cutoff:
   ``top_p`` and ``min_p`` with it). ``group_maxima`` writes the largest value of each group of
   ``GROUP`` (32) consecutive tokens to scratch: one pass over the row, which the caller may split
   across programs (a maximum is exact in any order, so the summary never depends on the split).
-  ``top_k_from_groups`` then finds ``c_k``, the k-th largest group maximum (a 32-step bisection on
-  the values' order-preserving keys); the groups whose maximum is ``>= c_k`` hold the row's first k
-  tokens and every token tied with the k-th (proof at ``top_k_from_groups``). With at most
-  ``CAP_GROUPS`` (64) of them, their tokens (at most 2048) are gathered once and resolved in
-  registers in the contract's order: ``min_p`` (a threshold on ``w``), ``top_k`` (the k-th largest
-  value in play by a second bisection; a tie there cut by id with a bisection on the ids), then the
+  ``top_k_from_groups`` then finds a bound ``c <= c_k``, ``c_k`` the k-th largest group maximum, at
+  which at most ``CAP_GROUPS`` (64) groups have their maximum ``>= c`` (a bisection on the values'
+  order-preserving int32 keys, from the top bit, that stops there: often half way); those groups
+  hold the row's first k tokens and every token tied with the k-th (proof at
+  ``top_k_from_groups``). Their tokens (at most 2048) are gathered once and resolved in registers
+  in the contract's order: ``min_p`` (a threshold on ``w``), ``top_k`` (a second bisection, which
+  stops once exactly k tokens in play lie at or above its bound, else ends at the k-th largest
+  value; a tie there cut by id with a bisection on the ids), then the
   kept tokens (at most k) are compacted to the row's kept list in scratch and ``top_p`` is resolved
   on them from each one's prefix mass (a k x k comparison: the mass of the list tokens before it in
   the order). The list's ids and masses ``w`` (0 for a token top_p cut) let the step race over at
@@ -40,7 +42,7 @@ functions' own.
 import triton
 import triton.language as tl
 
-from specbench.kernels.rows import load_probs, load_scaled
+from specbench.kernels.rows import clean, clean_prob, load_probs, load_scaled
 
 INT32_MAX = tl.constexpr(2147483647)
 GROUP = tl.constexpr(32)  # tokens per group of the top-k path
@@ -262,27 +264,51 @@ def top_k_path(k, V, GROUP_BLOCK: tl.constexpr):
 def group_maxima(row, V, inv_temperature, group_max_ptr, first, last, TARGET_PROBS: tl.constexpr,
                  GROUP_ROWS: tl.constexpr):
     # the largest value of groups first .. last - 1 of GROUP consecutive tokens, to their scratch
-    # slots (-inf for a group with no value of mass)
+    # slots (-inf for a group with no value of mass). A value is a monotone function of the stored
+    # entry (a positive scale, then clamps; the maximum skips NaN entries, which have no mass), so it
+    # is taken of each group's largest entry, not of every token. The chunk's offsets are contiguous
+    # along a group and its mask constant along one (V and the slice's end are multiples of 16 or
+    # masked per token): the loads go out as wide vectors, several per thread in flight
     rows = tl.arange(0, GROUP_ROWS)
     lanes = tl.arange(0, GROUP)
+    stop = tl.minimum(last * GROUP, V)  # tokens past the slice or the row read nothing
     for start in range(first, last, GROUP_ROWS):
         groups = start + rows
-        offs = tl.where((groups < last)[:, None], groups[:, None] * GROUP + lanes[None, :], V)  # V: read nothing
-        value, _mass = row_values(row, offs, V, inv_temperature, 0.0, TARGET_PROBS)
-        tl.store(group_max_ptr + groups, tl.max(value, axis=1), mask=groups < last)
+        offs = groups[:, None] * GROUP + lanes[None, :]
+        if TARGET_PROBS:
+            largest = clean_prob(tl.max(tl.load(row + offs, mask=offs < stop, other=0.0).to(tl.float32), axis=1))
+            value = tl.where(largest > 0.0, largest, float("-inf"))
+        else:
+            raw = tl.load(row + offs, mask=offs < stop, other=float("-inf")).to(tl.float32)
+            value = clean(tl.max(raw, axis=1) * inv_temperature)
+            value = tl.where(value == 0.0, 0.0, value)
+        tl.store(group_max_ptr + groups, value, mask=groups < last)
 
 
 @triton.jit
-def _kth_largest_key(key, k):
-    # the k-th largest of the order keys `key` (int64 in [0, 2**32); -1: no entry), k >= 1: the
-    # largest c with at least k keys >= c, built bit by bit from the top (32 counts over the block,
-    # in registers); 0 when fewer than k keys are given
-    c = tl.full([], 0, tl.int64)
-    for step in range(32):
-        trial = c | (tl.full([], 1, tl.int64) << (31 - step))
+def _order_key32(value):
+    # float32 -> int32 in the same order as the values (signed); INT32_MIN is no value's key (a NaN's)
+    bits = value.to(tl.int32, bitcast=True)
+    return tl.where(bits >= 0, bits, bits ^ 0x7FFFFFFF)
+
+
+@triton.jit
+def _kth_largest_bound(key, k, enough):
+    # (c, count): a lower bound c on the k-th largest of the keys `key` (int32 order keys; INT32_MIN:
+    # no entry), k >= 1, and count, the number of keys >= c (>= k unless fewer than k are given). A
+    # bisection from the top bit, keeping c with at least k keys >= c, that stops as soon as at most
+    # `enough` keys are >= c; run to the last bit it ends at the k-th largest key itself (INT32_MIN
+    # when fewer than k keys are given). Each step is one count over the block, in registers.
+    c = tl.full([], -2147483648, tl.int32)
+    count = tl.sum((key > c).to(tl.int32), axis=0)
+    step = tl.full([], 0, tl.int32)
+    while (step < 32) & (count > enough):
+        trial = c ^ (tl.full([], 1, tl.int32) << (31 - step))  # c's bits below 31 - step are 0 (bit 31: to 0)
         at_least = tl.sum((key >= trial).to(tl.int32), axis=0)
         c = tl.where(at_least >= k, trial, c)
-    return c
+        count = tl.where(at_least >= k, at_least, count)
+        step += 1
+    return c, count
 
 
 @triton.jit
@@ -306,10 +332,11 @@ def top_k_from_groups(row, V, inv_temperature, k, top_p, min_p, group_max_ptr, g
     # (nothing else meaningful) when more than CAP_GROUPS groups qualify, for the radix path.
     #
     # Why the gathered groups hold the answer: let c_k be the k-th largest group maximum (counting
-    # multiplicity) and tau_k the row's k-th largest value. The k largest group maxima are k distinct
-    # tokens of value >= c_k, so tau_k >= c_k. Every token of the row's first k (and every token tied
-    # with tau_k) has value >= tau_k >= c_k, so its group's maximum is >= c_k: it is gathered. A token
-    # not gathered has value <= its group maximum < c_k <= tau_k, so it comes after all of those in
+    # multiplicity), tau_k the row's k-th largest value, and c <= c_k the bound whose groups (maximum
+    # >= c) are gathered. The k largest group maxima are k distinct tokens of value >= c_k, so tau_k
+    # >= c_k >= c. Every token of the row's first k (and every token tied with tau_k) has value >=
+    # tau_k >= c, so its group's maximum is >= c: it is gathered. A token not gathered has value <= its
+    # group maximum < c <= tau_k, so it comes after all of those in
     # the row's order, and the first k gathered tokens (in that order) are the row's first k. min_p
     # keeps a prefix of the order and top_k and top_p act on the first k only, so resolving the knobs
     # among the gathered tokens is exact. (Fewer than k groups with mass: every such group is gathered.)
@@ -324,9 +351,10 @@ def top_k_from_groups(row, V, inv_temperature, k, top_p, min_p, group_max_ptr, g
     length = tl.full([], 0, tl.int32)
     if m > float("-inf"):  # (else nothing is kept, as on the radix path)
         has_mass = (groups < num_groups) & (group_max > float("-inf"))
-        key = tl.where(has_mass, _order_key(group_max), -1)
-        qualify = has_mass & (key >= _kth_largest_key(key, k))
-        count = tl.sum(qualify.to(tl.int32), axis=0)
+        key = tl.where(has_mass, _order_key32(group_max), -2147483648)
+        # any c at or below c_k keeps the argument below; stop once at most CAP_GROUPS groups are >= c
+        c_groups, count = _kth_largest_bound(key, k, CAP_GROUPS)
+        qualify = has_mass & (key >= c_groups)
         done = count <= CAP_GROUPS
         if done:
             # compact the qualifying group ids (in id order) to scratch slots 0 .. count - 1, then
@@ -345,8 +373,10 @@ def top_k_from_groups(row, V, inv_temperature, k, top_p, min_p, group_max_ptr, g
             play = (value > float("-inf")) & (weight >= minp_threshold) & (offs < V)
             # top_k among what min_p kept: the k-th largest value c (counting ties), then of the
             # tokens tied at c the lowest ids, as many as the first k still need
-            value_key = tl.where(play, _order_key(value), -1)
-            c = _kth_largest_key(value_key, k)  # 0 (below every key in play) when fewer than k are
+            value_key = tl.where(play, _order_key32(value), -2147483648)
+            # c: the k-th largest value's key, or any bound with exactly k keys >= it (then no tie is
+            # cut), or INT32_MIN when fewer than k are in play
+            c, _count = _kth_largest_bound(value_key, k, k)
             above = tl.sum((value_key > c).to(tl.int32), axis=0)
             tie = play & (value_key == c)
             cut_id = tl.full([], INT32_MAX, tl.int32)

@@ -587,15 +587,28 @@ _TRUNCATED = _Launcher(_verify_truncated_kernel)
 _LOGPROBS = _Launcher(_logprobs_kernel)
 # Launch shapes of the truncation kernels (tokens a program reads per chunk, warps), by path: the
 # prepass path of small batches, where a row's cutoff search is one program's work while the others
-# wait, and the fused path of large ones, where each program streams its rows and searches between
-# them (results/h200-issue20-s2/)
-TRUNCATION_SHAPES = {"prepass": (1024, 4), "fused": (1024, 4)}
+# wait (8 warps: a search of 8192 group maxima took 18.2 µs against 21.1 at 4), and the fused path of
+# large ones, where each program streams its rows and searches between them (4 warps keep three
+# programs on a multiprocessor; 2048-token blocks, 8192-token passes). H200, graph, top_k 50 + top_p
+# 0.9, draft logits, µs (results/h200-truncation-s3/): 1024 x 4 / 2048 x 8 for the prepass at B = 1, 8,
+# 64: 34.6 / 28.1, 44.9 / 37.0, 275.5 / 176.7; 1024 x 4 / 2048 x 4 / 2048 x 8 fused at B = 256 K = 7:
+# 723.9 / 644.0 / 779.5, at B = 512: 1109.4 / 1043.9 / 909.6; after the pass took each group's largest
+# entry, 2048 x 4 / 2048 x 8 fused: 643.4 / 718.8 at B = 256, 1029.8 / 847.4 at B = 512
+TRUNCATION_SHAPES = {"prepass": (2048, 8), "fused": (2048, 4), "fused-wide": (2048, 8)}
+# ... the fused path takes "fused-wide" beyond the requests that 4-warp programs keep resident (three
+# per multiprocessor): there the batch runs in waves anyway, and wider programs finish each sooner
+FUSED_WIDE_REQUESTS_PER_SM = 3
 
 
-def _truncation_shape(vocab: int, device: torch.device, fused: bool = False) -> tuple[int, int]:
+def _truncation_shape(vocab: int, device: torch.device, fused: bool = False, batch: int = 0) -> tuple[int, int]:
     if device.type != "cuda":
         return min(max(_next_power_of_2(vocab), 16), 1024), 4
-    block, num_warps = TRUNCATION_SHAPES["fused" if fused else "prepass"]
+    path = "prepass"
+    if fused:
+        wide = batch > 0 and batch > FUSED_WIDE_REQUESTS_PER_SM * _num_sms(device.index or 0)
+        path = "fused-wide" if wide else "fused"
+    block, num_warps = TRUNCATION_SHAPES[path]
+    block, num_warps = TUNING["block"] or block, TUNING["num_warps"] or num_warps  # a launch variant's
     block = min(block, max(_next_power_of_2(vocab), 128))
     return block, min(num_warps, max(block // 128, 1))
 
@@ -615,15 +628,21 @@ TOP_K_CAP_GROUPS = 64
 _LIST = 64
 # The radix path's chunk (its 16-bin histograms hold 16 values per token of it)
 _RADIX_BLOCK = 1024
+# The group maxima pass reads this many blocks a chunk: 4096 tokens at 1024 x 4, eight 16-byte loads
+# per thread in flight (one program streamed a 128256-token row in 105 µs at one block a chunk, H200,
+# results/h200-issue20-s2/)
+_PASS_BLOCKS = 4
 # The prepass splits each row so that no program reads fewer than this many groups of it
 _MIN_SLICE_GROUPS = 64
 
 
 def _group_shape(vocab: int, block: int, fused: bool = False) -> dict[str, int]:
     # the cutoff search's constexprs: the radix path's chunk, the top-k path's groups per chunk of its
-    # pass, the block of a row's group maxima, the cap
+    # pass (_PASS_BLOCKS blocks: more bytes in flight per program), the block of a row's group maxima,
+    # the cap
     groups = -(-vocab // _GROUP)
-    return {"RADIX_BLOCK": min(block, _RADIX_BLOCK), "GROUP_ROWS": max(block // _GROUP, 1),
+    group_rows = min(max(block * _PASS_BLOCKS // _GROUP, 1), _next_power_of_2(groups))
+    return {"RADIX_BLOCK": min(block, _RADIX_BLOCK), "GROUP_ROWS": group_rows,
             "GROUP_BLOCK": min(max(_next_power_of_2(groups), 16), MAX_GROUPS),
             "CAP_GROUPS": TOP_K_CAP_GROUPS}
 
@@ -705,7 +724,7 @@ def _verify_truncated(
         return step.result
     key = _stream_key(device)
     fused = not _use_split(batch, num_slots, "probabilistic", device)
-    block, num_warps = _truncation_shape(vocab, device, fused)
+    block, num_warps = _truncation_shape(vocab, device, fused, batch)
     knobs, flags = _knob_args(top_k, top_p, min_p, temperatures)
     scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key)
     truncate_draft = draft_kind == 1 and truncate_draft_logits

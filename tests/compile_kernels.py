@@ -84,7 +84,7 @@ def variants() -> list[tuple[object, dict[str, int], int, str]]:
     out.append((_simulate_kernel, {"BLOCK": launch._SIMULATE_BLOCK}, 4, "fp32"))
     out.append((_simulate_mixture_kernel, {"BLOCK": launch._SIMULATE_BLOCK}, 4, "fp32"))
     out.extend(truncation_variants())
-    block, warps = launch._truncation_shape(1 << 17, _GPU)  # block verification: its launch shape
+    block, warps = launch._program_shape(1 << 17, _GPU, *launch.ROW_PROGRAM_SHAPE)  # block's one-program path
     split_block, split_warps = launch._launch_shape(1 << 17, _GPU, True, "probabilistic", 8)  # its split path at B = 8
     for draft in DRAFTS:
         for target_probs in (0, 1):
@@ -163,6 +163,7 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     wide = {"MODE": 1, "TARGET_PROBS": 0, "TRUNCATE_DRAFT": 1, **every_knob, "DRAFT": 1, "BLOCK": wide_block,
             "OUT_BLOCK": 8, "FUSED": 1, "SUMMARIZE_EMITTED": 0, **launch._group_shape(1 << 17, wide_block, True)}
     out.append((_verify_truncated_kernel, wide, wide_warps, "fp32"))
+    block, warps = launch._program_shape(1 << 17, _GPU, *launch.ROW_PROGRAM_SHAPE)  # the log-probability epilogue
     for mode in ("greedy", "probabilistic"):
         for target_probs in (0, 1):
             for raw in (0, 1):

@@ -223,7 +223,8 @@ def test_top_k_fast_path_equals_sort_and_radix_path(small_blocks, monkeypatch, i
     """Rows with 1 <= top_k <= 64 (the one-pass path; gathering at most 4 groups of 32 here): ties at the
     top_k boundary and across group edges, top_k = 1, 64 and 65 (the radix path), all three knobs, NaN and
     -inf, V = 150 (not a multiple of 32), rows whose values all tie (more groups than the cap: the radix
-    path); the cutoffs equal a sort's, specbench.truncation's and the radix path's, and the rows meant for
+    path), temperature +inf with a +inf logit (no mass there: its group still has a maximum of 0); the
+    cutoffs equal a sort's, specbench.truncation's and the radix path's, and the rows meant for
     the fast path are resolved by it (they have a kept list, the radix path's rows none)."""
     launch = small_blocks
     monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device, fused=False, batch=0: (32, 4))
@@ -237,12 +238,13 @@ def test_top_k_fast_path_equals_sort_and_radix_path(small_blocks, monkeypatch, i
     logits[3, 1, ::2] = math.nan
     logits[3, 1, 1::2] = -2.0
     logits[5, 1] = -math.inf  # nothing has mass
-    temperatures = torch.tensor([1.0, 0.5, 2.0, 1.0, 0.7, 1.0, 1.0, 0.8])
+    temperatures = torch.tensor([1.0, 0.5, 2.0, 1.0, 0.7, 1.0, 1.0, math.inf])
     if is_probs:
         values = torch.softmax(logits.nan_to_num(nan=-math.inf), dim=-1)
         values[2, 0, 40:50] = -0.5  # negative entries: no mass
     else:
         values = logits
+        values[7, 0, 0] = math.inf  # at temperature +inf: NaN, no mass, while every finite logit is 0
     top_k = torch.tensor([2, 64, 1, 3, 7, 5, 65, 10], dtype=torch.int32)
     top_p = torch.tensor([1.0, 0.8, 1.0, 0.5, 0.6, 0.9, 0.7, 0.999])
     min_p = torch.tensor([0.0, 0.05, 0.0, 0.0, 0.1, 0.0, 0.0, 0.02])

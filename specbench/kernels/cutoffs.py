@@ -266,9 +266,11 @@ def group_maxima(row, V, inv_temperature, group_max_ptr, first, last, TARGET_PRO
     # the largest value of groups first .. last - 1 of GROUP consecutive tokens, to their scratch
     # slots (-inf for a group with no value of mass). A value is a monotone function of the stored
     # entry (a positive scale, then clamps; the maximum skips NaN entries, which have no mass), so it
-    # is taken of each group's largest entry, not of every token. The chunk's offsets are contiguous
-    # along a group and its mask constant along one (V and the slice's end are multiples of 16 or
-    # masked per token): the loads go out as wide vectors, several per thread in flight
+    # is taken of each group's largest entry, not of every token. The one exception, temperature +inf
+    # (a scale of 0): a +inf logit becomes NaN there (no mass), so it is dropped before the maximum.
+    # The chunk's offsets are contiguous along a group and its mask constant along one (V and the
+    # slice's end are multiples of 16 or masked per token): the loads go out as wide vectors, several
+    # per thread in flight
     rows = tl.arange(0, GROUP_ROWS)
     lanes = tl.arange(0, GROUP)
     stop = tl.minimum(last * GROUP, V)  # tokens past the slice or the row read nothing
@@ -280,6 +282,8 @@ def group_maxima(row, V, inv_temperature, group_max_ptr, first, last, TARGET_PRO
             value = tl.where(largest > 0.0, largest, float("-inf"))
         else:
             raw = tl.load(row + offs, mask=offs < stop, other=float("-inf")).to(tl.float32)
+            if inv_temperature == 0.0:  # (a uniform branch: no cost at other temperatures)
+                raw = tl.where(raw == float("inf"), float("-inf"), raw)
             value = clean(tl.max(raw, axis=1) * inv_temperature)
             value = tl.where(value == 0.0, 0.0, value)
         tl.store(group_max_ptr + groups, value, mask=groups < last)

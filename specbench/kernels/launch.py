@@ -43,7 +43,9 @@ does not take it until its speed is measured on a GPU. Truncation, logprobs and 
 refused before here.
 
 No launch reads a value on the host, and scratch comes from ``_scratch``: a step can be captured
-in a CUDA graph. The truncation launches take their shapes from ``TRUNCATION_SHAPES``, by path.
+in a CUDA graph. The truncation launches take their shapes from ``TRUNCATION_SHAPES``, by path and
+batch; the log-probability epilogue and block's one-program path ``ROW_PROGRAM_SHAPE``; a launch
+variant's ``TUNING`` overrides both.
 """
 
 from __future__ import annotations
@@ -401,7 +403,7 @@ def _verify_block(*, target_logits, target_probs, draft_token_ids, num_draft_tok
     forms = {"DRAFT": step.draft_kind, "TARGET_PROBS": step.target_is_probs}
     out_block = _next_power_of_2(num_slots)
     if _strategy == "sequential" or (_strategy == "auto" and device.type != "cuda"):
-        block, num_warps = _truncation_shape(vocab, device)
+        block, num_warps = _program_shape(vocab, device, *ROW_PROGRAM_SHAPE)
         _BLOCK((batch,), (out, out.stride(0), num_emitted, num_accepted, *rows, vocab, num_slots), num_warps, key,
                BLOCK=block, OUT_BLOCK=out_block, **forms)
         return step.result
@@ -600,15 +602,25 @@ TRUNCATION_SHAPES = {"prepass": (2048, 8), "fused": (2048, 4), "fused-wide": (20
 FUSED_WIDE_REQUESTS_PER_SM = 3
 
 
+# One program per request (block verification's one-program path) or per emitted token (the
+# log-probability epilogue) reading whole rows: the shape they were checked and timed at
+ROW_PROGRAM_SHAPE = (1024, 4)
+
+
 def _truncation_shape(vocab: int, device: torch.device, fused: bool = False, batch: int = 0) -> tuple[int, int]:
-    if device.type != "cuda":
-        return min(max(_next_power_of_2(vocab), 16), 1024), 4
     path = "prepass"
-    if fused:
+    if fused and device.type == "cuda":
         wide = batch > 0 and batch > FUSED_WIDE_REQUESTS_PER_SM * _num_sms(device.index or 0)
         path = "fused-wide" if wide else "fused"
-    block, num_warps = TRUNCATION_SHAPES[path]
-    block, num_warps = TUNING["block"] or block, TUNING["num_warps"] or num_warps  # a launch variant's
+    return _program_shape(vocab, device, *TRUNCATION_SHAPES[path])
+
+
+def _program_shape(vocab: int, device: torch.device, block: int, num_warps: int) -> tuple[int, int]:
+    # (tokens a program reads per chunk, warps): a launch variant's TUNING over the given shape, the
+    # block no larger than the row needs; the interpreter's small blocks on a CPU
+    if device.type != "cuda":
+        return min(max(_next_power_of_2(vocab), 16), 1024), 4
+    block, num_warps = TUNING["block"] or block, TUNING["num_warps"] or num_warps
     block = min(block, max(_next_power_of_2(vocab), 128))
     return block, min(num_warps, max(block // 128, 1))
 
@@ -628,9 +640,9 @@ TOP_K_CAP_GROUPS = 64
 _LIST = 64
 # The radix path's chunk (its 16-bin histograms hold 16 values per token of it)
 _RADIX_BLOCK = 1024
-# The group maxima pass reads this many blocks a chunk: 4096 tokens at 1024 x 4, eight 16-byte loads
-# per thread in flight (one program streamed a 128256-token row in 105 µs at one block a chunk, H200,
-# results/h200-issue20-s2/)
+# The group maxima pass reads this many blocks a chunk: 8192 tokens at 2048 x 4 or 8, eight or sixteen
+# 16-byte loads per thread in flight (one program streamed a 128256-token row in 105 µs at one 1024-token
+# block a chunk, H200, results/h200-issue20-s2/)
 _PASS_BLOCKS = 4
 # The prepass splits each row so that no program reads fewer than this many groups of it
 _MIN_SLICE_GROUPS = 64
@@ -679,9 +691,10 @@ def _summaries(batch: int, num_slots: int, device: torch.device, key) -> tuple[t
 
 
 def _prepass_slices(rows: int, vocab: int, group_rows: int, device: torch.device) -> tuple[int, int]:
-    """(programs per row, groups per program) of the prepass: enough programs to give every
-    multiprocessor a few, none with fewer than ``_MIN_SLICE_GROUPS`` groups (a few on the CPU, to
-    exercise the arrival)."""
+    """(programs per row, groups per program) of the prepass: up to enough programs to give every
+    multiprocessor a few, each reading whole chunks of the pass (``group_rows`` groups: 256, so at most
+    16 programs a 128256-token row) and none fewer than ``_MIN_SLICE_GROUPS`` groups (a few on the CPU,
+    to exercise the arrival)."""
     groups = -(-vocab // _GROUP)
     if device.type != "cuda":
         wanted = 3
@@ -791,7 +804,7 @@ def _logprobs(result: VerifyResult, *, mode: str, target_logits: torch.Tensor | 
     if batch == 0:
         return logprobs
     key = _stream_key(device)
-    block, num_warps = _truncation_shape(vocab, device)
+    block, num_warps = _program_shape(vocab, device, *ROW_PROGRAM_SHAPE)
     knobs, flags = _knob_args(top_k, top_p, min_p, temperatures)
     truncate = top_k is not None or top_p is not None or min_p is not None
     summary_f, summary_i = _summaries(batch, num_slots, device, key)

@@ -10,7 +10,10 @@ are captured in a CUDA graph and replayed 20 times; the median per launch in µs
 - ``bound``: + the first bisection (``_kth_largest_bound``: at most 64 groups at or above its bound);
 - ``scan``: + the compaction's cumulative sum over the block of group maxima;
 - ``search``: ``top_k_from_groups`` whole (both bisections, the gather, the kept list, top_p);
-- ``pass``: ``group_maxima`` over the whole row by the one program (chunks of GROUP_ROWS groups).
+- ``pass``: ``group_maxima`` over the whole row by the one program (chunks of GROUP_ROWS groups);
+- ``scan2d``: ``scan`` again on a 2-D view of the block (rows of 128 groups: a scan along each row, whose
+  128 entries lie in one warp, then a scan of the 64 rows' counts), to compare with ``scan``: a candidate
+  for the compaction in ``top_k_from_groups`` (added after the explore call; not yet run on a GPU).
 """
 
 import statistics
@@ -36,6 +39,16 @@ def _stage_kernel(rows_ptr, out_ptr, group_max_ptr, group_ids_ptr, list_ids_ptr,
     if STAGE == 4:
         group_maxima(row, V, 1.0, maxima, 0, num_groups, False, GROUP_ROWS)
         tl.store(out_ptr + r, 1.0)
+    elif STAGE == 5:  # "scan" on a 2-D view of the block: rows of 128 groups, scans along a row, rows' offsets
+        ids = tl.arange(0, GROUP_BLOCK // 128)[:, None] * 128 + tl.arange(0, 128)[None, :]
+        group_max = tl.load(maxima + ids, mask=ids < num_groups, other=float("-inf"))
+        key = tl.where(ids < num_groups, _order_key32(group_max), -2147483648)
+        c, count = _bound_2d(key, 50, 64)
+        qualify = (key >= c).to(tl.int32)
+        per_row = tl.sum(qualify, axis=1)
+        slot_of = (tl.cumsum(per_row, axis=0) - per_row)[:, None] + tl.cumsum(qualify, axis=1) - 1
+        tl.store(group_ids_ptr + r * 64 + slot_of, ids, mask=qualify > 0)
+        tl.store(out_ptr + r, tl.max(tl.max(group_max, axis=1), axis=0) + c.to(tl.float32) + count)
     elif STAGE == 3:
         _done, m, mass, tau, iota, length = top_k_from_groups(
             row, V, 1.0, 50, 0.9, 0.0, maxima, group_ids_ptr + r * 64, list_ids_ptr + r * 64, list_v_ptr + r * 64,
@@ -54,6 +67,21 @@ def _stage_kernel(rows_ptr, out_ptr, group_max_ptr, group_ids_ptr, list_ids_ptr,
                 slot_of = tl.cumsum(qualify.to(tl.int32), axis=0) - 1
                 tl.store(group_ids_ptr + r * 64 + slot_of, groups, mask=qualify)
         tl.store(out_ptr + r, result)
+
+
+@triton.jit
+def _bound_2d(key, k, enough):
+    # _kth_largest_bound on a 2-D block of keys (its counts summed over both axes)
+    c = tl.full([], -2147483648, tl.int32)
+    count = tl.sum(tl.sum((key > c).to(tl.int32), axis=1), axis=0)
+    step = tl.full([], 0, tl.int32)
+    while (step < 32) & (count > enough):
+        trial = c ^ (tl.full([], 1, tl.int32) << (31 - step))
+        at_least = tl.sum(tl.sum((key >= trial).to(tl.int32), axis=1), axis=0)
+        c = tl.where(at_least >= k, trial, c)
+        count = tl.where(at_least >= k, at_least, count)
+        step += 1
+    return c, count
 
 
 def _timed(fn) -> float:
@@ -83,13 +111,13 @@ def main() -> None:
     out = torch.empty(many, device="cuda")
     ints = torch.empty(many * 64, dtype=torch.int32, device="cuda")
     lists = [torch.empty(many * 64, dtype=dtype, device="cuda") for dtype in (torch.int32, torch.float32, torch.float32)]
-    names = ["launch", "bound", "scan", "search", "pass"]
+    names = ["launch", "bound", "scan", "search", "pass", "scan2d"]
     for warps in (4, 8, 16):
         line = []
         for stage, name in enumerate(names):
             group_rows = 128 if warps == 4 else 256
             for grid in (1, many):
-                scratch = maxima.clone() if stage == 4 else maxima
+                scratch = maxima.clone() if stage == 4 else maxima  # (the pass writes its own copy)
 
                 def launch(stage=stage, grid=grid, scratch=scratch, group_rows=group_rows, warps=warps):
                     _stage_kernel[(grid,)](rows, out, scratch, ints, *lists, V, STAGE=stage, GROUP_ROWS=group_rows,

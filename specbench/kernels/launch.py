@@ -29,18 +29,18 @@ Truncation and log-probabilities (``specbench/kernels/truncation.py``, ``specben
 
 Methods (``method``, ``specbench/methods.py``): ``token`` is everything above. ``block`` in the
 probabilistic mode, untruncated, is one launch of ``specbench/kernels/block.py`` (one program per
-request, at the truncation kernels' prepass shape: correct first, not tuned); ``strategy("split")``
-forces its split path (three launches: the rows' statistics, the residual masses, the final race, each
-split across programs; ``auto`` does not take it until its speed is measured on a GPU). The lossy
+request, at ``ROW_PROGRAM_SHAPE``), or its split path (three launches: the rows' statistics, the
+residual masses, the final race, each split across programs), which ``auto`` takes on a GPU (faster in
+22 of 24 H200 rows, results/h200-split-paths/) and ``strategy("split")`` forces. The lossy
 methods and a truncated ``block`` call are refused with one sentence. Greedy calls run the greedy rule
 whatever the method.
 
 Trees (``tree_parents``, "Trees" in ``specbench/verification.py``; ``specbench/kernels/tree.py``): one
-launch, one program per request walking its tree, at the chain's one-program shape whatever the
-batch. ``strategy("split")`` forces the split path (greedy and probabilistic): every row's statistics
-split across programs, the walk in each request's last program, then the final race split; ``auto``
-does not take it until its speed is measured on a GPU. Truncation, logprobs and other methods are
-refused before here.
+launch, one program per request walking its tree, at the chain's one-program shape, or the split path
+(greedy and probabilistic): every row's statistics split across programs, the masses after each place's
+first rejected child summed across programs, the walk in each request's last program, then the final
+race split. ``auto`` takes the split path on a GPU up to ``TREE_SPLIT_MAX_BATCH`` requests;
+``strategy("split")`` forces it. Truncation, logprobs and other methods are refused before here.
 
 No launch reads a value on the host, and scratch comes from ``_scratch``: a step can be captured
 in a CUDA graph. The truncation launches take their shapes from ``TRUNCATION_SHAPES``, by path and

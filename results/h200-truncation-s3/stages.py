@@ -4,7 +4,8 @@ Run from the repository root on the GPU machine: ``python3 results/h200-truncati
 Rows of V = 151936 random logits (top_k 50, top_p 0.9; 4748 groups of 32, a block of 8192); each kernel
 below runs one program per row, at 4, 8 and 16 warps, on 1 row (latency: what a small batch waits for)
 and on 264 rows (two programs per multiprocessor of an H200: what a large batch streams). 100 launches
-are captured in a CUDA graph and replayed 20 times; the median per launch in µs is printed.
+are captured in a CUDA graph and replayed 20 times (``specbench.timing``); the median per launch in µs
+is printed.
 
 - ``launch``: load the group maxima and store their max (a launch and one reduction);
 - ``bound``: + the first bisection (``_kth_largest_bound``: at most 64 groups at or above its bound);
@@ -16,13 +17,12 @@ are captured in a CUDA graph and replayed 20 times; the median per launch in µs
   for the compaction in ``top_k_from_groups`` (added after the explore call; not yet run on a GPU).
 """
 
-import statistics
-
 import torch
 import triton
 import triton.language as tl
 
 from specbench.kernels.cutoffs import GROUP, _kth_largest_bound, _order_key32, group_maxima, top_k_from_groups
+from specbench.timing import TimingConfig, time_implementations
 
 V = 151936
 GROUPS = -(-V // 32)
@@ -85,21 +85,10 @@ def _bound_2d(key, k, enough):
 
 
 def _timed(fn) -> float:
-    fn()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(100):
-            fn()
-    samples = []
-    for _ in range(20):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1000 / 100)
-    return statistics.median(samples)
+    # specbench's own graph timer: 100 launches a graph, 20 replays, no flush (explore-call/stages.txt was
+    # taken with a loop of this script's own that did the same: 100 launches captured, 20 replays, median)
+    config = TimingConfig(cuda_graph=True, graph_calls=100, min_samples=20, max_samples=20, l2_flush=False)
+    return time_implementations({"stage": fn}, "cuda", config).timings["stage"].median_us
 
 
 def main() -> None:

@@ -75,10 +75,17 @@ def _in_play(value, mass, offs, minp_threshold, tau, iota):
 
 
 @triton.jit
-def _order_key(value):
-    # float32 -> int64 in [0, 2**32), in the same order as the values
+def _order_key32(value):
+    # float32 -> int32 in the same order as the values (signed); INT32_MIN is no value's key (a NaN's)
     bits = value.to(tl.int32, bitcast=True)
-    return tl.where(bits >= 0, bits, bits ^ 0x7FFFFFFF).to(tl.int64) + 2147483648
+    return tl.where(bits >= 0, bits, bits ^ 0x7FFFFFFF)
+
+
+@triton.jit
+def _order_key(value):
+    # float32 -> int64 in [0, 2**32), in the same order as the values (the radix path's digits need
+    # them unsigned): _order_key32 shifted up by 2**31
+    return _order_key32(value).to(tl.int64) + 2147483648
 
 
 @triton.jit
@@ -287,13 +294,6 @@ def group_maxima(row, V, inv_temperature, group_max_ptr, first, last, TARGET_PRO
             value = clean(tl.max(raw, axis=1) * inv_temperature)
             value = tl.where(value == 0.0, 0.0, value)
         tl.store(group_max_ptr + groups, value, mask=groups < last)
-
-
-@triton.jit
-def _order_key32(value):
-    # float32 -> int32 in the same order as the values (signed); INT32_MIN is no value's key (a NaN's)
-    bits = value.to(tl.int32, bitcast=True)
-    return tl.where(bits >= 0, bits, bits ^ 0x7FFFFFFF)
 
 
 @triton.jit

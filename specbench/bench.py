@@ -101,8 +101,9 @@ PEAK_LOGIT = 40.0
 # a cold median this many times faster than bytes_needed over the copy bandwidth is flagged
 DRAM_FLOOR_MARGIN = 1.25
 # a GPU case whose inputs take at most PLACEMENT_BYTES is timed on PLACEMENTS copies of them at other
-# addresses, each sample averaging one call on each (timing.py, "Placements"): a small cold call's time
-# depends on where its inputs sit, and a second process would otherwise land on another placement.
+# addresses, each copy with its own set of the Triton kernels' scratch and arrival counters, each sample
+# averaging one call on each (timing.py, "Placements"): a small cold call's time depends on where its
+# inputs and scratch sit, and a second process would otherwise land on another placement.
 # PLACEMENTS divides the graph's 10 calls (each replay calls every copy once); larger inputs span enough
 # memory to average placement away.
 PLACEMENTS = 10
@@ -805,7 +806,8 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
             records[impl.name] = _record(case, impl.name, "FAIL", check.reason, measured_acceptance_length=measured,
                                          token_agreement=check.token_agreement, **converted[impl.name])
             continue
-        calls[impl.name] = [call] + [impl.bind(copy, conversion) for copy in placed]
+        calls[impl.name] = [call] + [_in_scratch_set(impl.bind(copy, conversion), index)
+                                     for index, copy in enumerate(placed, start=1)]
         outputs[impl.name], agreements[impl.name] = result, check.token_agreement
 
     measurement = timing.time_implementations(calls, device, config)
@@ -848,6 +850,17 @@ def _placed_copies(kwargs: dict[str, Any], device: torch.device, config: timing.
         return []  # a graph could not replay every copy equally often
     return [{key: value.clone() if isinstance(value, torch.Tensor) else value for key, value in kwargs.items()}
             for _ in range(PLACEMENTS - 1)]
+
+
+def _in_scratch_set(call: Callable[[], VerifyResult], index: int) -> Callable[[], VerifyResult]:
+    """``call`` with the Triton kernels' scratch buffers and arrival counters of set ``index``
+    (``launch.scratch_set``): a placement moves them with its inputs (``PLACEMENTS``)."""
+    from specbench.kernels import launch  # the Triton backend's (importing it loads the kernels)
+
+    def placed() -> VerifyResult:
+        with launch.scratch_set(index):
+            return call()
+    return placed
 
 
 def run_benchmark(

@@ -3,6 +3,7 @@
     python tests/gpu_timer_check.py            # about a minute on an H100 or H200; prints three tables
     python tests/gpu_timer_check.py spread RUN_A RUN_B [RUN_C ...]   # the issue's goal, from kernels runs
     python tests/gpu_timer_check.py placement   # one row's host-free median across copies of its inputs
+    python tests/gpu_timer_check.py scratch     # ... across placements of its scratch, then of the flush buffer
 
 1. Known work. Each workload is timed with the three GPU timers (``time_implementations``):
    a sleep of 50 µs (a kernel of known length: ``host-free`` must read 50 µs, and ``events`` too);
@@ -145,6 +146,70 @@ def placement(device: torch.device, copies: int = 6, rounds: int = 2) -> None:
             print(f"B={batch} draft={draft:<7} {cells}   max/min {spread_:.3f}")
 
 
+def scratch(device: torch.device, places: int = 6, rounds: int = 2) -> None:
+    """Does a row's host-free median depend on where the kernels' scratch and arrival counters sit, or the
+    L2 flush buffer, with the inputs fixed? Each placement is a fresh scratch set (``launch.scratch_set``)
+    or a fresh flush buffer, allocated behind a pad of a different size, kept alive; medians that differ
+    between placements but repeat for one point at that buffer (one placement per process, unless the
+    timer moves it as it moves the inputs)."""
+    config = timing.TimingConfig(warmup=3, min_samples=100, max_samples=100, max_ms=1e9, timer="host-free")
+    pads = []
+
+    def report(label: str, medians: list[list[float]]) -> None:
+        cells = "  ".join("/".join(f"{row[c]:.2f}" for row in medians) for c in range(len(medians[0])))
+        spread_ = max(max(row) for row in medians) / min(min(row) for row in medians)
+        print(f"{label:<34} {cells}   max/min {spread_:.3f}")
+
+    print(f"\nhost-free medians (µs), {places} placements, {rounds} rounds, 100 samples each; inputs fixed")
+    for draft in ("none", "logits"):
+        for batch in (1, 8):
+            call = _step(batch, device, draft)
+            calls = []
+            for place in range(places):
+                pads.append(torch.empty((place + 1) * (3 << 20), dtype=torch.uint8, device=device))
+                calls.append(_in_set(call, 1000 + 10 * batch + place + (100 if draft == "logits" else 0)))
+                calls[-1]()  # the set's scratch is allocated here, behind the pad
+            medians = [[timing.time_implementations({"step": c}, device, config).timings["step"].median_us
+                        for c in calls] for _ in range(rounds)]
+            report(f"scratch B={batch} draft={draft}", medians)
+            flushes = []
+            for place in range(places):
+                pads.append(torch.empty((place + 1) * (5 << 20), dtype=torch.uint8, device=device))
+                timing._flush_buffer.cache_clear()
+                flushes.append(timing._flush_buffer(device))
+            medians = []
+            for _ in range(rounds):
+                row = []
+                for flush in flushes:
+                    with _flush_buffer_is(flush):
+                        row.append(timing.time_implementations({"step": call}, device, config).timings["step"].median_us)
+                medians.append(row)
+            report(f"flush buffer B={batch} draft={draft}", medians)
+
+
+def _in_set(call, index: int):
+    from specbench.kernels import launch
+
+    def placed():
+        with launch.scratch_set(index):
+            return call()
+    return placed
+
+
+class _flush_buffer_is:
+    """Inside the block, the timer's flush buffer is ``buffer`` (its cache swapped for a fixed answer)."""
+
+    def __init__(self, buffer: torch.Tensor) -> None:
+        self.buffer = buffer
+
+    def __enter__(self) -> None:
+        self.saved = timing._flush_buffer
+        timing._flush_buffer = lambda device: self.buffer
+
+    def __exit__(self, *exc) -> None:
+        timing._flush_buffer = self.saved
+
+
 def spread(runs: list[str]) -> None:
     loaded = [by_key(read_results(run)[1], run) for run in runs]
     worst_spread, worst_ratio = 0.0, 0.0
@@ -170,6 +235,9 @@ def main() -> None:
     device = torch.device("cuda", torch.cuda.current_device())
     if len(sys.argv) > 1 and sys.argv[1] == "placement":
         placement(device)
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "scratch":
+        scratch(device)
         return
     print(torch.cuda.get_device_name(device), "torch", torch.__version__)
     known_work(device)

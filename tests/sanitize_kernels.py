@@ -17,7 +17,7 @@ every mode, draft form and target form, with each launch strategy forced (one pr
 request, the vocabulary split) and the launcher's own choice, in float32 and bfloat16, on inputs
 built to reach the edges: draft ids of -1, ``V`` and beyond, rows of NaN, of ``-inf`` and with
 ``+inf`` entries, ragged draft counts including 0 and counts out of range, temperature-0
-(greedy) requests mixed with sampled ones, negative and NaN temperatures, target probabilities
+(greedy) requests mixed with sampled ones, negative, NaN and +inf temperatures, target probabilities
 with negative, above-1 and NaN entries and rows with no mass, draft-logit rows with no finite
 value, ``K = 0``, a vocabulary of one token, and the sweep's simulation kernel; then truncation and
 log-probabilities on the same inputs with ties (``truncation_knobs``: knobs in range, off and out of
@@ -60,8 +60,9 @@ def hostile_inputs(batch: int, num_spec: int, vocab: int, draft: str, target: st
         drafts[2::7, num_spec // 2] = vocab + 1000
         drafts[3::7, 0] = -7
     counts = torch.arange(batch, dtype=torch.int32) % (num_spec + 2) - (torch.arange(batch) % 11 == 10).int()
-    # sampled, greedy, invalid (negative, NaN) requests side by side, every kind from a batch of 4 on
-    temperatures = torch.tensor([(1.0, 0.0, -1.0, math.nan, 0.7, 1.3, 0.0, 0.5)[b % 8] for b in range(batch)])
+    # sampled, greedy, invalid (negative, NaN) requests side by side, every kind from a batch of 4 on, and
+    # from a batch of 5 a temperature of +inf (a uniform law over the finite values: inv_temperature = 0)
+    temperatures = torch.tensor([(1.0, 0.0, -1.0, math.nan, math.inf, 1.3, 0.0, 0.5)[b % 8] for b in range(batch)])
     kwargs = {"draft_token_ids": drafts, "num_draft_tokens": counts, "temperatures": temperatures,
               "seeds": torch.arange(batch) * 3 + seed, "positions": torch.arange(batch) % 5}
     if target == "probs":

@@ -417,3 +417,11 @@ def test_small_gpu_cases_are_timed_on_several_placements_and_cpu_cases_on_one():
         assert copy["mode"] == "greedy" and torch.equal(copy["target_logits"], on_gpu["target_logits"])
         assert copy["target_logits"].data_ptr() != on_gpu["target_logits"].data_ptr()
         assert bench._placed_copies(on_gpu, torch.device("cuda"), timing.TimingConfig(cuda_graph=True, graph_calls=7)) == []
+
+
+def test_a_placement_runs_in_its_own_scratch_set():
+    from specbench.kernels import launch
+
+    seen = []
+    placed = bench._in_scratch_set(lambda: seen.append(launch._stream_key(torch.device("cpu"))[-1]) or "result", 3)
+    assert placed() == "result" and seen == [3] and launch._stream_key(torch.device("cpu"))[-1] == 0

@@ -125,3 +125,33 @@ def test_every_decision_record_the_terminal_kernel_reads_was_written(monkeypatch
         launch._scratch_cache.clear()
     assert not bool((records == POISON_INT).any()), records
     assert records[temperatures == 0, 1].tolist() == [-1, -1, -1]  # DONE: a greedy request has nothing to race
+
+
+def test_each_scratch_set_has_its_own_buffers_and_the_same_results():
+    # a timer's placements move the kernels' scratch and arrival counters with their inputs (bench.py):
+    # a set is a separate buffer, and the tokens never depend on it
+    from conftest import device_for
+
+    from specbench.verification import verify
+
+    device = device_for("triton")
+    generator = torch.Generator().manual_seed(5)
+    target = torch.randn(3, 3, 200, generator=generator)
+    kwargs = dict(draft_logits=torch.randn(3, 2, 200, generator=generator).to(device),
+                  temperatures=torch.ones(3, device=device), seeds=torch.arange(3, device=device), backend="triton")
+    results, buffers = [], []
+    try:
+        for index in (0, 1, 2):
+            with launch.strategy("split"), launch.scratch_set(index):
+                results.append(verify(target.to(device), target[:, :2].argmax(dim=-1).to(device), **kwargs))
+                key = launch._stream_key(device)
+            assert key[-1] == index
+            buffers.append(launch._scratch_cache[(*key, torch.float32)].data_ptr())
+            buffers.append(launch._arrivals[key].data_ptr())
+        assert launch._stream_key(device)[-1] == 0  # the set is undone on leaving the block
+    finally:
+        launch._scratch_cache.clear()
+    assert len(set(buffers)) == len(buffers)
+    for other in results[1:]:
+        assert torch.equal(other.output_token_ids, results[0].output_token_ids)
+        assert torch.equal(other.num_emitted, results[0].num_emitted)

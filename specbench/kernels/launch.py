@@ -43,7 +43,9 @@ race split. ``auto`` takes the split path on a GPU up to ``TREE_SPLIT_MAX_BATCH`
 ``strategy("split")`` forces it. Truncation, logprobs and other methods are refused before here.
 
 No launch reads a value on the host, and scratch comes from ``_scratch``: a step can be captured
-in a CUDA graph. The truncation launches take their shapes from ``TRUNCATION_SHAPES``, by path and
+in a CUDA graph. Scratch buffers and arrival counters are kept per (device, stream, *scratch set*);
+``scratch_set(j)`` makes the launches inside a ``with`` block take set ``j`` (0 otherwise), so a timer
+that places a case's inputs at several addresses can place its scratch with them (``bench.py``). The truncation launches take their shapes from ``TRUNCATION_SHAPES``, by path and
 batch; the log-probability epilogue and block's one-program path ``ROW_PROGRAM_SHAPE``; a launch
 variant's ``TUNING`` overrides both.
 """
@@ -127,10 +129,10 @@ class _Launcher:
         parameters = inspect.signature(kernel.fn).parameters.values()
         self.constexpr_names = [p.name for p in parameters if p.annotation is tl.constexpr]
 
-    def __call__(self, grid: tuple[int, ...], args: tuple, num_warps: int, stream: tuple[str, int, int],
+    def __call__(self, grid: tuple[int, ...], args: tuple, num_warps: int, stream: tuple[str, int, int, int],
                  **constexprs: object) -> None:
         """Launch on ``grid`` with ``args`` (every non-constexpr argument, in order) on ``stream``
-        (``_stream_key``: device type and index, the CUDA stream handle)."""
+        (``_stream_key``: device type and index, the CUDA stream handle, the scratch set)."""
         if INTERPRETED or not _Launcher.direct:
             self.kernel[grid](*args, num_warps=num_warps, **constexprs)
             return
@@ -241,19 +243,33 @@ def _use_split(batch: int, num_slots: int, mode: str, device: torch.device) -> b
     return batch <= SPLIT_REQUESTS_PER_SM * num_sms
 
 
-_arrivals: dict[tuple[str, int, int], torch.Tensor] = {}
-_scratch_cache: dict[tuple[str, int, int, torch.dtype], torch.Tensor] = {}
+_arrivals: dict[tuple[str, int, int, int], torch.Tensor] = {}
+_scratch_cache: dict[tuple[str, int, int, int, torch.dtype], torch.Tensor] = {}
+_scratch_set = 0
 
 
-def _stream_key(device: torch.device) -> tuple[str, int, int]:
+@contextlib.contextmanager
+def scratch_set(index: int) -> Iterator[None]:
+    """Launches inside a ``with`` block take scratch set ``index`` (module docstring): their own
+    scratch buffers and arrival counters, apart from every other set's. For timers (``bench.py``'s
+    placements); results never depend on the set."""
+    global _scratch_set
+    previous, _scratch_set = _scratch_set, index
+    try:
+        yield
+    finally:
+        _scratch_set = previous
+
+
+def _stream_key(device: torch.device) -> tuple[str, int, int, int]:
     stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
-    return device.type, device.index or 0, stream
+    return device.type, device.index or 0, stream, _scratch_set
 
 
-def _arrival_counters(batch: int, device: torch.device, key: tuple[str, int, int]) -> torch.Tensor:
+def _arrival_counters(batch: int, device: torch.device, key: tuple[str, int, int, int]) -> torch.Tensor:
     """Per-request arrival counters of the split kernels: zero on entry, left at zero on exit.
 
-    Kept per (device, stream), so launches that may run at the same time never share one.
+    Kept per (device, stream, scratch set), so launches that may run at the same time never share one.
     """
     counters = _arrivals.get(key)
     if counters is None or counters.numel() < batch:
@@ -267,9 +283,10 @@ def _alloc_scratch(shape: tuple[int, ...], dtype: torch.dtype, device: torch.dev
     return torch.empty(shape, dtype=dtype, device=device)
 
 
-def _scratch(numel: int, dtype: torch.dtype, device: torch.device, key: tuple[str, int, int]) -> torch.Tensor:
-    """A scratch buffer of at least ``numel`` elements, kept per (device, stream, dtype) and grown as
-    needed: launches on one stream run in order, so one step's scratch is free when the next starts."""
+def _scratch(numel: int, dtype: torch.dtype, device: torch.device, key: tuple[str, int, int, int]) -> torch.Tensor:
+    """A scratch buffer of at least ``numel`` elements, kept per (device, stream, scratch set, dtype) and
+    grown as needed: launches on one stream run in order, so one step's scratch is free when the next
+    starts."""
     cache_key = (*key, dtype)
     buffer = _scratch_cache.get(cache_key)
     if buffer is None or buffer.numel() < numel:

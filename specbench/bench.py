@@ -44,7 +44,13 @@ emits, with early exit (nothing after a request's first rejection is needed):
   the kept set's sum), as for logits; draft rows as without truncation (a draft-logit row is read
   whole anyway). The per-request knobs are not counted (12 bytes a request);
 - with ``logprobs``, the ``[B, K + 1]`` float32 log-probabilities written, and with target
-  probabilities every target row ``0..A_b`` whole (each emitted token's row over its sum).
+  probabilities every target row ``0..A_b`` whole (each emitted token's row over its sum);
+- ``method="block"`` (the rule as ``verification.py`` writes it, for ``n = K``): the weights need
+  ``p_i(x_i)`` and ``q_i(x_i)`` for every ``i < K``, so with logits every target row ``0..K-1`` and
+  every draft-logit row ``0..K-1``, whatever ``A_b``; when ``A_b < K`` the backward pass reads rows
+  ``max(A_b, 1)..K-1`` whole for their residual masses (target and draft, from probabilities too),
+  and the terminal row ``A_b`` (its draft row as well) or the bonus row ``K`` is read whole; with
+  probabilities ``p_i(x_i)`` and ``q_i(x_i)`` are gathered at every ``i < K``.
 
 ``bytes_all_rows`` counts every target row and every draft row once, plus the same small tensors.
 GB/s in a record is ``bytes_needed`` over the median time.
@@ -496,12 +502,34 @@ def bytes_moved(case: Case, num_accepted: torch.Tensor) -> tuple[int, int]:
     else:
         needed = target_rows * row
     has_draft = case.mode == "probabilistic" and case.draft != "none"
-    if has_draft and case.draft == "logits":
+    if case.method == "block" and case.mode == "probabilistic":
+        stats = case.target == "logits" or case.truncated or case.logprobs is not None
+        gathers = 0 if stats else batch * num_spec * elem * (2 if has_draft else 1)  # p_i(x_i), q_i(x_i)
+        needed = _block_rows(case, accepted) * row + gathers
+    elif has_draft and case.draft == "logits":
         needed += int(torch.clamp(accepted + 1, max=num_spec).sum()) * row
     elif has_draft:
         needed += int((accepted < num_spec).sum()) * row + int(accepted.sum()) * elem
     all_rows = batch * (num_spec + 1 + (num_spec if has_draft else 0)) * row
     return needed + small, all_rows + small
+
+
+def _block_rows(case: Case, accepted: torch.Tensor) -> int:
+    # the whole rows block verification reads (module docstring), summed over the requests
+    num_spec = case.num_spec_tokens
+    has_draft = case.draft != "none"
+    rows = 0
+    for a in accepted.tolist():
+        # whole rows as (target, draft) index sets: the backward pass's masses, the terminal row
+        masses = set(range(max(a, 1), num_spec)) if a < num_spec else set()
+        target = masses | {a}
+        draft = (masses | {a}) if a < num_spec else set(masses)
+        if case.target == "logits" or case.truncated or case.logprobs is not None:
+            target |= set(range(num_spec))  # statistics for p_i(x_i) at every i < K (else gathered)
+        if case.draft == "logits":
+            draft |= set(range(num_spec))  # statistics for q_i(x_i)
+        rows += len(target) + (len(draft) if has_draft else 0)
+    return rows
 
 
 def bytes_to_run(case: Case) -> int:
@@ -550,11 +578,14 @@ class Check(NamedTuple):
 
 def check_output(mode: str, result: VerifyResult, expected: VerifyResult, vocab_size: int,
                  same_rng: bool = True, draft_token_ids: torch.Tensor | None = None, logprobs: bool = False,
-                 method: str = "token") -> Check:
+                 method: str = "token", planned: bool = True) -> Check:
     """Compare an implementation's output with the reference's.
 
     Greedy and synthetic: equal tensors. Probabilistic (inputs with planned acceptance): equal
-    counts and accepted tokens, every emitted id in ``[0, V)``, ``-1`` after. The sampled tokens
+    counts and accepted tokens, every emitted id in ``[0, V)``, ``-1`` after. On natural inputs
+    (``planned=False``) the counts follow the random draws, so an implementation with its own
+    generator is held to its own: at most ``K`` accepted, the reference's number of tokens of its
+    own (one, unless the request is invalid), its accepted tokens its drafts. The sampled tokens
     (the residual after a rejection, or the bonus token) may differ from torch's only at float
     near-ties, so an implementation that shares specbench's RNG must match at least 99.9 % of them
     (``token_agreement`` is that fraction); one that does not is only held to never emitting, at
@@ -571,6 +602,21 @@ def check_output(mode: str, result: VerifyResult, expected: VerifyResult, vocab_
     batch, num_slots = ref.shape
     emitted = expected.num_emitted.cpu().to(torch.int64)
     accepted = expected.num_accepted.cpu().to(torch.int64)
+    own_draws = mode == "probabilistic" and not planned and not same_rng and draft_token_ids is not None
+    if own_draws:  # its own counts, checked against the drafts and the request's size
+        got_accepted = result.num_accepted.cpu().to(torch.int64)
+        got_emitted = result.num_emitted.cpu().to(torch.int64)
+        if bool(((got_accepted < 0) | (got_accepted > num_slots - 1)).any()):
+            return Check(False, f"num_accepted outside [0, {num_slots - 1}]", 0.0)
+        if not torch.equal(got_emitted - got_accepted, emitted - accepted):
+            return Check(False, "num_emitted - num_accepted differs from the torch reference's (a token of its own "
+                                "after the accepted drafts)", 0.0)
+        out_drafts = torch.full_like(out, -2)
+        out_drafts[:, :num_slots - 1] = draft_token_ids.cpu().to(torch.int64)
+        if bool((out != out_drafts)[torch.arange(num_slots)[None, :] < got_accepted[:, None]].any()):
+            return Check(False, "accepted tokens are not the drafts", 0.0)
+        emitted, accepted = got_emitted, got_accepted
+        expected = expected._replace(num_accepted=got_accepted, num_emitted=got_emitted)
     slot_used = torch.arange(num_slots)[None, :] < emitted[:, None]  # [B, K + 1]
     sampled = emitted > accepted  # [B]: the request emitted a token of its own at slot `accepted`
     requests = torch.arange(batch)
@@ -600,7 +646,7 @@ def check_output(mode: str, result: VerifyResult, expected: VerifyResult, vocab_
             return Check(False, f"tokens differ from the torch reference in {wrong} of {batch} requests", agreement)
         return Check(True, None, agreement)
     accepted_slot = torch.arange(num_slots)[None, :] < accepted[:, None]
-    if bool((out != ref)[accepted_slot].any()):
+    if not own_draws and bool((out != ref)[accepted_slot].any()):
         return Check(False, "accepted tokens differ from the torch reference", agreement)
     if same_rng and agreement < MIN_TOKEN_AGREEMENT:
         return Check(False, f"only {agreement:.2%} of sampled (residual and bonus) tokens agree with the torch "
@@ -800,7 +846,8 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
             continue
         check = check_output(case.mode, result, expected, case.vocab_size, impl.same_rng,
                              None if case.tree is not None else inputs.draft_token_ids,
-                             logprobs=case.logprobs is not None, method=case.method)
+                             logprobs=case.logprobs is not None, method=case.method,
+                             planned=case.inputs != "natural")
         measured = 1.0 + float(result.num_accepted.double().mean())
         if not check.ok:
             records[impl.name] = _record(case, impl.name, "FAIL", check.reason, measured_acceptance_length=measured,

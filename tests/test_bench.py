@@ -130,6 +130,21 @@ def test_bytes_scale_with_the_element_size():
                                                                         - small)
 
 
+def test_block_bytes_count_the_rows_its_backward_pass_reads():
+    # K = 3, accepted 3, 0, 2. Logits: statistics of target and draft rows 0..2 for every request, plus the bonus
+    # row 3 (7 rows), rows 0..2 (6), rows 0..2 (6). Probabilities: the bonus row (1); masses at rows 1, 2 and the
+    # terminal row 0, target and draft (6); the mass and terminal row 2, target and draft (2); plus p(x), q(x).
+    accepted = torch.tensor([3, 0, 2])
+    for draft, target, rows, gathers in (("logits", "logits", 19, 0), ("probs", "probs", 9, 3 * 3 * 4 * 2)):
+        block = bench.Case("probabilistic", 3, 3, 100, draft=draft, target=target, method="block")
+        assert bench.bytes_moved(block, accepted)[0] == rows * 400 + gathers + _small_bytes(3, 3)
+
+
+def _small_bytes(batch: int, num_spec: int) -> int:
+    # bytes_moved's per-request tensors (its module docstring)
+    return batch * (num_spec * 8 + (num_spec + 1) * 8 + 4 + 4) + batch * (4 + 8 + 8 + 4)
+
+
 # --- output checks ---------------------------------------------------------------------------------------------
 
 
@@ -164,6 +179,26 @@ def test_a_different_greedy_token_fails_and_says_where():
 def test_probabilistic_outputs_that_break_the_contract_fail(tokens, accepted, reason):
     check = bench.check_output("probabilistic", _result(tokens, accepted), REFERENCE, 10)
     assert not check.ok and check.reason == reason
+
+
+def test_on_natural_inputs_an_implementation_with_its_own_draws_keeps_its_own_counts():
+    # drafts [5, 7] and [3, 4]; the reference accepted 1 and 0, this one 2 and 1 (its own uniforms)
+    drafts = torch.tensor([[5, 7], [3, 4]])
+    own = _result([[5, 7, 2], [3, 6, -1]], [2, 1])
+    natural = {"same_rng": False, "draft_token_ids": drafts, "planned": False}
+    assert bench.check_output("probabilistic", own, REFERENCE, 10, **natural).ok
+    planned = bench.check_output("probabilistic", own, REFERENCE, 10, same_rng=False, draft_token_ids=drafts)
+    assert planned.reason == "num_accepted differs from the torch reference in 2 of 2 requests"
+    same = bench.check_output("probabilistic", own, REFERENCE, 10, draft_token_ids=drafts, planned=False)
+    assert not same.ok  # specbench's own streams: the counts are the reference's on any inputs
+    for tokens, emitted, reason in (
+            ([[5, 8, 2], [3, 6, -1]], [3, 2], "accepted tokens are not the drafts"),
+            ([[5, 7, -1], [3, 6, -1]], [2, 2], "num_emitted - num_accepted differs from the torch reference's"),
+            ([[5, 7, 2], [3, 4, -1]], [3, 2], "emits, after a rejection, the very draft it rejected")):
+        bad = VerifyResult(torch.tensor(tokens), torch.tensor(emitted, dtype=torch.int32),
+                           torch.tensor([2, 1], dtype=torch.int32))
+        check = bench.check_output("probabilistic", bad, REFERENCE, 10, **natural)
+        assert not check.ok and check.reason.startswith(reason), check.reason
 
 
 def test_tokens_past_the_last_emitted_slot_must_be_minus_one():

@@ -137,8 +137,8 @@ def test_each_scratch_set_has_its_own_buffers_and_the_same_results():
     device = device_for("triton")
     generator = torch.Generator().manual_seed(5)
     target = torch.randn(3, 3, 200, generator=generator)
-    kwargs = dict(draft_logits=torch.randn(3, 2, 200, generator=generator).to(device),
-                  temperatures=torch.ones(3, device=device), seeds=torch.arange(3, device=device), backend="triton")
+    kwargs = {"draft_logits": torch.randn(3, 2, 200, generator=generator).to(device),
+              "temperatures": torch.ones(3, device=device), "seeds": torch.arange(3, device=device), "backend": "triton"}
     results, buffers = [], []
     try:
         for index in (0, 1, 2):

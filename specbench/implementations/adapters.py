@@ -40,8 +40,8 @@ one-line note, never a traceback).
   ``block_verification=True``, block verification (Sun et al. 2024): target probabilities ``[B, K + 1, V]``
   and draft probabilities ``[B, K, V]`` in, the root token and the drafts as ``candidates`` ``[B, K + 1]``,
   each slot's place in a flat output (``retrive_index``), and the uniforms as tensors (``[B, K + 1]`` for
-  the tests, ``[B]`` for the final token, drawn here from one generator seeded by the batch's seeds and
-  positions: seeded, not batch-invariant). It writes the accepted drafts and the final token into the
+  the tests, ``[B]`` for the final token, drawn here with ``torch.rand`` on the device's generator as
+  SGLang's server draws them each step: not seeded per request, and a CUDA graph can hold the step). It writes the accepted drafts and the final token into the
   flat ``predicts`` (int32) and the number accepted into ``accept_token_num``. Every request has K drafts
   (no ragged batches) and its ids are read unchecked. The final token is drawn by inverse CDF (the last id
   when the residual has no mass), and a draft whose q is not in ``(0, 1]`` is rejected. The kernel file
@@ -187,17 +187,16 @@ def _sglang_verifier():
 
 
 @sampler(name="sglang", description="SGLang chain_speculative_sampling_triton (probabilities in; token and block "
-         "rules)", modes=["probabilistic"], target="probs", draft="probs", one_hot=False, rng="own", seeded=True,
-         ragged=False, invalid_drafts=False, methods=("token", "block"))
-def sglang(*, target_probs, draft_probs, draft_token_ids, seeds, positions, method="token", **_) -> VerifyResult:
+         "rules)", modes=["probabilistic"], target="probs", draft="probs", one_hot=False, rng="own", seeded=False,
+         ragged=False, invalid_drafts=False, cuda_graph=True, methods=("token", "block"))
+def sglang(*, target_probs, draft_probs, draft_token_ids, method="token", **_) -> VerifyResult:
     verifier = _sglang_verifier()
     batch, num_slots, _ = target_probs.shape
     device = target_probs.device
-    # one generator for the batch, seeded by every request's seed and position (read on the host)
-    mixed = (seeds.to(torch.int64) * 1_000_003 + positions.to(torch.int64)).cpu().tolist()
-    generator = torch.Generator(device=device).manual_seed(hash(tuple(mixed)) & 0x7FFF_FFFF_FFFF_FFFF)
-    uniforms = torch.rand((batch, num_slots), generator=generator, device=device)
-    final_uniforms = torch.rand((batch,), generator=generator, device=device)
+    # the uniforms as SGLang's server draws them each step: torch.rand on the device's generator (no host
+    # read, so a CUDA graph can hold the step; not seeded per request)
+    uniforms = torch.rand((batch, num_slots), device=device)
+    final_uniforms = torch.rand((batch,), device=device)
     root = torch.zeros((batch, 1), dtype=torch.int64, device=device)  # the last accepted token: never read
     candidates = torch.cat([root, draft_token_ids.to(torch.int64)], dim=1).contiguous()
     slots = torch.arange(batch * num_slots, dtype=torch.int64, device=device).reshape(batch, num_slots)

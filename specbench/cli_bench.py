@@ -28,7 +28,6 @@ implementations_registry = lazy_module("specbench.implementations.registry")
 bench_charts = lazy_module("specbench.bench_charts")
 results = lazy_module("specbench.results")
 rng = lazy_module("specbench.rng")
-sweep = lazy_module("specbench.sweep")
 shards = lazy_module("specbench.shards")
 sweep_charts = lazy_module("specbench.sweep_charts")
 plan_charts = lazy_module("specbench.plan_charts")
@@ -449,7 +448,7 @@ def kernels_command(
     try:
         if interpret:
             device = machine.use_triton_interpreter(device)
-        device_name = sweep.resolve_device(device)
+        device_name = machine.resolve_device(device)
         on_gpu = device_name == "cuda"
         if quick:
             given = [name for name, value in (("--mode", mode), ("--batch-size", batch_size),
@@ -655,7 +654,9 @@ def _run_on_devices(ctx: typer.Context, devices: str, *, output: Path | None, no
         out_dir, _, _ = results.open_output(output, "kernels")
         console.print(f"{len(chosen)} workers, one per GPU ({', '.join(chosen)}), each running its shard; logs in "
                       f"{escape(str(out_dir / shards.SHARDS_FOLDER))}/", highlight=False)
-        merged = shards.run_on_devices(_worker_arguments(ctx), chosen, out_dir)
+        # the table after the merge reads bench (torch), the charts matplotlib: load them while the workers run
+        meanwhile = () if no_charts else ("specbench.bench_charts",)
+        merged = shards.run_on_devices(_worker_arguments(ctx), chosen, out_dir, meanwhile=meanwhile)
     except STOPPED as stop:
         status = stopped(stop)
         if out_dir is not None:

@@ -1,4 +1,5 @@
-"""The machine a run shares: how many threads torch uses, how busy it was around the run, its memory.
+"""The machine a run shares: which device it runs on, how many threads torch uses, how busy it was around
+the run, its memory.
 
 Measured on a 2-core machine (torch 2.13, the sweep's torch simulation, K = 3, 2M steps): one
 thread gave 29-31M draft positions/s whether the machine was idle or one other process kept a
@@ -21,6 +22,24 @@ import os
 from specbench.errors import SpecbenchError
 
 DEFAULT_THREADS = 1
+DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` is ``cuda`` when torch sees a GPU, else ``cpu``; ``cuda`` without a GPU is an error.
+
+    Here, not in ``sweep`` (which imports it for ``sweep`` and ``verify``): ``kernels`` would otherwise
+    load the sweep's scipy.stats and pandas only to ask torch for a GPU (0.7 s of each start).
+    """
+    if device not in DEVICES:
+        raise SpecbenchError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SpecbenchError("device 'cuda' was asked for, but torch sees no CUDA GPU on this machine")
+    return device
 
 
 def parse_threads(text: str) -> int:

@@ -17,7 +17,9 @@ on the CPU, which is how the orchestration is tested without one), then the merg
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib
 import os
 import signal
 import subprocess
@@ -25,9 +27,12 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specbench.errors import SpecbenchError
+
+if TYPE_CHECKING:
+    from specbench.merge import Merged
 
 SHARDS_FOLDER = "shards"
 # seconds a worker gets to write its results after Ctrl-C before it is killed
@@ -132,29 +137,33 @@ class Worker:
         return lines[-1] if lines else ""
 
 
-def _worker_environment(device: str) -> dict[str, str]:
-    from specbench import results
-
+def _worker_environment(device: str, commit: str) -> dict[str, str]:
     env = dict(os.environ)
     env["CUDA_VISIBLE_DEVICES"] = "" if device == "cpu" else device
-    env["SPECBENCH_COMMIT"] = results.git_commit()  # every shard names the parent's commit
+    env["SPECBENCH_COMMIT"] = commit  # every shard names the parent's commit
     env["SPECBENCH_FORMAT"] = "plain"  # a log file, not a terminal
     return env
 
 
-def run_workers(arguments: Sequence[str], devices: Sequence[str], folder: Path) -> list[Worker]:
+def run_workers(arguments: Sequence[str], devices: Sequence[str], folder: Path,
+                meanwhile: Sequence[str] = ()) -> list[Worker]:
     """Run ``specbench kernels ARGUMENTS --shard I/N`` once per device, all at once, and wait for them.
 
     Worker ``I`` writes into ``folder/shards/shard-I-of-N/`` and logs to ``shard-I-of-N.log`` beside it;
-    ``arguments`` must not hold ``--shard``, ``--output`` or ``--device`` (set here). Ctrl-C is passed
-    on to every worker (each keeps what it finished, marked interrupted), then raised here.
+    ``arguments`` must not hold ``--shard``, ``--output`` or ``--device`` (set here). ``meanwhile``: modules
+    this process imports once the workers are started, so that what comes after them (the merge, the
+    table, the charts) does not wait for torch or matplotlib to load. Ctrl-C is passed on to every
+    worker (each keeps what it finished, marked interrupted), then raised here.
     """
+    from specbench import results
+
     count = len(devices)
     place = folder / SHARDS_FOLDER
     try:
         place.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise SpecbenchError(f"cannot create {place}: {exc.strerror or exc}") from exc
+    commit = results.git_commit()
     started = []
     try:
         for index, device in enumerate(devices, start=1):
@@ -165,8 +174,11 @@ def run_workers(arguments: Sequence[str], devices: Sequence[str], folder: Path) 
                        "--output", str(out), "--device", "cpu" if device == "cpu" else "cuda", "--no-charts"]
             with open(log, "w") as log_file:
                 process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT,
-                                           env=_worker_environment(device))
+                                           env=_worker_environment(device, commit))
             started.append((shard, device, out, log, process))
+        for name in meanwhile:  # loads on a spare core while the workers start and run
+            with contextlib.suppress(Exception):  # a failed import is said where the module is used, later
+                importlib.import_module(name)
         statuses = [process.wait() for *_, process in started]
     except BaseException:
         _stop(process for *_, process in started)
@@ -192,15 +204,18 @@ def _stop(processes) -> None:
             process.wait()
 
 
-def run_on_devices(arguments: Sequence[str], devices: Sequence[str], folder: Path) -> tuple[dict, list[dict]]:
+def run_on_devices(arguments: Sequence[str], devices: Sequence[str], folder: Path,
+                   meanwhile: Sequence[str] = ()) -> Merged:
     """``kernels --devices``: ``run_workers``, then ``merge.merge_runs`` of their folders into ``folder``.
 
-    A worker that ends other than done (0) or with a FAIL row (1) is one sentence naming it, its last
-    line and its log; nothing is merged then (the shards' folders keep what they finished).
+    While the workers run, this process imports ``meanwhile`` and what the merge needs (``bench``, with
+    torch, for its case keys). A worker that ends other than done (0) or with a FAIL row (1) is one
+    sentence naming it, its last line and its log; nothing is merged then (the shards' folders keep
+    what they finished).
     """
     from specbench import merge
 
-    workers = run_workers(arguments, devices, folder)
+    workers = run_workers(arguments, devices, folder, meanwhile=("specbench.bench", *meanwhile))
     for worker in workers:
         if worker.status not in (0, 1):
             said = worker.last_line()

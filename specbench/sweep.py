@@ -59,10 +59,10 @@ from scipy import stats
 from specbench import acceptance, rng, scenarios
 from specbench.acceptance import DEFAULT_COST_RATIO
 from specbench.errors import SpecbenchError
+from specbench.machine import resolve_device
 from specbench.scenarios import Profile
 from specbench.verification import backend_module, resolve_backend, simulate_acceptance
 
-DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
 CONFIDENCE = 0.95
 _Z = float(stats.norm.ppf(0.5 + CONFIDENCE / 2))  # two-sided: 1.96
 FAMILY_BUG_ALPHA = 1e-3
@@ -81,17 +81,6 @@ def default_num_requests(num_spec_tokens: int) -> int:
     """Steps that give a 95% half-width of at most 0.01 on the mean length for any profile with ``K``."""
     worst = math.ceil((_Z * num_spec_tokens / (2 * TARGET_HALF_WIDTH)) ** 2)
     return max(MIN_DEFAULT_REQUESTS, worst)
-
-
-def resolve_device(device: str) -> str:
-    """``auto`` is ``cuda`` when torch sees a GPU, else ``cpu``; ``cuda`` without a GPU is an error."""
-    if device not in DEVICES:
-        raise SpecbenchError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise SpecbenchError("device 'cuda' was asked for, but torch sees no CUDA GPU on this machine")
-    return device
 
 
 def resolve_sweep_backend(backend: str, device: str) -> str:

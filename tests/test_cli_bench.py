@@ -491,3 +491,20 @@ def test_the_table_marks_a_cold_row_below_the_dram_floor_and_counts_backlogs_tha
     assert "12.5 !" in text and "40.0 !" not in text and "host-free cold, 3 ran out" in text and "graph warm" in text
     assert "1 cold rows have a median more than 1.25x below the bytes the case must move" in text
     assert "in 1 rows the GPU's backlog ran out in some samples" in text
+
+
+def test_a_run_without_charts_loads_neither_the_sweeps_statistics_nor_matplotlib(tmp_path):
+    # every start pays its imports, each `--devices` worker too: scipy.stats (the sweep's, reached through its
+    # device check) and matplotlib are most of a second each, and a kernels run without charts needs neither
+    import subprocess
+    import sys
+
+    heavy = ("scipy.stats", "matplotlib.pyplot", "specbench.sweep")
+    arguments = ["kernels", *TINY, "--mode", "greedy", "--batch-size", "1", "--impl", "torch", "--no-charts", "-o",
+                 str(tmp_path / "run")]
+    code = (f"import sys; from specbench.cli import run; status = run({arguments!r}); "
+            f"print(status, [m for m in {heavy!r} if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "0 []", done.stdout
+    assert len(_records(tmp_path / "run")) == 1

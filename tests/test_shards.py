@@ -230,3 +230,34 @@ def test_a_gpus_uuid_is_recorded_where_torch_reports_it():
 
     assert results._uuid(SimpleNamespace(uuid="3f2a-11")) == "GPU-3f2a-11"
     assert results._uuid(SimpleNamespace()) is None
+
+
+def test_workers_start_before_the_parent_loads_what_follows_them_and_a_failed_load_stops_none(tmp_path, monkeypatch):
+    # the merge, the table and the charts load torch and matplotlib while the workers run, not after them; the
+    # commit is asked once for all workers; a module that cannot load stops no worker (it is said where it is used)
+    events = []
+
+    class Process:
+        def __init__(self, command, env, **_):
+            events.append(("start", command[command.index("--shard") + 1], env["SPECBENCH_COMMIT"]))
+
+        def wait(self, timeout=None):
+            events.append(("wait",))
+            return 0
+
+        def poll(self):
+            return 0
+
+    def load(name):
+        events.append(("load", name))
+        raise ImportError(f"no module named {name!r}")
+
+    commits = iter(["abc1234", "other"])
+    monkeypatch.setattr(shards.subprocess, "Popen", Process)
+    monkeypatch.setattr(shards.importlib, "import_module", load)
+    monkeypatch.setattr(results, "git_commit", lambda: next(commits))
+    workers = shards.run_workers(["--quick"], ["0", "1"], tmp_path, meanwhile=("no_such_module",))
+    assert events == [("start", "1/2", "abc1234"), ("start", "2/2", "abc1234"), ("load", "no_such_module"),
+                      ("wait",), ("wait",)]
+    assert [(worker.shard, worker.device, worker.status) for worker in workers] == [
+        (shards.Shard(1, 2), "0", 0), (shards.Shard(2, 2), "1", 0)]

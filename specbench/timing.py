@@ -41,12 +41,15 @@ Everywhere:
   group (whichever comes first), but never fewer than ``min_samples`` rounds.
 - Placements: an implementation may be given as several callables, the same call on copies of its
   inputs at other addresses (``specbench kernels`` gives ``PLACEMENTS`` copies to GPU cases whose
-  inputs are small, ``bench.PLACEMENT_BYTES``). Where the inputs sit moves a cold call's time: on an
-  H200 at B = 1 and 8 two copies of one case's inputs differed by 4-7%, each repeating within 0.3%,
-  and a second process (other addresses) could land on either, which shifted whole rows between runs
-  (``results/h200-quick-aa``). With copies, a sample is the mean of one call on each copy (each
-  with its own backlog and flush), and a graph captures its calls cycling through the copies, so
-  every sample averages the same placements.
+  inputs are small, ``bench.PLACEMENT_BYTES``, each with its own set of the Triton kernels' scratch).
+  Where the inputs sit moves a cold call's time: on an H200 at B = 1 and 8 two copies of one case's
+  inputs differed by 4-7%, each repeating within 0.3%, and a second process (other addresses) could
+  land on either, which shifted whole rows between runs (``results/h200-quick-aa``). Where the
+  kernels' scratch sits and where the flush buffer sits move it as much (two levels 3-6% apart with
+  the inputs fixed, ``results/h200-placements``). With copies, a sample is the mean of one call on
+  each copy, each with its own backlog and flush, and the flush of copy ``j`` overwrites window ``j``
+  of the flush buffer (``FLUSH_WINDOWS`` windows ``FLUSH_STEP`` apart); a graph captures its calls
+  cycling through the copies. So every sample averages the same placements of all three.
 - Summary: the median with the 20th and 80th percentiles (linear interpolation) and the count.
 
 ``peak_bandwidth_gbps`` measures the copy bandwidth the ``% of peak`` columns refer to, and
@@ -70,6 +73,10 @@ from specbench.errors import SpecbenchError
 
 GPU_FLUSH_BYTES = 256 << 20
 CPU_FLUSH_BYTES = 64 << 20
+# a GPU's flush buffer holds FLUSH_WINDOWS windows of GPU_FLUSH_BYTES, each FLUSH_STEP past the last; the
+# sample of placement j overwrites window j (module docstring, "Placements")
+FLUSH_WINDOWS = 10
+FLUSH_STEP = (4 << 20) + (192 << 10)
 GPU_COPY_BYTES = 1 << 30
 CPU_COPY_BYTES = 64 << 20
 CPU_CACHE_DIR = "/sys/devices/system/cpu/cpu0/cache"
@@ -238,8 +245,15 @@ def summarize(samples_us: Sequence[float]) -> Timing:
 
 @functools.cache
 def _flush_buffer(device: torch.device) -> torch.Tensor:
-    size = GPU_FLUSH_BYTES if device.type == "cuda" else CPU_FLUSH_BYTES
+    size = GPU_FLUSH_BYTES + (FLUSH_WINDOWS - 1) * FLUSH_STEP if device.type == "cuda" else CPU_FLUSH_BYTES
     return torch.empty(size // 4, dtype=torch.int32, device=device)
+
+
+def _flush_windows(buffer: torch.Tensor, device: torch.device) -> list[torch.Tensor]:
+    # the views a sample overwrites, one per placement (the CPU's buffer is one window)
+    if device.type != "cuda":
+        return [buffer]
+    return [buffer[j * FLUSH_STEP // 4:(j * FLUSH_STEP + GPU_FLUSH_BYTES) // 4] for j in range(FLUSH_WINDOWS)]
 
 
 def _capture(fns: Sequence[Callable[[], object]], num_calls: int, device: torch.device) -> Callable[[], None]:
@@ -269,12 +283,13 @@ class _Sampler:
 
     def __init__(self, device: torch.device, flush: bool):
         self.device = device
-        self.flush = _flush_buffer(device) if flush else None
+        self.flush = _flush_windows(_flush_buffer(device), device) if flush else None
 
-    def sample(self, fn: Callable[[], object], backlog_cycles: int | None = None):
+    def sample(self, fn: Callable[[], object], backlog_cycles: int | None = None, placement: int = 0):
+        # placement: which flush window to overwrite (module docstring, "Placements")
         if self.device.type != "cuda":
             if self.flush is not None:
-                self.flush.zero_()
+                self.flush[0].zero_()
             start_ns = time.perf_counter_ns()
             fn()
             return time.perf_counter_ns() - start_ns
@@ -289,7 +304,7 @@ class _Sampler:
             woke.record(stream)
         enqueue_start = time.perf_counter_ns()
         if self.flush is not None:
-            self.flush.zero_()
+            self.flush[placement % len(self.flush)].zero_()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record(stream)
         fn()
@@ -396,7 +411,8 @@ def time_implementations(
     while names:
         shift = rounds % len(names)
         for name in names[shift:] + names[:shift]:
-            sample = attempt(name, lambda name=name: [sampler.sample(fn, cycles.get(name)) for fn in runs[name]])
+            sample = attempt(name, lambda name=name: [sampler.sample(fn, cycles.get(name), placement)
+                                                      for placement, fn in enumerate(runs[name])])
             if name in failures:
                 names.remove(name)
                 del raw[name]

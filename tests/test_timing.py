@@ -261,10 +261,18 @@ class _FakeCuda:
                             ("current_device", lambda: 0)):
             monkeypatch.setattr(torch.cuda, name, value)
 
-        class Flush:
+        class Flush:  # the buffer, and its windows (sliced): each logs its overwrite and where it starts
+            def __init__(inner, start: int = 0) -> None:
+                inner.start = start
+
+            def __getitem__(inner, window: slice) -> Flush:
+                return Flush(window.start)
+
             def zero_(inner):
                 self.log.append("flush")
+                self.windows.append(inner.start)
 
+        self.windows = []
         monkeypatch.setattr(timing, "_flush_buffer", lambda device: Flush())
         monkeypatch.setattr(timing, "sleep_cycles_per_us", lambda device: 1500.0)
 
@@ -315,6 +323,17 @@ def test_placements_average_one_call_on_each_copy_per_sample():
     assert order.count("a") == order.count("b") == 7  # one warm-up and six samples each
     with pytest.raises(SpecbenchError, match="at least one"):
         timing.time_implementations({"none": []}, "cpu", config)
+
+
+def test_each_placement_flushes_its_own_window(monkeypatch):
+    # placement j overwrites window j of the flush buffer, FLUSH_STEP bytes past window j - 1
+    fake = _FakeCuda([False] * 100)
+    fake.install(monkeypatch)
+    config = timing.TimingConfig(warmup=0, min_samples=2, max_samples=2, timer="events")
+    timing.time_implementations({"step": [lambda: None] * 3}, "cuda:0", config)
+    step = timing.FLUSH_STEP // 4  # int32 elements
+    assert fake.windows == [0, step, 2 * step] * 2
+    assert len(timing._flush_windows(torch.zeros(4), torch.device("cpu"))) == 1  # a CPU has one window
 
 
 @needs_gpu

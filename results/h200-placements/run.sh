@@ -10,6 +10,8 @@
 #        of 1620a2b's specbench, whose chain kernels and timer are this commit's: only inputs are placed);
 #        "new" is the working tree (each placement also takes its own scratch set). Then the spread of the
 #        old runs and of the new runs (tests/gpu_timer_check.py spread: worst p80/p20 and ratio of medians).
+#   bash results/h200-placements/run.sh validate
+#     The same list in three processes after 72afbca (each placement flushes its own window too), and their spread.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 out=${OUT:?set OUT to the folder for the results}
@@ -23,6 +25,14 @@ timed() {  # timed NAME COMMAND...: run, log, and print the exit status and wall
   "$@" > "$out/$name.txt" 2>&1; echo "$name exit $? wall $((SECONDS - start)) s"
 }
 case ${1:-} in
+  validate)  # after 72afbca (each placement also flushes its own window of the flush buffer): the same small
+             # list in three processes, one after another, and their spread
+    for run in flush-1 flush-2 flush-3; do
+      PYTHONPATH=$PWD timed $run python3 -m specbench --format plain $small -o "$out/$run"
+    done
+    PYTHONPATH=$PWD python3 tests/gpu_timer_check.py spread "$out/flush-1" "$out/flush-2" "$out/flush-3" \
+      > "$out/spread-flush.txt" 2>&1
+    tail -n 1 "$out/spread-flush.txt" ;;
   diagnose)
     PYTHONPATH=$PWD timed scratch python3 tests/gpu_timer_check.py scratch
     for run in old-1 new-1 old-2 new-2 new-3; do
@@ -36,5 +46,5 @@ case ${1:-} in
     PYTHONPATH=$PWD python3 tests/gpu_timer_check.py spread "$out/new-1" "$out/new-2" "$out/new-3" \
       > "$out/spread-new.txt" 2>&1
     tail -n 1 "$out/spread-old.txt" "$out/spread-new.txt" ;;
-  *) echo "usage: run.sh diagnose" >&2; exit 2 ;;
+  *) echo "usage: run.sh diagnose|validate" >&2; exit 2 ;;
 esac

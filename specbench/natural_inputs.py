@@ -86,7 +86,7 @@ def expected_acceptance_length(target_logits: torch.Tensor, draft_token_ids: tor
         if method == "block":
             if i > 0:
                 left = (weight[:, None] * p - q).clamp_min(0.0).sum(dim=-1)
-                stop[:, i] = torch.where(left > 0, left / (left + 1.0 - weight), 0.0)
+                stop[:, i] = torch.where(left > 0, torch.minimum(left / (left + 1.0 - weight), weight), 0.0)
             mass = weight * p_x
             weight = torch.where(mass > 0, torch.where(mass >= q_x, 1.0, mass / q_x), 0.0)
             continue

@@ -401,7 +401,7 @@ def block_step_distribution(rows: list[tuple[torch.Tensor, torch.Tensor, int]],
         left = (weights[i] * p - qs[i]).clamp_min(0.0)
         mass = float(left.sum())
         if 0 < i:
-            stop[i] = mass / (mass + 1.0 - weights[i]) if mass > 0 else 0.0
+            stop[i] = min(mass / (mass + 1.0 - weights[i]), weights[i]) if mass > 0 else 0.0
         residuals.append(normalised(left) if mass > 0 else normalised(p))
     stop[n] = weights[n]
     count = torch.zeros(n + 1, dtype=torch.float64)
@@ -475,7 +475,8 @@ def _sampled_law(method: str, p: torch.Tensor, q: torch.Tensor, told: torch.Tens
         left = (weights[i][:, None] * p[i][None, :] - given).clamp_min(0.0)  # [M, V]
         mass = left.sum(dim=1)
         if i > 0:
-            stop.append(torch.where(mass > 0, mass / (mass + 1.0 - weights[i]).clamp_min(1e-300), 0.0))
+            ratio = mass / (mass + 1.0 - weights[i]).clamp_min(1e-300)
+            stop.append(torch.where(mass > 0, torch.minimum(ratio, weights[i]), 0.0))  # h_i = min(ratio, w_i)
         law = normalised(p[i])[None, :].expand_as(left)
         residuals.append(torch.where(mass[:, None] > 0, left / mass.clamp_min(1e-300)[:, None], law))
     stop.append(weights[n])

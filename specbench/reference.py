@@ -342,7 +342,8 @@ def _lossy_accept(method: str, p: torch.Tensor, drafts_in_range: torch.Tensor, d
 def _block_count(rows: _MethodRows, p_draft: torch.Tensor, q_draft: torch.Tensor, draft_valid: torch.Tensor,
                  u: torch.Tensor, num_draft_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     # A [B] int32 and the weights w [B, K + 1] (verification.py, "block"): w_{i+1} = min(1, w_i p_i(x_i) / q_i(x_i));
-    # stop test i < n: u_{i-1} < h_i = r_i / (r_i + 1 - w_i), r_i = sum max(w_i p_i - q_i, 0); test n: u q < w p
+    # stop test i < n: u_{i-1} < h_i = min(r_i / (r_i + 1 - w_i), w_i), r_i = sum max(w_i p_i - q_i, 0) (the clamp
+    # lets a kernel fail test i unread when u_{i-1} >= w_i); test n: u q < w p
     batch, num_spec = p_draft.shape
     p_x = torch.where(draft_valid & (p_draft > 0), p_draft, 0.0)  # NaN (an invalid row) and invalid ids: 0
     q_x = torch.where(draft_valid, q_draft, 0.0)
@@ -352,7 +353,8 @@ def _block_count(rows: _MethodRows, p_draft: torch.Tensor, q_draft: torch.Tensor
         weights.append(torch.where(mass > 0, torch.where(mass >= q_x[:, i], 1.0, mass / q_x[:, i]), 0.0))
     w = torch.stack(weights, dim=1)  # [B, K + 1]
     residual_mass = (w[:, :num_spec, None] * rows.p - rows.q).clamp_min(0.0).sum(dim=-1)  # r_i [B, K]
-    stop = torch.where(residual_mass > 0, residual_mass / (residual_mass + 1.0 - w[:, :num_spec]), 0.0)  # h_i
+    ratio = residual_mass / (residual_mass + 1.0 - w[:, :num_spec])
+    stop = torch.where(residual_mass > 0, torch.minimum(ratio, w[:, :num_spec]), 0.0)  # h_i
     n = num_draft_tokens.to(torch.int64)[:, None]
     length = torch.arange(1, num_spec + 1, device=p_draft.device)[None, :]  # i = 1..K, tested with u_{i-1}
     # test i < n reads h_i (row i, column i of `stop`); test n is the token rule's test on w_{n-1} p(x)

@@ -123,8 +123,11 @@ one-hot drafts and for an invalid draft-logit row; all zeros where ``x_i`` is no
   ``w_{i+1} = min(1, w_i * p_i(x_i) / q_i(x_i))`` (0 when ``w_i * p_i(x_i) = 0``; 1 when
   ``q_i(x_i) = 0 < w_i * p_i(x_i)``). For ``0 < i < n`` the residual mass
   ``r_i = sum_y max(w_i * p_i(y) - q_i(y), 0)`` and the stopping probability
-  ``h_i = r_i / (r_i + 1 - w_i)`` (0 when ``r_i = 0``); ``h_n = w_n``. Stop test ``i`` (``1 <= i <= n``)
-  uses ``u_{i-1}``: it passes iff ``u_{i-1} < h_i`` for ``i < n``, and iff
+  ``h_i = min(r_i / (r_i + 1 - w_i), w_i)`` (0 when ``r_i = 0``); ``h_n = w_n``. The clamp leaves the
+  paper's ratio as it is for rows that sum to at most 1 (there ``r_i <= w_i``, so the ratio is at most
+  ``w_i``), and it lets an implementation fail test ``i`` without reading row ``i`` when ``u_{i-1} >= w_i``
+  (SGLang 0.5.23's kernel skips those positions). Stop test ``i`` (``1 <= i <= n``) uses ``u_{i-1}``: it
+  passes iff ``u_{i-1} < h_i`` for ``i < n``, and iff
   ``u_{n-1} * q_{n-1}(x_{n-1}) < w_{n-1} * p_{n-1}(x_{n-1})`` for ``i = n`` (``u < w_n``, written as the
   token rule's test). The accepted count ``A`` is the largest ``i`` whose test passes, 0 if none
   (the paper's backward pass: later positions override earlier ones). The request then emits at
@@ -134,7 +137,8 @@ one-hot drafts and for an invalid draft-logit row; all zeros where ``x_i`` is no
   output depends on nothing but its own inputs, seed and position. With drafts drawn from ``q``
   the emitted tokens (continued by the target) follow the target's law, and ``E[A]`` is at least
   the token rule's (the paper's theorems 1 and 2; ``specbench.oracle`` computes both laws). Block
-  reads every row ``p_i``, ``q_i`` up to ``n`` whole (the token rule reads two values there). An
+  reads every row ``p_i``, ``q_i`` up to ``n`` whole (the token rule reads two values there); ``r_i`` is
+  not needed where ``u_{i-1} >= w_i``. An
   invalid target row ``j < n`` has ``p_j = 0``, so ``h_j = 0`` and no weight after it is positive: the
   request stops before it (or at row 0, emitting nothing, when ``j = 0``). Target probabilities
   are read as given here too (rows that sum to 1 give the exact law). One-hot drafts: the block law

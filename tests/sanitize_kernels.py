@@ -232,7 +232,9 @@ def _tree_workload(mine, device) -> int:
 
 def _block_workload(mine, device) -> int:
     """Block verification (``method="block"``) on hostile inputs, one program per request and the split path:
-    every draft and target form, float32 and bfloat16, the chain shapes of the main workload."""
+    every draft and target form, float32 and bfloat16, the chain shapes of the main workload. Every 8th request
+    from the 6th drafts a random token in slot 0, so weights fall in (0, 1) for every draft form and the backward
+    pass meets rows whose test ``u_{i-1} >= w_i`` fails unread (their mass partials neither written nor read)."""
     import torch
 
     from specbench import verify
@@ -242,6 +244,9 @@ def _block_workload(mine, device) -> int:
     for _mode, draft, target, dtype in _groups(mine, ("probabilistic",)):
         for batch, num_spec, vocab in CHAIN_SHAPES:
             kwargs = hostile_inputs(batch, num_spec, vocab, draft, target, dtype, seed=batch + vocab)
+            if num_spec:
+                drafts = kwargs["draft_token_ids"]
+                drafts[5::8, 0] = torch.randint(vocab, drafts[5::8, 0].shape, generator=torch.Generator().manual_seed(vocab))
             kwargs = {k: v.to(device) for k, v in kwargs.items()}
             for strategy in ("sequential", "split"):  # one program per request; the split path
                 with launch.strategy(strategy):

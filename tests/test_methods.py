@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pytest
 import torch
 
@@ -343,6 +344,91 @@ def test_triton_block_split_path_equals_the_reference(form):
     want = verify(target, drafts, method="block", backend="torch", **kwargs)
     assert _same(_triton_block(target, drafts, kwargs, "split"), want)
     assert 0 < int(want.num_accepted.sum()) < 12 * 3
+
+
+# The clamp h_i = min(r_i / (r_i + 1 - w_i), w_i) (verification.py, "block"): one request's rows (target and draft
+# probabilities as given) where row 1 sums far past 1. Row 0 gives w_1 = p_0(x_0) / q_0(x_0) = 0.5; row 1 rejects
+# its draft (p_1(x_1) = 0, so w_2 = 0 and test 2 fails) and holds SENTINEL entries in its target row and
+# DRAFT_SENTINEL in its draft row: r_1 = (V - 1) (w_1 SENTINEL - DRAFT_SENTINEL), a ratio near 1, so the paper's
+# test 1 passes for most u_0 while the clamped one passes iff u_0 < w_1 = 0.5. The sentinels (m / 1024) are loaded
+# only when row 1 is read whole.
+SENTINEL, DRAFT_SENTINEL = 833 / 1024, 31 / 1024
+
+
+def _clamp_case(vocab: int, seeds: list[int]) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    p = torch.zeros(3, vocab)
+    q = torch.zeros(2, vocab)
+    p[0, :4] = torch.tensor([0.5, 0.125, 0.25, 0.125])
+    q[0, :4] = 0.25
+    p[1, 1:] = SENTINEL
+    q[1, 0], q[1, 1:] = 1.0, DRAFT_SENTINEL
+    p[2] = 1.0 / vocab
+    batch = len(seeds)
+    drafts = torch.tensor([[1, 0]] * batch)
+    kwargs = {"target_probs": p.expand(batch, 3, vocab).contiguous(), "draft_probs": q.expand(batch, 2, vocab).contiguous(),
+              "seeds": torch.tensor(seeds), "positions": torch.full((batch,), 5)}
+    return p, q, {"draft_token_ids": drafts, **kwargs}
+
+
+def _clamp_seeds(vocab: int) -> tuple[list[int], list[int], float]:
+    # seeds whose u_0 the clamp decides (w_1 <= u_0 < the paper's h_1: the row is not needed) and seeds whose
+    # test 1 passes either way (u_0 < w_1: the row is read); and the paper's h_1
+    from specbench import rng
+
+    mass = (vocab - 1) * (0.5 * SENTINEL - DRAFT_SENTINEL)
+    ratio = mass / (mass + 0.5)
+    u = rng.uniform(torch.arange(400), torch.full((400,), 5), rng.ACCEPT)
+    decided = [int(s) for s in torch.nonzero((u >= 0.5) & (u < ratio))[:3, 0]]
+    passing = [int(s) for s in torch.nonzero(u < 0.5)[:3, 0]]
+    return decided, passing, ratio
+
+
+def test_block_stop_probability_is_clamped_at_the_weight():
+    vocab = 40
+    decided, passing, ratio = _clamp_seeds(vocab)
+    p, q, call = _clamp_case(vocab, decided + passing)
+    law = oracle.step_distribution(mode="probabilistic", target_probs=p, draft_token_ids=call["draft_token_ids"][0],
+                                   num_draft_tokens=2, draft_probs=q, method="block")
+    # P(A = 1) = h_1 (1 - h_2), h_2 = w_2 = 0: the clamped h_1 = w_1, not the paper's ratio
+    assert ratio > 0.9 and len(decided) == len(passing) == 3
+    assert law.num_accepted_probs.tolist() == pytest.approx([0.5, 0.5, 0.0], abs=1e-12)
+    want = verify(backend="torch", method="block", **call)
+    assert want.num_accepted.tolist() == [0] * len(decided) + [1] * len(passing)
+    target, drafts = call.pop("target_probs"), call.pop("draft_token_ids")
+    for strategy in ("sequential", "split"):
+        assert _same(_triton_block(None, drafts, {"target_probs": target, **call}, strategy), want), strategy
+
+
+def test_triton_block_does_not_read_a_row_its_uniform_decides(monkeypatch):
+    # u_0 >= w_1 fails test 1 whatever r_1: neither kernel path loads row 1 beyond its draft's entry (counted by
+    # the loads that return a sentinel, under the interpreter); a row whose test may pass is read (the count works)
+    launch = pytest.importorskip("specbench.kernels.launch")
+    if torch.cuda.is_available():
+        pytest.skip("counts the interpreter's loads; this machine runs the kernels on its GPU")
+    from triton.runtime import interpreter
+
+    loads = {"sentinels": 0}
+    original = interpreter.InterpreterBuilder.create_masked_load
+
+    def counted(self, ptrs, mask, other, cache_policy, is_volatile):
+        value = original(self, ptrs, mask, other, cache_policy, is_volatile)
+        if value.data.dtype == np.float32:
+            read = value.data[np.broadcast_to(mask.data, value.data.shape)]
+            loads["sentinels"] += int(np.isin(read, np.float32([SENTINEL, DRAFT_SENTINEL])).sum())
+        return value
+
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_masked_load", counted)
+    vocab = 1100  # three slices of a row on the split path
+    decided, passing, _ratio = _clamp_seeds(vocab)
+    for seeds, accepted in ((decided, 0), (passing[:1], 1)):
+        _p, _q, call = _clamp_case(vocab, seeds)
+        drafts = call.pop("draft_token_ids")
+        for strategy in ("sequential", "split"):
+            loads["sentinels"] = 0
+            with launch.strategy(strategy):
+                got = verify(None, drafts, method="block", backend="triton", **call)
+            assert got.num_accepted.tolist() == [accepted] * len(seeds)
+            assert (loads["sentinels"] > 0) == (accepted == 1), (strategy, accepted, loads)
 
 
 # --- specbench verify --method ----------------------------------------------------------------------------------

@@ -168,8 +168,8 @@ def tree_sample(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_tok
 def block_sample(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_token_ids: torch.Tensor,
                  num_draft_tokens: torch.Tensor, seeds: torch.Tensor, *, residual: str = "block") -> VerifyResult:
     """Block verification (Sun et al. 2024, alg. 2), vectorized, with its own generator: weights
-    ``w_{i+1} = min(1, w_i p_i(x_i) / q_i(x_i))``, stopping probabilities ``h_i = r_i / (r_i + 1 - w_i)``
-    (``h_n = w_n``), ``A`` the last position whose test passes. ``residual``: ``"block"`` samples the
+    ``w_{i+1} = min(1, w_i p_i(x_i) / q_i(x_i))``, stopping probabilities
+    ``h_i = min(r_i / (r_i + 1 - w_i), w_i)`` (``h_n = w_n``), ``A`` the last position whose test passes. ``residual``: ``"block"`` samples the
     stopping row from ``max(w_A p_A - q_A, 0)``, ``"token"`` from ``max(p_A - q_A, 0)`` (a bug)."""
     batch, num_rows, vocab = target_probs.shape
     num_spec = num_rows - 1
@@ -188,7 +188,8 @@ def block_sample(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_to
         weights.append(torch.where(mass > 0, torch.where(mass >= q_x[:, i], 1.0, mass / q_x[:, i]), 0.0))
     w = torch.stack(weights, dim=1)  # [B, K + 1]
     left = (w[:, :num_spec, None] * p[:, :num_spec] - q).clamp_min(0.0).sum(-1)
-    stop = torch.where(left > 0, left / (left + 1.0 - w[:, :num_spec]), 0.0)  # h_i [B, K]
+    ratio = left / (left + 1.0 - w[:, :num_spec])
+    stop = torch.where(left > 0, torch.minimum(ratio, w[:, :num_spec]), 0.0)  # h_i [B, K]
     stop = torch.cat([stop, torch.zeros(batch, 1, device=device)], dim=1)
     n = num_draft_tokens.to(torch.int64)
     stop[torch.arange(batch, device=device), n] = w[torch.arange(batch, device=device), n]  # h_n = w_n

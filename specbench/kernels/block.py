@@ -5,7 +5,8 @@ request's draft rows forward once, one pass per row for the softmax statistics (
 logits fused), which give ``p(x)``, ``q(x)`` and the weights ``w_1..w_n``. Then the paper's backward
 pass: ``A`` is the largest length whose stop test passes, so the tests run from ``n`` down and stop at
 the first that passes. Test ``n`` (``u_{n-1} q(x) < w_{n-1} p(x)``) needs no more reading; test
-``i < n`` one pass over row ``i`` for its residual mass ``r_i = sum max(w_i p_i - q_i, 0)``. A request
+``i < n`` one pass over row ``i`` for its residual mass ``r_i = sum max(w_i p_i - q_i, 0)``, unless
+``u_{i-1} >= w_i``: ``h_i <= w_i``, so the test fails unread (as SGLang's kernel skips it). A request
 that accepts everything thus reads each row once, as the token rule's kernel does. One race pass over
 row ``A`` emits its token (the bonus, or the block residual ``max(w_A p_A - q_A, 0)``). Greedy rows run
 the greedy rule (one argmax pass per row).
@@ -15,9 +16,9 @@ and untruncated inputs only (a truncated call is refused by the launcher).
 
 The split path (``launch.strategy("split")``) splits each row across programs, in three launches that each end
 in the request's last program: ``_block_rows_kernel`` (the rows' statistics; then the forward pass from the
-values at the drafts), ``_block_masses_kernel`` (every ``r_i`` the backward pass may need, ``i = 1..n-1``,
-unless the test of length ``n`` passed; then the backward pass) and ``_block_race_kernel`` (the terminal
-row's race). The same arithmetic, so the same tokens up to the float sums' order.
+values at the drafts), ``_block_masses_kernel`` (every ``r_i`` the backward pass may need: ``i = 1..n-1`` with
+``u_{i-1} < w_i``, unless the test of length ``n`` passed; then the backward pass) and ``_block_race_kernel``
+(the terminal row's race). The same arithmetic, so the same tokens up to the float sums' order.
 """
 
 import triton
@@ -65,14 +66,16 @@ def _row_chunk(t_row, d_row, offs, V, inv_temperature, m, s, md, sd, x, x_valid,
 
 
 @triton.jit
-def _mass_possible(weight, DRAFT: tl.constexpr):
-    # whether r = sum max(w p - q, 0) can be above 0: not when w = 0 and q >= 0 everywhere (a softmax or a
-    # one-hot; given draft probabilities may hold negative entries, so their rows are always summed). p is
-    # finite after cleaning, so w p = 0 and every term is max(-q, 0) = 0: the row need not be read.
-    if DRAFT == DRAFT_PROBS:
-        return weight >= 0.0  # always: every weight is in [0, 1] (a tensor, as the other branch)
-    else:
-        return weight > 0.0
+def _test_possible(u, weight):
+    # whether stop test i can pass, so whether row i's residual mass is needed: h_i = min(r_i / (r_i + 1 - w_i),
+    # w_i) <= w_i, so u_{i-1} >= w_i fails the test unread (w_i = 0 too: u >= 0), as SGLang 0.5.23's kernel skips
+    return u < weight
+
+
+@triton.jit
+def _stop_probability(r, weight):
+    # h_i = min(r / (r + 1 - w), w), 0 when r = 0 (verification.py, "block"); a NaN r fails the test, as in torch
+    return tl.where(r > 0.0, tl.minimum(r / (r + 1.0 - weight), weight, propagate_nan=tl.PropagateNan.ALL), 0.0)
 
 
 @triton.jit
@@ -210,20 +213,20 @@ def _verify_block_kernel(
             weights = tl.where(slots == i + 1, weight, weights)
         # backward (the paper's pass): A is the largest length whose test passes, so the tests run from n down
         # and stop at the first that passes; test n needs nothing more, test i < n one pass over row i for
-        # r_i, and u_{i-1} < h_i = r_i / (r_i + 1 - w_i)
+        # r_i unless u_{i-1} >= w_i fails it unread, and u_{i-1} < h_i = min(r_i / (r_i + 1 - w_i), w_i)
         terminal = tl.where(last, n, 0)
         i = n - 1
         while (i > 0) & (terminal == 0):
             x = tl.sum(tl.where(slots == i, drafts, 0), axis=0)
             x_valid = (x >= 0) & (x < V)
             w_i = row_at(weights, slots, i)
+            u = uniform_at(stream_key(key_of_seed, position + i - 1, ACCEPT), 0)
             r = 0.0
-            if _mass_possible(w_i, DRAFT):
+            if _test_possible(u, w_i):
                 r = _residual_mass(t_base + i * target_stride_k, d_base + i * draft_stride_k, 0, V, inv_temperature,
                                    w_i, row_at(ms, slots, i), row_at(ss, slots, i), row_at(mds, slots, i),
                                    row_at(sds, slots, i), x, x_valid, DRAFT, TARGET_PROBS, BLOCK)
-            stop = tl.where(r > 0.0, r / (r + 1.0 - w_i), 0.0)
-            if uniform_at(stream_key(key_of_seed, position + i - 1, ACCEPT), 0) < stop:
+            if u < _stop_probability(r, w_i):
                 terminal = i
             i -= 1
         num_accepted = terminal
@@ -389,8 +392,9 @@ def _block_masses_kernel(
     S_BLOCK: tl.constexpr,
 ):
     # Launch 2 (grid B x (K + 1) x S): unless the test of length n passed, slot i in 1..n-1's slice of the
-    # residual mass r_i = sum max(w_i p_i - q_i, 0); the last program runs the backward pass (the largest
-    # length whose test passes), writes the accepted drafts and leaves the terminal row's race.
+    # residual mass r_i = sum max(w_i p_i - q_i, 0), unless u_{i-1} >= w_i fails test i unread (its partials are
+    # then neither written nor read); the last program runs the backward pass (the largest length whose test
+    # passes), writes the accepted drafts and leaves the terminal row's race.
     b = tl.program_id(0).to(tl.int64)
     r = tl.program_id(1)
     split = tl.program_id(2)
@@ -403,13 +407,15 @@ def _block_masses_kernel(
         last = tl.load(record_i + 0) != 0
         t_base = target_ptr + b * target_stride_b
         d_base = draft_ptr + b * draft_stride_b
-        if (~last) & (r >= 1) & (r < n) & _mass_possible(tl.load(record_f + r), DRAFT):
+        w_r = tl.load(record_f + r)  # r <= K < OUT_BLOCK: inside the record's weights
+        u_r = uniform_at(stream_key(key_of_seed, position + r - 1, ACCEPT), 0)
+        if (~last) & (r >= 1) & (r < n) & _test_possible(u_r, w_r):
             start = split * CHUNK
             stop = tl.where(split == ROW_SPLITS - 1, V, start + CHUNK)
             x = tl.load(draft_ids_ptr + b * draft_ids_stride + r)
             x_valid = (x >= 0) & (x < V)
             partial = _residual_mass(t_base + r * target_stride_k, d_base + r * draft_stride_k, start, stop,
-                                     inv_temperature, tl.load(record_f + r), tl.load(record_f + OUT_BLOCK + r),
+                                     inv_temperature, w_r, tl.load(record_f + OUT_BLOCK + r),
                                      tl.load(record_f + 2 * OUT_BLOCK + r), tl.load(record_f + 3 * OUT_BLOCK + r),
                                      tl.load(record_f + 4 * OUT_BLOCK + r), x, x_valid, DRAFT, TARGET_PROBS, BLOCK)
             tl.store(masses + r * ROW_SPLITS + split, partial)
@@ -419,12 +425,12 @@ def _block_masses_kernel(
             i = n - 1
             while (i > 0) & (terminal == 0):
                 w_i = tl.load(record_f + i)
+                u = uniform_at(stream_key(key_of_seed, position + i - 1, ACCEPT), 0)
                 r_i = 0.0
-                if _mass_possible(w_i, DRAFT):  # the rows whose partials were written
+                if _test_possible(u, w_i):  # the rows whose partials were written
                     r_i = tl.sum(tl.load(masses + i * ROW_SPLITS + splits, mask=splits < ROW_SPLITS, other=0.0),
                                  axis=0)
-                stop_at = tl.where(r_i > 0.0, r_i / (r_i + 1.0 - w_i), 0.0)
-                if uniform_at(stream_key(key_of_seed, position + i - 1, ACCEPT), 0) < stop_at:
+                if u < _stop_probability(r_i, w_i):
                     terminal = i
                 i -= 1
             slots = tl.arange(0, OUT_BLOCK)

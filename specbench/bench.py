@@ -691,6 +691,9 @@ def _unsupported(impl: Implementation, case: Case, device: torch.device) -> str 
         return f"{impl.name} declares that its calls cannot be captured in a CUDA graph"
     if case.truncated and not impl.truncation:
         return f"{impl.name} does not declare truncation (top_k, top_p, min_p), so it cannot run a truncated case"
+    if case.truncated and not impl.truncates(case.method):
+        return (f"{impl.name} declares truncation with the {', '.join(impl.truncation_methods)} method only, "
+                f"not {case.method}")
     if case.logprobs is not None and not impl.logprobs:
         return f"{impl.name} does not declare logprobs, so it cannot return them"
     if case.tree is not None and not impl.trees:

@@ -82,9 +82,10 @@ class _TruncationChecks:
     ``_small_batch``, and read its ``impl``, ``device``, ``seed``, ``samples`` and ``results``."""
 
     def _truncation_checks(self, mode: str) -> None:
-        if not self.impl.truncation:
-            self.results.append(CheckResult("truncation (top_k, top_p, min_p)", mode, "skipped", "-",
-                                            detail=f"{self.impl.name} does not declare it"))
+        if not self.impl.truncates(self.method):
+            detail = (f"{self.impl.name} does not declare it" if not self.impl.truncation else
+                      f"{self.impl.name} declares it with {', '.join(self.impl.truncation_methods)} only")
+            self.results.append(CheckResult("truncation (top_k, top_p, min_p)", mode, "skipped", "-", detail=detail))
         else:
             for index, config in enumerate(TRUNCATION_CONFIGS):
                 self._guard(f"truncated token and count law ({config.label})", mode, self._truncated_law, config,
@@ -231,7 +232,7 @@ class _TruncationChecks:
 
     def _logprobs(self, mode: str) -> list[CheckResult]:
         n = self._few(512)
-        truncating = self.impl.truncation
+        truncating = self.impl.truncates(self.method)
         kwargs, which, _ = self._mixed_inputs(n, truncating)
         target, _ = self._rows(LAW_CONFIGS[0], 0)
         sets = MIXED_KNOBS if truncating else tuple((t, 0, 1.0, 0.0) for t, *_ in MIXED_KNOBS)

@@ -252,3 +252,16 @@ def test_an_unreadable_plugin_file_is_one_sentence(tmp_path, monkeypatch):
     monkeypatch.setattr(type(path), "open", refuse)
     with pytest.raises(SpecbenchError, match="cannot read plugin file .*locked.py: Permission denied"):
         resolve(f"{path}:f")
+
+
+def test_triton_declares_truncation_with_the_token_method_only():
+    # its block kernels refuse a truncated call: verify skips those checks and kernels skips those rows
+    from specbench import bench
+
+    triton, reference = resolve("triton"), resolve("torch")
+    assert triton.truncates("token") and not triton.truncates("block") and reference.truncates("block")
+    assert triton.facts()["truncation_methods"] == ["token"]
+    case = bench.Case("probabilistic", 1, 2, 50, draft="logits", top_p=0.9, method="block")
+    assert bench._unsupported(triton, case, torch.device("cuda")) == (
+        "triton declares truncation with the token method only, not block")
+    assert bench._unsupported(reference, case, torch.device("cpu")) is None

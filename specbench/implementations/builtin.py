@@ -89,8 +89,9 @@ _TRITON_METHODS = ("token", "block")
 
 def _triton(name: str, description: str, prepare, methods: tuple[str, ...] = ("token",),
             trees: bool = False) -> Implementation:
+    # the block kernels take no truncation yet (the launcher refuses a truncated block call)
     return _ours(name, description, prepare, cuda_graph=True, needs_gpu=True, unavailable=_triton_unavailable,
-                 methods=methods, trees=trees)
+                 methods=methods, trees=trees, truncation_methods=("token",))
 
 
 BUILT_IN: dict[str, Implementation] = {

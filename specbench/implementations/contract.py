@@ -22,8 +22,9 @@ the callable and declares the facts with ``@sampler(...)``:
   ``invalid_drafts``: it takes draft ids of ``-1`` or outside ``[0, V)`` (rejected without a test);
   ``cuda_graph``: its calls can be captured in a CUDA graph. ``truncation``: it takes each request's
   ``top_k``, ``top_p``, ``min_p`` and ``truncate_draft_logits`` and follows the truncation rules of
-  ``specbench/verification.py``; ``logprobs``: it takes ``logprobs`` and returns them. ``specbench
-  verify`` runs the checks of a fact only when it is declared.
+  ``specbench/verification.py`` (``truncation_methods``: with only these methods; every declared
+  method by default); ``logprobs``: it takes ``logprobs`` and returns them. ``specbench verify``
+  runs the checks of a fact only when it is declared.
 - ``devices``: ``cpu``, ``cuda`` or both.
 - ``methods``: the verification methods it implements (``specbench/methods.py``), ``("token",)`` by
   default. One that declares another is also called with ``method`` (the name of the rule to follow);
@@ -92,6 +93,7 @@ class Implementation:
     logprobs: bool = False
     devices: tuple[str, ...] = DEVICES
     methods: tuple[str, ...] = ("token",)
+    truncation_methods: tuple[str, ...] | None = None
     trees: bool = False
     needs_gpu: bool = False
     unavailable: Callable[[torch.device], str | None] = field(default=lambda device: None)
@@ -101,6 +103,10 @@ class Implementation:
     def same_rng(self) -> bool:
         return self.rng == "specbench"
 
+    def truncates(self, method: str) -> bool:
+        """Whether it takes truncation with ``method`` (``truncation_methods``: None is every declared one)."""
+        return self.truncation and (self.truncation_methods is None or method in self.truncation_methods)
+
     def facts(self) -> dict[str, Any]:
         """The declared facts, as a results file records them."""
         return {"name": self.name, "description": self.description, "source": self.source, "modes": list(self.modes),
@@ -108,7 +114,8 @@ class Implementation:
                 "rng": self.rng, "seeded": self.seeded, "batch_invariant": self.batch_invariant,
                 "ragged": self.ragged, "invalid_drafts": self.invalid_drafts, "cuda_graph": self.cuda_graph,
                 "truncation": self.truncation, "logprobs": self.logprobs, "devices": list(self.devices),
-                "methods": list(self.methods), "trees": self.trees}
+                "methods": list(self.methods), "trees": self.trees,
+                "truncation_methods": list(self.truncation_methods or self.methods) if self.truncation else []}
 
     def cannot_run(self, device: torch.device, interpret: bool = False) -> str | None:
         """Why it cannot run on ``device`` in this process at all (``interpret``: the Triton interpreter is on)."""

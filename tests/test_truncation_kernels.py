@@ -296,45 +296,6 @@ def test_top_k_path_on_continuous_rows_of_thousands_of_tokens(small_blocks, monk
         _check_summaries(summaries[:4], rows, temperatures, top_k, top_p, min_p, is_probs)
 
 
-def test_top_p_path_cuts_where_a_sort_cuts_without_the_radix_path(small_blocks, monkeypatch):
-    """Rows with top_k off and top_p < 1 (the top-p path: brackets of thresholds, then the bracket's tokens
-    gathered, kept whole, or cut by id among ties), at the launcher's own shapes on rows of 5000 tokens:
-    continuous values, values on a grid (ties at the boundary), a few large values above a flat tail, a row
-    whose values all tie, min_p beside top_p, top_p from 0.3 to 0.999; logits and probabilities. The
-    cutoffs equal a sort's (apart from tokens within TOP_P_TOLERANCE of the boundary), and the radix path
-    never runs (it is replaced here by one that marks its rows with m = NaN)."""
-    launch = small_blocks
-    monkeypatch.undo()
-    from specbench.kernels import cutoffs
-
-    @cutoffs.triton.jit
-    def marked_radix(row, V, inv_temperature, k, top_p, min_p, TARGET_PROBS: cutoffs.tl.constexpr,
-                     BLOCK: cutoffs.tl.constexpr):
-        nan = cutoffs.tl.full([], float("nan"), cutoffs.tl.float32)
-        return nan, nan, nan, cutoffs.tl.full([], 0, cutoffs.tl.int32)
-
-    monkeypatch.setattr(cutoffs, "truncate_row_radix", marked_radix)
-    generator = torch.Generator().manual_seed(11)
-    batch, vocab = 7, 5000
-    values = torch.randn(batch, 2, vocab, generator=generator) * 2
-    values[1] = torch.round(values[1] * 4) / 4  # a grid: ties at every boundary
-    values[2, :, 10:] = torch.randn(2, vocab - 10, generator=generator) - 12  # ten large values over a flat tail
-    values[3, 0] = 0.5  # every value ties
-    values[3, 1, 100:200] = 3.0  # a tie at the top wider than the gathered list
-    temperatures = torch.tensor([1.0, 0.7, 1.0, 1.0, 1.3, 1.0, 0.5])
-    top_k = torch.zeros(batch, dtype=torch.int32)
-    top_p = torch.tensor([0.9, 0.95, 0.5, 0.3, 0.999, 0.8, 0.95])
-    min_p = torch.tensor([0.0, 0.0, 0.0, 0.0, 0.0, 0.05, 0.001])
-    for is_probs in (False, True):
-        rows = torch.softmax(values / temperatures[:, None, None], dim=-1) if is_probs else values
-        summaries = launch.truncation_summaries(
-            target=rows, target_is_probs=is_probs, temperatures=temperatures,
-            num_draft_tokens=torch.ones(batch, dtype=torch.int32), top_k=top_k, top_p=top_p, min_p=min_p)
-        assert not bool(torch.isnan(summaries[0]).any()), summaries[0]  # no row went to the radix path
-        assert not bool(summaries[4].any())  # no kept list: a cutoff over the row
-        _check_summaries(summaries[:4], rows, temperatures, top_k, top_p, min_p, is_probs)
-
-
 # --- properties of the step that need no reference ----------------------------------------------
 
 

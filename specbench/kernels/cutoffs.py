@@ -8,7 +8,7 @@ token ``y`` is kept iff ``v_y > tau`` or ``v_y == tau and y <= iota``. Tokens wi
 A row's *summary* is ``(m, S, tau, iota, n)``: its largest value ``m``, the kept mass ``S`` (sum of
 ``w = exp(z - m)``, or of ``p``), the cutoff, and the length ``n`` of its *kept list* (0: none).
 
-Three ways to the cutoff:
+Two ways to the cutoff:
 
 - The top-k path (rows with ``1 <= top_k <= MAX_FAST_K`` and at most ``MAX_GROUPS`` groups; any
   ``top_p`` and ``min_p`` with it). ``group_maxima`` writes the largest value of each group of
@@ -26,16 +26,6 @@ Three ways to the cutoff:
   on them from each one's prefix mass (a k x k comparison: the mass of the list tokens before it in
   the order). The list's ids and masses ``w`` (0 for a token top_p cut) let the step race over at
   most k tokens instead of the row. No sort anywhere.
-- The top-p path (rows with ``top_k`` off and ``top_p < 1``, any ``min_p``; at most ``MAX_GROUPS``
-  groups): ``top_p_cutoff`` narrows a bracket ``[lo, hi)`` of values with ``F(hi) < P <= F(lo)``
-  (``F(c)`` the mass in play at or above ``c``, ``P = top_p * M``) by ``TOP_P_BINS`` thresholds a
-  pass: the first on a grid of masses below the row's largest value (steps of ``e^-4``), the next
-  ones evenly inside the bracket. It stops when the bracket holds at most 64 tokens (gathered to the
-  kept-list scratch and cut exactly as the top-k path cuts its list), or at most ``TOP_P_STOP * M``
-  of mass (``2.5e-6``: every token in it is within the contract's ``TOP_P_TOLERANCE`` of the
-  boundary, so it is kept whole), or one value (its first tokens by id). A 128k-token row of
-  continuous values takes one pass for its maximum and four or five more; ties that keep a bracket
-  wide end on the radix path after ``TOP_P_MAX_PASSES``. No kept list (the row's cutoff is raced).
 - The radix path (any other row, or ties that make more than ``CAP_GROUPS`` groups qualify): a
   weighted radix select on the value keys, 4 bits a pass (a 16-bin histogram of counts or masses of
   the tokens still in play: 8 passes), one pass for the chosen value's group, and, only when
@@ -57,14 +47,7 @@ from specbench.kernels.rows import clean, clean_prob, load_probs, load_scaled
 INT32_MAX = tl.constexpr(2147483647)
 GROUP = tl.constexpr(32)  # tokens per group of the top-k path
 MAX_FAST_K = tl.constexpr(64)  # the largest top_k the top-k path takes: also a kept list's capacity
-MAX_GROUPS = 8192  # the most groups (a row of 262144 tokens) the top-k and top-p paths take
-# the top-p path (top_p_cutoff): thresholds a pass places in its bracket, the first pass's grid step in value
-# (logits; for probabilities, in the logarithm of the value), a bracket mass (relative to M) kept whole, the
-# most passes before the radix path
-TOP_P_BINS = tl.constexpr(8)
-TOP_P_STEP = tl.constexpr(4.0)
-TOP_P_STOP = tl.constexpr(2.5e-6)
-TOP_P_MAX_PASSES = tl.constexpr(12)
+MAX_GROUPS = 8192  # the most groups (a row of 262144 tokens) the top-k path takes
 
 
 @triton.jit
@@ -437,190 +420,12 @@ def top_k_from_groups(row, V, inv_temperature, k, top_p, min_p, group_max_ptr, g
 
 
 @triton.jit
-def top_p_path(k, top_p, V, GROUP_BLOCK: tl.constexpr):
-    # whether a row with these knobs (normalised by request_knobs) takes the top-p path
-    return (k == 0) & (top_p < 1.0) & (tl.cdiv(V, GROUP) <= GROUP_BLOCK)
-
-
-@triton.jit
-def _threshold(t, lo, hi, m, FIRST: tl.constexpr, TARGET_PROBS: tl.constexpr):
-    # threshold t (0 the highest) of a bracket pass: on the first, on the grid of masses e^(-TOP_P_STEP t)
-    # below the row's largest value m (m - TOP_P_STEP t, or m e^(-TOP_P_STEP t) for probabilities); later,
-    # TOP_P_BINS equal steps down from hi, the last one lo itself
-    step = m * 0.0 + t  # t as a float32 tensor (m is finite here)
-    if FIRST:
-        if TARGET_PROBS:
-            theta = m * tl.exp(step * (-TOP_P_STEP))
-        else:
-            theta = m - step * TOP_P_STEP
-    else:
-        fraction = (step + 1.0) / TOP_P_BINS
-        theta = tl.where(fraction >= 1.0, lo, hi - (hi - lo) * fraction)
-    return theta
-
-
-@triton.jit
-def _bracket_pass(row, V, inv_temperature, m, minp_threshold, lo, hi, FIRST: tl.constexpr,
-                  TARGET_PROBS: tl.constexpr, CHUNK: tl.constexpr):
-    # One pass over the row for the tokens in play with lo <= v < hi: per threshold t (descending), the mass
-    # and the number of them at or above it (vectors of TOP_P_BINS lanes); their whole mass and number; their
-    # lowest and highest values
-    # (sums reduced a chunk at a time: few registers live across chunks in the programs that hold this)
-    lanes = tl.arange(0, TOP_P_BINS)
-    masses = tl.zeros([TOP_P_BINS], tl.float32)
-    counts = tl.zeros([TOP_P_BINS], tl.int32)
-    total = tl.full([], 0.0, tl.float32)
-    number = tl.full([], 0, tl.int32)
-    low = tl.full([], float("inf"), tl.float32)
-    high = tl.full([], float("-inf"), tl.float32)
-    for start in range(0, V, CHUNK):
-        offs = start + tl.arange(0, CHUNK)
-        value, mass = row_values(row, offs, V, inv_temperature, m, TARGET_PROBS)
-        inside = (value > float("-inf")) & (mass >= minp_threshold) & (value >= lo) & (value < hi) & (offs < V)
-        total += tl.sum(tl.where(inside, mass, 0.0), axis=0)
-        number += tl.sum(inside.to(tl.int32), axis=0)
-        low = tl.minimum(low, tl.min(tl.where(inside, value, float("inf")), axis=0))
-        high = tl.maximum(high, tl.max(tl.where(inside, value, float("-inf")), axis=0))
-        for t in tl.static_range(TOP_P_BINS):
-            above = inside & (value >= _threshold(t, lo, hi, m, FIRST, TARGET_PROBS))
-            masses += tl.where(lanes == t, tl.sum(tl.where(above, mass, 0.0), axis=0), 0.0)
-            counts += tl.where(lanes == t, tl.sum(above.to(tl.int32), axis=0), 0)
-    return masses, counts, total, number, low, high
-
-
-@triton.jit
-def _cut_gathered(row, V, inv_temperature, m, minp_threshold, lo, hi, f_hi, target, list_ids_ptr, list_v_ptr,
-                  TARGET_PROBS: tl.constexpr, CHUNK: tl.constexpr, LIST: tl.constexpr):
-    # The cutoff (tau, iota) and kept mass of a bracket [lo, hi) of at most LIST tokens in play, above which
-    # the kept mass is f_hi: its tokens gathered to the list scratch (in id order), then each one kept iff
-    # f_hi plus the mass of the bracket's tokens before it in the order is below the target
-    base = tl.full([], 0, tl.int32)
-    for start in range(0, V, CHUNK):
-        offs = start + tl.arange(0, CHUNK)
-        value, mass = row_values(row, offs, V, inv_temperature, m, TARGET_PROBS)
-        inside = (value > float("-inf")) & (mass >= minp_threshold) & (value >= lo) & (value < hi) & (offs < V)
-        slot = base + tl.cumsum(inside.to(tl.int32), axis=0) - 1
-        tl.store(list_ids_ptr + slot, offs, mask=inside)
-        tl.store(list_v_ptr + slot, value, mask=inside)
-        base += tl.sum(inside.to(tl.int32), axis=0)
-    tl.debug_barrier()
-    j = tl.arange(0, LIST)
-    listed = j < base
-    ids = tl.load(list_ids_ptr + j, mask=listed, other=INT32_MAX)
-    values = tl.load(list_v_ptr + j, mask=listed, other=float("-inf"))
-    if TARGET_PROBS:
-        w = values
-    else:
-        w = tl.exp(values - m)
-    w = tl.where(listed, w, 0.0)
-    earlier = ((values[None, :] > values[:, None])
-               | ((values[None, :] == values[:, None]) & (ids[None, :] < ids[:, None]))) & listed[None, :]
-    before = tl.sum(tl.where(earlier, w[None, :], 0.0), axis=1)
-    survive = listed & (f_hi + before < target)
-    tau = tl.min(tl.where(survive, values, float("inf")), axis=0)
-    iota = tl.max(tl.where(survive & (values == tau), ids, -1), axis=0)
-    return tau, iota, f_hi + tl.sum(tl.where(survive, w, 0.0), axis=0)
-
-
-@triton.jit
-def top_p_cutoff(row, V, inv_temperature, top_p, min_p, list_ids_ptr, list_v_ptr, TARGET_PROBS: tl.constexpr,
-                 CHUNK: tl.constexpr, LIST: tl.constexpr, ID_BLOCK: tl.constexpr):
-    # The summary (done, m, S, tau, iota) of a top-p path row (top_k off, top_p < 1, any min_p); done = False
-    # (nothing else meaningful) when the brackets cannot narrow a wide one, for the radix path.
-    #
-    # A bracket [lo, hi) of values with F(hi) < P <= F(lo), F(c) the mass of the tokens in play with value
-    # >= c and P = top_p * M (M their whole mass): the kept set is every token in play above the bracket and
-    # a prefix, in the row's order, of the bracket's own. Each pass places TOP_P_BINS thresholds in the
-    # bracket (the first pass, whose bracket is the whole row, on a grid of masses below m) and keeps the
-    # sub-bracket where the mass from the top first reaches P. It stops when the bracket holds
-    # - at most TOP_P_STOP * M of mass: every token in it has a prefix mass within TOP_P_STOP * M of P, inside
-    #   the contract's TOP_P_TOLERANCE, so the bracket is kept whole;
-    # - at most LIST tokens: gathered and cut exactly (ties by id), as the top-k path cuts its list;
-    # - one value (ties wider than the list): its first tokens by id, as many as the mass needs;
-    # and gives up (the radix path) after TOP_P_MAX_PASSES passes or when a bracket no longer narrows.
-    largest = tl.full([CHUNK], float("-inf"), tl.float32)
-    for start in range(0, V, CHUNK):
-        offs = start + tl.arange(0, CHUNK)
-        value, _mass = row_values(row, offs, V, inv_temperature, 0.0, TARGET_PROBS)
-        largest = tl.maximum(largest, value)
-    m = tl.max(largest, axis=0)
-    done = True
-    mass = tl.full([], 0.0, tl.float32)
-    tau = tl.full([], float("inf"), tl.float32)
-    iota = tl.full([], -1, tl.int32)
-    if m > float("-inf"):  # (else nothing is kept, as on the radix path)
-        minp_threshold = min_p
-        if TARGET_PROBS:
-            minp_threshold = min_p * m
-        lanes = tl.arange(0, TOP_P_BINS)
-        # the first pass: the bracket is the whole row (M comes with it)
-        masses, counts, total, number, lowest, _highest = _bracket_pass(
-            row, V, inv_temperature, m, minp_threshold, float("-inf"), float("inf"), True, TARGET_PROBS, CHUNK)
-        target = top_p * total
-        # the highest threshold at which the mass from the top reaches P; TOP_P_BINS: none does, and the
-        # bracket is what lies below the last one (mass at most V e^(-28 - ...), so it is kept whole)
-        t = tl.min(tl.where(masses >= target, lanes, TOP_P_BINS), axis=0)
-        f_hi = tl.sum(tl.where(lanes == t - 1, masses, 0.0), axis=0)  # 0 for t = 0
-        hi = tl.where(t == 0, float("inf"), _threshold(t - 1, 0.0, 0.0, m, True, TARGET_PROBS))
-        lo = tl.where(t < TOP_P_BINS, _threshold(t, 0.0, 0.0, m, True, TARGET_PROBS), float("-inf"))
-        bracket_mass = tl.where(t < TOP_P_BINS, tl.sum(tl.where(lanes == t, masses, 0.0), axis=0), total) - f_hi
-        in_bracket = (tl.where(t < TOP_P_BINS, tl.sum(tl.where(lanes == t, counts, 0), axis=0), number)
-                      - tl.sum(tl.where(lanes == t - 1, counts, 0), axis=0))
-        passes = 1
-        # (hi = +inf: the bracket is the row's largest value alone)
-        settled = (bracket_mass <= TOP_P_STOP * total) | (in_bracket <= LIST) | (hi == float("inf"))
-        while not settled:
-            masses, counts, _mass, _number, _low, _high = _bracket_pass(
-                row, V, inv_temperature, m, minp_threshold, lo, hi, False, TARGET_PROBS, CHUNK)
-            # the last threshold is lo, where the mass reaches P (a rounding that says otherwise: the last)
-            t = tl.minimum(tl.min(tl.where(f_hi + masses >= target, lanes, TOP_P_BINS), axis=0), TOP_P_BINS - 1)
-            mass_above = tl.sum(tl.where(lanes == t - 1, masses, 0.0), axis=0)
-            new_hi = tl.where(t == 0, hi, _threshold(t - 1, lo, hi, m, False, TARGET_PROBS))
-            new_lo = _threshold(t, lo, hi, m, False, TARGET_PROBS)
-            bracket_mass = tl.sum(tl.where(lanes == t, masses, 0.0), axis=0) - mass_above
-            in_bracket = (tl.sum(tl.where(lanes == t, counts, 0), axis=0)
-                          - tl.sum(tl.where(lanes == t - 1, counts, 0), axis=0))
-            narrowed = (new_lo != lo) | (new_hi != hi)
-            f_hi += mass_above
-            lo = new_lo
-            hi = new_hi
-            passes += 1
-            settled = (bracket_mass <= TOP_P_STOP * total) | (in_bracket <= LIST)
-            settled = settled | (passes >= TOP_P_MAX_PASSES) | (~narrowed)
-        if bracket_mass <= TOP_P_STOP * total:
-            # the bracket kept whole; with min_p nothing below the lowest value in play
-            tau = tl.maximum(lo, lowest)
-            iota = INT32_MAX
-            mass = f_hi + bracket_mass
-        elif in_bracket <= LIST:
-            tau, iota, mass = _cut_gathered(row, V, inv_temperature, m, minp_threshold, lo, hi, f_hi, target,
-                                            list_ids_ptr, list_v_ptr, TARGET_PROBS, CHUNK, LIST)
-        else:
-            _m, _c, _t, _n, tie_low, tie_high = _bracket_pass(row, V, inv_temperature, m, minp_threshold, lo, hi,
-                                                              False, TARGET_PROBS, CHUNK)
-            if tie_low == tie_high:  # one value, tied: its first tokens by id, as many as the mass needs
-                a = tie_low
-                if not TARGET_PROBS:
-                    a = tl.exp(tie_low - m)
-                wanted = tl.where(a > 0.0, tl.ceil((target - f_hi) / tl.where(a > 0.0, a, 1.0)), in_bracket * 1.0)
-                rank = tl.minimum(tl.maximum(wanted, 1.0), in_bracket * 1.0).to(tl.int32)
-                tau = tie_low
-                iota = _select_id(row, V, inv_temperature, m, minp_threshold, float("-inf"), INT32_MAX, tie_low,
-                                  rank, TARGET_PROBS, ID_BLOCK)
-                mass = f_hi + rank.to(tl.float32) * a
-            else:
-                done = False
-    return done, m, mass, tau, iota
-
-
-@triton.jit
 def summarize_row(row, V, inv_temperature, k, top_p, min_p, group_max_ptr, group_ids_ptr, list_ids_ptr, list_v_ptr,
                   list_w_ptr, TARGET_PROBS: tl.constexpr, RADIX_BLOCK: tl.constexpr, GROUP_ROWS: tl.constexpr,
                   GROUP_BLOCK: tl.constexpr, CAP_GROUPS: tl.constexpr, WRITE_MAXIMA: tl.constexpr):
     # A row's summary (m, S, tau, iota, n) under the knobs (normalised by request_knobs): the top-k
     # path where it applies (its group maxima written here with WRITE_MAXIMA, else already in
-    # scratch), the top-p path where that applies, the radix path otherwise (or when ties made either
-    # give up), by this program alone.
+    # scratch), the radix path otherwise (or when ties made it give up), by this program alone.
     # m = -inf and nothing kept for a row with no value of mass.
     done = False
     m = tl.full([], float("-inf"), tl.float32)
@@ -635,9 +440,6 @@ def summarize_row(row, V, inv_temperature, k, top_p, min_p, group_max_ptr, group
         done, m, mass, tau, iota, length = top_k_from_groups(
             row, V, inv_temperature, k, top_p, min_p, group_max_ptr, group_ids_ptr, list_ids_ptr, list_v_ptr,
             list_w_ptr, TARGET_PROBS, GROUP_BLOCK, CAP_GROUPS)
-    elif top_p_path(k, top_p, V, GROUP_BLOCK):
-        done, m, mass, tau, iota = top_p_cutoff(row, V, inv_temperature, top_p, min_p, list_ids_ptr, list_v_ptr,
-                                                TARGET_PROBS, GROUP_ROWS * GROUP // 4, MAX_FAST_K, RADIX_BLOCK)
     if not done:
         m, mass, tau, iota = truncate_row_radix(row, V, inv_temperature, k, top_p, min_p, TARGET_PROBS, RADIX_BLOCK)
         length = tl.full([], 0, tl.int32)

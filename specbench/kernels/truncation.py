@@ -5,7 +5,7 @@ A row's summary ``(m, S, tau, iota, n)`` and how it is found (without sorting th
 ``specbench/kernels/cutoffs.py``: the row's largest value, the kept mass, the cutoff ``(tau, iota)``
 in the row's order (token ``y`` is kept iff ``v_y > tau`` or ``v_y == tau and y <= iota``), and the
 length of its kept list (the ids and masses of at most ``MAX_FAST_K`` kept tokens, for rows with
-``1 <= top_k <= 64``; 0 for a row found by the top-p or the radix path). Only the rows a truncated request needs
+``1 <= top_k <= 64``; 0 for a row found by the radix path). Only the rows a truncated request needs
 get one: target rows ``0..n`` and, with ``TRUNCATE_DRAFT``, draft-logit rows ``0..n-1`` of
 non-greedy requests with a knob on. Two ways to run a step:
 

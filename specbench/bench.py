@@ -45,12 +45,12 @@ emits, with early exit (nothing after a request's first rejection is needed):
   whole anyway). The per-request knobs are not counted (12 bytes a request);
 - with ``logprobs``, the ``[B, K + 1]`` float32 log-probabilities written, and with target
   probabilities every target row ``0..A_b`` whole (each emitted token's row over its sum);
-- ``method="block"`` (the rule as ``verification.py`` writes it, for ``n = K``): the weights need
-  ``p_i(x_i)`` and ``q_i(x_i)`` for every ``i < K``, so with logits every target row ``0..K-1`` and
-  every draft-logit row ``0..K-1``, whatever ``A_b``; when ``A_b < K`` the backward pass reads rows
-  ``max(A_b, 1)..K-1`` whole for their residual masses (target and draft, from probabilities too),
-  and the terminal row ``A_b`` (its draft row as well) or the bonus row ``K`` is read whole; with
-  probabilities ``p_i(x_i)`` and ``q_i(x_i)`` are gathered at every ``i < K``.
+- ``method="block"`` (``verification.py``, for ``n = K``): the weights need ``p_i(x_i)`` and
+  ``q_i(x_i)`` for every ``i < K``, so with logits every target row ``0..K-1`` and every draft-logit
+  row ``0..K-1``, whatever ``A_b``; with probabilities those values are gathered. The terminal row
+  ``A_b`` (its draft row as well) or the bonus row ``K`` is read whole. The backward pass also reads
+  row ``i`` (``max(A_b, 1) <= i < K``) for its residual mass where ``u_{i-1} < w_i``; which rows
+  those are depends on the uniforms, so they are not counted: a floor, as the other counts are.
 
 ``bytes_all_rows`` counts every target row and every draft row once, plus the same small tensors.
 GB/s in a record is ``bytes_needed`` over the median time.
@@ -515,15 +515,14 @@ def bytes_moved(case: Case, num_accepted: torch.Tensor) -> tuple[int, int]:
 
 
 def _block_rows(case: Case, accepted: torch.Tensor) -> int:
-    # the whole rows block verification reads (module docstring), summed over the requests
+    # the whole rows block verification must read (module docstring), summed over the requests
     num_spec = case.num_spec_tokens
     has_draft = case.draft != "none"
     rows = 0
     for a in accepted.tolist():
-        # whole rows as (target, draft) index sets: the backward pass's masses, the terminal row
-        masses = set(range(max(a, 1), num_spec)) if a < num_spec else set()
-        target = masses | {a}
-        draft = (masses | {a}) if a < num_spec else set(masses)
+        # whole rows as (target, draft) index sets: the terminal row, then the rows' statistics
+        target = {a}
+        draft = {a} if a < num_spec else set()
         if case.target == "logits" or case.truncated or case.logprobs is not None:
             target |= set(range(num_spec))  # statistics for p_i(x_i) at every i < K (else gathered)
         if case.draft == "logits":

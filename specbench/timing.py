@@ -49,7 +49,9 @@ Everywhere:
   the inputs fixed, ``results/h200-placements``). With copies, a sample is the mean of one call on
   each copy, each with its own backlog and flush, and the flush of copy ``j`` overwrites window ``j``
   of the flush buffer (``FLUSH_WINDOWS`` windows ``FLUSH_STEP`` apart); a graph captures its calls
-  cycling through the copies. So every sample averages the same placements of all three.
+  cycling through the copies. So every sample averages the same placements of all three. That steadies a
+  row within a process; between processes host-free rows at B <= 8 still moved by up to 5.5% on the H200
+  (something fixed per process moves them; graph rows stay within 1.5%).
 - Summary: the median with the 20th and 80th percentiles (linear interpolation) and the count.
 
 ``peak_bandwidth_gbps`` measures the copy bandwidth the ``% of peak`` columns refer to, and

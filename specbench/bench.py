@@ -80,14 +80,13 @@ from specbench import acceptance, natural_inputs, rng, timing, tree_inputs
 from specbench.errors import SpecbenchError
 from specbench.implementations import Implementation
 from specbench.methods import METHODS, check_method
+from specbench.records import DRAM_FLOOR_MARGIN, describe_record, record_key
 from specbench.sampling_cases import (
     KNOBS,
     MIXED,
     check_logprobs,
     checked_knobs,
     sampling_fields,
-    sampling_key,
-    sampling_label,
 )
 from specbench.scenarios import Profile
 from specbench.timing import is_out_of_memory
@@ -104,8 +103,6 @@ INTERPRET_MAX_ELEMENTS = 1 << 18  # target logits elements the Triton interprete
 # draft's raise
 REJECTED_LOGIT = -1.0e4
 PEAK_LOGIT = 40.0
-# a cold median this many times faster than bytes_needed over the copy bandwidth is flagged
-DRAM_FLOOR_MARGIN = 1.25
 # a GPU case whose inputs take at most PLACEMENT_BYTES is timed on PLACEMENTS copies of them at other
 # addresses, each copy with its own set of the Triton kernels' scratch and arrival counters, each sample
 # averaging one call on each (timing.py, "Placements"): a small cold call's time depends on where its
@@ -176,34 +173,6 @@ class Case:
     def describe(self) -> str:
         """``probabilistic/logits B=8 K=3 V=128256 float32 L=3 graph``: the case in one line."""
         return describe_record(_record(self, "", "planned"))
-
-
-def describe_record(record: dict) -> str:
-    """The case of a record in one line (as ``Case.describe``)."""
-    draft = f"/{record['draft']}" if record["mode"] == "probabilistic" else ""
-    graph = " graph" if record["cuda_graph"] else ""
-    graph += " target-probs" if record.get("target", "logits") == "probs" else ""
-    if record.get("converted"):
-        graph += f" ({', '.join(record['converted'])}, {record['conversion']} the timed call)"
-    if record.get("inputs", "planned") == "natural":
-        length = f"natural noise={record['draft_noise']:g}"
-    else:
-        length = f"L={record['acceptance_length']:g}"
-    method = f" method={record['method']}" if record.get("method", "token") != "token" else ""
-    size = f"K={record['num_spec_tokens']}"
-    if record.get("tree") is not None:
-        size = f"tree {record['tree']} N={record['num_spec_tokens']}"
-    return (f"{record['mode']}{draft} B={record['batch_size']} {size} "
-            f"V={record['vocab_size']} {record['dtype']} {length}{sampling_label(record)}{method}{graph}")
-
-
-def record_key(record: dict) -> tuple:
-    """``Case.key`` of a written record (the acceptance label tells apart profiles of one mean length)."""
-    return (record["mode"], record["impl"], record["batch_size"], record["num_spec_tokens"], record["vocab_size"],
-            record["dtype"], record["draft"], record["acceptance"], round(float(record["acceptance_length"]), 6),
-            bool(record["cuda_graph"]), record.get("target", "logits"), record.get("conversion"), *sampling_key(record),
-            record.get("method", "token"), record.get("inputs", "planned"), record.get("draft_noise"),
-            record.get("tree"))
 
 
 def plan_cases(

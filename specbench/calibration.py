@@ -40,7 +40,7 @@ STATISTIC = "max(FLOOR, (max median / min median over the runs) ** SAFETY_FACTOR
 
 @dataclass(frozen=True)
 class Calibration:
-    """Per-case thresholds measured from A/A runs (``thresholds``: ``bench.record_key`` -> (timer,
+    """Per-case thresholds measured from A/A runs (``thresholds``: ``records.record_key`` -> (timer,
     threshold)), on ``device``."""
 
     device: str

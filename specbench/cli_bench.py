@@ -26,6 +26,7 @@ from specbench.errors import SpecbenchError
 bench = lazy_module("specbench.bench")
 implementations_registry = lazy_module("specbench.implementations.registry")
 bench_charts = lazy_module("specbench.bench_charts")
+kernel_records = lazy_module("specbench.records")
 results = lazy_module("specbench.results")
 rng = lazy_module("specbench.rng")
 shards = lazy_module("specbench.shards")
@@ -278,7 +279,7 @@ def results_table(records: list[dict]) -> Table:
         median = _fmt(r["median_us"], ".1f")
         if r.get("below_dram_floor"):
             median = f"[bold red]{median} ![/]"
-        table.add_row(escape(r["impl"]), escape(bench.describe_record(r)), median, spread, escape(_timer_cell(r)),
+        table.add_row(escape(r["impl"]), escape(kernel_records.describe_record(r)), median, spread, escape(_timer_cell(r)),
                       _fmt(r["gbps"], ".1f"), _fmt(r["pct_peak"], ".1f"), _fmt(r["speedup_vs_torch"], ".2f", "x"),
                       _si(r["tokens_per_s"]), _fmt(r.get("expected_acceptance_length"), ".2f"),
                       _fmt(r["measured_acceptance_length"], ".2f"), status)
@@ -312,7 +313,7 @@ def _print_table(records: list[dict]) -> None:
                   highlight=False)
     below = sum(bool(r.get("below_dram_floor")) for r in records)
     if below:
-        console.print(f"[bold red]![/] {below} cold rows have a median more than {bench.DRAM_FLOOR_MARGIN:g}x below "
+        console.print(f"[bold red]![/] {below} cold rows have a median more than {kernel_records.DRAM_FLOOR_MARGIN:g}x below "
                       f"the bytes the case must move over the measured copy bandwidth: their samples look warm (or the "
                       f"implementation reads fewer bytes than the case needs); do not quote them as cold",
                       highlight=False)

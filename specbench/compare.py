@@ -1,6 +1,6 @@
 """Two results files side by side: the CI perf-regression gate behind ``specbench compare``.
 
-Kernels runs. Cases are matched by ``bench.record_key`` (mode, implementation, shape, dtype,
+Kernels runs. Cases are matched by ``records.record_key`` (mode, implementation, shape, dtype,
 draft kind, acceptance, graph, and the sampling parameters ``top_k``, ``top_p``, ``min_p``,
 ``sampling``, ``logprobs``: rows that differ in any never match; records without them, written
 before they existed, are untruncated and match untruncated rows). For each pair with timings on both sides, the statistic is the
@@ -124,7 +124,7 @@ class CaseComparison:
     threshold: float | None = None
     p_value: float | None = None
     note: str = ""
-    key: tuple | None = None  # kernels: ``bench.record_key`` of the rows (``--confirm`` re-times by it)
+    key: tuple | None = None  # kernels: ``records.record_key`` of the rows (``--confirm`` re-times by it)
 
 
 @dataclass

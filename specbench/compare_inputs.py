@@ -97,7 +97,7 @@ def _implementation_sources(base_meta: dict, cur_meta: dict) -> list[tuple[str, 
 
 def kernels_label(record: dict) -> str:
     """``torch: greedy B=1 K=3 V=4096 float32 L=3``: a kernels record's implementation and case."""
-    from specbench.bench import describe_record
+    from specbench.records import describe_record
 
     return f"{record['impl']}: {describe_record(record)}"
 
@@ -151,8 +151,8 @@ def check_timings(path: Path, records: list[dict]) -> None:
 
 
 def by_key(records: list[dict], side: str) -> dict[tuple, dict]:
-    """Kernels records by ``bench.record_key``; a record without the fields of a key is one sentence."""
-    from specbench.bench import record_key
+    """Kernels records by ``records.record_key``; a record without the fields of a key is one sentence."""
+    from specbench.records import record_key
 
     keyed = {}
     for index, record in enumerate(records):

@@ -20,10 +20,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from specbench import results
-from specbench.bench import record_key
 from specbench.compare import Comparison, bootstrap_ratio, judge, load_run, record_timer
 from specbench.compare_inputs import by_key, on_gpu
 from specbench.errors import SpecbenchError
+from specbench.records import record_key
 
 RETIME_TIMEOUT_S = 600
 

@@ -86,11 +86,11 @@ def load(path: str | Path) -> tuple[str, dict[str, Any], list[dict]]:
 
 
 def benchmark_names(kind: str, rows: list[dict]) -> list[str]:
-    """One name per row, unique within the result: a kernels row is ``impl: case`` (``bench.describe_record``),
+    """One name per row, unique within the result: a kernels row is ``impl: case`` (``records.describe_record``),
     a sweep case ``profile K=k``, a plan row ``profile B=b K=k``, a compared case its label. Two rows that
     would share a name (two profiles of one mean length) get their acceptance label, then their model preset,
     added; rows still alike are a broken result, refused."""
-    from specbench.bench import describe_record
+    from specbench.records import describe_record
 
     names = []
     for row in rows:

@@ -8,7 +8,7 @@ measured alike. Refused, with one sentence naming the two folders and the value:
   (``case_grid``, ``num_cases``), the sweep's steps, cost ratios and profiles, torch's CPU threads,
   the versions of specbench, torch, Triton and Python;
 - a different machine type: device name, SM count, memory (hosts may differ: that is the point);
-- overlapping cases: one shard given twice, or one case (``bench.record_key`` of a kernels row, the
+- overlapping cases: one shard given twice, or one case (``records.record_key`` of a kernels row, the
   case index of a sweep) in two folders;
 - a shard count that differs between folders, or an incomplete set (a shard missing, or one whose
   run was interrupted or killed), unless ``allow_partial``; a partial merge says which are missing.
@@ -53,7 +53,7 @@ class Merged(NamedTuple):
 
 
 def _case_key(kind: str, record: dict) -> tuple:
-    from specbench.bench import record_key
+    from specbench.records import record_key
 
     return record_key(record) if kind == "kernels" else (record.get("case"),)
 

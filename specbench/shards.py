@@ -208,14 +208,14 @@ def run_on_devices(arguments: Sequence[str], devices: Sequence[str], folder: Pat
                    meanwhile: Sequence[str] = ()) -> Merged:
     """``kernels --devices``: ``run_workers``, then ``merge.merge_runs`` of their folders into ``folder``.
 
-    While the workers run, this process imports ``meanwhile`` and what the merge needs (``bench``, with
-    torch, for its case keys). A worker that ends other than done (0) or with a FAIL row (1) is one
+    While the workers run, this process imports ``meanwhile`` (the merge itself reads records only:
+    ``records``, no torch). A worker that ends other than done (0) or with a FAIL row (1) is one
     sentence naming it, its last line and its log; nothing is merged then (the shards' folders keep
     what they finished).
     """
     from specbench import merge
 
-    workers = run_workers(arguments, devices, folder, meanwhile=("specbench.bench", *meanwhile))
+    workers = run_workers(arguments, devices, folder, meanwhile=meanwhile)
     for worker in workers:
         if worker.status not in (0, 1):
             said = worker.last_line()

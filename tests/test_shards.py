@@ -261,3 +261,28 @@ def test_workers_start_before_the_parent_loads_what_follows_them_and_a_failed_lo
                       ("wait",), ("wait",)]
     assert [(worker.shard, worker.device, worker.status) for worker in workers] == [
         (shards.Shard(1, 2), "0", 0), (shards.Shard(2, 2), "1", 0)]
+
+
+def test_merging_and_reading_records_load_neither_torch_nor_pandas():
+    # --devices' parent and `specbench merge` read records only: torch and pandas would cost seconds a process
+    import subprocess
+    import sys
+
+    code = ("import sys; import specbench.merge, specbench.records, specbench.results, specbench.shards; "
+            "print(sorted(name for name in ('torch', 'pandas', 'triton') if name in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "[]"
+
+
+def test_the_csv_follows_the_json_at_most_every_second_and_at_every_flush(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "CSV_EVERY_S", 3600.0)
+    writer = results.ResultsWriter(tmp_path, {"kind": "test"})
+    for index in range(3):
+        writer.add({"case": index, "median_us": 1.0 + index})
+    assert len(json.loads((tmp_path / results.RESULTS_JSON).read_text())["records"]) == 3  # every record
+    assert (tmp_path / results.RESULTS_CSV).read_text().strip() == ""  # the empty run's CSV, not yet rewritten
+    writer.flush()
+    assert len((tmp_path / results.RESULTS_CSV).read_text().strip().splitlines()) == 1 + 3
+    monkeypatch.setattr(results, "CSV_EVERY_S", 0.0)
+    writer.add({"case": 3, "median_us": 4.0})
+    assert len((tmp_path / results.RESULTS_CSV).read_text().strip().splitlines()) == 1 + 4

@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import gc
 import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
@@ -872,8 +873,11 @@ def _placed_copies(kwargs: dict[str, Any], device: torch.device, config: timing.
 
 def _in_scratch_set(call: Callable[[], VerifyResult], index: int) -> Callable[[], VerifyResult]:
     """``call`` with the Triton kernels' scratch buffers and arrival counters of set ``index``
-    (``launch.scratch_set``): a placement moves them with its inputs (``PLACEMENTS``)."""
-    from specbench.kernels import launch  # the Triton backend's (importing it loads the kernels)
+    (``launch.scratch_set``): a placement moves them with its inputs (``PLACEMENTS``). ``call`` itself
+    when nothing has loaded the Triton launcher (an implementation without our kernels, or no Triton)."""
+    launch = sys.modules.get("specbench.kernels.launch")
+    if launch is None:
+        return call
 
     def placed() -> VerifyResult:
         with launch.scratch_set(index):

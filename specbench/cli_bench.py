@@ -9,6 +9,7 @@ grid, a CPU a small torch-only one.
 
 from __future__ import annotations
 
+import contextlib
 import platform
 from pathlib import Path
 from typing import Annotated
@@ -572,7 +573,12 @@ def kernels_command(
                       f"{escape(str(out_dir))} --resume", highlight=False)
         raise typer.Exit(status) from None
     except SpecbenchError as exc:
+        writer.flush()  # results.csv catches up with results.json
         fail(str(exc))
+    except Exception:
+        with contextlib.suppress(SpecbenchError):
+            writer.flush()
+        raise
 
     charts = finish(interrupted=False)
     busy = machine.busy_warning(writer.metadata["load_average_end"], thread_count, at_end=True)
@@ -655,7 +661,7 @@ def _run_on_devices(ctx: typer.Context, devices: str, *, output: Path | None, no
         out_dir, _, _ = results.open_output(output, "kernels")
         console.print(f"{len(chosen)} workers, one per GPU ({', '.join(chosen)}), each running its shard; logs in "
                       f"{escape(str(out_dir / shards.SHARDS_FOLDER))}/", highlight=False)
-        # the table after the merge reads bench (torch), the charts matplotlib: load them while the workers run
+        # the charts after the merge need matplotlib: load it while the workers run
         meanwhile = () if no_charts else ("specbench.bench_charts",)
         merged = shards.run_on_devices(_worker_arguments(ctx), chosen, out_dir, meanwhile=meanwhile)
     except STOPPED as stop:

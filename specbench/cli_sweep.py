@@ -8,6 +8,7 @@ it instead of a usage panel.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from pathlib import Path
 from typing import Annotated
@@ -431,7 +432,12 @@ def sweep_command(
                       f"{escape(str(out_dir))} --resume", highlight=False)
         raise typer.Exit(status) from None
     except SpecbenchError as exc:
+        writer.flush()  # results.csv catches up with results.json
         fail(str(exc))
+    except Exception:
+        with contextlib.suppress(SpecbenchError):
+            writer.flush()
+        raise
 
     records = finish(interrupted=False)
     if not records:  # a shard of a grid with fewer cases than shards

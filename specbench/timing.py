@@ -45,11 +45,12 @@ Everywhere:
   Where the inputs sit moves a cold call's time: on an H200 at B = 1 and 8 two copies of one case's
   inputs differed by 4-7%, each repeating within 0.3%, and a second process (other addresses) could
   land on either, which shifted whole rows between runs (``results/h200-quick-aa``). Where the
-  kernels' scratch sits and where the flush buffer sits move it as much (two levels 3-6% apart with
+  kernels' scratch sits and where the flush buffer sits move it as much (two levels 2-6% apart with
   the inputs fixed, ``results/h200-placements``). With copies, a sample is the mean of one call on
   each copy, each with its own backlog and flush, and the flush of copy ``j`` overwrites window ``j``
   of the flush buffer (``FLUSH_WINDOWS`` windows ``FLUSH_STEP`` apart); a graph captures its calls
-  cycling through the copies. So every sample averages the same placements of all three. That steadies a
+  cycling through the copies (its sample, one replay after one flush, always flushes window 0). So
+  every sample outside a graph averages the same placements of all three. That steadies a
   row within a process; between processes host-free rows at B <= 8 still moved by up to 5.5% on the H200
   (something fixed per process moves them; graph rows stay within 1.5%).
 - Summary: the median with the 20th and 80th percentiles (linear interpolation) and the count.

@@ -460,3 +460,13 @@ def test_a_placement_runs_in_its_own_scratch_set():
     seen = []
     placed = bench._in_scratch_set(lambda: seen.append(launch._stream_key(torch.device("cpu"))[-1]) or "result", 3)
     assert placed() == "result" and seen == [3] and launch._stream_key(torch.device("cpu"))[-1] == 0
+
+
+def test_without_the_triton_launcher_loaded_a_placement_is_the_call_itself(monkeypatch):
+    import sys
+
+    monkeypatch.delitem(sys.modules, "specbench.kernels.launch", raising=False)
+
+    def call():
+        return "result"
+    assert bench._in_scratch_set(call, 2) is call

@@ -265,3 +265,14 @@ def test_triton_declares_truncation_with_the_token_method_only():
     assert bench._unsupported(triton, case, torch.device("cuda")) == (
         "triton declares truncation with the token method only, not block")
     assert bench._unsupported(reference, case, torch.device("cpu")) is None
+
+
+def test_a_plugin_declares_the_methods_it_truncates_with():
+    def fn(**_):
+        raise AssertionError("not called")
+    declared = sampler(methods=["token", "block"], truncation=True, truncation_methods=["token"])(fn)
+    assert declared.truncates("token") and not declared.truncates("block")
+    assert declared.facts()["truncation_methods"] == ["token"]
+    assert sampler(methods=["token"], truncation=False)(fn).facts()["truncation_methods"] == []
+    with pytest.raises(SpecbenchError, match="truncation_methods must be some of the declared methods"):
+        sampler(methods=["token"], truncation=True, truncation_methods=["block"])

@@ -31,6 +31,7 @@ measured in ``results/h200-split-paths``, on a CPU).
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from typing import NamedTuple
 
 import torch
@@ -164,7 +165,9 @@ def case_rows(case: bench.Case, device: torch.device, gbps: float, show: int) ->
         gathered = sum(r.gathers for r in reads) * elem
         unique_bytes = rows * vocab * elem + gathered + small
         pass_bytes = passes * vocab * elem + gathered + small
-        counted, _ = bench.bytes_moved(case, torch.tensor(accepted))  # what a kernels row records as bytes_needed
+        # what a kernels row of this rule records as bytes_needed
+        counted, _ = bench.bytes_moved(replace(case, method="token" if rule == "token" else "block"),
+                                       torch.tensor(accepted))
         mark = "" if rule != "token" or counted == unique_bytes else "  (differs from bytes_moved!)"
         lines.append(
             f"  {rule:<9} L {1 + sum(accepted) / len(accepted):5.2f}  rows/request {rows / case.batch_size:5.2f}  "

@@ -115,7 +115,7 @@ class Implementation:
                 "ragged": self.ragged, "invalid_drafts": self.invalid_drafts, "cuda_graph": self.cuda_graph,
                 "truncation": self.truncation, "logprobs": self.logprobs, "devices": list(self.devices),
                 "methods": list(self.methods), "trees": self.trees,
-                "truncation_methods": list(self.truncation_methods or self.methods) if self.truncation else []}
+                "truncation_methods": [method for method in self.methods if self.truncates(method)]}
 
     def cannot_run(self, device: torch.device, interpret: bool = False) -> str | None:
         """Why it cannot run on ``device`` in this process at all (``interpret``: the Triton interpreter is on)."""
@@ -188,6 +188,7 @@ def sampler(
     devices: tuple[str, ...] | list[str] = DEVICES,
     methods: tuple[str, ...] | list[str] = ("token",),
     trees: bool = False,
+    truncation_methods: tuple[str, ...] | list[str] | None = None,
 ) -> Callable[[Callable[..., VerifyResult]], Implementation]:
     """Declare a function as a specbench implementation (the facts: module docstring).
 
@@ -195,6 +196,11 @@ def sampler(
     makes ``my_sampler`` an ``Implementation`` that ``--impl path/to/file.py:my_sampler`` loads.
     """
     modes, devices, methods = tuple(modes), tuple(devices), tuple(methods)
+    if truncation_methods is not None:
+        truncation_methods = tuple(truncation_methods)
+        if any(method not in methods for method in truncation_methods):
+            raise SpecbenchError(f"truncation_methods must be some of the declared methods ({', '.join(methods)}), "
+                                 f"got {list(truncation_methods)}")
     for label, values, allowed in (("modes", modes, MODES), ("devices", devices, DEVICES),
                                    ("methods", methods, tuple(METHODS))):
         if not values or any(value not in allowed for value in values):
@@ -212,6 +218,7 @@ def sampler(
             modes=modes, target=target, draft=draft, one_hot=one_hot, rng=rng, seeded=seeded,
             batch_invariant=batch_invariant, ragged=ragged, invalid_drafts=invalid_drafts, cuda_graph=cuda_graph,
             truncation=truncation, logprobs=logprobs, devices=devices, methods=methods, trees=trees,
+            truncation_methods=truncation_methods,
             source=f"{fn.__module__}:{fn.__qualname__}",
         )
 

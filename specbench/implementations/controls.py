@@ -169,8 +169,9 @@ def block_sample(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_to
                  num_draft_tokens: torch.Tensor, seeds: torch.Tensor, *, residual: str = "block") -> VerifyResult:
     """Block verification (Sun et al. 2024, alg. 2), vectorized, with its own generator: weights
     ``w_{i+1} = min(1, w_i p_i(x_i) / q_i(x_i))``, stopping probabilities
-    ``h_i = min(r_i / (r_i + 1 - w_i), w_i)`` (``h_n = w_n``), ``A`` the last position whose test passes. ``residual``: ``"block"`` samples the
-    stopping row from ``max(w_A p_A - q_A, 0)``, ``"token"`` from ``max(p_A - q_A, 0)`` (a bug)."""
+    ``h_i = min(r_i / (r_i + 1 - w_i), w_i)`` (``h_n = w_n``), ``A`` the last position whose test passes.
+    ``residual``: ``"block"`` samples the stopping row from ``max(w_A p_A - q_A, 0)``, ``"token"`` from
+    ``max(p_A - q_A, 0)`` (a bug)."""
     batch, num_rows, vocab = target_probs.shape
     num_spec = num_rows - 1
     device = target_probs.device

@@ -45,9 +45,11 @@ race split. ``auto`` takes the split path on a GPU up to ``TREE_SPLIT_MAX_BATCH`
 No launch reads a value on the host, and scratch comes from ``_scratch``: a step can be captured
 in a CUDA graph. Scratch buffers and arrival counters are kept per (device, stream, *scratch set*);
 ``scratch_set(j)`` makes the launches inside a ``with`` block take set ``j`` (0 otherwise), so a timer
-that places a case's inputs at several addresses can place its scratch with them (``bench.py``). The truncation launches take their shapes from ``TRUNCATION_SHAPES``, by path and
-batch; the log-probability epilogue and block's one-program path ``ROW_PROGRAM_SHAPE``; a launch
-variant's ``TUNING`` overrides both.
+that places a case's inputs at several addresses can place its scratch with them (``bench.py``).
+
+The truncation launches take their shapes from ``TRUNCATION_SHAPES``, by path and batch; the
+log-probability epilogue and block's one-program path ``ROW_PROGRAM_SHAPE``; a launch variant's
+``TUNING`` overrides both.
 """
 
 from __future__ import annotations

@@ -137,10 +137,11 @@ class Worker:
         return lines[-1] if lines else ""
 
 
-def _worker_environment(device: str, commit: str) -> dict[str, str]:
+def _worker_environment(device: str, commit: str, driver: str) -> dict[str, str]:
     env = dict(os.environ)
     env["CUDA_VISIBLE_DEVICES"] = "" if device == "cpu" else device
     env["SPECBENCH_COMMIT"] = commit  # every shard names the parent's commit
+    env["SPECBENCH_DRIVER"] = driver  # and its driver (one nvidia-smi for the run, not one a worker)
     env["SPECBENCH_FORMAT"] = "plain"  # a log file, not a terminal
     return env
 
@@ -163,7 +164,7 @@ def run_workers(arguments: Sequence[str], devices: Sequence[str], folder: Path,
         place.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise SpecbenchError(f"cannot create {place}: {exc.strerror or exc}") from exc
-    commit = results.git_commit()
+    commit, driver = results.git_commit(), results._nvidia_driver()
     started = []
     try:
         for index, device in enumerate(devices, start=1):
@@ -174,7 +175,7 @@ def run_workers(arguments: Sequence[str], devices: Sequence[str], folder: Path,
                        "--output", str(out), "--device", "cpu" if device == "cpu" else "cuda", "--no-charts"]
             with open(log, "w") as log_file:
                 process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT,
-                                           env=_worker_environment(device, commit))
+                                           env=_worker_environment(device, commit, driver))
             started.append((shard, device, out, log, process))
         for name in meanwhile:  # loads on a spare core while the workers start and run
             with contextlib.suppress(Exception):  # a failed import is said where the module is used, later

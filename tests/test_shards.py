@@ -225,6 +225,14 @@ def test_merged_from_names_the_gpu_each_shard_ran_on(kernels_runs, tmp_path):
     assert [entry["gpu_uuid"] for entry in merged.metadata["merged_from"]] == ["GPU-1", "GPU-2", "GPU-3"]
 
 
+def test_a_workers_driver_is_the_parents(monkeypatch):
+    monkeypatch.setenv("SPECBENCH_DRIVER", "580.159.04")
+    monkeypatch.setenv("PATH", "/nonexistent")  # no nvidia-smi to ask
+    assert results._nvidia_driver() == "580.159.04"
+    monkeypatch.delenv("SPECBENCH_DRIVER")
+    assert results._nvidia_driver() == "unknown"
+
+
 def test_a_gpus_uuid_is_recorded_where_torch_reports_it():
     from types import SimpleNamespace
 
@@ -233,13 +241,14 @@ def test_a_gpus_uuid_is_recorded_where_torch_reports_it():
 
 
 def test_workers_start_before_the_parent_loads_what_follows_them_and_a_failed_load_stops_none(tmp_path, monkeypatch):
-    # the merge, the table and the charts load torch and matplotlib while the workers run, not after them; the
-    # commit is asked once for all workers; a module that cannot load stops no worker (it is said where it is used)
+    # what follows the workers (the charts) loads while they run, not after them; the commit and the driver are
+    # asked once for all workers; a module that cannot load stops no worker (it is said where it is used)
     events = []
 
     class Process:
         def __init__(self, command, env, **_):
-            events.append(("start", command[command.index("--shard") + 1], env["SPECBENCH_COMMIT"]))
+            events.append(("start", command[command.index("--shard") + 1], env["SPECBENCH_COMMIT"],
+                           env["SPECBENCH_DRIVER"]))
 
         def wait(self, timeout=None):
             events.append(("wait",))
@@ -256,9 +265,11 @@ def test_workers_start_before_the_parent_loads_what_follows_them_and_a_failed_lo
     monkeypatch.setattr(shards.subprocess, "Popen", Process)
     monkeypatch.setattr(shards.importlib, "import_module", load)
     monkeypatch.setattr(results, "git_commit", lambda: next(commits))
+    drivers = iter(["580.159.04", "other"])
+    monkeypatch.setattr(results, "_nvidia_driver", lambda: next(drivers))
     workers = shards.run_workers(["--quick"], ["0", "1"], tmp_path, meanwhile=("no_such_module",))
-    assert events == [("start", "1/2", "abc1234"), ("start", "2/2", "abc1234"), ("load", "no_such_module"),
-                      ("wait",), ("wait",)]
+    assert events == [("start", "1/2", "abc1234", "580.159.04"), ("start", "2/2", "abc1234", "580.159.04"),
+                      ("load", "no_such_module"), ("wait",), ("wait",)]
     assert [(worker.shard, worker.device, worker.status) for worker in workers] == [
         (shards.Shard(1, 2), "0", 0), (shards.Shard(2, 2), "1", 0)]
 

@@ -466,16 +466,17 @@ def bytes_moved(case: Case, num_accepted: torch.Tensor) -> tuple[int, int]:
     target_rows = batch if case.mode == "synthetic" else int((accepted + 1).sum())
     if case.logprobs is not None:
         small += batch * (num_spec + 1) * 4  # the float32 log-probabilities written
-    if case.target == "probs" and case.mode == "probabilistic" and not case.truncated and case.logprobs is None:
+    # target rows read whole for their statistics (else target probabilities, gathered at the drafts)
+    whole_rows = case.target == "logits" or case.truncated or case.logprobs is not None
+    if case.mode == "probabilistic" and not whole_rows:
         # probabilities: p(x) gathered per accepted draft, the terminal row read whole
         needed = batch * row + int(accepted.sum()) * elem
     else:
         needed = target_rows * row
     has_draft = case.mode == "probabilistic" and case.draft != "none"
     if case.method == "block" and case.mode == "probabilistic":
-        stats = case.target == "logits" or case.truncated or case.logprobs is not None
-        gathers = 0 if stats else batch * num_spec * elem * (2 if has_draft else 1)  # p_i(x_i), q_i(x_i)
-        needed = _block_rows(case, accepted) * row + gathers
+        gathers = 0 if whole_rows else batch * num_spec * elem * (2 if has_draft else 1)  # p_i(x_i), q_i(x_i)
+        needed = _block_rows(case, accepted, whole_rows) * row + gathers
     elif has_draft and case.draft == "logits":
         needed += int(torch.clamp(accepted + 1, max=num_spec).sum()) * row
     elif has_draft:
@@ -484,8 +485,9 @@ def bytes_moved(case: Case, num_accepted: torch.Tensor) -> tuple[int, int]:
     return needed + small, all_rows + small
 
 
-def _block_rows(case: Case, accepted: torch.Tensor) -> int:
-    # the whole rows block verification must read (module docstring), summed over the requests
+def _block_rows(case: Case, accepted: torch.Tensor, whole_rows: bool) -> int:
+    # the whole rows block verification must read (module docstring), summed over the requests; whole_rows:
+    # target rows give p_i(x_i) from their statistics (else it is gathered)
     num_spec = case.num_spec_tokens
     has_draft = case.draft != "none"
     rows = 0
@@ -493,8 +495,8 @@ def _block_rows(case: Case, accepted: torch.Tensor) -> int:
         # whole rows as (target, draft) index sets: the terminal row, then the rows' statistics
         target = {a}
         draft = {a} if a < num_spec else set()
-        if case.target == "logits" or case.truncated or case.logprobs is not None:
-            target |= set(range(num_spec))  # statistics for p_i(x_i) at every i < K (else gathered)
+        if whole_rows:
+            target |= set(range(num_spec))  # statistics for p_i(x_i) at every i < K
         if case.draft == "logits":
             draft |= set(range(num_spec))  # statistics for q_i(x_i)
         rows += len(target) + (len(draft) if has_draft else 0)

@@ -431,12 +431,11 @@ def sweep_command(
                       f"{'and charts ' if charts else ''}are in {escape(str(out_dir))}/; continue with --output "
                       f"{escape(str(out_dir))} --resume", highlight=False)
         raise typer.Exit(status) from None
-    except SpecbenchError as exc:
-        writer.flush()  # results.csv catches up with results.json
-        fail(str(exc))
-    except Exception:
-        with contextlib.suppress(SpecbenchError):
+    except Exception as exc:
+        with contextlib.suppress(SpecbenchError):  # results.csv catches up with results.json
             writer.flush()
+        if isinstance(exc, SpecbenchError):
+            fail(str(exc))
         raise
 
     records = finish(interrupted=False)

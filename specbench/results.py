@@ -69,7 +69,7 @@ def device_description(device: str = "cpu") -> dict[str, Any]:
             "memory_gib": round(props.total_memory / 2**30, 1),
             "gpu_uuid": _uuid(props),
             "cuda": torch.version.cuda,
-            "driver": _nvidia_driver(),
+            "driver": nvidia_driver(),
         }
     model, architecture = cpu_model(), platform.machine()
     about = architecture if model in ("", architecture) else f"{model}, {architecture}"
@@ -103,8 +103,9 @@ def cpu_model() -> str:
     return platform.processor()
 
 
-def _nvidia_driver() -> str:
-    # SPECBENCH_DRIVER wins: --devices asks nvidia-smi once and hands the answer to its workers
+def nvidia_driver() -> str:
+    """The NVIDIA driver's version (``unknown`` without nvidia-smi). ``SPECBENCH_DRIVER`` wins: ``--devices``
+    asks nvidia-smi once and hands the answer to its workers."""
     if os.environ.get("SPECBENCH_DRIVER"):
         return os.environ["SPECBENCH_DRIVER"]
     try:

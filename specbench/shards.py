@@ -164,7 +164,7 @@ def run_workers(arguments: Sequence[str], devices: Sequence[str], folder: Path,
         place.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise SpecbenchError(f"cannot create {place}: {exc.strerror or exc}") from exc
-    commit, driver = results.git_commit(), results._nvidia_driver()
+    commit, driver = results.git_commit(), results.nvidia_driver()
     started = []
     try:
         for index, device in enumerate(devices, start=1):

@@ -228,9 +228,9 @@ def test_merged_from_names_the_gpu_each_shard_ran_on(kernels_runs, tmp_path):
 def test_a_workers_driver_is_the_parents(monkeypatch):
     monkeypatch.setenv("SPECBENCH_DRIVER", "580.159.04")
     monkeypatch.setenv("PATH", "/nonexistent")  # no nvidia-smi to ask
-    assert results._nvidia_driver() == "580.159.04"
+    assert results.nvidia_driver() == "580.159.04"
     monkeypatch.delenv("SPECBENCH_DRIVER")
-    assert results._nvidia_driver() == "unknown"
+    assert results.nvidia_driver() == "unknown"
 
 
 def test_a_gpus_uuid_is_recorded_where_torch_reports_it():
@@ -266,7 +266,7 @@ def test_workers_start_before_the_parent_loads_what_follows_them_and_a_failed_lo
     monkeypatch.setattr(shards.importlib, "import_module", load)
     monkeypatch.setattr(results, "git_commit", lambda: next(commits))
     drivers = iter(["580.159.04", "other"])
-    monkeypatch.setattr(results, "_nvidia_driver", lambda: next(drivers))
+    monkeypatch.setattr(results, "nvidia_driver", lambda: next(drivers))
     workers = shards.run_workers(["--quick"], ["0", "1"], tmp_path, meanwhile=("no_such_module",))
     assert events == [("start", "1/2", "abc1234", "580.159.04"), ("start", "2/2", "abc1234", "580.159.04"),
                       ("load", "no_such_module"), ("wait",), ("wait",)]

@@ -152,8 +152,8 @@ def run_workers(arguments: Sequence[str], devices: Sequence[str], folder: Path,
 
     Worker ``I`` writes into ``folder/shards/shard-I-of-N/`` and logs to ``shard-I-of-N.log`` beside it;
     ``arguments`` must not hold ``--shard``, ``--output`` or ``--device`` (set here). ``meanwhile``: modules
-    this process imports once the workers are started, so that what comes after them (the merge, the
-    table, the charts) does not wait for torch or matplotlib to load. Ctrl-C is passed on to every
+    this process imports once the workers are started, so that what comes after them (the charts) does
+    not wait for matplotlib to load. Ctrl-C is passed on to every
     worker (each keeps what it finished, marked interrupted), then raised here.
     """
     from specbench import results

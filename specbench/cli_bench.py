@@ -438,6 +438,10 @@ def kernels_command(
         "--tree", metavar="SHAPES", help="Verify draft trees: chain:K, WxD or parents:-1,0,0,... (comma-separated). "
         "Each tree is timed beside the chain of its depth on the same kind of rows; K is that depth (its path of "
         "first children), the acceptance profile is over it.", show_default=False)] = None,
+    shapes: Annotated[str | None, typer.Option(
+        "--shapes", metavar="BxK@MODEL", help="Only these shapes instead of the grid of --batch-size, "
+        "--num-spec-tokens and --model/--vocab-size, comma-separated: B requests of K drafts over a model preset "
+        "or a vocabulary size, e.g. 1x3@llama3,64x4@qwen3,256x7@32000.", show_default=False)] = None,
     devices: Annotated[str | None, typer.Option(
         "--devices", metavar="GPUS", help="all, or GPU indices such as 0,1: one worker process per GPU, each "
         "running its shard, merged into --output at the end.", show_default=False)] = None,
@@ -457,7 +461,8 @@ def kernels_command(
                                               ("--num-spec-tokens", num_spec_tokens), ("--vocab-size", vocab_size),
                                               ("--model", model), ("--dtype", dtype), ("--draft", draft),
                                               ("--acceptance-length", acceptance_length), ("--scenario", scenario),
-                                              ("--cuda-graph/--no-cuda-graph", cuda_graph), ("--tree", tree))
+                                              ("--cuda-graph/--no-cuda-graph", cuda_graph), ("--tree", tree),
+                                              ("--shapes", shapes))
                      if value is not None]
             if given:
                 raise SpecbenchError(f"--quick runs a fixed grid, so it cannot be combined with {given[0]}; "
@@ -489,7 +494,15 @@ def kernels_command(
             **knobs,
         }
         lengths = _items("--acceptance-length", acceptance_length)
-        if tree is None:
+        if shapes is not None:
+            given = [name for name, value in (("--batch-size", batch_size), ("--num-spec-tokens", num_spec_tokens),
+                                              ("--model", model), ("--vocab-size", vocab_size), ("--tree", tree),
+                                              ("--scenario", scenario)) if value is not None]
+            if given:
+                raise SpecbenchError(f"--shapes sets each case's B, K and vocabulary, so it cannot be combined with "
+                                     f"{given[0]}; drop one of them")
+            cases = _shape_cases(shapes, plan, lengths, grid, schedule)
+        elif tree is None:
             profiles = _profiles(lengths, _whole("--num-spec-tokens", num_spec_tokens, 1), scenario, grid, schedule)
             cases = bench.plan_cases(**plan, profiles=profiles)
         else:
@@ -598,6 +611,39 @@ def _conclude(new_records: list[dict], out_dir: Path, charts: list) -> None:
     if new_records and all(r["status"] == "skipped" for r in new_records):
         reasons = list(dict.fromkeys(r["reason"] for r in new_records))
         fail(f"every row was skipped, nothing was timed ({'; '.join(reasons[:2])}); the rows are in {out_dir}/")
+
+
+def parse_shapes(text: str) -> list[tuple[int, int, tuple[str | None, int]]]:
+    """``--shapes``: ``"1x3@llama3,64x4@32000"`` into ``[(B, K, (model or None, V)), ...]``, each checked."""
+    shapes = []
+    for item in _items("--shapes", text):
+        counts, at, vocabulary = item.partition("@")
+        batch, x, k = counts.lower().partition("x")
+        try:
+            batch_size, num_spec_tokens = int(batch), int(k)
+        except ValueError:
+            batch_size = num_spec_tokens = 0
+        if not at or not x or batch_size < 1 or not 1 <= num_spec_tokens <= acceptance.MAX_NUM_SPEC_TOKENS:
+            raise SpecbenchError(f"--shapes takes BxK@MODEL or BxK@V (B >= 1 requests, 1 <= K <= "
+                                 f"{acceptance.MAX_NUM_SPEC_TOKENS} drafts, a model preset or a vocabulary size), "
+                                 f"e.g. 64x4@qwen3, got {item!r}")
+        vocabulary = vocabulary.strip()
+        if vocabulary.isdigit():
+            shapes.append((batch_size, num_spec_tokens, (None, int(vocabulary))))  # plan_cases checks V >= 2
+        else:
+            preset = models.resolve_model(vocabulary)
+            shapes.append((batch_size, num_spec_tokens, (preset.name, preset.vocab_size)))
+    return shapes
+
+
+def _shape_cases(text: str, plan: dict, lengths: list[str], grid: Grid, schedule: str | None) -> list:
+    """``kernels --shapes``: the grid's other axes at each listed (B, K, vocabulary), shape by shape."""
+    cases = []
+    for batch_size, num_spec_tokens, vocabulary in parse_shapes(text):
+        profiles = _profiles(lengths, [num_spec_tokens], None, grid, schedule)
+        cases += bench.plan_cases(**{**plan, "batch_sizes": [batch_size], "vocabularies": [vocabulary]},
+                                  profiles=profiles)
+    return list(dict.fromkeys(cases))
 
 
 def _tree_cases(text: str, plan: dict, lengths: list[str], num_spec_tokens: str | None, scenario: str | None,

@@ -91,6 +91,21 @@ def test_model_presets_set_the_vocabulary(tmp_path):
     assert {(r["model"], r["vocab_size"]) for r in _records(tmp_path)} == {("gemma3", 262144)}
 
 
+def test_shapes_run_only_the_listed_b_k_and_vocabulary_triples_in_their_order(tmp_path):
+    result = run("kernels", "--device", "cpu", "--max-ms", "0", "--min-samples", "1", "--warmup", "0",
+                 "--no-l2-flush", "--mode", "greedy", "--shapes", "2x2@64, 1X3@48,2x2@64", "-l", "2,full",
+                 "--output", str(tmp_path), "--no-charts")
+    assert result.exit_code == 0, result.output
+    rows = [(r["batch_size"], r["num_spec_tokens"], r["vocab_size"], r["acceptance"]) for r in _records(tmp_path)]
+    assert rows == [(2, 2, 64, "2"), (2, 2, 64, "full"), (1, 3, 48, "2"), (1, 3, 48, "full")]  # a repeat runs once
+    models = run("kernels", "--device", "cpu", "--max-ms", "0", "--min-samples", "1", "--warmup", "0",
+                 "--no-l2-flush", "--mode", "synthetic", "--shapes", "1x2@gemma3", "--output", str(tmp_path / "m"),
+                 "--no-charts")
+    assert models.exit_code == 0, models.output
+    assert {(r["model"], r["vocab_size"], r["num_spec_tokens"]) for r in _records(tmp_path / "m")} == {
+        ("gemma3", 262144, 2)}
+
+
 def test_a_scenario_sets_k_and_the_rates(tmp_path):
     scenario = tmp_path / "eagle.toml"
     scenario.write_text('name = "eagle"\nrates = [0.75, 0.5]\n')
@@ -129,6 +144,16 @@ def test_a_scenario_sets_k_and_the_rates(tmp_path):
         (["--seed", "1,2"], "--seed takes one whole number, got '1,2'"),
         (["-k", "1000000000000000000"], "K (draft tokens per step) must be at most 64, got 1000000000000000000"),
         (["-k", "65", "-l", "2"], "K (draft tokens per step) must be at most 64, got 65"),
+        (["--shapes", "1x3"], "--shapes takes BxK@MODEL or BxK@V"),
+        (["--shapes", "0x3@llama3"], "--shapes takes BxK@MODEL or BxK@V"),
+        (["--shapes", "1x65@llama3"], "--shapes takes BxK@MODEL or BxK@V"),
+        (["--shapes", "1xk@llama3"], "--shapes takes BxK@MODEL or BxK@V"),
+        (["--shapes", "1x3@gpt-5"], "unknown model 'gpt-5'"),
+        (["--shapes", "1x3@1"], "vocabulary size must be at least 2"),
+        (["--shapes", "1x3@64", "-b", "8"], "so it cannot be combined with --batch-size"),
+        (["--shapes", "1x3@64", "--scenario", "default"], "cannot be combined with --scenario"),
+        (["--shapes", "1x3@64", "--tree", "2x2"], "cannot be combined with --tree"),
+        (["--shapes", "1x3@64", "--quick"], "--quick runs a fixed grid, so it cannot be combined with --shapes"),
     ],
 )
 def test_bad_options_get_one_sentence_and_exit_2(args, message):

@@ -432,8 +432,8 @@ def kernels_command(
     no_charts: Annotated[bool, typer.Option("--no-charts", help="Skip the PNG charts.")] = False,
     quick: Annotated[bool, typer.Option("--quick", help=QUICK_GRID + " (fixed seed 0 unless --seed).")] = False,
     shard: Annotated[str | None, typer.Option(
-        "--shard", metavar="I/N", help="Run slice I of N of the grid (the cases at positions p with p mod N = I-1, "
-        "the same on every machine); join the slices with specbench merge.", show_default=False)] = None,
+        "--shard", metavar="I/N", help="Run slice I of N of the grid (every run of N positions dealt one to a "
+        "shard, the deal turned one place each run; the same on every machine); join the slices with specbench merge.", show_default=False)] = None,
     tree: Annotated[str | None, typer.Option(
         "--tree", metavar="SHAPES", help="Verify draft trees: chain:K, WxD or parents:-1,0,0,... (comma-separated). "
         "Each tree is timed beside the chain of its depth on the same kind of rows; K is that depth (its path of "

@@ -326,8 +326,8 @@ def sweep_command(
              "CONDITIONAL rate per sibling rank (rank k accepted given its elder siblings were rejected), the same at "
              "every depth (0.8,0.3) or one row per depth (0.8,0.3/0.7,0.2); K is the tree's N nodes.")] = None,
     shard: Annotated[str | None, typer.Option(
-        "--shard", metavar="I/N", help="Run slice I of N of the cases (positions p with p mod N = I-1, the same on "
-        "every machine); join the slices with specbench merge.", show_default=False)] = None,
+        "--shard", metavar="I/N", help="Run slice I of N of the cases (every run of N positions dealt one to a "
+        "shard, the deal turned one place each run; the same on every machine); join the slices with specbench merge.", show_default=False)] = None,
 ) -> None:
     """Simulate acceptance profiles through the synthetic kernel and check them against the closed forms."""
     try:

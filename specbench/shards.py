@@ -2,10 +2,14 @@
 
 A grid of ``M`` cases (``kernels``: ``bench.plan_cases`` after the ``--quick`` filter; ``sweep``:
 the profiles in order) is split into ``N`` shards by position: shard ``I`` of ``N`` (written
-``I/N``, ``1 <= I <= N``) runs the cases at positions ``p`` with ``p mod N = I - 1``. The plan is
-the same on every machine (it depends on the options alone), so ``N`` processes given the same
-options and ``--shard 1/N`` ... ``--shard N/N`` run every case exactly once, wherever they run;
-dealing by position rather than in blocks spreads the grid's large and small cases over the shards.
+``I/N``, ``1 <= I <= N``) runs the cases at positions ``p`` with ``(p + floor(p / N)) mod N = I - 1``.
+That deals each run of ``N`` consecutive positions one to a shard, the deal turned one place from one
+run to the next. Dealing by position rather than in blocks spreads the grid's large and small cases
+over the shards; turning the deal keeps an inner axis whose size divides ``N`` from going whole to
+one shard (with plain ``p mod 2``, two shards of a grid whose last axis is the target input would
+get all the logits cases and all the probabilities cases). The plan is the same on every machine (it
+depends on the options alone), so ``N`` processes given the same options and ``--shard 1/N`` ...
+``--shard N/N`` run every case exactly once, and the shards' sizes differ by at most one case.
 Each shard records ``shard`` (index, count, the positions it ran) and the grid's ``num_cases`` and
 ``case_grid`` (a digest of the planned cases) in its metadata; ``specbench merge`` (``merge.py``)
 checks them and joins the slices into one run.
@@ -50,8 +54,9 @@ class Shard:
         return f"{self.index}/{self.count}"
 
     def positions(self, num_cases: int) -> list[int]:
-        """The grid positions this shard runs, of ``num_cases``: those with ``p mod count = index - 1``."""
-        return list(range(self.index - 1, num_cases, self.count))
+        """The grid positions this shard runs, of ``num_cases``: those with
+        ``(p + floor(p / count)) mod count = index - 1`` (module docstring)."""
+        return [p for p in range(num_cases) if (p + p // self.count) % self.count == self.index - 1]
 
     def metadata(self, num_cases: int) -> dict[str, Any]:
         return {"index": self.index, "count": self.count, "cases": self.positions(num_cases)}

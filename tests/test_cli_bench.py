@@ -518,13 +518,14 @@ def test_the_table_marks_a_cold_row_below_the_dram_floor_and_counts_backlogs_tha
     assert "in 1 rows the GPU's backlog ran out in some samples" in text
 
 
-def test_a_run_without_charts_loads_neither_the_sweeps_statistics_nor_matplotlib(tmp_path):
+def test_a_run_without_charts_loads_neither_the_sweeps_statistics_nor_matplotlib_nor_pandas(tmp_path):
     # every start pays its imports, each `--devices` worker too: scipy.stats (the sweep's, reached through its
-    # device check) and matplotlib are most of a second each, and a kernels run without charts needs neither
+    # device check) and matplotlib are most of a second each, pandas (once the CSV writer's) 0.3-0.4 s, and a
+    # kernels run without charts needs none of them
     import subprocess
     import sys
 
-    heavy = ("scipy.stats", "matplotlib.pyplot", "specbench.sweep")
+    heavy = ("scipy.stats", "matplotlib.pyplot", "specbench.sweep", "pandas")
     arguments = ["kernels", *TINY, "--mode", "greedy", "--batch-size", "1", "--impl", "torch", "--no-charts", "-o",
                  str(tmp_path / "run")]
     code = (f"import sys; from specbench.cli import run; status = run({arguments!r}); "

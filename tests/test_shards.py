@@ -47,7 +47,15 @@ def kernels_runs(tmp_path_factory) -> dict[str, Path]:
 
 def test_shards_deal_the_grid_by_position_and_each_case_runs_once():
     assert shards.parse_shard("2/3") == shards.Shard(2, 3)
-    assert [shards.Shard(i, 3).positions(8) for i in (1, 2, 3)] == [[0, 3, 6], [1, 4, 7], [2, 5]]
+    assert [shards.Shard(i, 3).positions(8) for i in (1, 2, 3)] == [[0, 5, 7], [1, 3], [2, 4, 6]]
+    # an inner axis of size 2 under two shards: each shard gets both of its values, not one each
+    halves = [shards.Shard(i, 2).positions(8) for i in (1, 2)]
+    assert halves == [[0, 3, 4, 7], [1, 2, 5, 6]]
+    assert all({p % 2 for p in half} == {0, 1} for half in halves)
+    for count in (1, 2, 3, 5, 8):
+        dealt = [shards.Shard(i, count).positions(23) for i in range(1, count + 1)]
+        assert sorted(p for shard in dealt for p in shard) == list(range(23))
+        assert max(map(len, dealt)) - min(map(len, dealt)) <= 1
     assert shards.Shard(4, 4).positions(3) == []
     for bad in ("0/3", "4/3", "3", "a/b", "1/0", "-1/2"):
         with pytest.raises(SpecbenchError, match="--shard takes I/N with 1 <= I <= N"):
@@ -57,7 +65,7 @@ def test_shards_deal_the_grid_by_position_and_each_case_runs_once():
 def test_a_merged_sharded_kernels_run_holds_the_unsharded_runs_cases(kernels_runs, tmp_path):
     positions = [json.loads((kernels_runs[i] / "results.json").read_text())["metadata"]["shard"]["cases"]
                  for i in (1, 2, 3)]
-    assert positions == [[0, 3], [1, 4], [2, 5]]
+    assert positions == [[0, 5], [1, 3], [2, 4]]
     result = _invoke("merge", str(kernels_runs[3]), str(kernels_runs[1]), str(kernels_runs[2]), "-o",
                      str(tmp_path / "merged"), "--no-charts")
     assert "merged 3 of 3 shards: 6 kernels records" in " ".join(result.output.split())
@@ -128,7 +136,7 @@ def test_merge_refuses_an_incomplete_set_unless_allowed_and_an_unsharded_run(ker
                      "--no-charts")
     assert "partial: shard 2/3 is not among them" in " ".join(result.output.split())
     metadata, records = results.read_results(tmp_path / "m")
-    assert metadata["partial"] is True and [r["case"] for r in records] == [0, 2, 3, 5]
+    assert metadata["partial"] is True and [r["case"] for r in records] == [0, 2, 4, 5]
     result = runner.invoke(app, ["merge", str(kernels_runs["full"]), str(kernels_runs[1])])
     assert result.exit_code == 2 and "was not run with --shard" in result.output
     # a case held by two folders (a shard relabelled) is an overlap too

@@ -123,6 +123,27 @@ def test_gpu_events_and_graph_replays_give_samples():
 
 
 @needs_gpu
+def test_a_graph_is_captured_on_the_stream_its_warm_up_ran_on():
+    # a launcher that keeps state per stream (the Triton launcher's scratch and arrival counters) made it in
+    # the warm-up; made again while capturing, its memset would be replayed with every sample
+    made: dict[int, torch.Tensor] = {}
+    made_while_capturing = []
+
+    def call():
+        stream = torch.cuda.current_stream().cuda_stream
+        if stream not in made:
+            made[stream] = torch.zeros(64, device="cuda")
+            made_while_capturing.append(torch.cuda.is_current_stream_capturing())
+        made[stream].add_(1.0)
+
+    replay = timing._capture([call], 4, torch.device("cuda", torch.cuda.current_device()))
+    replay()
+    torch.cuda.synchronize()
+    assert made_while_capturing == [False]
+    assert made[next(iter(made))].tolist() == [1.0 + 4] * 64  # the warm-up, then one replay of 4 calls (a capture runs none)
+
+
+@needs_gpu
 def test_a_call_that_cannot_be_captured_is_reported_not_raised():
     x = torch.randn(16, device="cuda")
     config = timing.TimingConfig(warmup=1, min_samples=2, max_samples=2, cuda_graph=True)

@@ -259,13 +259,20 @@ def _flush_windows(buffer: torch.Tensor, device: torch.device) -> list[torch.Ten
     return [buffer[j * FLUSH_STEP // 4:(j * FLUSH_STEP + GPU_FLUSH_BYTES) // 4] for j in range(FLUSH_WINDOWS)]
 
 
+@functools.cache
+def _capture_stream(device: torch.device) -> torch.cuda.Stream:
+    # one stream per device for every capture: what a launcher keeps per stream is made once, not once for
+    # each of the streams torch.cuda.Stream() hands out in turn
+    return torch.cuda.Stream(device)
+
+
 def _capture(fns: Sequence[Callable[[], object]], num_calls: int, device: torch.device) -> Callable[[], None]:
     # Warm up on a side stream, then capture on that same stream: lazy initialisation and compilation
     # must not be captured, and what a launcher keeps per stream (the Triton launcher's scratch and
     # arrival counters) must already exist for the capturing stream. Captured on torch's own capture
     # stream instead, the first graph of a process to need them recorded their allocation's memset in
     # every replay: about 1 µs a call, so a B=1 row read 6.9 µs or 5.9 µs by what ran before it.
-    side = torch.cuda.Stream(device)
+    side = _capture_stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):
         for fn in fns:

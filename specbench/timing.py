@@ -249,7 +249,16 @@ def summarize(samples_us: Sequence[float]) -> Timing:
 @functools.cache
 def _flush_buffer(device: torch.device) -> torch.Tensor:
     size = GPU_FLUSH_BYTES + (FLUSH_WINDOWS - 1) * FLUSH_STEP if device.type == "cuda" else CPU_FLUSH_BYTES
-    return torch.empty(size // 4, dtype=torch.int32, device=device)
+    return torch.zeros(size // 4, dtype=torch.int32, device=device)  # written: gpu_timer_check's read flush reads it
+
+
+def _evict(window: torch.Tensor) -> None:
+    """The L2 flush: overwrite ``window``. The L2 is left full of dirty lines, which the timed call writes
+    back as its reads evict them (as after a model's forward pass); ``triton.testing.do_bench`` and
+    nvbench flush the same way. Reading the window instead leaves clean lines: on an H200 that took
+    the two levels out of a row's placements within a process but not the spread between processes
+    (``results/h200-flush-kind``)."""
+    window.zero_()
 
 
 def _flush_windows(buffer: torch.Tensor, device: torch.device) -> list[torch.Tensor]:
@@ -318,7 +327,7 @@ class _Sampler:
             woke.record(stream)
         enqueue_start = time.perf_counter_ns()
         if self.flush is not None:
-            self.flush[placement % len(self.flush)].zero_()
+            _evict(self.flush[placement % len(self.flush)])
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record(stream)
         fn()

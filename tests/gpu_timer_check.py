@@ -4,6 +4,8 @@
     python tests/gpu_timer_check.py spread RUN_A RUN_B [RUN_C ...]   # the issue's goal, from kernels runs
     python tests/gpu_timer_check.py placement   # one row's host-free median across copies of its inputs
     python tests/gpu_timer_check.py scratch     # ... across placements of its scratch, then of the flush buffer
+    python tests/gpu_timer_check.py flush-kind  # ... across placements of the flush buffer and of the inputs,
+                                                # the L2 flushed by overwriting a buffer, then by reading it
 
 1. Known work. Each workload is timed with the three GPU timers (``time_implementations``):
    a sleep of 50 µs (a kernel of known length: ``host-free`` must read 50 µs, and ``events`` too);
@@ -27,6 +29,7 @@ row p80/p20 <= 1.10 and runs within 3%).
 from __future__ import annotations
 
 import contextlib
+import functools
 import statistics
 import sys
 import time
@@ -189,6 +192,56 @@ def scratch(device: torch.device, places: int = 6, rounds: int = 2) -> None:
             report(f"flush buffer B={batch} draft={draft}", medians)
 
 
+def read_flush(window: torch.Tensor) -> None:
+    """An L2 flush that reads ``window`` (a sum into one number) instead of overwriting it."""
+    torch.sum(window, dim=0, out=_sink(window.device))
+
+
+@functools.cache
+def _sink(device: torch.device) -> torch.Tensor:
+    return torch.zeros((), dtype=torch.int64, device=device)
+
+
+def flush_kind(device: torch.device, places: int = 6, rounds: int = 2) -> None:
+    """Is the L2 flush's kind what moves a row with its placements? A write flush (``timing._evict``, the
+    timer's) leaves the L2 full of dirty lines that the timed call writes back as it evicts them; a read
+    flush (``read_flush``) leaves clean ones. Each kind times a row with the flush buffer at
+    ``places`` addresses (inputs fixed), then with ``places`` copies of the inputs (flush buffer fixed),
+    ``rounds`` times over: a kind whose medians stay together across placements makes rows that travel."""
+    config = timing.TimingConfig(warmup=3, min_samples=100, max_samples=100, max_ms=1e9, timer="host-free")
+    kinds = {"write": timing._evict, "read": read_flush}
+    pads = []
+
+    def report(label: str, medians: list[list[float]]) -> None:
+        cells = "  ".join("/".join(f"{row[c]:.2f}" for row in medians) for c in range(len(medians[0])))
+        spread_ = max(max(row) for row in medians) / min(min(row) for row in medians)
+        print(f"{label:<40} {cells}   max/min {spread_:.3f}")
+
+    def timed(call, buffer=None) -> float:
+        with _flush_buffer_is(buffer) if buffer is not None else contextlib.nullcontext():
+            return timing.time_implementations({"step": call}, device, config).timings["step"].median_us
+
+    print(f"\nhost-free medians (µs) by flush kind, {places} placements, {rounds} rounds, 100 samples each")
+    for draft in ("none", "logits"):
+        for batch in (1, 8):
+            call = _step(batch, device, draft)
+            flushes = []
+            for place in range(places):
+                pads.append(torch.empty((place + 1) * (5 << 20), dtype=torch.uint8, device=device))
+                timing._flush_buffer.cache_clear()
+                flushes.append(timing._flush_buffer(device))
+            copies = [_step(batch, device, draft) for _ in range(places)]
+            for kind, evict in kinds.items():
+                saved, timing._evict = timing._evict, evict
+                try:
+                    report(f"{kind}, flush placed, B={batch} draft={draft}",
+                           [[timed(call, flush) for flush in flushes] for _ in range(rounds)])
+                    report(f"{kind}, inputs placed, B={batch} draft={draft}",
+                           [[timed(copy) for copy in copies] for _ in range(rounds)])
+                finally:
+                    timing._evict = saved
+
+
 @contextlib.contextmanager
 def _flush_buffer_is(buffer: torch.Tensor):
     """Inside the block, the timer's flush buffer is ``buffer`` (its cached maker swapped for a fixed answer)."""
@@ -228,6 +281,9 @@ def main() -> None:
         return
     if len(sys.argv) > 1 and sys.argv[1] == "scratch":
         scratch(device)
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "flush-kind":
+        flush_kind(device)
         return
     print(torch.cuda.get_device_name(device), "torch", torch.__version__)
     known_work(device)

@@ -295,6 +295,7 @@ class _FakeCuda:
 
         self.windows = []
         monkeypatch.setattr(timing, "_flush_buffer", lambda device: Flush())
+        monkeypatch.setattr(timing, "_evict", lambda window: window.zero_())  # the fake's flush logs itself
         monkeypatch.setattr(timing, "sleep_cycles_per_us", lambda device: 1500.0)
 
 

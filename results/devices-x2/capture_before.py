@@ -21,6 +21,6 @@ def _capture_before(fns, num_calls, device):
 
 
 timing._capture = _capture_before
-from specbench.cli import run  # noqa: E402
+from specbench.cli import run
 
 sys.exit(run(sys.argv[1:]))

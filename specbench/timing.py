@@ -46,7 +46,9 @@ Everywhere:
   inputs differed by 4-7%, each repeating within 0.3%, and a second process (other addresses) could
   land on either, which shifted whole rows between runs (``results/h200-quick-aa``). Where the
   kernels' scratch sits and where the flush buffer sits move it as much (two levels 2-6% apart with
-  the inputs fixed, ``results/h200-placements``). With copies, a sample is the mean of one call on
+  the inputs fixed, ``results/h200-placements``): the flush leaves the L2 full of dirty lines, and
+  which of them a call must write back depends on those addresses (a flush that reads instead takes
+  the levels out, ``results/h200-flush-kind``). With copies, a sample is the mean of one call on
   each copy, each with its own backlog and flush, and the flush of copy ``j`` overwrites window ``j``
   of the flush buffer (``FLUSH_WINDOWS`` windows ``FLUSH_STEP`` apart); a graph captures its calls
   cycling through the copies (its sample, one replay after one flush, always flushes window 0). So

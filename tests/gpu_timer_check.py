@@ -6,6 +6,7 @@
     python tests/gpu_timer_check.py scratch     # ... across placements of its scratch, then of the flush buffer
     python tests/gpu_timer_check.py flush-kind  # ... across placements of the flush buffer and of the inputs,
                                                 # the L2 flushed by overwriting a buffer, then by reading it
+    python tests/gpu_timer_check.py code        # ... across loads of the Triton kernels' code (inputs fixed)
 
 1. Known work. Each workload is timed with the three GPU timers (``time_implementations``):
    a sleep of 50 µs (a kernel of known length: ``host-free`` must read 50 µs, and ``events`` too);
@@ -242,6 +243,55 @@ def flush_kind(device: torch.device, places: int = 6, rounds: int = 2) -> None:
                     timing._evict = saved
 
 
+def _compiled_kernels() -> list:
+    # every Triton kernel the launcher has compiled so far (the launcher module's JIT functions' caches)
+    import triton
+
+    from specbench.kernels import launch
+
+    found = []
+    for value in vars(launch).values():
+        if isinstance(value, triton.runtime.JITFunction):
+            for caches in value.device_caches.values():
+                found.extend(caches[0].values())
+    return found
+
+
+def code(device: torch.device, loads: int = 6, rounds: int = 2) -> None:
+    """Does a row's host-free median depend on where its kernels' code sits? The flush evicts the code
+    from L2 with the data, so a cold call fetches its instructions from DRAM, and a process loads the code
+    once, at an address no placement of the inputs moves. Each kernel is loaded ``loads`` times (the
+    same binary, a new module each time, all kept loaded) and the row is timed with each load in turn,
+    inputs fixed, ``rounds`` times over: medians that differ between loads but repeat for one load point
+    at the code's placement."""
+    config = timing.TimingConfig(warmup=3, min_samples=100, max_samples=100, max_ms=1e9, timer="host-free")
+    print(f"\nhost-free medians (µs), {loads} loads of the kernels' code, {rounds} rounds, 100 samples each; inputs fixed")
+    for draft in ("none", "logits"):
+        for batch in (1, 8):
+            call = _step(batch, device, draft)
+            call()  # compiles and loads what this row launches
+            kernels = _compiled_kernels()
+            placed = [[(k.module, k.function, k._run) for k in kernels]]
+            for _ in range(loads - 1):
+                for k in kernels:
+                    k.module = None
+                    k._init_handles()
+                placed.append([(k.module, k.function, k._run) for k in kernels])
+            medians = []
+            for _ in range(rounds):
+                row = []
+                for handles in placed:
+                    for k, (module, function, run) in zip(kernels, handles):
+                        k.module, k.function, k._run = module, function, run
+                    row.append(timing.time_implementations({"step": call}, device, config).timings["step"].median_us)
+                medians.append(row)
+            cells = "  ".join("/".join(f"{row[c]:.2f}" for row in medians) for c in range(loads))
+            spread_ = max(max(row) for row in medians) / min(min(row) for row in medians)
+            functions = len({h[1] for handles in placed for h in handles})
+            print(f"B={batch} draft={draft:<7} {cells}   max/min {spread_:.3f}   ({len(kernels)} kernels, "
+                  f"{functions} function handles)")
+
+
 @contextlib.contextmanager
 def _flush_buffer_is(buffer: torch.Tensor):
     """Inside the block, the timer's flush buffer is ``buffer`` (its cached maker swapped for a fixed answer)."""
@@ -281,6 +331,9 @@ def main() -> None:
         return
     if len(sys.argv) > 1 and sys.argv[1] == "scratch":
         scratch(device)
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "code":
+        code(device)
         return
     if len(sys.argv) > 1 and sys.argv[1] == "flush-kind":
         flush_kind(device)

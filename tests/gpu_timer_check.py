@@ -319,6 +319,9 @@ def spread(runs: list[str]) -> None:
     print(f"worst p80/p20 {worst_spread:.3f} (goal 1.10); worst ratio between runs {worst_ratio:.3f} (goal 1.03)")
 
 
+STUDIES = {"placement": placement, "scratch": scratch, "code": code, "flush-kind": flush_kind}
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "spread":
         spread(sys.argv[2:])
@@ -326,23 +329,13 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("needs a CUDA GPU (the spread subcommand reads runs anywhere)")
     device = torch.device("cuda", torch.cuda.current_device())
-    if len(sys.argv) > 1 and sys.argv[1] == "placement":
-        placement(device)
-        return
-    if len(sys.argv) > 1 and sys.argv[1] == "scratch":
-        scratch(device)
-        return
-    if len(sys.argv) > 1 and sys.argv[1] == "code":
-        code(device)
-        return
-    if len(sys.argv) > 1 and sys.argv[1] == "flush-kind":
-        flush_kind(device)
+    if len(sys.argv) > 1 and sys.argv[1] in STUDIES:
+        STUDIES[sys.argv[1]](device)
         return
     print(torch.cuda.get_device_name(device), "torch", torch.__version__)
     known_work(device)
     clock_study(device)
     host_free_step(device)
-
 
 if __name__ == "__main__":
     main()

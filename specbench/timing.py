@@ -53,8 +53,11 @@ Everywhere:
   of the flush buffer (``FLUSH_WINDOWS`` windows ``FLUSH_STEP`` apart); a graph captures its calls
   cycling through the copies (its sample, one replay after one flush, always flushes window 0). So
   every sample outside a graph averages the same placements of all three. That steadies a
-  row within a process; between processes host-free rows at B <= 8 still moved by up to 5.5% on the H200
-  (something fixed per process moves them; graph rows stay within 1.5%).
+  row within a process; between processes host-free rows at B <= 8 still move by up to 5.5% on the H200
+  (graph rows stay within 1.5%). That is the sampling error of ten placements, drawn afresh by each
+  process: forty brought every such row within 2.2% across three processes, but ran out of backlog
+  three times as often (``results/h200-placement-count``), so ten stay until the backlog is sized for
+  them. A kernel's code load moves a cold call too (``tests/gpu_timer_check.py code``).
 - Summary: the median with the 20th and 80th percentiles (linear interpolation) and the count.
 
 ``peak_bandwidth_gbps`` measures the copy bandwidth the ``% of peak`` columns refer to, and

@@ -104,13 +104,11 @@ INTERPRET_MAX_ELEMENTS = 1 << 18  # target logits elements the Triton interprete
 # draft's raise
 REJECTED_LOGIT = -1.0e4
 PEAK_LOGIT = 40.0
-# a GPU case whose inputs take at most PLACEMENT_BYTES is timed on PLACEMENTS copies of them at other
-# addresses, each copy with its own set of the Triton kernels' scratch and arrival counters, each sample
-# averaging one call on each (timing.py, "Placements"): a small cold call's time depends on where its
-# inputs and scratch sit, and a second process would otherwise land on another placement.
-# PLACEMENTS divides the graph's 10 calls (each replay calls every copy once); larger inputs span enough
-# memory to average placement away.
-PLACEMENTS = 10
+# a GPU case whose inputs take at most PLACEMENT_BYTES is timed on TimingConfig.placement_count() copies
+# of them at other addresses, each copy with its own set of the Triton kernels' scratch and arrival
+# counters, each sample averaging one call on each (timing.py, "Placements"): a small cold call's time
+# depends on where its inputs and scratch sit, and a second process lands on other placements. Larger
+# inputs span enough memory to average placement away.
 PLACEMENT_BYTES = 64 << 20
 
 
@@ -862,20 +860,18 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
 
 
 def _placed_copies(kwargs: dict[str, Any], device: torch.device, config: timing.TimingConfig) -> list[dict[str, Any]]:
-    """The inputs again at other addresses, ``PLACEMENTS - 1`` times, for a GPU case whose tensors take at
-    most ``PLACEMENT_BYTES`` (``[]`` otherwise: on a CPU, or large inputs)."""
+    """The inputs again at other addresses, ``config.placement_count() - 1`` times, for a GPU case whose
+    tensors take at most ``PLACEMENT_BYTES`` (``[]`` otherwise: on a CPU, or large inputs)."""
     tensors = [value for value in kwargs.values() if isinstance(value, torch.Tensor)]
     if torch.device(device).type != "cuda" or sum(t.numel() * t.element_size() for t in tensors) > PLACEMENT_BYTES:
         return []
-    if config.cuda_graph and config.graph_calls % PLACEMENTS:
-        return []  # a graph could not replay every copy equally often
     return [{key: value.clone() if isinstance(value, torch.Tensor) else value for key, value in kwargs.items()}
-            for _ in range(PLACEMENTS - 1)]
+            for _ in range(config.placement_count() - 1)]
 
 
 def _in_scratch_set(call: Callable[[], VerifyResult], index: int) -> Callable[[], VerifyResult]:
     """``call`` with the Triton kernels' scratch buffers and arrival counters of set ``index``
-    (``launch.scratch_set``): a placement moves them with its inputs (``PLACEMENTS``). ``call`` itself
+    (``launch.scratch_set``): a placement moves them with its inputs (``_placed_copies``). ``call`` itself
     when nothing has loaded the Triton launcher (an implementation without our kernels, or no Triton)."""
     launch = sys.modules.get("specbench.kernels.launch")
     if launch is None:

@@ -21,8 +21,9 @@ from typing import Any
 from specbench.errors import SpecbenchError
 
 VERSION_FIELDS = ("specbench", "torch", "triton", "python", "driver", "cuda")
-# sample budgets: they change how many samples a row has (the interval's width), not what one measures
-BUDGET_FIELDS = ("warmup", "min_samples", "max_samples", "max_ms")
+# sample budgets and placements: they change how many samples a row has (the interval's width) or how many
+# addresses each averages, not what one measures
+BUDGET_FIELDS = ("warmup", "min_samples", "max_samples", "max_ms", "placements")
 
 
 @dataclass(frozen=True)

@@ -40,8 +40,9 @@ Everywhere:
 - Budget: rounds continue until ``max_samples`` rounds or ``max_ms`` of wall time for the whole
   group (whichever comes first), but never fewer than ``min_samples`` rounds.
 - Placements: an implementation may be given as several callables, the same call on copies of its
-  inputs at other addresses (``specbench kernels`` gives ``PLACEMENTS`` copies to GPU cases whose
-  inputs are small, ``bench.PLACEMENT_BYTES``, each with its own set of the Triton kernels' scratch).
+  inputs at other addresses (``specbench kernels`` gives ``TimingConfig.placements`` copies, its
+  ``--placements``, to GPU cases whose inputs are small, ``bench.PLACEMENT_BYTES``, each with its own set
+  of the Triton kernels' scratch).
   Where the inputs sit moves a cold call's time: on an H200 at B = 1 and 8 two copies of one case's
   inputs differed by 4-7%, each repeating within 0.3%, and a second process (other addresses) could
   land on either, which shifted whole rows between runs (``results/h200-quick-aa``). Where the
@@ -50,7 +51,7 @@ Everywhere:
   which of them a call must write back depends on those addresses (a flush that reads instead takes
   the levels out, ``results/h200-flush-kind``). With copies, a sample is the mean of one call on
   each copy, each with its own backlog and flush, and the flush of copy ``j`` overwrites window ``j``
-  of the flush buffer (``FLUSH_WINDOWS`` windows ``FLUSH_STEP`` apart); a graph captures its calls
+  of the flush buffer (``TimingConfig.placements`` windows ``FLUSH_STEP`` apart); a graph captures its calls
   cycling through the copies (its sample, one replay after one flush, always flushes window 0). So
   every sample outside a graph averages the same placements of all three. That steadies a
   row within a process; between processes host-free rows at B <= 8 still move by up to 5.5% on the H200
@@ -81,9 +82,10 @@ from specbench.errors import SpecbenchError
 
 GPU_FLUSH_BYTES = 256 << 20
 CPU_FLUSH_BYTES = 64 << 20
-# a GPU's flush buffer holds FLUSH_WINDOWS windows of GPU_FLUSH_BYTES, each FLUSH_STEP past the last; the
-# sample of placement j overwrites window j (module docstring, "Placements")
-FLUSH_WINDOWS = 10
+# placements a small GPU case's samples average (TimingConfig.placements); a GPU's flush buffer holds one
+# window of GPU_FLUSH_BYTES per placement, each FLUSH_STEP past the last, and the sample of placement j
+# overwrites window j (module docstring, "Placements")
+DEFAULT_PLACEMENTS = 10
 FLUSH_STEP = (4 << 20) + (192 << 10)
 GPU_COPY_BYTES = 1 << 30
 CPU_COPY_BYTES = 64 << 20
@@ -118,6 +120,9 @@ class TimingConfig:
     - ``graph_calls``: calls captured in one graph (10).
     - ``timer``: how a GPU sample outside a graph is taken, ``host-free`` or ``events`` (``host-free``);
       a CPU sample is always ``perf_counter``, a graph replay always ``graph``.
+    - ``placements``: copies of a small GPU case's inputs a sample averages (``DEFAULT_PLACEMENTS``; the
+      caller makes the copies, ``bench.py``), and windows of the flush buffer; a graph takes
+      ``placement_count``.
     """
 
     warmup: int = 3
@@ -128,6 +133,7 @@ class TimingConfig:
     cuda_graph: bool = False
     graph_calls: int = 10
     timer: str = DEFAULT_GPU_TIMER
+    placements: int = DEFAULT_PLACEMENTS
 
     def __post_init__(self) -> None:
         if self.timer not in EAGER_GPU_TIMERS:
@@ -145,6 +151,13 @@ class TimingConfig:
             raise SpecbenchError(f"time budget must be 0 ms or more, got {self.max_ms}")
         if self.graph_calls < 1:
             raise SpecbenchError(f"calls per CUDA graph must be at least 1, got {self.graph_calls}")
+        if self.placements < 1:
+            raise SpecbenchError(f"placements must be at least 1, got {self.placements}")
+
+    def placement_count(self) -> int:
+        """How many placements a sample takes: ``placements``, or under a graph the largest count that
+        divides both it and ``graph_calls`` (a replay must call every copy equally often)."""
+        return math.gcd(self.placements, self.graph_calls) if self.cuda_graph else self.placements
 
 
 class Timing(NamedTuple):
@@ -252,8 +265,8 @@ def summarize(samples_us: Sequence[float]) -> Timing:
 
 
 @functools.cache
-def _flush_buffer(device: torch.device) -> torch.Tensor:
-    size = GPU_FLUSH_BYTES + (FLUSH_WINDOWS - 1) * FLUSH_STEP if device.type == "cuda" else CPU_FLUSH_BYTES
+def _flush_buffer(device: torch.device, windows: int = DEFAULT_PLACEMENTS) -> torch.Tensor:
+    size = GPU_FLUSH_BYTES + (windows - 1) * FLUSH_STEP if device.type == "cuda" else CPU_FLUSH_BYTES
     return torch.zeros(size // 4, dtype=torch.int32, device=device)  # written: gpu_timer_check's read flush reads it
 
 
@@ -266,11 +279,11 @@ def _evict(window: torch.Tensor) -> None:
     window.zero_()
 
 
-def _flush_windows(buffer: torch.Tensor, device: torch.device) -> list[torch.Tensor]:
+def _flush_windows(buffer: torch.Tensor, device: torch.device, windows: int = DEFAULT_PLACEMENTS) -> list[torch.Tensor]:
     # the views a sample overwrites, one per placement (the CPU's buffer is one window)
     if device.type != "cuda":
         return [buffer]
-    return [buffer[j * FLUSH_STEP // 4:(j * FLUSH_STEP + GPU_FLUSH_BYTES) // 4] for j in range(FLUSH_WINDOWS)]
+    return [buffer[j * FLUSH_STEP // 4:(j * FLUSH_STEP + GPU_FLUSH_BYTES) // 4] for j in range(windows)]
 
 
 @functools.cache
@@ -309,9 +322,9 @@ class _GpuSample(NamedTuple):
 class _Sampler:
     """Takes one sample of a call; ``elapsed_us`` turns the samples into microseconds."""
 
-    def __init__(self, device: torch.device, flush: bool):
+    def __init__(self, device: torch.device, flush: bool, windows: int = DEFAULT_PLACEMENTS):
         self.device = device
-        self.flush = _flush_windows(_flush_buffer(device), device) if flush else None
+        self.flush = _flush_windows(_flush_buffer(device, windows), device, windows) if flush else None
 
     def sample(self, fn: Callable[[], object], backlog_cycles: int | None = None, placement: int = 0):
         # placement: which flush window to overwrite (module docstring, "Placements")
@@ -416,7 +429,7 @@ def time_implementations(
         for fn in fns:
             fn()
 
-    sampler = _Sampler(device, config.l2_flush)
+    sampler = _Sampler(device, config.l2_flush, config.placements)
     for _ in range(config.warmup):
         for name in [n for n in runs if n not in failures]:
             attempt(name, functools.partial(each, runs[name]))

@@ -447,11 +447,12 @@ def test_small_gpu_cases_are_timed_on_several_placements_and_cpu_cases_on_one():
     if torch.cuda.is_available():
         on_gpu = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
         copies = bench._placed_copies(on_gpu, torch.device("cuda"), timing.TimingConfig())
-        assert len(copies) == bench.PLACEMENTS - 1
+        assert len(copies) == timing.DEFAULT_PLACEMENTS - 1
         copy = copies[0]
         assert copy["mode"] == "greedy" and torch.equal(copy["target_logits"], on_gpu["target_logits"])
         assert copy["target_logits"].data_ptr() != on_gpu["target_logits"].data_ptr()
         assert bench._placed_copies(on_gpu, torch.device("cuda"), timing.TimingConfig(cuda_graph=True, graph_calls=7)) == []
+        assert len(bench._placed_copies(on_gpu, torch.device("cuda"), timing.TimingConfig(placements=40))) == 39
 
 
 def test_a_placement_runs_in_its_own_scratch_set():

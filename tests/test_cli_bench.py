@@ -106,6 +106,29 @@ def test_shapes_run_only_the_listed_b_k_and_vocabulary_triples_in_their_order(tm
         ("gemma3", 262144, 2)}
 
 
+def test_placements_reach_the_timer_and_the_timing_settings(tmp_path, monkeypatch):
+    # the help's numbers are the code's
+    from specbench import timing
+
+    assert timing.DEFAULT_PLACEMENTS == 10 and bench.PLACEMENT_BYTES == 64 << 20
+    configs = []
+    real_run = bench.run_benchmark
+    monkeypatch.setattr(bench, "run_benchmark", lambda cases, impls, **kw: configs.append(kw["config"]) or
+                        real_run(cases, impls, **kw))
+    for name, extra in (("default", []), ("forty", ["--placements", "40"])):
+        result = run("kernels", *TINY, "--mode", "greedy", "--batch-size", "1", "--no-charts", "-o",
+                     str(tmp_path / name), *extra)
+        assert result.exit_code == 0, result.output
+    assert [config.placements for config in configs] == [10, 40]
+    timing_of = {name: json.loads((tmp_path / name / "results.json").read_text())["metadata"]["timing"]
+                 for name in ("default", "forty")}
+    assert timing_of["default"]["placements"] == 10 and timing_of["forty"]["placements"] == 40
+    assert {r["placements"] for r in _records(tmp_path / "forty")} == {1}  # a CPU row has one placement
+    resumed = run("kernels", *TINY, "--mode", "greedy", "--batch-size", "1,2", "--no-charts", "-o",
+                  str(tmp_path / "forty"), "--resume")
+    assert resumed.exit_code == 2 and "timing" in _one_line(resumed.stderr)  # a resume keeps the placements
+
+
 def test_a_scenario_sets_k_and_the_rates(tmp_path):
     scenario = tmp_path / "eagle.toml"
     scenario.write_text('name = "eagle"\nrates = [0.75, 0.5]\n')
@@ -144,6 +167,8 @@ def test_a_scenario_sets_k_and_the_rates(tmp_path):
         (["--seed", "1,2"], "--seed takes one whole number, got '1,2'"),
         (["-k", "1000000000000000000"], "K (draft tokens per step) must be at most 64, got 1000000000000000000"),
         (["-k", "65", "-l", "2"], "K (draft tokens per step) must be at most 64, got 65"),
+        (["--placements", "0"], "--placements values must be at least 1, got 0"),
+        (["--placements", "4,8"], "--placements takes one whole number, got '4,8'"),
         (["--shapes", "1x3"], "--shapes takes BxK@MODEL or BxK@V"),
         (["--shapes", "0x3@llama3"], "--shapes takes BxK@MODEL or BxK@V"),
         (["--shapes", "1x65@llama3"], "--shapes takes BxK@MODEL or BxK@V"),

@@ -294,7 +294,9 @@ class _FakeCuda:
                 self.windows.append(inner.start)
 
         self.windows = []
-        monkeypatch.setattr(timing, "_flush_buffer", lambda device: Flush())
+        self.buffer_windows = []
+        monkeypatch.setattr(timing, "_flush_buffer",
+                            lambda device, windows: self.buffer_windows.append(windows) or Flush())
         monkeypatch.setattr(timing, "_evict", lambda window: window.zero_())  # the fake's flush logs itself
         monkeypatch.setattr(timing, "sleep_cycles_per_us", lambda device: 1500.0)
 
@@ -356,6 +358,23 @@ def test_each_placement_flushes_its_own_window(monkeypatch):
     step = timing.FLUSH_STEP // 4  # int32 elements
     assert fake.windows == [0, step, 2 * step] * 2
     assert len(timing._flush_windows(torch.zeros(4), torch.device("cpu"))) == 1  # a CPU has one window
+    # the buffer holds as many windows as the config's placements; more copies than windows take them in turn
+    fewer = _FakeCuda([False] * 100)
+    fewer.install(monkeypatch)
+    config = timing.TimingConfig(warmup=0, min_samples=1, max_samples=1, timer="events", placements=2)
+    timing.time_implementations({"step": [lambda: None] * 3}, "cuda:0", config)
+    assert fewer.buffer_windows == [2] and fewer.windows == [0, step, 0]
+    assert len(timing._flush_windows(torch.zeros(1 << 20), torch.device("cuda"), 4)) == 4
+
+
+def test_a_graph_takes_the_most_placements_that_divide_its_calls():
+    assert timing.TimingConfig().placement_count() == timing.DEFAULT_PLACEMENTS == 10
+    assert timing.TimingConfig(placements=40).placement_count() == 40
+    assert timing.TimingConfig(placements=40, cuda_graph=True).placement_count() == 10
+    assert timing.TimingConfig(placements=4, cuda_graph=True).placement_count() == 2
+    assert timing.TimingConfig(placements=10, cuda_graph=True, graph_calls=7).placement_count() == 1
+    with pytest.raises(SpecbenchError, match="placements must be at least 1, got 0"):
+        timing.TimingConfig(placements=0)
 
 
 @needs_gpu

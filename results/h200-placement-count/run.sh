@@ -4,7 +4,7 @@
 # process to process by the placements' own spread over sqrt(10); forty should halve it. From the repository
 # root with OUT set, on one GPU:  bash results/h200-placement-count/run.sh
 # The issue-9 B <= 8 group, host-free only, 400 ms a row, three processes each with 10 and with 40 placements
-# (and as many flush windows), alternating; then spread.
+# (--placements, which sets as many flush windows), alternating; then spread.
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-/tmp/specbench-pycache}
 unset PYTHONDONTWRITEBYTECODE
@@ -18,7 +18,7 @@ python3 -m specbench "${A[@]}" -o "$out/warm-up" > "$out/warm-up.txt" 2>&1; echo
 for n in 1 2 3; do
   for count in 10 40; do
     start=$SECONDS
-    python3 results/h200-placement-count/placements.py $count "${A[@]}" -o "$out/p$count-$n" > "$out/p$count-$n.txt" 2>&1
+    python3 -m specbench "${A[@]}" --placements $count -o "$out/p$count-$n" > "$out/p$count-$n.txt" 2>&1
     echo "p$count-$n exit $? wall $((SECONDS - start)) s"
   done
 done

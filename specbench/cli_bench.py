@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import platform
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, NamedTuple
 
 import typer
 from rich.markup import escape
@@ -457,102 +458,156 @@ def kernels_command(
         _run_on_devices(ctx, devices, output=output, no_charts=no_charts, shard=shard, resume=resume, device=device)
         return
     try:
-        if interpret:
-            device = machine.use_triton_interpreter(device)
-        device_name = machine.resolve_device(device)
-        on_gpu = device_name == "cuda"
-        if quick:
-            given = [name for name, value in (("--mode", mode), ("--batch-size", batch_size),
-                                              ("--num-spec-tokens", num_spec_tokens), ("--vocab-size", vocab_size),
-                                              ("--model", model), ("--dtype", dtype), ("--draft", draft),
-                                              ("--acceptance-length", acceptance_length), ("--scenario", scenario),
-                                              ("--cuda-graph/--no-cuda-graph", cuda_graph), ("--tree", tree),
-                                              ("--shapes", shapes))
-                     if value is not None]
-            if given:
-                raise SpecbenchError(f"--quick runs a fixed grid, so it cannot be combined with {given[0]}; "
-                                     f"drop one of them")
-        grid = Grid(on_gpu, interpret, quick)
-        eager_timer, graph_choice = _timers(timer, cuda_graph, on_gpu, grid)
-        modes = [m for item in _items("--mode", mode) or ["all"] for m in (verification.MODES if item == "all" else [item])]
-        knobs = _sampling(top_k, top_p, min_p, sampling, logprobs, modes)
-        if draft is not None and "probabilistic" not in modes:
-            console.print(f"[yellow]note:[/] --draft {escape(draft)} is ignored: only the probabilistic mode takes a "
-                          f"draft distribution, and this run has {escape(', '.join(modes))}", highlight=False)
-        config = timing.TimingConfig(
-            warmup=_one_whole("--warmup", warmup, 0), min_samples=_one_whole("--min-samples", min_samples, 1),
-            max_samples=grid.max_samples if max_samples is None else _one_whole("--max-samples", max_samples, 1),
-            max_ms=grid.max_ms if max_ms is None else _number("--max-ms", max_ms),
-            l2_flush=grid.l2_flush if l2_flush is None else l2_flush, timer=eager_timer,
-            placements=timing.DEFAULT_PLACEMENTS if placements is None else _one_whole("--placements", placements, 1),
-        )
-        plan = {
-            "modes": modes,
-            "batch_sizes": _whole("--batch-size", batch_size, 1) or grid.batch_sizes,
-            "vocabularies": _vocabularies(_whole("--vocab-size", vocab_size, 2), _items("--model", model), grid),
-            "dtypes": _items("--dtype", dtype) or grid.dtypes,
-            "drafts": _items("--draft", draft) or grid.drafts,
-            "targets": _items("--target", target) or ["logits"],
-            "cuda_graph": graph_choice,
-            "methods": methods.parse_methods(method),
-            "inputs": inputs,
-            "draft_noise": None if draft_noise is None else _number("--draft-noise", draft_noise),
-            **knobs,
-        }
-        lengths = _items("--acceptance-length", acceptance_length)
-        if shapes is not None:
-            given = [name for name, value in (("--batch-size", batch_size), ("--num-spec-tokens", num_spec_tokens),
-                                              ("--model", model), ("--vocab-size", vocab_size), ("--tree", tree),
-                                              ("--scenario", scenario)) if value is not None]
-            if given:
-                raise SpecbenchError(f"--shapes sets each case's B, K and vocabulary, so it cannot be combined with "
-                                     f"{given[0]}; drop one of them")
-            cases = _shape_cases(shapes, plan, lengths, grid, schedule)
-        elif tree is None:
-            profiles = _profiles(lengths, _whole("--num-spec-tokens", num_spec_tokens, 1), scenario, grid, schedule)
-            cases = bench.plan_cases(**plan, profiles=profiles)
-        else:
-            cases = _tree_cases(tree, plan, lengths, num_spec_tokens, scenario, grid, schedule)
-        if quick:
-            cases = _quick_cases(cases, on_gpu)
-        shard_choice = shards.parse_shard(shard)
-        num_cases, case_grid = len(cases), shards.grid_digest(cases)
-        positions = shard_choice.positions(num_cases) if shard_choice else list(range(num_cases))
-        cases = [cases[position] for position in positions]
-        sharding = {"shard": shard_choice.metadata(num_cases)} if shard_choice else {}
-        seed_value = rng.check_seed(_one_whole("--seed", seed, 0))
-        thread_count = machine.parse_threads(threads)
-        # the gate times the project's kernels on a GPU, the torch backend on a CPU (--impl overrides)
-        quick_impls = (["triton"] if on_gpu else ["torch"]) if quick else []
-        implementations = _implementations(_items("--impl", impl) or quick_impls, device_name, interpret)
-        bench.check_sizes(cases, implementations, device_name, machine.memory_bytes(device_name))
-        if convert not in ("outside", "inside"):
-            raise SpecbenchError(f"--convert must be outside or inside, got {convert!r}")
-        timing_settings = {
-            "warmup": config.warmup, "min_samples": config.min_samples, "max_samples": config.max_samples,
-            "max_ms": config.max_ms, "l2_flush": config.l2_flush, "graph_calls": config.graph_calls,
-            "clock": "CUDA events" if on_gpu else "time.perf_counter_ns", "statistic": "median, p20, p80",
-            "timers": ([eager_timer] if False in graph_choice else []) + (["graph"] if True in graph_choice else [])
-            if on_gpu else ["perf_counter"],
-            "placements": config.placements,
-        }
-        metadata = results.collect_metadata(
-            device_name, kind="kernels", seed=seed_value, implementations=[i.name for i in implementations],
-            implementation_facts=[i.facts() for i in implementations], conversion=convert,
-            interpreted=interpret, timing=timing_settings, threads=thread_count, cpu_count=machine.cpu_count(),
-            load_average_start=machine.load_average(), load_average_end=None,
-            interrupted=None,  # null until the run ends (a killed run keeps null)
-            num_cases=num_cases, case_grid=case_grid, **sharding,
-        )
-        # rows of one folder must be comparable: a resumed run keeps the seed, the timing, the device, the shard
-        same = {"seed": ("--seed", seed_value), "timing": ("timing", timing_settings),
-                "device": ("device", metadata["device"]), "shard": ("--shard", metadata.get("shard"))}
-        out_dir, previous, earlier = results.open_output(output, "kernels", resume, same)
-        peak = metadata["peak_bandwidth_gbps"] = timing.peak_bandwidth_gbps(device_name)
-        writer = results.ResultsWriter(out_dir, results.resumed_metadata(metadata, earlier), previous)
+        run = _plan_run(**ctx.params)
+        opened = _open_run(run, output, resume)
     except SpecbenchError as exc:
         fail(str(exc))
+    _time_run(run, opened, no_charts)
 
+
+@dataclass
+class _PlannedRun:
+    """A kernels run as its options plan it: the cases (this shard's), the implementations, the timer's
+    settings, and the metadata its results folder starts with."""
+
+    cases: list
+    positions: list[int]
+    num_cases: int
+    shard: Any
+    implementations: list
+    device_name: str
+    config: Any
+    seed: int
+    threads: int
+    conversion: str
+    metadata: dict
+
+
+class _OpenedRun(NamedTuple):
+    out_dir: Path
+    previous: list
+    writer: Any
+    peak: float | None
+
+
+def _plan_run(
+    *,
+    mode, batch_size, num_spec_tokens, vocab_size, model, dtype, draft, target, acceptance_length, schedule,
+    scenario, impl, top_k, top_p, min_p, sampling, logprobs, method, inputs, draft_noise, convert, timer,
+    cuda_graph, l2_flush, interpret, device, threads, warmup, min_samples, max_samples, max_ms, placements,
+    seed, quick, shard, tree, shapes,
+    **_: object,
+) -> _PlannedRun:
+    """``kernels``' options (``ctx.params``) into a run; every refusal a ``SpecbenchError``."""
+    if interpret:
+        device = machine.use_triton_interpreter(device)
+    device_name = machine.resolve_device(device)
+    on_gpu = device_name == "cuda"
+    if quick:
+        given = [name for name, value in (("--mode", mode), ("--batch-size", batch_size),
+                                          ("--num-spec-tokens", num_spec_tokens), ("--vocab-size", vocab_size),
+                                          ("--model", model), ("--dtype", dtype), ("--draft", draft),
+                                          ("--acceptance-length", acceptance_length), ("--scenario", scenario),
+                                          ("--cuda-graph/--no-cuda-graph", cuda_graph), ("--tree", tree),
+                                          ("--shapes", shapes))
+                 if value is not None]
+        if given:
+            raise SpecbenchError(f"--quick runs a fixed grid, so it cannot be combined with {given[0]}; "
+                                 f"drop one of them")
+    grid = Grid(on_gpu, interpret, quick)
+    eager_timer, graph_choice = _timers(timer, cuda_graph, on_gpu, grid)
+    modes = [m for item in _items("--mode", mode) or ["all"] for m in (verification.MODES if item == "all" else [item])]
+    knobs = _sampling(top_k, top_p, min_p, sampling, logprobs, modes)
+    if draft is not None and "probabilistic" not in modes:
+        console.print(f"[yellow]note:[/] --draft {escape(draft)} is ignored: only the probabilistic mode takes a "
+                      f"draft distribution, and this run has {escape(', '.join(modes))}", highlight=False)
+    config = timing.TimingConfig(
+        warmup=_one_whole("--warmup", warmup, 0), min_samples=_one_whole("--min-samples", min_samples, 1),
+        max_samples=grid.max_samples if max_samples is None else _one_whole("--max-samples", max_samples, 1),
+        max_ms=grid.max_ms if max_ms is None else _number("--max-ms", max_ms),
+        l2_flush=grid.l2_flush if l2_flush is None else l2_flush, timer=eager_timer,
+        placements=timing.DEFAULT_PLACEMENTS if placements is None else _one_whole("--placements", placements, 1),
+    )
+    plan = {
+        "modes": modes,
+        "batch_sizes": _whole("--batch-size", batch_size, 1) or grid.batch_sizes,
+        "vocabularies": _vocabularies(_whole("--vocab-size", vocab_size, 2), _items("--model", model), grid),
+        "dtypes": _items("--dtype", dtype) or grid.dtypes,
+        "drafts": _items("--draft", draft) or grid.drafts,
+        "targets": _items("--target", target) or ["logits"],
+        "cuda_graph": graph_choice,
+        "methods": methods.parse_methods(method),
+        "inputs": inputs,
+        "draft_noise": None if draft_noise is None else _number("--draft-noise", draft_noise),
+        **knobs,
+    }
+    lengths = _items("--acceptance-length", acceptance_length)
+    if shapes is not None:
+        given = [name for name, value in (("--batch-size", batch_size), ("--num-spec-tokens", num_spec_tokens),
+                                          ("--model", model), ("--vocab-size", vocab_size), ("--tree", tree),
+                                          ("--scenario", scenario)) if value is not None]
+        if given:
+            raise SpecbenchError(f"--shapes sets each case's B, K and vocabulary, so it cannot be combined with "
+                                 f"{given[0]}; drop one of them")
+        cases = _shape_cases(shapes, plan, lengths, grid, schedule)
+    elif tree is None:
+        profiles = _profiles(lengths, _whole("--num-spec-tokens", num_spec_tokens, 1), scenario, grid, schedule)
+        cases = bench.plan_cases(**plan, profiles=profiles)
+    else:
+        cases = _tree_cases(tree, plan, lengths, num_spec_tokens, scenario, grid, schedule)
+    if quick:
+        cases = _quick_cases(cases, on_gpu)
+    shard_choice = shards.parse_shard(shard)
+    num_cases, case_grid = len(cases), shards.grid_digest(cases)
+    positions = shard_choice.positions(num_cases) if shard_choice else list(range(num_cases))
+    cases = [cases[position] for position in positions]
+    sharding = {"shard": shard_choice.metadata(num_cases)} if shard_choice else {}
+    seed_value = rng.check_seed(_one_whole("--seed", seed, 0))
+    thread_count = machine.parse_threads(threads)
+    # the gate times the project's kernels on a GPU, the torch backend on a CPU (--impl overrides)
+    quick_impls = (["triton"] if on_gpu else ["torch"]) if quick else []
+    implementations = _implementations(_items("--impl", impl) or quick_impls, device_name, interpret)
+    bench.check_sizes(cases, implementations, device_name, machine.memory_bytes(device_name))
+    if convert not in ("outside", "inside"):
+        raise SpecbenchError(f"--convert must be outside or inside, got {convert!r}")
+    timing_settings = {
+        "warmup": config.warmup, "min_samples": config.min_samples, "max_samples": config.max_samples,
+        "max_ms": config.max_ms, "l2_flush": config.l2_flush, "graph_calls": config.graph_calls,
+        "clock": "CUDA events" if on_gpu else "time.perf_counter_ns", "statistic": "median, p20, p80",
+        "timers": ([eager_timer] if False in graph_choice else []) + (["graph"] if True in graph_choice else [])
+        if on_gpu else ["perf_counter"],
+        "placements": config.placements,
+    }
+    metadata = results.collect_metadata(
+        device_name, kind="kernels", seed=seed_value, implementations=[i.name for i in implementations],
+        implementation_facts=[i.facts() for i in implementations], conversion=convert,
+        interpreted=interpret, timing=timing_settings, threads=thread_count, cpu_count=machine.cpu_count(),
+        load_average_start=machine.load_average(), load_average_end=None,
+        interrupted=None,  # null until the run ends (a killed run keeps null)
+        num_cases=num_cases, case_grid=case_grid, **sharding,
+    )
+    return _PlannedRun(cases, positions, num_cases, shard_choice, implementations, device_name, config, seed_value,
+                       thread_count, convert, metadata)
+
+
+def _open_run(run: _PlannedRun, output: Path | None, resume: bool) -> _OpenedRun:
+    """The run's results folder, with the rows it already holds when resumed, and its writer."""
+    metadata = run.metadata
+    # rows of one folder must be comparable: a resumed run keeps the seed, the timing, the device, the shard
+    same = {"seed": ("--seed", run.seed), "timing": ("timing", metadata["timing"]),
+            "device": ("device", metadata["device"]), "shard": ("--shard", metadata.get("shard"))}
+    out_dir, previous, earlier = results.open_output(output, "kernels", resume, same)
+    peak = metadata["peak_bandwidth_gbps"] = timing.peak_bandwidth_gbps(run.device_name)
+    writer = results.ResultsWriter(out_dir, results.resumed_metadata(metadata, earlier), previous)
+    return _OpenedRun(out_dir, previous, writer, peak)
+
+
+def _time_run(run: _PlannedRun, opened: _OpenedRun, no_charts: bool) -> None:
+    """Time every case of ``run`` into ``opened``'s folder with a progress bar; then its charts, its table
+    and its exit status (a stopped run keeps what finished and says how to resume it)."""
+    cases, implementations, device_name, config = run.cases, run.implementations, run.device_name, run.config
+    thread_count, shard_choice, num_cases, metadata = run.threads, run.shard, run.num_cases, run.metadata
+    out_dir, previous, writer, peak = opened
     machine.use_threads(thread_count)
     busy = machine.busy_warning(metadata["load_average_start"], thread_count, at_end=False)
     if busy:
@@ -582,7 +637,7 @@ def kernels_command(
             task = progress.add_task("kernels", total=len(cases))
             bench.run_benchmark(
                 cases, implementations, device=device_name, config=config, peak_gbps=peak, previous=previous,
-                on_record=on_record, seed=seed_value, conversion=convert, positions=positions,
+                on_record=on_record, seed=run.seed, conversion=run.conversion, positions=run.positions,
                 on_case=lambda index, case: progress.update(task, completed=index, description=escape(case.describe())),
             )
     except STOPPED as stop:
@@ -604,6 +659,8 @@ def kernels_command(
     if busy:
         error_console.print(f"[yellow]warning:[/] {escape(busy)}", highlight=False)
     _conclude(new_records, out_dir, charts)
+
+
 
 
 def _conclude(new_records: list[dict], out_dir: Path, charts: list) -> None:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -331,55 +332,101 @@ def sweep_command(
 ) -> None:
     """Simulate acceptance profiles through the synthetic kernel and check them against the closed forms."""
     try:
-        if tree:
-            profiles, scenario_name = _tree_cases(tree, rates or [], {
-                "--acceptance-length": acceptance_length, "--alpha": alpha, "--scenario": scenario,
-                "--num-spec-tokens": num_spec_tokens, "--schedule": schedule}), None
-            if backend not in ("auto", "torch"):
-                raise SpecbenchError(f"--tree runs the torch simulation of the tree rule; --backend {backend} has no "
-                                     f"tree simulation (leave --backend out)")
-        else:
-            profiles, scenario_name = _profiles(acceptance_length or [], rates or [], alpha or [], scenario,
-                                                num_spec_tokens or [], schedule)
-        sweep.check_num_spec_tokens(profiles)
-        requests = None if num_requests is None else _single("--num-requests", num_requests.replace("_", ""), float)
-        if requests is not None and (not requests.is_integer() or not 2 <= requests <= MAX_REQUESTS):
-            raise SpecbenchError(f"--num-requests must be a whole number in [2, 2**40], got {num_requests!r}")
-        requests = None if requests is None else int(requests)
-        seed_value = rng.check_seed(_single("--seed", seed, int))
-        cost = None if cost_ratio is None else acceptance.check_cost_ratio(_single("--cost-ratio", cost_ratio, float))
-        thread_count = machine.parse_threads(threads)
-        if output is not None and not output.strip():
-            raise SpecbenchError("--output needs a folder name, got ''")
-        device_name = sweep.resolve_device(device)
-        backend_name = "torch" if tree else sweep.resolve_sweep_backend(backend, device_name)
-        shard_choice = shards.parse_shard(shard)
-        # a shard skips the other shards' cases; the BUG threshold still counts every case of the grid
-        others = set(range(len(profiles))) - set(shard_choice.positions(len(profiles))) if shard_choice else set()
-        steps = [requests or sweep.case_num_requests(p) for p in profiles]
-        costs = [sweep.pick_cost_ratio(cost, p) for p in profiles]
-        metadata = results.collect_metadata(
-            device_name, kind="sweep", seed=seed_value, backend=backend_name, num_requests=_used(steps),
-            cost_ratio=_used(costs), scenario=scenario_name, num_cases=len(profiles),
-            profiles=[p.name for p in profiles], confidence=sweep.CONFIDENCE,
-            family_bug_alpha=sweep.FAMILY_BUG_ALPHA, threads=thread_count, cpu_count=machine.cpu_count(),
-            load_average_start=machine.load_average(), load_average_end=None,
-            finished_cases=0, interrupted=None,  # null until the run ends (a killed run keeps null)
-            **({"shard": shard_choice.metadata(len(profiles))} if shard_choice else {}),
-        )
-        # a resumed folder's cases must be this run's: same seed, backend, device, steps, cost ratios, profiles
-        same = {key: (label, metadata[key]) for key, label in (
-            ("seed", "--seed"), ("backend", "--backend"), ("device", "device"), ("num_requests", "--num-requests"),
-            ("cost_ratio", "--cost-ratio"), ("profiles", "profile list"))}
-        same["shard"] = ("--shard", metadata.get("shard"))
-        out_dir, previous, earlier = results.open_output(None if output is None else Path(output), "sweep", resume,
-                                                         same)
-        done = _resumable(previous, profiles, out_dir)
-        metadata["finished_cases"] = len(done)
-        writer = results.ResultsWriter(out_dir, results.resumed_metadata(metadata, earlier), previous)
+        run = _open_sweep(
+            acceptance_length=acceptance_length, schedule=schedule, alpha=alpha, rates=rates,
+            scenario=scenario, num_spec_tokens=num_spec_tokens, num_requests=num_requests,
+            seed=seed, backend=backend, device=device, threads=threads, cost_ratio=cost_ratio,
+            output=output, resume=resume, tree=tree, shard=shard)
     except SpecbenchError as exc:
         fail(str(exc))
+    _time_sweep(run, no_charts)
 
+
+@dataclass
+class _SweepRun:
+    """A sweep as its options plan it, with its results folder open: the profiles, how each is simulated,
+    which cases this process skips (finished before, or another shard's), and the writer."""
+
+    profiles: list
+    scenario_name: str | None
+    requests: int | None
+    seed: int
+    cost: float | None
+    threads: int
+    device_name: str
+    backend_name: str
+    shard: Any
+    others: set
+    steps: list
+    out_dir: Path
+    done: set
+    writer: Any
+    metadata: dict
+
+
+def _open_sweep(
+    *,
+    acceptance_length, schedule, alpha, rates, scenario, num_spec_tokens, num_requests, seed, backend,
+    device, threads, cost_ratio, output, resume, tree, shard,
+) -> _SweepRun:
+    """``sweep``'s options into a run with its folder open; every refusal a ``SpecbenchError``."""
+    if tree:
+        profiles, scenario_name = _tree_cases(tree, rates or [], {
+            "--acceptance-length": acceptance_length, "--alpha": alpha, "--scenario": scenario,
+            "--num-spec-tokens": num_spec_tokens, "--schedule": schedule}), None
+        if backend not in ("auto", "torch"):
+            raise SpecbenchError(f"--tree runs the torch simulation of the tree rule; --backend {backend} has no "
+                                 f"tree simulation (leave --backend out)")
+    else:
+        profiles, scenario_name = _profiles(acceptance_length or [], rates or [], alpha or [], scenario,
+                                            num_spec_tokens or [], schedule)
+    sweep.check_num_spec_tokens(profiles)
+    requests = None if num_requests is None else _single("--num-requests", num_requests.replace("_", ""), float)
+    if requests is not None and (not requests.is_integer() or not 2 <= requests <= MAX_REQUESTS):
+        raise SpecbenchError(f"--num-requests must be a whole number in [2, 2**40], got {num_requests!r}")
+    requests = None if requests is None else int(requests)
+    seed_value = rng.check_seed(_single("--seed", seed, int))
+    cost = None if cost_ratio is None else acceptance.check_cost_ratio(_single("--cost-ratio", cost_ratio, float))
+    thread_count = machine.parse_threads(threads)
+    if output is not None and not output.strip():
+        raise SpecbenchError("--output needs a folder name, got ''")
+    device_name = sweep.resolve_device(device)
+    backend_name = "torch" if tree else sweep.resolve_sweep_backend(backend, device_name)
+    shard_choice = shards.parse_shard(shard)
+    # a shard skips the other shards' cases; the BUG threshold still counts every case of the grid
+    others = set(range(len(profiles))) - set(shard_choice.positions(len(profiles))) if shard_choice else set()
+    steps = [requests or sweep.case_num_requests(p) for p in profiles]
+    costs = [sweep.pick_cost_ratio(cost, p) for p in profiles]
+    metadata = results.collect_metadata(
+        device_name, kind="sweep", seed=seed_value, backend=backend_name, num_requests=_used(steps),
+        cost_ratio=_used(costs), scenario=scenario_name, num_cases=len(profiles),
+        profiles=[p.name for p in profiles], confidence=sweep.CONFIDENCE,
+        family_bug_alpha=sweep.FAMILY_BUG_ALPHA, threads=thread_count, cpu_count=machine.cpu_count(),
+        load_average_start=machine.load_average(), load_average_end=None,
+        finished_cases=0, interrupted=None,  # null until the run ends (a killed run keeps null)
+        **({"shard": shard_choice.metadata(len(profiles))} if shard_choice else {}),
+    )
+    # a resumed folder's cases must be this run's: same seed, backend, device, steps, cost ratios, profiles
+    same = {key: (label, metadata[key]) for key, label in (
+        ("seed", "--seed"), ("backend", "--backend"), ("device", "device"), ("num_requests", "--num-requests"),
+        ("cost_ratio", "--cost-ratio"), ("profiles", "profile list"))}
+    same["shard"] = ("--shard", metadata.get("shard"))
+    out_dir, previous, earlier = results.open_output(None if output is None else Path(output), "sweep", resume,
+                                                     same)
+    done = _resumable(previous, profiles, out_dir)
+    metadata["finished_cases"] = len(done)
+    writer = results.ResultsWriter(out_dir, results.resumed_metadata(metadata, earlier), previous)
+    return _SweepRun(profiles, scenario_name, requests, seed_value, cost, thread_count, device_name, backend_name,
+                     shard_choice, others, steps, out_dir, done, writer, metadata)
+
+
+def _time_sweep(run: _SweepRun, no_charts: bool) -> None:
+    """Simulate every case of ``run`` with a progress bar, a table per case; then the charts, the summary
+    and the exit status (a stopped sweep keeps what finished and says how to resume it)."""
+    profiles, scenario_name, requests, seed_value = run.profiles, run.scenario_name, run.requests, run.seed
+    cost, thread_count, device_name, backend_name = run.cost, run.threads, run.device_name, run.backend_name
+    shard_choice, others, steps, out_dir, done = run.shard, run.others, run.steps, run.out_dir, run.done
+    writer, metadata = run.writer, run.metadata
     machine.use_threads(thread_count)
     _warn_if_busy(metadata["load_average_start"], thread_count, at_end=False)
     if shard_choice:

@@ -12,7 +12,7 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 import typer
 from rich.markup import escape
@@ -161,37 +161,66 @@ def verify_command(
     accepted paths, greedy identity, and, for specbench's random streams, a chain given as a tree against the chain.
     """
     try:
-        if interpret:
-            device = machine.use_triton_interpreter(device)
-        method_names = methods.parse_methods(method)
-        names = [name.strip() for name in impl.split(",") if name.strip()]
-        if not names:
-            raise SpecbenchError("--impl needs at least one implementation name")
-        modes = list(_MODES) if mode == "all" else [m.strip() for m in mode.split(",") if m.strip()]
-        for name in modes:
-            if name not in _MODES:
-                raise SpecbenchError(f"unknown mode {name!r}; choose from {', '.join(_MODES)} or all")
-        default_samples = INTERPRETED_SAMPLES if interpret else DEFAULT_SAMPLES
-        sample_count = default_samples if samples is None else _number(samples, "--samples", int, 50)
-        significance_value = _number(significance, "--significance", float, 1e-12, 1.0)
-        seed_value = _number(seed, "--seed", int, 0, 2**62)
-        device_name = sweep.resolve_device(device)
-        exactness.check_samples(sample_count, device_name)
-        parents = None
-        if tree is not None:
-            parents = trees.parse_tree_shape(tree)
-            if method_names != ["token"]:
-                raise SpecbenchError(f"--tree checks the token method only, got --method {method}")
-        chosen = registry.resolve_all(names)
+        plan = _plan_verify(impl=impl, mode=mode, device=device, samples=samples, significance=significance,
+                            seed=seed, interpret=interpret, method=method, tree=tree)
     except SpecbenchError as exc:
         fail(str(exc))
+    _check_all(plan, _runnable(plan), json_path)
 
+
+class _VerifyPlan(NamedTuple):
+    """``verify``'s options, checked: what to check, how hard, where."""
+
+    chosen: list
+    modes: list[str]
+    mode: str
+    method_names: list[str]
+    sample_count: int
+    significance: float
+    seed: int
+    device_name: str
+    interpret: bool
+    tree: str | None
+    parents: list[int] | None
+
+
+def _plan_verify(*, impl: str, mode: str, device: str, samples: str | None, significance: str, seed: str,
+                 interpret: bool, method: str | None, tree: str | None) -> _VerifyPlan:
+    """The options into a plan; every refusal a ``SpecbenchError``."""
+    if interpret:
+        device = machine.use_triton_interpreter(device)
+    method_names = methods.parse_methods(method)
+    names = [name.strip() for name in impl.split(",") if name.strip()]
+    if not names:
+        raise SpecbenchError("--impl needs at least one implementation name")
+    modes = list(_MODES) if mode == "all" else [m.strip() for m in mode.split(",") if m.strip()]
+    for name in modes:
+        if name not in _MODES:
+            raise SpecbenchError(f"unknown mode {name!r}; choose from {', '.join(_MODES)} or all")
+    default_samples = INTERPRETED_SAMPLES if interpret else DEFAULT_SAMPLES
+    sample_count = default_samples if samples is None else _number(samples, "--samples", int, 50)
+    significance_value = _number(significance, "--significance", float, 1e-12, 1.0)
+    seed_value = _number(seed, "--seed", int, 0, 2**62)
+    device_name = sweep.resolve_device(device)
+    exactness.check_samples(sample_count, device_name)
+    parents = None
+    if tree is not None:
+        parents = trees.parse_tree_shape(tree)
+        if method_names != ["token"]:
+            raise SpecbenchError(f"--tree checks the token method only, got --method {method}")
+    chosen = registry.resolve_all(names)
+    return _VerifyPlan(chosen, modes, mode, method_names, sample_count, significance_value, seed_value, device_name,
+                       interpret, tree, parents)
+
+
+def _runnable(plan: _VerifyPlan) -> list:
+    """The implementations of ``plan`` that can run here; the others are named as skipped (none: exit 2)."""
     import torch
 
-    torch_device = torch.device(device_name)
+    torch_device = torch.device(plan.device_name)
     runnable, skipped = [], []
-    for chosen_impl in chosen:
-        reason = chosen_impl.cannot_run(torch_device, interpret)
+    for chosen_impl in plan.chosen:
+        reason = chosen_impl.cannot_run(torch_device, plan.interpret)
         if reason:
             skipped.append(f"{chosen_impl.name}: {reason}")
         else:
@@ -200,7 +229,18 @@ def verify_command(
         fail(f"no implementation given can run here ({'; '.join(skipped)})")
     for line in skipped:
         error_console.print(f"[yellow]skipped[/] {escape(line)}", highlight=False)
+    return runnable
 
+
+def _check_all(plan: _VerifyPlan, runnable: list, json_path: Path | None) -> None:
+    """Run the exactness suite of every runnable implementation and method, a table and a summary each;
+    then the report and the exit status (1 for a FAIL, 2 for a run that checked nothing)."""
+    import torch
+
+    modes, mode, method_names, sample_count = plan.modes, plan.mode, plan.method_names, plan.sample_count
+    significance_value, seed_value, device_name = plan.significance, plan.seed, plan.device_name
+    interpret, tree, parents = plan.interpret, plan.tree, plan.parents
+    torch_device = torch.device(device_name)
     metadata = results.collect_metadata(device_name, kind="verify", samples=sample_count,
                                          significance=significance_value, seed=seed_value, interpreted=interpret,
                                          interrupted=False, **({"tree": tree} if tree is not None else {}))

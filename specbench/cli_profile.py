@@ -10,7 +10,7 @@ bootstrap intervals, GOF p-values and AIC, the best model named, optionally the 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, NamedTuple
 
 import typer
 from rich.markup import escape
@@ -112,51 +112,75 @@ def fit_command(
     """Fit per-position acceptance rates from a vLLM or SGLang server's metrics, logs or per-request responses into a
     scenario file."""
     try:
-        if output.exists() and not force:
-            raise SpecbenchError(f"{output} exists; pass --force to replace it or choose another --output")
-        if output.exists() and output.is_dir():
-            raise SpecbenchError(f"--output {output} is a folder; give a file name such as {output / 'profile.toml'}")
-        cost = None
-        if cost_ratio is not None:
-            try:
-                cost = acceptance.check_cost_ratio(float(cost_ratio))
-            except ValueError:
-                raise SpecbenchError(f"--cost-ratio takes a number, got {cost_ratio!r}") from None
-        if extend_k is not None:
-            from specbench import scenarios as scenario_module
-
-            scenario_module.check_num_spec_tokens(extend_k)
-        counts = profile_fit.read_counts(list(files), model)
-        if isinstance(counts, profile_sources.MeanLength):
-            _write_mean_only(counts, num_spec_tokens, output, name, cost,
-                             {"--extend-k": extend_k, "--use-model": use_model, "--figure": figure})
-            return
-        if num_spec_tokens is not None:
-            raise SpecbenchError(f"--num-spec-tokens is for SGLang's log lines and gauges, which give the mean length "
-                                 f"only; {counts.definition.server} gives K itself ({len(counts.accepted_per_position)})")
-        fit = profile_fit.fit_profile(counts)
-        if extend_k is not None and extend_k < fit.num_spec_tokens:
-            raise SpecbenchError(f"--extend-k {extend_k} is below the measured K = {fit.num_spec_tokens}; give at "
-                                 f"least {fit.num_spec_tokens}")
-        comparison, skipped = None, None
-        try:
-            comparison = profile_models.fit_all(counts.num_drafts, counts.accepted_per_position,
-                                                num_bootstrap=bootstrap)
-        except SpecbenchError as exc:
-            if "not nested" not in str(exc):
-                raise
-            skipped = str(exc)
-        chosen = None
-        if use_model is not None:
-            if use_model != "best":
-                profile_models.get_model(use_model)
-            if comparison is None:
-                raise SpecbenchError(f"--use-model {use_model}: no model could be fitted ({skipped})")
-            chosen = comparison.best if use_model == "best" else use_model
-        text = profile_fit.scenario_toml(fit, name or output.stem, cost, comparison, extend_k, chosen)
-        _write_scenario(text, output)
+        fitted = _fit(files, output=output, model=model, name=name, cost_ratio=cost_ratio, force=force,
+                      extend_k=extend_k, use_model=use_model, bootstrap=bootstrap, num_spec_tokens=num_spec_tokens,
+                      figure=figure)
     except SpecbenchError as exc:
         fail(str(exc))
+    if fitted is not None:  # None: a mean length alone, whose scenario is already written and said
+        _report(fitted, output, extend_k, figure)
+
+
+class _Fitted(NamedTuple):
+    counts: Any
+    fit: Any
+    comparison: Any
+    skipped: str | None
+
+
+def _fit(files, *, output: Path, model, name, cost_ratio, force: bool, extend_k, use_model, bootstrap: int,
+         num_spec_tokens, figure) -> _Fitted | None:
+    """Read the files, fit the profile and its models, and write the scenario; every refusal a
+    ``SpecbenchError``. None when the files give a mean length alone (that scenario is written and said)."""
+    if output.exists() and not force:
+        raise SpecbenchError(f"{output} exists; pass --force to replace it or choose another --output")
+    if output.exists() and output.is_dir():
+        raise SpecbenchError(f"--output {output} is a folder; give a file name such as {output / 'profile.toml'}")
+    cost = None
+    if cost_ratio is not None:
+        try:
+            cost = acceptance.check_cost_ratio(float(cost_ratio))
+        except ValueError:
+            raise SpecbenchError(f"--cost-ratio takes a number, got {cost_ratio!r}") from None
+    if extend_k is not None:
+        from specbench import scenarios as scenario_module
+
+        scenario_module.check_num_spec_tokens(extend_k)
+    counts = profile_fit.read_counts(list(files), model)
+    if isinstance(counts, profile_sources.MeanLength):
+        _write_mean_only(counts, num_spec_tokens, output, name, cost,
+                         {"--extend-k": extend_k, "--use-model": use_model, "--figure": figure})
+        return None
+    if num_spec_tokens is not None:
+        raise SpecbenchError(f"--num-spec-tokens is for SGLang's log lines and gauges, which give the mean length "
+                             f"only; {counts.definition.server} gives K itself ({len(counts.accepted_per_position)})")
+    fit = profile_fit.fit_profile(counts)
+    if extend_k is not None and extend_k < fit.num_spec_tokens:
+        raise SpecbenchError(f"--extend-k {extend_k} is below the measured K = {fit.num_spec_tokens}; give at "
+                             f"least {fit.num_spec_tokens}")
+    comparison, skipped = None, None
+    try:
+        comparison = profile_models.fit_all(counts.num_drafts, counts.accepted_per_position,
+                                            num_bootstrap=bootstrap)
+    except SpecbenchError as exc:
+        if "not nested" not in str(exc):
+            raise
+        skipped = str(exc)
+    chosen = None
+    if use_model is not None:
+        if use_model != "best":
+            profile_models.get_model(use_model)
+        if comparison is None:
+            raise SpecbenchError(f"--use-model {use_model}: no model could be fitted ({skipped})")
+        chosen = comparison.best if use_model == "best" else use_model
+    text = profile_fit.scenario_toml(fit, name or output.stem, cost, comparison, extend_k, chosen)
+    _write_scenario(text, output)
+    return _Fitted(counts, fit, comparison, skipped)
+
+
+def _report(fitted: _Fitted, output: Path, extend_k, figure) -> None:
+    """The fit's tables, the definition of its source's acceptance length, the models and their figure."""
+    counts, fit, comparison, skipped = fitted
     print_table(_fit_table(fit))
     where = ", ".join(counts.sources) + (f" (model {counts.model})" if counts.model else "")
     console.print(f"K = {fit.num_spec_tokens}, mean acceptance length L = {fit.mean_acceptance_length:.4f}, from "

@@ -150,7 +150,7 @@ def _number(option: str, text: str) -> float:
 
 
 def _profiles(lengths: list[str], ks: list[int], scenario: str | None, grid: Grid,
-              schedule: str | None = None) -> list[scenarios.Profile]:
+              schedule: str | None = None, k_from: str = "--num-spec-tokens {k}") -> list[scenarios.Profile]:
     if schedule is not None:
         acceptance.check_schedule(schedule)
     if scenario is not None:
@@ -170,7 +170,7 @@ def _profiles(lengths: list[str], ks: list[int], scenario: str | None, grid: Gri
                 if not lengths and length > k + 1:
                     # the grid's default length does not fit this K: say where the number came from
                     raise SpecbenchError(f"the default --acceptance-length {length:g} needs K >= {length - 1:g}, "
-                                         f"got --num-spec-tokens {k}; pass --acceptance-length (at most {k + 1}) "
+                                         f"got {k_from.format(k=k)}; pass --acceptance-length (at most {k + 1}) "
                                          f"or full")
                 profiles.append(scenarios.make_profile(k, acceptance_length=length, schedule=schedule,
                                                        name=f"{length:g}{suffix}"))
@@ -426,9 +426,10 @@ def kernels_command(
                                                "on a CPU).", show_default=False)] = None,
     placements: Annotated[str | None, typer.Option(
         "--placements", metavar="N", help="Copies of a small GPU case's inputs (at most 64 MiB) at other "
-        "addresses, each sample averaging one call on each (default 10; a graph takes the most that divide its 10 "
-        "calls). Each process draws its own, so more make rows agree better between processes (40 put every "
-        "host-free row at B <= 8 within 2.2% on an H200), at that many calls a sample.", show_default=False)] = None,
+        "addresses, each sample averaging one call on each (default 10, at most 100; a graph takes the largest "
+        "divisor of its 10 calls up to N). Each process draws its own, so more make rows agree better between "
+        "processes (40 put every host-free row at B <= 8 within 2.2% on an H200), at that many calls a sample.",
+        show_default=False)] = None,
     seed: Annotated[str, typer.Option("--seed", metavar="SEED", help="Seed of the generated inputs.")] = "0",
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", metavar="DIR", help="Results folder (default results/kernels-<timestamp>/).",
@@ -661,8 +662,6 @@ def _time_run(run: _PlannedRun, opened: _OpenedRun, no_charts: bool) -> None:
     _conclude(new_records, out_dir, charts)
 
 
-
-
 def _conclude(new_records: list[dict], out_dir: Path, charts: list) -> None:
     # the last lines of a run: where its files are, then exit 1 for a FAIL row, 2 when nothing was timed
     console.print(f"results: {escape(str(out_dir / results.RESULTS_JSON))}, "
@@ -691,8 +690,8 @@ def parse_shapes(text: str) -> list[tuple[int, int, tuple[str | None, int]]]:
             raise SpecbenchError(f"--shapes takes BxK@MODEL or BxK@V (B >= 1 requests, 1 <= K <= "
                                  f"{acceptance.MAX_NUM_SPEC_TOKENS} drafts, a model preset or a vocabulary size), "
                                  f"e.g. 64x4@qwen3, got {item!r}")
-        vocabulary = vocabulary.strip()
-        if vocabulary.isdigit():
+        vocabulary = vocabulary.strip().replace("_", "") if vocabulary.strip()[:1].isdigit() else vocabulary.strip()
+        if vocabulary.isascii() and vocabulary.isdigit():
             shapes.append((batch_size, num_spec_tokens, (None, int(vocabulary))))  # plan_cases checks V >= 2
         else:
             preset = models.resolve_model(vocabulary)
@@ -704,7 +703,8 @@ def _shape_cases(text: str, plan: dict, lengths: list[str], grid: Grid, schedule
     """``kernels --shapes``: the grid's other axes at each listed (B, K, vocabulary), shape by shape."""
     cases = []
     for batch_size, num_spec_tokens, vocabulary in parse_shapes(text):
-        profiles = _profiles(lengths, [num_spec_tokens], None, grid, schedule)
+        profiles = _profiles(lengths, [num_spec_tokens], None, grid, schedule,
+                             k_from=f"K = {{k}} in --shapes {batch_size}x{{k}}@{vocabulary[0] or vocabulary[1]}")
         cases += bench.plan_cases(**{**plan, "batch_sizes": [batch_size], "vocabularies": [vocabulary]},
                                   profiles=profiles)
     return list(dict.fromkeys(cases))

@@ -81,7 +81,7 @@ def retime_arguments(record: dict, metadata: dict, output: Path) -> list[str] | 
     if gpu:
         arguments += ["--timer", record_timer(record, metadata)]
     for name, option in (("warmup", "--warmup"), ("min_samples", "--min-samples"), ("max_samples", "--max-samples"),
-                         ("max_ms", "--max-ms")):
+                         ("max_ms", "--max-ms"), ("placements", "--placements")):
         if settings.get(name) is not None:
             arguments += [option, str(settings[name])]
     if settings.get("l2_flush") is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import datetime as _dt
 import json
+import math
 import os
 import platform
 import shlex
@@ -27,6 +28,9 @@ if TYPE_CHECKING:
 
 RESULTS_JSON = "results.json"
 RESULTS_CSV = "results.csv"
+# timing settings a results folder written before they were recorded is taken to hold: what those runs did
+# (timing.DEFAULT_PLACEMENTS); resuming and comparing such a folder reads them in
+UNRECORDED_TIMING = {"placements": 10}
 CSV_EVERY_S = 1.0  # ResultsWriter rewrites the CSV at most this often between flushes
 # 2: kernels records keep their timing samples (`samples_us`); files without `schema_version` are 1
 SCHEMA_VERSION = 2
@@ -192,6 +196,8 @@ def open_output(
         raise SpecbenchError(f"{output} holds a {metadata.get('kind')} run, not a {kind} run; choose another --output")
     for name, (label, value) in (same or {}).items():
         before = metadata.get(name)
+        if name == "timing" and isinstance(before, dict):
+            before = {**UNRECORDED_TIMING, **before}
         if isinstance(value, dict) and isinstance(before, dict):
             changed = [key for key in value if before.get(key) != value[key]]
             if changed:
@@ -266,6 +272,13 @@ def _flat(value: Any) -> Any:
     return value
 
 
+def _csv_cell(value: Any) -> Any:
+    # a CSV cell: lists joined, a missing number (None, NaN) empty
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return _flat(value)
+
+
 def records_frame(records: list[dict]) -> pd.DataFrame:
     """Records as a long-form table; list-valued fields become ``;``-joined strings."""
     import pandas as pd  # here: a process that only reads, merges or writes records never loads pandas
@@ -283,8 +296,7 @@ def _write_csv(records: list[dict], path: Path) -> None:
                                        lineterminator="\n")
         if columns:
             writer.writeheader()
-        writer.writerows({key: _flat(value) for key, value in record.items() if value is not None}
-                         for record in records)
+        writer.writerows({key: _csv_cell(value) for key, value in record.items()} for record in records)
 
 
 def read_results(directory: str | Path) -> tuple[dict[str, Any], list[dict]]:

@@ -86,6 +86,7 @@ CPU_FLUSH_BYTES = 64 << 20
 # window of GPU_FLUSH_BYTES per placement, each FLUSH_STEP past the last, and the sample of placement j
 # overwrites window j (module docstring, "Placements")
 DEFAULT_PLACEMENTS = 10
+MAX_PLACEMENTS = 100  # each takes a copy of the inputs (up to bench.PLACEMENT_BYTES) and a flush window
 FLUSH_STEP = (4 << 20) + (192 << 10)
 GPU_COPY_BYTES = 1 << 30
 CPU_COPY_BYTES = 64 << 20
@@ -120,9 +121,9 @@ class TimingConfig:
     - ``graph_calls``: calls captured in one graph (10).
     - ``timer``: how a GPU sample outside a graph is taken, ``host-free`` or ``events`` (``host-free``);
       a CPU sample is always ``perf_counter``, a graph replay always ``graph``.
-    - ``placements``: copies of a small GPU case's inputs a sample averages (``DEFAULT_PLACEMENTS``; the
-      caller makes the copies, ``bench.py``), and windows of the flush buffer; a graph takes
-      ``placement_count``.
+    - ``placements``: copies of a small GPU case's inputs a sample averages (``DEFAULT_PLACEMENTS``, at
+      most ``MAX_PLACEMENTS``; the caller makes the copies, ``bench.py``), and windows of the flush buffer;
+      a graph takes ``placement_count``.
     """
 
     warmup: int = 3
@@ -151,13 +152,15 @@ class TimingConfig:
             raise SpecbenchError(f"time budget must be 0 ms or more, got {self.max_ms}")
         if self.graph_calls < 1:
             raise SpecbenchError(f"calls per CUDA graph must be at least 1, got {self.graph_calls}")
-        if self.placements < 1:
-            raise SpecbenchError(f"placements must be at least 1, got {self.placements}")
+        if not 1 <= self.placements <= MAX_PLACEMENTS:
+            raise SpecbenchError(f"placements must be between 1 and {MAX_PLACEMENTS}, got {self.placements}")
 
     def placement_count(self) -> int:
-        """How many placements a sample takes: ``placements``, or under a graph the largest count that
-        divides both it and ``graph_calls`` (a replay must call every copy equally often)."""
-        return math.gcd(self.placements, self.graph_calls) if self.cuda_graph else self.placements
+        """How many placements a sample takes: ``placements``, or under a graph the largest divisor of
+        ``graph_calls`` that is at most ``placements`` (a replay must call every copy equally often)."""
+        if not self.cuda_graph:
+            return self.placements
+        return max(d for d in range(1, min(self.placements, self.graph_calls) + 1) if self.graph_calls % d == 0)
 
 
 class Timing(NamedTuple):

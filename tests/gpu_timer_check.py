@@ -329,7 +329,9 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("needs a CUDA GPU (the spread subcommand reads runs anywhere)")
     device = torch.device("cuda", torch.cuda.current_device())
-    if len(sys.argv) > 1 and sys.argv[1] in STUDIES:
+    if len(sys.argv) > 1:
+        if sys.argv[1] not in STUDIES:
+            sys.exit(f"unknown study {sys.argv[1]!r}; choose from spread, {', '.join(STUDIES)}, or none for the timer check")
         STUDIES[sys.argv[1]](device)
         return
     print(torch.cuda.get_device_name(device), "torch", torch.__version__)

@@ -12,7 +12,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from specbench import bench, results
+from specbench import bench, results, timing
 from specbench.cli import app
 from specbench.errors import SpecbenchError
 
@@ -93,7 +93,7 @@ def test_model_presets_set_the_vocabulary(tmp_path):
 
 def test_shapes_run_only_the_listed_b_k_and_vocabulary_triples_in_their_order(tmp_path):
     result = run("kernels", "--device", "cpu", "--max-ms", "0", "--min-samples", "1", "--warmup", "0",
-                 "--no-l2-flush", "--mode", "greedy", "--shapes", "2x2@64, 1X3@48,2x2@64", "-l", "2,full",
+                 "--no-l2-flush", "--mode", "greedy", "--shapes", "2x2@64, 1X3@4_8,2x2@64", "-l", "2,full",
                  "--output", str(tmp_path), "--no-charts")
     assert result.exit_code == 0, result.output
     rows = [(r["batch_size"], r["num_spec_tokens"], r["vocab_size"], r["acceptance"]) for r in _records(tmp_path)]
@@ -108,8 +108,6 @@ def test_shapes_run_only_the_listed_b_k_and_vocabulary_triples_in_their_order(tm
 
 def test_placements_reach_the_timer_and_the_timing_settings(tmp_path, monkeypatch):
     # the help's numbers are the code's
-    from specbench import timing
-
     assert timing.DEFAULT_PLACEMENTS == 10 and bench.PLACEMENT_BYTES == 64 << 20
     configs = []
     real_run = bench.run_benchmark
@@ -127,6 +125,19 @@ def test_placements_reach_the_timer_and_the_timing_settings(tmp_path, monkeypatc
     resumed = run("kernels", *TINY, "--mode", "greedy", "--batch-size", "1,2", "--no-charts", "-o",
                   str(tmp_path / "forty"), "--resume")
     assert resumed.exit_code == 2 and "timing" in _one_line(resumed.stderr)  # a resume keeps the placements
+    # a folder written before placements were recorded ran ten: it resumes with the default, not with 40
+    path = tmp_path / "default" / "results.json"
+    payload = json.loads(path.read_text())
+    del payload["metadata"]["timing"]["placements"]
+    path.write_text(json.dumps(payload))
+    assert results.UNRECORDED_TIMING == {"placements": timing.DEFAULT_PLACEMENTS}
+    older = ["kernels", *TINY, "--mode", "greedy", "--batch-size", "1,2", "--no-charts", "-o", str(tmp_path / "default"),
+             "--resume"]
+    refused = run(*older, "--placements", "40")
+    assert refused.exit_code == 2 and "timing setting placements = 40 differs" in _one_line(refused.stderr)
+    resumed = run(*older)
+    assert resumed.exit_code == 0, resumed.output
+    assert [r["batch_size"] for r in _records(tmp_path / "default")] == [1, 2]
 
 
 def test_a_scenario_sets_k_and_the_rates(tmp_path):
@@ -168,6 +179,7 @@ def test_a_scenario_sets_k_and_the_rates(tmp_path):
         (["-k", "1000000000000000000"], "K (draft tokens per step) must be at most 64, got 1000000000000000000"),
         (["-k", "65", "-l", "2"], "K (draft tokens per step) must be at most 64, got 65"),
         (["--placements", "0"], "--placements values must be at least 1, got 0"),
+        (["--placements", "101"], "placements must be between 1 and 100, got 101"),
         (["--placements", "4,8"], "--placements takes one whole number, got '4,8'"),
         (["--shapes", "1x3"], "--shapes takes BxK@MODEL or BxK@V"),
         (["--shapes", "0x3@llama3"], "--shapes takes BxK@MODEL or BxK@V"),
@@ -175,6 +187,8 @@ def test_a_scenario_sets_k_and_the_rates(tmp_path):
         (["--shapes", "1xk@llama3"], "--shapes takes BxK@MODEL or BxK@V"),
         (["--shapes", "1x3@gpt-5"], "unknown model 'gpt-5'"),
         (["--shapes", "1x3@1"], "vocabulary size must be at least 2"),
+        (["--shapes", "1x3@²"], "unknown model '²'"),
+        (["--shapes", "1x1@64", "--device", "cpu"], "got K = 1 in --shapes 1x1@64; pass --acceptance-length"),
         (["--shapes", "1x3@64", "-b", "8"], "so it cannot be combined with --batch-size"),
         (["--shapes", "1x3@64", "--scenario", "default"], "cannot be combined with --scenario"),
         (["--shapes", "1x3@64", "--tree", "2x2"], "cannot be combined with --tree"),

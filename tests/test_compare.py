@@ -172,6 +172,15 @@ def test_version_differences_are_warnings_and_verdicts_stand(quick_run, tmp_path
     assert report["counts"].get("unchanged", 0) > 0 and not any(d["invalidates"] for d in report["setting_differences"])
 
 
+def test_placements_are_named_and_a_run_from_before_they_were_recorded_held_ten(quick_run, tmp_path):
+    unrecorded = _edit(shutil.copytree(quick_run, tmp_path / "old"), lambda p: p["metadata"]["timing"].pop("placements", None))
+    ten = _edit(shutil.copytree(quick_run, tmp_path / "ten"), lambda p: p["metadata"]["timing"].update(placements=10))
+    forty = _edit(shutil.copytree(quick_run, tmp_path / "forty"), lambda p: p["metadata"]["timing"].update(placements=40))
+    assert "placements" not in _one_line(_compare(unrecorded, ten).stderr)
+    named = _compare(unrecorded, forty)
+    assert named.exit_code in (0, 1) and "timing placements 10 (baseline) vs 40 (current)" in _one_line(named.stderr)
+
+
 @pytest.mark.parametrize(("field", "value", "said"), [
     ("threads", 2, "threads 1 (baseline) vs 2 (current)"),
     ("device", "cpu (another machine)", "device cpu ("),
@@ -569,6 +578,8 @@ def test_retime_arguments_remake_the_case_and_a_failed_retiming_keeps_the_verdic
     assert "--mode probabilistic" in text and "--draft logits" in text and "--top-k 50" in text
     assert "--acceptance-length 2.5 --schedule geometric" in text and "--logprobs raw" in text
     assert "--timer" not in text and f"--seed {metadata['seed']}" in text  # a CPU run has one timer
+    forty = {**metadata, "timing": {**metadata["timing"], "placements": 40}}
+    assert "--placements 40" in " ".join(confirm.retime_arguments(record, forty, tmp_path / "out"))
     assert confirm.retime_arguments({**record, "acceptance": "chat"}, metadata, tmp_path) is None
     baseline = _with_samples(quick_run, tmp_path / "base", seed=1)
     current = _with_samples(quick_run, tmp_path / "cur", seed=2, scale={0: 2.5})

@@ -305,3 +305,7 @@ def test_the_csv_follows_the_json_at_most_every_second_and_at_every_flush(tmp_pa
     monkeypatch.setattr(results, "CSV_EVERY_S", 0.0)
     writer.add({"case": 3, "median_us": 4.0})
     assert len((tmp_path / results.RESULTS_CSV).read_text().strip().splitlines()) == 1 + 4
+    # a missing number is an empty cell, as pandas wrote it; lists are joined; a field some rows lack is empty
+    writer.add({"case": 4, "median_us": float("nan"), "rates": [1.5, 2.25], "note": None, "extra": 7})
+    lines = (tmp_path / results.RESULTS_CSV).read_text().splitlines()
+    assert lines[0] == "case,median_us,rates,note,extra" and lines[1] == "0,1.0,,," and lines[-1] == "4,,1.5;2.25,,7"

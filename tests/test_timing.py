@@ -372,9 +372,12 @@ def test_a_graph_takes_the_most_placements_that_divide_its_calls():
     assert timing.TimingConfig(placements=40).placement_count() == 40
     assert timing.TimingConfig(placements=40, cuda_graph=True).placement_count() == 10
     assert timing.TimingConfig(placements=4, cuda_graph=True).placement_count() == 2
-    assert timing.TimingConfig(placements=10, cuda_graph=True, graph_calls=7).placement_count() == 1
-    with pytest.raises(SpecbenchError, match="placements must be at least 1, got 0"):
-        timing.TimingConfig(placements=0)
+    assert timing.TimingConfig(placements=7, cuda_graph=True).placement_count() == 5
+    assert timing.TimingConfig(placements=10, cuda_graph=True, graph_calls=7).placement_count() == 7
+    assert timing.TimingConfig(placements=6, cuda_graph=True, graph_calls=7).placement_count() == 1
+    for bad in (0, timing.MAX_PLACEMENTS + 1):
+        with pytest.raises(SpecbenchError, match=f"placements must be between 1 and 100, got {bad}"):
+            timing.TimingConfig(placements=bad)
 
 
 @needs_gpu

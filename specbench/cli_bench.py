@@ -9,7 +9,6 @@ grid, a CPU a small torch-only one.
 
 from __future__ import annotations
 
-import contextlib
 import platform
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from specbench import acceptance, machine, methods, models, sampling_cases, scenarios
-from specbench.console import STOPPED, console, error_console, fail, lazy_module, print_table, stopped
+from specbench.console import (
+    STOPPED,
+    console,
+    error_console,
+    fail,
+    fail_after_saving,
+    lazy_module,
+    print_table,
+    stopped,
+)
 from specbench.errors import SpecbenchError
 
 # loaded on first use: torch, numpy, pandas and matplotlib stay out of `specbench --help`
@@ -648,12 +656,8 @@ def _time_run(run: _PlannedRun, opened: _OpenedRun, no_charts: bool) -> None:
                       f"{len(charts)} charts are in {escape(str(out_dir))}/; continue with --output "
                       f"{escape(str(out_dir))} --resume", highlight=False)
         raise typer.Exit(status) from None
-    except Exception as exc:
-        with contextlib.suppress(SpecbenchError):  # results.csv catches up with results.json
-            writer.flush()
-        if isinstance(exc, SpecbenchError):
-            fail(str(exc))
-        raise
+    except Exception as exc:  # noqa: BLE001 -- fail_after_saving raises it on unless it is a SpecbenchError
+        fail_after_saving(exc, writer.flush)  # results.csv catches up with results.json
 
     charts = finish(interrupted=False)
     busy = machine.busy_warning(writer.metadata["load_average_end"], thread_count, at_end=True)

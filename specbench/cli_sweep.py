@@ -8,7 +8,6 @@ it instead of a usage panel.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,16 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from rich.table import Table
 
 from specbench import acceptance, machine, scenarios
-from specbench.console import STOPPED, console, error_console, fail, lazy_module, print_table, stopped
+from specbench.console import (
+    STOPPED,
+    console,
+    error_console,
+    fail,
+    fail_after_saving,
+    lazy_module,
+    print_table,
+    stopped,
+)
 from specbench.errors import SpecbenchError
 
 # loaded on first use: torch, numpy, pandas and scipy stay out of `specbench --help`
@@ -478,12 +486,8 @@ def _time_sweep(run: _SweepRun, no_charts: bool) -> None:
                       f"{'and charts ' if charts else ''}are in {escape(str(out_dir))}/; continue with --output "
                       f"{escape(str(out_dir))} --resume", highlight=False)
         raise typer.Exit(status) from None
-    except Exception as exc:
-        with contextlib.suppress(SpecbenchError):  # results.csv catches up with results.json
-            writer.flush()
-        if isinstance(exc, SpecbenchError):
-            fail(str(exc))
-        raise
+    except Exception as exc:  # noqa: BLE001 -- fail_after_saving raises it on unless it is a SpecbenchError
+        fail_after_saving(exc, writer.flush)  # results.csv catches up with results.json
 
     records = finish(interrupted=False)
     if not records:  # a shard of a grid with fewer cases than shards

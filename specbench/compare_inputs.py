@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.errors import SpecbenchError
-from specbench.results import UNRECORDED_TIMING
+from specbench.results import UNRECORDED
 
 VERSION_FIELDS = ("specbench", "torch", "triton", "python", "driver", "cuda")
 # sample budgets and placements: they change how many samples a row has (the interval's width) or how many
@@ -60,9 +60,8 @@ def setting_differences(base_meta: dict[str, Any], cur_meta: dict[str, Any]) -> 
     timing sample measures first (only a kernels run's timings can be invalidated)."""
     timed = base_meta.get("kind") == "kernels"
     on_cpu = not (on_gpu(base_meta) or on_gpu(cur_meta))
-    # a kernels run from before a setting was recorded holds what those runs did
-    base_timing, cur_timing = ({**UNRECORDED_TIMING, **(meta.get("timing") or {})} if timed else meta.get("timing") or {}
-                               for meta in (base_meta, cur_meta))
+    # a run from before a setting was recorded holds what those runs did
+    base_timing, cur_timing = ({**UNRECORDED["timing"], **(meta.get("timing") or {})} for meta in (base_meta, cur_meta))
     checks = [
         ("device", base_meta.get("device"), cur_meta.get("device"), "all"),
         # torch's intra-op threads set a CPU row's speed; a GPU row's time is the device's

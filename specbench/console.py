@@ -6,12 +6,15 @@ Nothing here imports torch, so ``specbench --help`` stays fast.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib
 import importlib.util
 import os
 import sys
+from collections.abc import Callable
 from types import ModuleType
+from typing import NoReturn
 
 import typer
 from rich import box
@@ -73,6 +76,16 @@ def fail(message: str) -> None:
     """Print one red sentence on stderr and exit with status 2."""
     print_error(message)
     raise typer.Exit(2)
+
+
+def fail_after_saving(exc: Exception, save: Callable[[], None]) -> NoReturn:
+    """End a run that ``exc`` stopped: ``save`` what it finished (a failing save is passed over: ``exc``
+    is what is said), then one sentence and exit 2 for a ``SpecbenchError``, else ``exc`` raised on."""
+    with contextlib.suppress(SpecbenchError):
+        save()
+    if isinstance(exc, SpecbenchError):
+        fail(str(exc))
+    raise exc
 
 
 # What stops a run early, each with its exit status: Ctrl-C, and a reader of stdout that went away

@@ -28,9 +28,9 @@ if TYPE_CHECKING:
 
 RESULTS_JSON = "results.json"
 RESULTS_CSV = "results.csv"
-# timing settings a results folder written before they were recorded is taken to hold: what those runs did
-# (timing.DEFAULT_PLACEMENTS); resuming and comparing such a folder reads them in
-UNRECORDED_TIMING = {"placements": 10}
+# settings a results folder written before they were recorded is taken to hold, by metadata field: what
+# those runs did (timing.DEFAULT_PLACEMENTS); resuming and comparing such a folder reads them in
+UNRECORDED = {"timing": {"placements": 10}}
 CSV_EVERY_S = 1.0  # ResultsWriter rewrites the CSV at most this often between flushes
 # 2: kernels records keep their timing samples (`samples_us`); files without `schema_version` are 1
 SCHEMA_VERSION = 2
@@ -196,8 +196,8 @@ def open_output(
         raise SpecbenchError(f"{output} holds a {metadata.get('kind')} run, not a {kind} run; choose another --output")
     for name, (label, value) in (same or {}).items():
         before = metadata.get(name)
-        if name == "timing" and isinstance(before, dict):
-            before = {**UNRECORDED_TIMING, **before}
+        if name in UNRECORDED and isinstance(before, dict):
+            before = {**UNRECORDED[name], **before}
         if isinstance(value, dict) and isinstance(before, dict):
             changed = [key for key in value if before.get(key) != value[key]]
             if changed:

@@ -134,6 +134,13 @@ def host_free_step(device: torch.device) -> None:
             print(_row(f"triton B={batch}", measured.timer, measured.timings["step"]))
 
 
+def _medians_line(label: str, medians: list[list[float]], width: int = 34) -> str:
+    """One placement study row: each placement's medians, round by round, and the largest over the smallest."""
+    cells = "  ".join("/".join(f"{row[c]:.2f}" for row in medians) for c in range(len(medians[0])))
+    spread_ = max(max(row) for row in medians) / min(min(row) for row in medians)
+    return f"{label:<{width}} {cells}   max/min {spread_:.3f}"
+
+
 def placement(device: torch.device, copies: int = 6, rounds: int = 2) -> None:
     """Does a row's host-free median depend on where its inputs sit in memory? The same inputs are made
     ``copies`` times (the same values at other addresses, all kept alive) and each copy is timed in
@@ -146,9 +153,7 @@ def placement(device: torch.device, copies: int = 6, rounds: int = 2) -> None:
             calls = [_step(batch, device, draft) for _ in range(copies)]
             medians = [[timing.time_implementations({"step": call}, device, config).timings["step"].median_us
                         for call in calls] for _ in range(rounds)]
-            cells = "  ".join("/".join(f"{row[c]:.2f}" for row in medians) for c in range(copies))
-            spread_ = max(max(row) for row in medians) / min(min(row) for row in medians)
-            print(f"B={batch} draft={draft:<7} {cells}   max/min {spread_:.3f}")
+            print(_medians_line(f"B={batch} draft={draft}", medians, 17))
 
 
 def scratch(device: torch.device, places: int = 6, rounds: int = 2) -> None:
@@ -161,9 +166,7 @@ def scratch(device: torch.device, places: int = 6, rounds: int = 2) -> None:
     pads = []
 
     def report(label: str, medians: list[list[float]]) -> None:
-        cells = "  ".join("/".join(f"{row[c]:.2f}" for row in medians) for c in range(len(medians[0])))
-        spread_ = max(max(row) for row in medians) / min(min(row) for row in medians)
-        print(f"{label:<34} {cells}   max/min {spread_:.3f}")
+        print(_medians_line(label, medians))
 
     print(f"\nhost-free medians (µs), {places} placements, {rounds} rounds, 100 samples each; inputs fixed")
     for draft in ("none", "logits"):
@@ -214,9 +217,7 @@ def flush_kind(device: torch.device, places: int = 6, rounds: int = 2) -> None:
     pads = []
 
     def report(label: str, medians: list[list[float]]) -> None:
-        cells = "  ".join("/".join(f"{row[c]:.2f}" for row in medians) for c in range(len(medians[0])))
-        spread_ = max(max(row) for row in medians) / min(min(row) for row in medians)
-        print(f"{label:<40} {cells}   max/min {spread_:.3f}")
+        print(_medians_line(label, medians, 40))
 
     def timed(call, buffer=None) -> float:
         with _flush_buffer_is(buffer) if buffer is not None else contextlib.nullcontext():
@@ -285,11 +286,9 @@ def code(device: torch.device, loads: int = 6, rounds: int = 2) -> None:
                         k.module, k.function, k._run = module, function, run
                     row.append(timing.time_implementations({"step": call}, device, config).timings["step"].median_us)
                 medians.append(row)
-            cells = "  ".join("/".join(f"{row[c]:.2f}" for row in medians) for c in range(loads))
-            spread_ = max(max(row) for row in medians) / min(min(row) for row in medians)
             functions = len({h[1] for handles in placed for h in handles})
-            print(f"B={batch} draft={draft:<7} {cells}   max/min {spread_:.3f}   ({len(kernels)} kernels, "
-                  f"{functions} function handles)")
+            print(_medians_line(f"B={batch} draft={draft}", medians, 17)
+                  + f"   ({len(kernels)} kernels, {functions} function handles)")
 
 
 @contextlib.contextmanager

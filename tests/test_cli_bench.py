@@ -130,7 +130,7 @@ def test_placements_reach_the_timer_and_the_timing_settings(tmp_path, monkeypatc
     payload = json.loads(path.read_text())
     del payload["metadata"]["timing"]["placements"]
     path.write_text(json.dumps(payload))
-    assert results.UNRECORDED_TIMING == {"placements": timing.DEFAULT_PLACEMENTS}
+    assert results.UNRECORDED == {"timing": {"placements": timing.DEFAULT_PLACEMENTS}}
     older = ["kernels", *TINY, "--mode", "greedy", "--batch-size", "1,2", "--no-charts", "-o", str(tmp_path / "default"),
              "--resume"]
     refused = run(*older, "--placements", "40")

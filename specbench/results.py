@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 RESULTS_JSON = "results.json"
 RESULTS_CSV = "results.csv"
 # settings a results folder written before they were recorded is taken to hold, by metadata field: what
-# those runs did (timing.DEFAULT_PLACEMENTS); resuming and comparing such a folder reads them in
+# those runs did (ten placements, the default until forty); resuming and comparing such a folder reads them in
 UNRECORDED = {"timing": {"placements": 10}}
 CSV_EVERY_S = 1.0  # ResultsWriter rewrites the CSV at most this often between flushes
 # 2: kernels records keep their timing samples (`samples_us`); files without `schema_version` are 1

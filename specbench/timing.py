@@ -2,22 +2,31 @@
 
 Timers (``TIMERS``; every record names the one that produced it):
 
-- ``host-free`` (GPU, the default): before each sample the stream is given a backlog, a GPU sleep
+- ``host-free`` (GPU, the default): before each call the stream is given a backlog, a GPU sleep
   (``torch.cuda._sleep``) long enough to cover the host's enqueue of everything that follows; then
-  the L2 flush, the start event, the call, the end event. The host has queued the whole sample
-  before the GPU reaches it, so the GPU never waits for the host: the sample is the GPU's work
-  alone, the call's kernels back to back, starting from a cold L2. The backlog is sized per
-  implementation: the host's time to enqueue flush, events and call is measured (the largest of
-  ``ENQUEUE_TRIES``, each behind a sleep of ``ENQUEUE_PROBE_US``, so a call that waits for the GPU
-  shows it), and the backlog is ``BACKLOG_FACTOR`` times it plus ``BACKLOG_PAD_US``, at most
-  ``MAX_BACKLOG_US``, turned into cycles with the SM clock measured by timing a sleep
-  (``sleep_cycles_per_us``: the fastest of a few, so the real sleep is never shorter).
-  Whether the backlog held is checked on every sample: an event recorded right after the sleep is
+  the L2 flush, the start event, the call, the end event (a sample of several placements repeats
+  this for each, below). The host has queued the call before the GPU reaches it, so the GPU never
+  waits for the host: the sample is the GPU's work alone, the call's kernels back to back, starting
+  from a cold L2. The backlog is sized per implementation: the host's time to enqueue flush, events
+  and call is measured (the largest of ``ENQUEUE_TRIES``, each behind a sleep of
+  ``ENQUEUE_PROBE_US``, so a call that waits for the GPU shows it), and the backlog is
+  ``BACKLOG_FACTOR`` times it plus ``BACKLOG_PAD_US``, at most ``MAX_BACKLOG_US``, turned into cycles
+  with the SM clock measured by timing a sleep (``sleep_cycles_per_us``: the fastest of a few, so the
+  real sleep is never shorter).
+  Whether the backlog held is checked for every call: an event recorded right after the sleep is
   queried once the host has enqueued the end event. Not done yet means the GPU was still asleep
-  when the whole sample was in the queue, so it cannot have waited for the host; done means it may
+  when the whole call was in the queue, so it cannot have waited for the host; done means it may
   have waited, and the sample counts as one whose backlog ran out (``Timing.backlog_ran_out``). The
   check errs one way: it can count a sample that did not wait, never miss one that did (it takes
-  work the launch calls have returned from as submitted, as CUDA on Linux does).
+  work the launch calls have returned from as submitted, as CUDA on Linux does). A placement whose
+  backlog ran out gets a backlog ``BACKLOG_GROWTH`` times longer from the next sample on, at most
+  ``BACKLOG_GROWTHS`` times and ``MAX_BACKLOG_US`` (``Timing.backlog_us`` is the longest at the end).
+  The first placement of a round follows the host's wait for the previous round, and the host can be
+  slower then than any of its measured enqueues: on an H200, with forty placements, one row's samples
+  ran out 21 times in 28 behind a backlog sized once (``results/h200-placement-count``); with the
+  growth, 21 samples of 1,544 over 32 rows ran out, at most two in a row
+  (``results/h200-forty-placements``). A call that waits for the GPU, which no backlog covers, costs
+  at most two longer sleeps.
 - ``events``: the flush, then the call between two CUDA events (``elapsed_time``). Host-side launch
   overhead counts where the GPU waits for it: the flush keeps the GPU busy while the host enqueues
   the call, so a launch-bound call shows the part of its overhead the flush does not hide (as with
@@ -50,15 +59,19 @@ Everywhere:
   the inputs fixed, ``results/h200-placements``): the flush leaves the L2 full of dirty lines, and
   which of them a call must write back depends on those addresses (a flush that reads instead takes
   the levels out, ``results/h200-flush-kind``). With copies, a sample is the mean of one call on
-  each copy, each with its own backlog and flush, and the flush of copy ``j`` overwrites window ``j``
-  of the flush buffer (``TimingConfig.placements`` windows ``FLUSH_STEP`` apart); a graph captures its calls
-  cycling through the copies (its sample, one replay after one flush, always flushes window 0). So
-  every sample outside a graph averages the same placements of all three. That steadies a
-  row within a process; between processes host-free rows at B <= 8 still move by up to 5.5% on the H200
-  (graph rows stay within 1.5%). That is the sampling error of ten placements, drawn afresh by each
-  process: forty brought every such row within 2.2% across three processes, but ran out of backlog
-  three times as often (``results/h200-placement-count``), so ten stay until the backlog is sized for
-  them. A kernel's code load moves a cold call too (``tests/gpu_timer_check.py code``).
+  each copy, each after its own backlog and flush: the flush of copy ``j`` overwrites window ``j`` of
+  the flush buffer (``TimingConfig.placements`` windows ``FLUSH_STEP`` apart); a graph captures its
+  calls cycling through the copies (its sample, one replay after one flush, always flushes window 0).
+  So every sample outside a graph averages the same placements of all three. The backlog before each
+  copy matters too: behind one backlog for all forty, the samples of some rows took two levels about
+  5% apart (p80/p20 1.05 against 1.01, ``results/h200-forty-placements``). That steadies a row within
+  a process; between processes a row still moves by the sampling error of its placements, drawn
+  afresh by each process (on the H200, host-free rows at B <= 8 moved by up to 5.6% between three
+  processes with ten placements, and by at most 2.2% with forty, ``results/h200-placement-count``),
+  hence ``DEFAULT_PLACEMENTS``. Some processes also read every such row 1.4-1.8% slower, an offset
+  of the whole process whose cause is not found (not the flush buffer's pages, not the code's load;
+  ``results/h200-forty-placements``).
+  A kernel's code load moves a cold call too (``tests/gpu_timer_check.py code``).
 - Summary: the median with the 20th and 80th percentiles (linear interpolation) and the count.
 
 ``peak_bandwidth_gbps`` measures the copy bandwidth the ``% of peak`` columns refer to, and
@@ -85,7 +98,7 @@ CPU_FLUSH_BYTES = 64 << 20
 # placements a small GPU case's samples average (TimingConfig.placements); a GPU's flush buffer holds one
 # window of GPU_FLUSH_BYTES per placement, each FLUSH_STEP past the last, and the sample of placement j
 # overwrites window j (module docstring, "Placements")
-DEFAULT_PLACEMENTS = 10
+DEFAULT_PLACEMENTS = 40
 MAX_PLACEMENTS = 100  # each takes a copy of the inputs (up to bench.PLACEMENT_BYTES) and a flush window
 FLUSH_STEP = (4 << 20) + (192 << 10)
 GPU_COPY_BYTES = 1 << 30
@@ -96,12 +109,16 @@ CPU_CACHE_DIR = "/sys/devices/system/cpu/cpu0/cache"
 TIMERS = ("host-free", "events", "graph", "perf_counter")
 EAGER_GPU_TIMERS = ("host-free", "events")
 DEFAULT_GPU_TIMER = "host-free"
-# the backlog before a sample: this many times the host's measured enqueue time, plus this pad
+# the backlog before a call: this many times the host's measured enqueue time, plus this pad
 # (an event query and the Python between samples), at most MAX_BACKLOG_US (a call that waits for
 # the GPU, such as one reading a value back, can never be covered: its samples all run out)
 BACKLOG_FACTOR = 2.0
 BACKLOG_PAD_US = 20.0
 MAX_BACKLOG_US = 20_000.0
+# a placement whose backlog ran out gets a backlog BACKLOG_GROWTH times longer from the next sample on, at
+# most BACKLOG_GROWTHS times (a call that waits for the GPU would otherwise grow it to the cap)
+BACKLOG_GROWTH = 2.0
+BACKLOG_GROWTHS = 2
 ENQUEUE_TRIES = 5
 # the sleep the enqueue time is measured behind, and the one the SM clock is measured with
 ENQUEUE_PROBE_US = 2_000.0
@@ -172,7 +189,8 @@ class Timing(NamedTuple):
     p80_us: float
     samples: int
     samples_us: tuple[float, ...] = ()
-    # host-free and graph timers: the backlog slept before each sample, and in how many samples it ran out
+    # host-free and graph timers: the longest backlog slept before a call (a placement's grows after its
+    # backlog ran out), and in how many samples the backlog of any placement ran out
     backlog_us: float | None = None
     backlog_ran_out: int | None = None
     # how many copies of the inputs each sample averages (module docstring, "Placements")
@@ -198,7 +216,7 @@ def timer_name(device: str | torch.device, config: TimingConfig) -> str:
 
 
 def backlog_us(enqueue_us: float) -> float:
-    """How long the GPU sleeps before a sample whose enqueue took the host ``enqueue_us``:
+    """How long the GPU sleeps before a call whose enqueue took the host ``enqueue_us``:
     ``BACKLOG_FACTOR * enqueue_us + BACKLOG_PAD_US``, at most ``MAX_BACKLOG_US``."""
     if not (math.isfinite(enqueue_us) and enqueue_us >= 0):
         raise SpecbenchError(f"an enqueue time must be a number of microseconds >= 0, got {enqueue_us}")
@@ -316,56 +334,65 @@ def _capture(fns: Sequence[Callable[[], object]], num_calls: int, device: torch.
 
 
 class _GpuSample(NamedTuple):
-    start: torch.cuda.Event
-    end: torch.cuda.Event
-    ran_out: bool | None  # None: no backlog was asked for
-    enqueue_ns: int  # the host's time from after the sleep to after the end event
+    events: list[tuple[torch.cuda.Event, torch.cuda.Event]]  # each placement's start and end
+    ran_out: list[bool] | None  # each placement's backlog check; None: no backlog was asked for
+    enqueue_ns: int  # the host's time from after the first sleep to after the first end event
 
 
 class _Sampler:
-    """Takes one sample of a call; ``elapsed_us`` turns the samples into microseconds."""
+    """Takes one sample of a call on each of its placements; ``elapsed_us`` turns a sample into
+    microseconds, the mean over its placements."""
 
     def __init__(self, device: torch.device, flush: bool, windows: int = DEFAULT_PLACEMENTS):
         self.device = device
         self.flush = _flush_windows(_flush_buffer(device, windows), device, windows) if flush else None
 
-    def sample(self, fn: Callable[[], object], backlog_cycles: int | None = None, placement: int = 0):
-        # placement: which flush window to overwrite (module docstring, "Placements")
+    def sample(self, fns: Sequence[Callable[[], object]], backlog_cycles: Sequence[int] | None = None):
+        # placement j: its own backlog (backlog_cycles[j]), then it overwrites flush window j (module
+        # docstring, "Placements")
         if self.device.type != "cuda":
-            if self.flush is not None:
-                self.flush[0].zero_()
-            start_ns = time.perf_counter_ns()
-            fn()
-            return time.perf_counter_ns() - start_ns
+            times = []
+            for fn in fns:
+                if self.flush is not None:
+                    self.flush[0].zero_()
+                start_ns = time.perf_counter_ns()
+                fn()
+                times.append(time.perf_counter_ns() - start_ns)
+            return times
         # record on this device's stream: the default would be the current device's, which
         # times nothing when another GPU (``env``'s cuda:1) does the work
         stream = torch.cuda.current_stream(self.device)
-        woke = None
-        if backlog_cycles is not None:
-            with torch.cuda.device(self.device):
-                torch.cuda._sleep(backlog_cycles)
-            woke = torch.cuda.Event()
-            woke.record(stream)
-        enqueue_start = time.perf_counter_ns()
-        if self.flush is not None:
-            _evict(self.flush[placement % len(self.flush)])
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record(stream)
-        fn()
-        end.record(stream)
-        enqueue_ns = time.perf_counter_ns() - enqueue_start
-        # still asleep now: the whole sample was queued before the GPU reached it (module docstring)
-        ran_out = None if woke is None else woke.query()
-        return _GpuSample(start, end, ran_out, enqueue_ns)
+        events, ran_out, enqueue_ns = [], None if backlog_cycles is None else [], 0
+        for placement, fn in enumerate(fns):
+            woke = None
+            if backlog_cycles is not None:
+                with torch.cuda.device(self.device):
+                    torch.cuda._sleep(backlog_cycles[placement])
+                woke = torch.cuda.Event()
+                woke.record(stream)
+            enqueue_start = time.perf_counter_ns()
+            if self.flush is not None:
+                _evict(self.flush[placement % len(self.flush)])
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record(stream)
+            fn()
+            end.record(stream)
+            if placement == 0:
+                enqueue_ns = time.perf_counter_ns() - enqueue_start
+            events.append((start, end))
+            if woke is not None:
+                # still asleep now: the placement was queued before the GPU reached it (module docstring)
+                ran_out.append(woke.query())
+        return _GpuSample(events, ran_out, enqueue_ns)
 
     def enqueue_us(self, fn: Callable[[], object], cycles_per_us: float, tries: int = ENQUEUE_TRIES) -> float:
-        """The host's time to enqueue one sample of ``fn`` (flush, events, call), the largest of
+        """The host's time to enqueue one call of ``fn`` with its flush and events, the largest of
         ``tries``, each behind a sleep of ``ENQUEUE_PROBE_US`` (so a call that waits for the GPU shows it)."""
         probe = sleep_cycles(ENQUEUE_PROBE_US, cycles_per_us)
         slowest = 0
         for _ in range(tries):
             self.wait()
-            slowest = max(slowest, self.sample(fn, probe).enqueue_ns)
+            slowest = max(slowest, self.sample([fn], [probe]).enqueue_ns)
         self.wait()
         return slowest / 1000.0
 
@@ -375,8 +402,8 @@ class _Sampler:
 
     def elapsed_us(self, sample) -> float:
         if self.device.type == "cuda":
-            return sample.start.elapsed_time(sample.end) * 1000.0
-        return sample / 1000.0
+            return sum(start.elapsed_time(end) for start, end in sample.events) * 1000.0 / len(sample.events)
+        return sum(sample) / len(sample) / 1000.0
 
 
 def time_implementations(
@@ -440,13 +467,23 @@ def time_implementations(
     timer = timer_name(device, config)
     backlogs: dict[str, float] = {}
     cycles: dict[str, int] = {}
+    growths: dict[str, list[int]] = {}
     if timer in ("host-free", "graph"):
         rate = sleep_cycles_per_us(device)
         for name in [n for n in runs if n not in failures]:
             enqueue = attempt(name, functools.partial(sampler.enqueue_us, runs[name][0], rate))
             if enqueue is not None:
-                backlogs[name] = backlog_us(enqueue)
-                cycles[name] = sleep_cycles(backlogs[name], rate)
+                backlogs[name] = [backlog_us(enqueue)] * len(runs[name])
+                cycles[name] = [sleep_cycles(backlogs[name][0], rate)] * len(runs[name])
+                growths[name] = [0] * len(runs[name])
+
+    def grow(name: str, ran_out: list[bool]) -> None:
+        # a placement whose backlog ran out gets a longer one from the next sample on (module docstring)
+        for placement in [j for j, out in enumerate(ran_out) if out]:
+            if growths[name][placement] < BACKLOG_GROWTHS and backlogs[name][placement] < MAX_BACKLOG_US:
+                growths[name][placement] += 1
+                backlogs[name][placement] = min(BACKLOG_GROWTH * backlogs[name][placement], MAX_BACKLOG_US)
+                cycles[name][placement] = sleep_cycles(backlogs[name][placement], rate)
 
     names = [name for name in runs if name not in failures]
     raw: dict[str, list] = {name: [] for name in names}
@@ -455,13 +492,14 @@ def time_implementations(
     while names:
         shift = rounds % len(names)
         for name in names[shift:] + names[:shift]:
-            sample = attempt(name, lambda name=name: [sampler.sample(fn, cycles.get(name), placement)
-                                                      for placement, fn in enumerate(runs[name])])
+            sample = attempt(name, lambda name=name: sampler.sample(runs[name], cycles.get(name)))
             if name in failures:
                 names.remove(name)
                 del raw[name]
-            else:
-                raw[name].append(sample)
+                continue
+            raw[name].append(sample)
+            if name in cycles:
+                grow(name, sample.ran_out)
         sampler.wait()
         rounds += 1
         elapsed_ms = (time.perf_counter() - started) * 1000.0
@@ -469,12 +507,12 @@ def time_implementations(
             break
 
     timings = {}
-    for name, samples in raw.items():  # a sample: one per placement, averaged
-        timings[name] = summarize([sum(sampler.elapsed_us(s) for s in sample) / len(sample) / calls_per_sample
-                                   for sample in samples])._replace(placements=len(copies[name]))
+    for name, samples in raw.items():  # a sample: one call on each placement, averaged
+        timings[name] = summarize([sampler.elapsed_us(sample) / calls_per_sample for sample in samples])._replace(
+            placements=len(copies[name]))
         if name in cycles:
-            ran_out = sum(any(bool(s.ran_out) for s in sample) for sample in samples)
-            timings[name] = timings[name]._replace(backlog_us=backlogs[name], backlog_ran_out=ran_out)
+            ran_out = sum(any(sample.ran_out) for sample in samples)
+            timings[name] = timings[name]._replace(backlog_us=max(backlogs[name]), backlog_ran_out=ran_out)
     return Measurement(timings, errors, failures, timer)
 
 
@@ -498,7 +536,7 @@ def peak_bandwidth_gbps(device: str = "cpu", nbytes: int | None = None, repeats:
     sampler.wait()
     samples = []
     for _ in range(repeats):
-        samples.append(sampler.sample(lambda: dst.copy_(src)))
+        samples.append(sampler.sample([lambda: dst.copy_(src)]))
         sampler.wait()
     seconds = summarize([sampler.elapsed_us(s) for s in samples]).median_us * 1e-6
     return 2 * size / seconds / 1e9

@@ -315,6 +315,10 @@ def spread(runs: list[str]) -> None:
         worst_spread, worst_ratio = max(worst_spread, *spreads), max(worst_ratio, max(medians) / min(medians))
         flag = " <-" if max(spreads) > 1.10 or max(medians) / min(medians) > 1.03 else ""
         print(f"{kernels_label(record)[:80]:<80} {max(spreads):>11.3f} {max(medians) / min(medians):>15.3f}{flag}")
+    ran_out = [(int(row.get("backlog_ran_out") or 0), int(row["samples"])) for found in loaded for row in found.values()
+               if row.get("status") == "ok" and row.get("backlog_ran_out") is not None]
+    print(f"samples whose backlog ran out: {sum(r for r, _ in ran_out)} of {sum(n for _, n in ran_out)} in "
+          f"{len(ran_out)} rows, the most in one row {max((r for r, _ in ran_out), default=0)}")
     print(f"worst p80/p20 {worst_spread:.3f} (goal 1.10); worst ratio between runs {worst_ratio:.3f} (goal 1.03)")
 
 

@@ -108,34 +108,34 @@ def test_shapes_run_only_the_listed_b_k_and_vocabulary_triples_in_their_order(tm
 
 def test_placements_reach_the_timer_and_the_timing_settings(tmp_path, monkeypatch):
     # the help's numbers are the code's
-    assert timing.DEFAULT_PLACEMENTS == 10 and bench.PLACEMENT_BYTES == 64 << 20
+    assert timing.DEFAULT_PLACEMENTS == 40 and bench.PLACEMENT_BYTES == 64 << 20
     configs = []
     real_run = bench.run_benchmark
     monkeypatch.setattr(bench, "run_benchmark", lambda cases, impls, **kw: configs.append(kw["config"]) or
                         real_run(cases, impls, **kw))
-    for name, extra in (("default", []), ("forty", ["--placements", "40"])):
+    for name, extra in (("default", []), ("ten", ["--placements", "10"])):
         result = run("kernels", *TINY, "--mode", "greedy", "--batch-size", "1", "--no-charts", "-o",
                      str(tmp_path / name), *extra)
         assert result.exit_code == 0, result.output
-    assert [config.placements for config in configs] == [10, 40]
+    assert [config.placements for config in configs] == [40, 10]
     timing_of = {name: json.loads((tmp_path / name / "results.json").read_text())["metadata"]["timing"]
-                 for name in ("default", "forty")}
-    assert timing_of["default"]["placements"] == 10 and timing_of["forty"]["placements"] == 40
-    assert {r["placements"] for r in _records(tmp_path / "forty")} == {1}  # a CPU row has one placement
+                 for name in ("default", "ten")}
+    assert timing_of["default"]["placements"] == 40 and timing_of["ten"]["placements"] == 10
+    assert {r["placements"] for r in _records(tmp_path / "ten")} == {1}  # a CPU row has one placement
     resumed = run("kernels", *TINY, "--mode", "greedy", "--batch-size", "1,2", "--no-charts", "-o",
-                  str(tmp_path / "forty"), "--resume")
+                  str(tmp_path / "ten"), "--resume")
     assert resumed.exit_code == 2 and "timing" in _one_line(resumed.stderr)  # a resume keeps the placements
-    # a folder written before placements were recorded ran ten: it resumes with the default, not with 40
+    # a folder written before placements were recorded ran ten: it resumes with ten, not with the default
     path = tmp_path / "default" / "results.json"
     payload = json.loads(path.read_text())
     del payload["metadata"]["timing"]["placements"]
     path.write_text(json.dumps(payload))
-    assert results.UNRECORDED == {"timing": {"placements": timing.DEFAULT_PLACEMENTS}}
+    assert results.UNRECORDED == {"timing": {"placements": 10}}
     older = ["kernels", *TINY, "--mode", "greedy", "--batch-size", "1,2", "--no-charts", "-o", str(tmp_path / "default"),
              "--resume"]
-    refused = run(*older, "--placements", "40")
+    refused = run(*older)
     assert refused.exit_code == 2 and "timing setting placements = 40 differs" in _one_line(refused.stderr)
-    resumed = run(*older)
+    resumed = run(*older, "--placements", "10")
     assert resumed.exit_code == 0, resumed.output
     assert [r["batch_size"] for r in _records(tmp_path / "default")] == [1, 2]
 

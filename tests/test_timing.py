@@ -161,8 +161,9 @@ def test_gpu_copy_bandwidth_is_measured_on_every_device():
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
 def test_gpu_samples_are_taken_on_the_device_that_does_the_work():
     # events recorded on the current device (cuda:0) would time nothing of work on cuda:1 (`specbench env`)
-    sample = timing._Sampler(torch.device("cuda", 1), flush=False).sample(lambda: None, backlog_cycles=1000)
-    assert sample.start.device == sample.end.device == torch.device("cuda", 1)
+    sample = timing._Sampler(torch.device("cuda", 1), flush=False).sample([lambda: None], backlog_cycles=1000)
+    (start, end), = sample.events
+    assert start.device == end.device == torch.device("cuda", 1)
 
 
 def test_the_backlog_covers_twice_the_enqueue_time_plus_a_pad_up_to_a_cap():
@@ -306,24 +307,61 @@ def test_host_free_sleeps_before_the_flush_and_counts_the_samples_whose_backlog_
     measured_enqueues = []
     real_backlog = timing.backlog_us
     monkeypatch.setattr(timing, "backlog_us", lambda us: measured_enqueues.append(us) or real_backlog(us))
-    fake = _FakeCuda([False] * 5 + [False, True, False, False, True, False])  # 5 enqueue probes, then 6 samples
+    fake = _FakeCuda([False] * 5 + [False, True, False, False, True, False, True, False])  # 5 probes, 8 samples
     fake.install(monkeypatch)
-    config = timing.TimingConfig(warmup=1, min_samples=6, max_samples=6, timer="host-free")
+    config = timing.TimingConfig(warmup=1, min_samples=8, max_samples=8, timer="host-free")
     measured = timing.time_implementations({"step": lambda: fake.log.append("call")}, "cuda:0", config)
     t = measured.timings["step"]
-    assert measured.timer == "host-free" and t.samples == 6 and t.median_us == pytest.approx(10.0)
-    assert t.backlog_ran_out == 2 and t.backlog_us == real_backlog(measured_enqueues[0])
+    assert measured.timer == "host-free" and t.samples == 8 and t.median_us == pytest.approx(10.0)
+    first = real_backlog(measured_enqueues[0])
+    cycles = timing.sleep_cycles(first, 1500.0)
     sample = fake.log[-6:]
-    cycles = timing.sleep_cycles(t.backlog_us, 1500.0)
-    assert sample == [("sleep", cycles), "woke event", "flush", "timed event", "call", "timed event"]
-    probes = [entry for entry in fake.log if isinstance(entry, tuple) and entry[1] != cycles]
-    assert probes == [("sleep", timing.sleep_cycles(timing.ENQUEUE_PROBE_US, 1500.0))] * timing.ENQUEUE_TRIES
+    assert sample[1:] == ["woke event", "flush", "timed event", "call", "timed event"]
+    # a sample that ran out doubles the backlog for the samples after it, twice at most: the third does not
+    sleeps = [entry[1] for entry in fake.log if isinstance(entry, tuple)]
+    probe = timing.sleep_cycles(timing.ENQUEUE_PROBE_US, 1500.0)
+    assert sleeps[:timing.ENQUEUE_TRIES] == [probe] * timing.ENQUEUE_TRIES
+    grown = [cycles] * 2 + [timing.sleep_cycles(2 * first, 1500.0)] * 3 + [timing.sleep_cycles(4 * first, 1500.0)] * 3
+    assert sleeps[timing.ENQUEUE_TRIES:] == grown
+    assert t.backlog_ran_out == 3 and t.backlog_us == 4 * first
     fake = _FakeCuda([])
     fake.install(monkeypatch)
     events = timing.time_implementations({"step": lambda: fake.log.append("call")}, "cuda:0",
                                          timing.TimingConfig(warmup=0, min_samples=2, max_samples=2, timer="events"))
     assert events.timer == "events" and events.timings["step"].backlog_ran_out is None
     assert fake.log == ["flush", "timed event", "call", "timed event"] * 2  # no sleep, no check
+
+
+def test_a_backlog_grows_no_further_than_its_cap(monkeypatch):
+    # a call that waits for the GPU runs every backlog out: it grows to MAX_BACKLOG_US and stays there
+    monkeypatch.setattr(timing, "backlog_us", lambda us: 0.75 * timing.MAX_BACKLOG_US)
+    fake = _FakeCuda([False] * 5 + [True] * 4)
+    fake.install(monkeypatch)
+    config = timing.TimingConfig(warmup=0, min_samples=4, max_samples=4, timer="host-free")
+    t = timing.time_implementations({"step": lambda: None}, "cuda:0", config).timings["step"]
+    sleeps = [entry[1] for entry in fake.log if isinstance(entry, tuple)][timing.ENQUEUE_TRIES:]
+    cap = timing.sleep_cycles(timing.MAX_BACKLOG_US, 1500.0)
+    assert sleeps == [timing.sleep_cycles(0.75 * timing.MAX_BACKLOG_US, 1500.0)] + [cap] * 3
+    assert t.backlog_ran_out == 4 and t.backlog_us == timing.MAX_BACKLOG_US
+
+
+def test_each_placement_has_its_own_backlog_and_only_one_that_ran_out_grows(monkeypatch):
+    # sleep, check, flush, call for every placement; the enqueue is measured on the first alone
+    fake = _FakeCuda([False] * 5 + [True, False, False] + [False, True, False] + [False] * 3)
+    fake.install(monkeypatch)
+    config = timing.TimingConfig(warmup=0, min_samples=3, max_samples=3, timer="host-free")
+    calls = [lambda j=j: fake.log.append(f"call {j}") for j in range(3)]
+    t = timing.time_implementations({"step": calls}, "cuda:0", config).timings["step"]
+    probe = ("sleep", timing.sleep_cycles(timing.ENQUEUE_PROBE_US, 1500.0))
+    assert fake.log[:6] == [probe, "woke event", "flush", "timed event", "call 0", "timed event"]
+    one = timing.ENQUEUE_TRIES * 6
+    sleeps = [entry[1] for entry in fake.log[one:] if isinstance(entry, tuple)]
+    assert len(sleeps) == 9 and fake.log[one + 1:one + 6] == ["woke event", "flush", "timed event", "call 0", "timed event"]
+    first = sleeps[0]
+    doubled = timing.sleep_cycles(t.backlog_us, 1500.0)  # the row reports the longest backlog, the doubled one
+    assert doubled == timing.sleep_cycles(2 * (t.backlog_us / 2), 1500.0) > first
+    assert sleeps == [first] * 3 + [doubled, first, first] + [doubled, doubled, first]
+    assert t.backlog_ran_out == 2  # two samples with a placement whose backlog ran out
 
 
 def test_placements_average_one_call_on_each_copy_per_sample():
@@ -368,8 +406,8 @@ def test_each_placement_flushes_its_own_window(monkeypatch):
 
 
 def test_a_graph_takes_the_most_placements_that_divide_its_calls():
-    assert timing.TimingConfig().placement_count() == timing.DEFAULT_PLACEMENTS == 10
-    assert timing.TimingConfig(placements=40).placement_count() == 40
+    assert timing.TimingConfig().placement_count() == timing.DEFAULT_PLACEMENTS == 40
+    assert timing.TimingConfig(placements=10).placement_count() == 10
     assert timing.TimingConfig(placements=40, cuda_graph=True).placement_count() == 10
     assert timing.TimingConfig(placements=4, cuda_graph=True).placement_count() == 2
     assert timing.TimingConfig(placements=7, cuda_graph=True).placement_count() == 5

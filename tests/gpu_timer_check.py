@@ -7,6 +7,10 @@
     python tests/gpu_timer_check.py flush-kind  # ... across placements of the flush buffer and of the inputs,
                                                 # the L2 flushed by overwriting a buffer, then by reading it
     python tests/gpu_timer_check.py code        # ... across loads of the Triton kernels' code (inputs fixed)
+    python tests/gpu_timer_check.py outputs     # ... across placements of its outputs (inputs fixed)
+    python tests/gpu_timer_check.py backlog     # ... across lengths of the backlog slept before each call
+    python tests/gpu_timer_check.py toggle      # ... measured again and again, several ways
+    python tests/gpu_timer_check.py code --warmup 2   # a study with 2 warm-up calls a measurement (default 3)
 
 1. Known work. Each workload is timed with the three GPU timers (``time_implementations``):
    a sleep of 50 µs (a kernel of known length: ``host-free`` must read 50 µs, and ``events`` too);
@@ -134,6 +138,16 @@ def host_free_step(device: torch.device) -> None:
             print(_row(f"triton B={batch}", measured.timer, measured.timings["step"]))
 
 
+# warm-up calls before each measurement of the placement studies (``--warmup N``): an odd number flips the
+# GPU's two-level state between measurements, an even number leaves it (``toggle``)
+STUDY_WARMUP = [3]
+
+
+def _study_config(samples: int = 100) -> timing.TimingConfig:
+    return timing.TimingConfig(warmup=STUDY_WARMUP[0], min_samples=samples, max_samples=samples, max_ms=1e9,
+                               timer="host-free")
+
+
 def _medians_line(label: str, medians: list[list[float]], width: int = 34) -> str:
     """One placement study row: each placement's medians, round by round, and the largest over the smallest."""
     cells = "  ".join("/".join(f"{row[c]:.2f}" for row in medians) for c in range(len(medians[0])))
@@ -147,7 +161,7 @@ def placement(device: torch.device, copies: int = 6, rounds: int = 2) -> None:
     turn, ``rounds`` times over: medians that differ between copies but repeat for one copy point at
     the inputs' placement (a per-process effect a second run would see as a shifted row)."""
     print(f"\nhost-free medians (µs) of {copies} copies of the same inputs, {rounds} rounds, 100 samples each")
-    config = timing.TimingConfig(warmup=3, min_samples=100, max_samples=100, max_ms=1e9, timer="host-free")
+    config = _study_config()
     for draft in ("none", "logits"):
         for batch in (1, 8):
             calls = [_step(batch, device, draft) for _ in range(copies)]
@@ -162,7 +176,7 @@ def scratch(device: torch.device, places: int = 6, rounds: int = 2) -> None:
     or a fresh flush buffer, allocated behind a pad of a different size, kept alive; medians that differ
     between placements but repeat for one point at that buffer (one placement per process, unless the
     timer moves it as it moves the inputs)."""
-    config = timing.TimingConfig(warmup=3, min_samples=100, max_samples=100, max_ms=1e9, timer="host-free")
+    config = _study_config()
     pads = []
 
     def report(label: str, medians: list[list[float]]) -> None:
@@ -196,6 +210,165 @@ def scratch(device: torch.device, places: int = 6, rounds: int = 2) -> None:
             report(f"flush buffer B={batch} draft={draft}", medians)
 
 
+def outputs(device: torch.device, places: int = 8, rounds: int = 2) -> None:
+    """Does a row's host-free median depend on where its outputs land? A call allocates its outputs (the
+    tokens and the counts, a few hundred bytes) from the caching allocator's small pool, frees them, and
+    the next call gets the same block back: every placement and every row of a process writes its outputs
+    to the same few addresses, whose physical pages are drawn once per process. Each placement here first
+    takes a different number of blocks of the outputs' size, so the outputs land elsewhere; inputs,
+    scratch and flush fixed. Medians that differ between placements but repeat for one point at the outputs."""
+    config = _study_config()
+    print(f"\nhost-free medians (µs), {places} placements of the outputs, {rounds} rounds, 100 samples each")
+    for draft in ("none", "logits"):
+        for batch in (1, 8):
+            call = _step(batch, device, draft)
+            call()
+            medians, addresses = [], []
+            for _ in range(rounds):
+                row = []
+                for place in range(places):
+                    # blocks of the outputs' size taken first, the freed ones included: the outputs move on
+                    pad = [torch.empty(512, dtype=torch.uint8, device=device) for _ in range(3 * place)]
+                    addresses.append(call().output_token_ids.data_ptr() % (1 << 21))
+                    row.append(timing.time_implementations({"step": call}, device, config).timings["step"].median_us)
+                    del pad
+                medians.append(row)
+            print(_medians_line(f"outputs B={batch} draft={draft}", medians)
+                  + f"   (offsets in their 2 MiB page: {sorted(set(addresses))[:4]}...)")
+
+
+def backlog(device: torch.device, lengths: tuple[float, ...] = (250, 350, 500, 700, 1000, 1400, 2000, 4000, 8000),
+            rounds: int = 2) -> None:
+    """Does a row's host-free median depend on how long the GPU slept before it? The backlog is sized per
+    row and process from the host's enqueue time; here it is set to each of ``lengths`` µs in turn (inputs,
+    scratch, flush and outputs as they are; no growth), forwards and then backwards. Medians that follow
+    the length point at the GPU's state after a sleep. The row's own backlog, as sized, comes first."""
+    config = _study_config()
+    print(f"\nhost-free medians (µs) behind a backlog of {', '.join(f'{x:g}' for x in lengths)} µs, "
+          f"{rounds} rounds (the second backwards), 100 samples each")
+    saved, growths = timing.backlog_us, timing.BACKLOG_GROWTHS
+    timing.BACKLOG_GROWTHS = 0
+    try:
+        for draft in ("none", "logits"):
+            for batch in (1, 8):
+                call = _step(batch, device, draft)
+                timing.backlog_us = saved
+                own = timing.time_implementations({"step": call}, device, config).timings["step"]
+                print(f"B={batch} draft={draft}: its own backlog {own.backlog_us:.0f} µs, median {own.median_us:.2f}")
+                medians = []
+                for round_ in range(rounds):
+                    order = list(lengths) if round_ % 2 == 0 else list(reversed(lengths))
+                    found = {}
+                    for length in order:
+                        timing.backlog_us = lambda enqueue, length=length: length
+                        found[length] = timing.time_implementations({"step": call}, device, config).timings["step"]
+                    medians.append([found[length].median_us for length in lengths])
+                ran_out = sum(t.backlog_ran_out for t in found.values())
+                print(_medians_line(f"B={batch} draft={draft}", medians, 17) + f"   (ran out, last round: {ran_out})")
+    finally:
+        timing.backlog_us, timing.BACKLOG_GROWTHS = saved, growths
+
+
+def toggle(device: torch.device, measurements: int = 10, samples: int = 100) -> None:
+    """Successive measurements of one row can alternate between two levels (``backlog``: B = 1, draft
+    logits, 15.8 and 16.9 µs, one after the other, whatever the backlog). What flips? The same row is
+    measured ``measurements`` times in a row each way: by ``time_implementations`` (one placement, two,
+    four); by a plain loop (backlog, flush, events, call, then wait) with fresh events for each sample,
+    read at once; with the same two events for every sample of a measurement, a pair of its own per
+    measurement; with one pair for every sample of every measurement; with fresh events kept alive
+    until the measurement ends; with a check event as the timer records; and the plain loop after what
+    ``time_implementations`` does first (three warm-up calls, five enqueue probes), after each part
+    alone, after one or two warm-up calls, and after a 2 ms sleep. On an H200 every loop stayed at one
+    level, except after one or three warm-up calls (the levels alternated, as ``time_implementations``
+    did) and after the sleep (mostly the lower level): an odd number of calls made without a flush flips
+    a state the GPU keeps (``results/h200-two-states``)."""
+    call = _step(1, device, "logits")
+    config = timing.TimingConfig(warmup=3, min_samples=samples, max_samples=samples, max_ms=1e9, timer="host-free")
+    stream = torch.cuda.current_stream(device)
+    flush = timing._flush_windows(timing._flush_buffer(device, timing.DEFAULT_PLACEMENTS), device)[0]
+    cycles = timing.sleep_cycles(1000.0, timing.sleep_cycles_per_us(device))
+
+    def loop(pair=None, keep: bool = False) -> float:
+        times, kept = [], []
+        for _ in range(samples):
+            start, end = pair or (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            torch.cuda._sleep(cycles)
+            timing._evict(flush)
+            start.record(stream)
+            call()
+            end.record(stream)
+            end.synchronize()
+            if keep:  # every sample's events alive until the measurement ends, read then
+                kept.append((start, end))
+            else:
+                times.append(start.elapsed_time(end) * 1000.0)
+        return statistics.median(times or [start.elapsed_time(end) * 1000.0 for start, end in kept])
+
+    def pair():
+        return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def with_woke(pair_of=pair, shift: int = 0) -> float:
+        # time_implementations' sample: sleep, a (non-timing) check event, flush, start, call, end; ``shift``
+        # extra events made between the start and the end event
+        times = []
+        for _ in range(samples):
+            torch.cuda._sleep(cycles)
+            woke = torch.cuda.Event()
+            woke.record(stream)
+            start = torch.cuda.Event(enable_timing=True)
+            spare = [torch.cuda.Event(enable_timing=True) for _ in range(shift)]
+            end = torch.cuda.Event(enable_timing=True)
+            timing._evict(flush)
+            start.record(stream)
+            call()
+            end.record(stream)
+            woke.query()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1000.0)
+            del spare
+        return statistics.median(times)
+
+    def after_preamble(warm: int = 3, probes: int = timing.ENQUEUE_TRIES, sleep_us: float = 0.0) -> float:
+        # time_implementations' preamble first: three warm-up calls, then five enqueue probes (or as given),
+        # or a sleep of ``sleep_us``
+        for _ in range(warm):
+            call()
+        torch.cuda.synchronize(device)
+        if probes:
+            timing._Sampler(device, True).enqueue_us(call, timing.sleep_cycles_per_us(device), probes)
+        if sleep_us:
+            torch.cuda._sleep(timing.sleep_cycles(sleep_us, timing.sleep_cycles_per_us(device)))
+        return loop()
+
+    for _ in range(3):
+        call()
+    fixed = pair()
+    ways = {"time_implementations": lambda: timing.time_implementations({"step": call}, device, config)
+            .timings["step"].median_us,
+            "time_implementations, 2 placements": lambda: timing.time_implementations(
+                {"step": [call, call]}, device, config).timings["step"].median_us,
+            "... 4 placements": lambda: timing.time_implementations(
+                {"step": [call] * 4}, device, config).timings["step"].median_us,
+            "loop, fresh events": loop, "loop, a pair per measurement": lambda: loop(pair()),
+            "loop, one pair for all": lambda: loop(fixed),
+            "loop, events kept to the end": lambda: loop(keep=True),
+            "loop with a check event": with_woke,
+            "... and one event made between": lambda: with_woke(shift=1),
+            "... and two made between": lambda: with_woke(shift=2),
+            "loop after warm-up and probes": after_preamble,
+            "... after 3 warm-up calls": lambda: after_preamble(probes=0),
+            "... after 1 warm-up call": lambda: after_preamble(warm=1, probes=0),
+            "... after 2 warm-up calls": lambda: after_preamble(warm=2, probes=0),
+            "... after 5 probes": lambda: after_preamble(warm=0),
+            "... after 1 probe": lambda: after_preamble(warm=0, probes=1),
+            "... after a 2 ms sleep": lambda: after_preamble(warm=0, probes=0, sleep_us=2000.0)}
+    print(f"\nB=1 draft logits: {measurements} measurements of {samples} samples in a row, each way (µs)")
+    for name, measure in ways.items():
+        medians = [measure() for _ in range(measurements)]
+        print(f"{name:<30} " + " ".join(f"{m:.2f}" for m in medians)
+              + f"   max/min {max(medians) / min(medians):.3f}")
+
+
 def read_flush(window: torch.Tensor) -> None:
     """An L2 flush that reads ``window`` (a sum into one number) instead of overwriting it."""
     torch.sum(window, dim=0, out=_sink(window.device))
@@ -212,7 +385,7 @@ def flush_kind(device: torch.device, places: int = 6, rounds: int = 2) -> None:
     flush (``read_flush``) leaves clean ones. Each kind times a row with the flush buffer at
     ``places`` addresses (inputs fixed), then with ``places`` copies of the inputs (flush buffer fixed),
     ``rounds`` times over: a kind whose medians stay together across placements makes rows that travel."""
-    config = timing.TimingConfig(warmup=3, min_samples=100, max_samples=100, max_ms=1e9, timer="host-free")
+    config = _study_config()
     kinds = {"write": timing._evict, "read": read_flush}
     pads = []
 
@@ -265,7 +438,7 @@ def code(device: torch.device, loads: int = 6, rounds: int = 2) -> None:
     same binary, a new module each time, all kept loaded) and the row is timed with each load in turn,
     inputs fixed, ``rounds`` times over: medians that differ between loads but repeat for one load point
     at the code's placement."""
-    config = timing.TimingConfig(warmup=3, min_samples=100, max_samples=100, max_ms=1e9, timer="host-free")
+    config = _study_config()
     print(f"\nhost-free medians (µs), {loads} loads of the kernels' code, {rounds} rounds, 100 samples each; inputs fixed")
     for draft in ("none", "logits"):
         for batch in (1, 8):
@@ -322,7 +495,8 @@ def spread(runs: list[str]) -> None:
     print(f"worst p80/p20 {worst_spread:.3f} (goal 1.10); worst ratio between runs {worst_ratio:.3f} (goal 1.03)")
 
 
-STUDIES = {"placement": placement, "scratch": scratch, "code": code, "flush-kind": flush_kind}
+STUDIES = {"placement": placement, "scratch": scratch, "code": code, "flush-kind": flush_kind, "outputs": outputs,
+           "backlog": backlog, "toggle": toggle}
 
 
 def main() -> None:
@@ -332,6 +506,10 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("needs a CUDA GPU (the spread subcommand reads runs anywhere)")
     device = torch.device("cuda", torch.cuda.current_device())
+    if "--warmup" in sys.argv:
+        at = sys.argv.index("--warmup")
+        STUDY_WARMUP[0] = int(sys.argv[at + 1])
+        del sys.argv[at:at + 2]
     if len(sys.argv) > 1:
         if sys.argv[1] not in STUDIES:
             sys.exit(f"unknown study {sys.argv[1]!r}; choose from spread, {', '.join(STUDIES)}, or none for the timer check")

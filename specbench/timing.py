@@ -52,26 +52,23 @@ Everywhere:
   inputs at other addresses (``specbench kernels`` gives ``TimingConfig.placements`` copies, its
   ``--placements``, to GPU cases whose inputs are small, ``bench.PLACEMENT_BYTES``, each with its own set
   of the Triton kernels' scratch).
-  Where the inputs sit moves a cold call's time: on an H200 at B = 1 and 8 two copies of one case's
-  inputs differed by 4-7%, each repeating within 0.3%, and a second process (other addresses) could
-  land on either, which shifted whole rows between runs (``results/h200-quick-aa``). Where the
-  kernels' scratch sits and where the flush buffer sits move it as much (two levels 2-6% apart with
-  the inputs fixed, ``results/h200-placements``): the flush leaves the L2 full of dirty lines, and
-  which of them a call must write back depends on those addresses (a flush that reads instead takes
-  the levels out, ``results/h200-flush-kind``). With copies, a sample is the mean of one call on
-  each copy, each after its own backlog and flush: the flush of copy ``j`` overwrites window ``j`` of
-  the flush buffer (``TimingConfig.placements`` windows ``FLUSH_STEP`` apart); a graph captures its
-  calls cycling through the copies (its sample, one replay after one flush, always flushes window 0).
-  So every sample outside a graph averages the same placements of all three. The backlog before each
-  copy matters too: behind one backlog for all forty, the samples of some rows took two levels about
-  5% apart (p80/p20 1.05 against 1.01, ``results/h200-forty-placements``). That steadies a row within
-  a process; between processes a row still moves by the sampling error of its placements, drawn
-  afresh by each process (on the H200, host-free rows at B <= 8 moved by up to 5.6% between three
-  processes with ten placements, and by at most 2.2% with forty, ``results/h200-placement-count``),
-  hence ``DEFAULT_PLACEMENTS``. Some processes also read every such row 1.4-1.8% slower, an offset
-  of the whole process whose cause is not found (not the flush buffer's pages, not the code's load;
-  ``results/h200-forty-placements``).
-  A kernel's code load moves a cold call too (``tests/gpu_timer_check.py code``).
+  With copies, a sample is the mean of one call on each copy, each after its own backlog and flush:
+  the flush of copy ``j`` overwrites window ``j`` of the flush buffer (``TimingConfig.placements``
+  windows ``FLUSH_STEP`` apart); a graph captures its calls cycling through the copies (its sample,
+  one replay after one flush, always flushes window 0). Forty copies steady the rows of small cases:
+  on an H200, host-free rows at B <= 8 moved by up to 5.6% between three processes with ten, and by
+  at most 2.2% with forty (``results/h200-placement-count``); two runs of the issue-9 case list agreed
+  within 2.1% on every row (``results/h200-forty-placements``), hence ``DEFAULT_PLACEMENTS``. Whether
+  that is the copies' addresses or only more calls a sample is open: the levels 2-7% apart that
+  earlier studies found by placement of the inputs, the scratch, the flush buffer and the code
+  followed the order of their measurements, not the placements (``results/h200-two-states``). A cold
+  small call has two levels (6-7% apart at B = 1), a state of the GPU that an odd number of calls
+  made without a flush flips and that holds for a whole measurement; the three warm-up calls of each
+  ``time_implementations`` flip it, so its successive measurements of one row alternate. Behind one
+  backlog for all forty copies, the samples of some rows took two levels about 5% apart (p80/p20 1.05
+  against 1.01), hence a backlog before each. Some processes read every such row about 1.4% slower
+  (B = 1; 0.8% at B = 8), an offset of the whole process whose cause is not found (not the flush
+  buffer's pages, not the code's load; ``results/h200-forty-placements``, ``results/h200-two-states``).
 - Summary: the median with the 20th and 80th percentiles (linear interpolation) and the count.
 
 ``peak_bandwidth_gbps`` measures the copy bandwidth the ``% of peak`` columns refer to, and

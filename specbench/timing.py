@@ -462,8 +462,8 @@ def time_implementations(
             attempt(name, functools.partial(each, runs[name]))
     sampler.wait()
     timer = timer_name(device, config)
-    backlogs: dict[str, float] = {}
-    cycles: dict[str, int] = {}
+    backlogs: dict[str, list[float]] = {}  # per placement
+    cycles: dict[str, list[int]] = {}
     growths: dict[str, list[int]] = {}
     if timer in ("host-free", "graph"):
         rate = sleep_cycles_per_us(device)

@@ -278,7 +278,9 @@ def toggle(device: torch.device, measurements: int = 10, samples: int = 100) -> 
     measurement; with one pair for every sample of every measurement; with fresh events kept alive
     until the measurement ends; with a check event as the timer records; and the plain loop after what
     ``time_implementations`` does first (three warm-up calls, five enqueue probes), after each part
-    alone, after one or two warm-up calls, and after a 2 ms sleep. On an H200 every loop stayed at one
+    alone, after one or two warm-up calls, and after a 2 ms sleep; last, the loop with one unflushed call
+    after each sample's end event (the median of the means of successive pairs: if a call flips the
+    state, each pair holds both), alone and after the preamble. On an H200 every loop stayed at one
     level, except after one or three warm-up calls (the levels alternated, as ``time_implementations``
     did) and after the sleep (mostly the lower level): an odd number of calls made without a flush flips
     a state the GPU keeps (``results/h200-two-states``)."""
@@ -307,6 +309,22 @@ def toggle(device: torch.device, measurements: int = 10, samples: int = 100) -> 
     def pair():
         return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
+    def flipped_pairs() -> float:
+        # one unflushed call after every sample, so that (if one call flips the state) successive samples
+        # take the two states in turn: the median of the means of successive pairs
+        times = []
+        for _ in range(samples):
+            start, end = pair()
+            torch.cuda._sleep(cycles)
+            timing._evict(flush)
+            start.record(stream)
+            call()
+            end.record(stream)
+            call()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1000.0)
+        return statistics.median((a + b) / 2 for a, b in zip(times[::2], times[1::2]))
+
     def with_woke(pair_of=pair, shift: int = 0) -> float:
         # time_implementations' sample: sleep, a (non-timing) check event, flush, start, call, end; ``shift``
         # extra events made between the start and the end event
@@ -328,8 +346,8 @@ def toggle(device: torch.device, measurements: int = 10, samples: int = 100) -> 
             del spare
         return statistics.median(times)
 
-    def after_preamble(warm: int = 3, probes: int = timing.ENQUEUE_TRIES, sleep_us: float = 0.0) -> float:
-        # time_implementations' preamble first: three warm-up calls, then five enqueue probes (or as given),
+    def preamble(warm: int = 3, probes: int = timing.ENQUEUE_TRIES, sleep_us: float = 0.0) -> None:
+        # what time_implementations does first: three warm-up calls, then five enqueue probes (or as given),
         # or a sleep of ``sleep_us``
         for _ in range(warm):
             call()
@@ -338,6 +356,9 @@ def toggle(device: torch.device, measurements: int = 10, samples: int = 100) -> 
             timing._Sampler(device, True).enqueue_us(call, timing.sleep_cycles_per_us(device), probes)
         if sleep_us:
             torch.cuda._sleep(timing.sleep_cycles(sleep_us, timing.sleep_cycles_per_us(device)))
+
+    def after_preamble(warm: int = 3, probes: int = timing.ENQUEUE_TRIES, sleep_us: float = 0.0) -> float:
+        preamble(warm, probes, sleep_us)
         return loop()
 
     for _ in range(3):
@@ -361,7 +382,9 @@ def toggle(device: torch.device, measurements: int = 10, samples: int = 100) -> 
             "... after 2 warm-up calls": lambda: after_preamble(warm=2, probes=0),
             "... after 5 probes": lambda: after_preamble(warm=0),
             "... after 1 probe": lambda: after_preamble(warm=0, probes=1),
-            "... after a 2 ms sleep": lambda: after_preamble(warm=0, probes=0, sleep_us=2000.0)}
+            "... after a 2 ms sleep": lambda: after_preamble(warm=0, probes=0, sleep_us=2000.0),
+            "loop, a call after each sample (pair means)": flipped_pairs,
+            "... after warm-up and probes": lambda: preamble() or flipped_pairs()}
     print(f"\nB=1 draft logits: {measurements} measurements of {samples} samples in a row, each way (µs)")
     for name, measure in ways.items():
         medians = [measure() for _ in range(measurements)]

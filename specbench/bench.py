@@ -106,9 +106,8 @@ REJECTED_LOGIT = -1.0e4
 PEAK_LOGIT = 40.0
 # a GPU case whose inputs take at most PLACEMENT_BYTES is timed on TimingConfig.placement_count() copies
 # of them at other addresses, each copy with its own set of the Triton kernels' scratch and arrival
-# counters, each sample averaging one call on each (timing.py, "Placements"): a small cold call's time
-# depends on where its inputs and scratch sit, and a second process lands on other placements. Larger
-# inputs span enough memory to average placement away.
+# counters, each sample averaging one call on each (timing.py, "Placements": forty steady small rows
+# between processes; whether by their addresses or by more calls a sample is open). Larger inputs take one.
 PLACEMENT_BYTES = 64 << 20
 
 

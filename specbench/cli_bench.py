@@ -435,9 +435,9 @@ def kernels_command(
     placements: Annotated[str | None, typer.Option(
         "--placements", metavar="N", help="Copies of a small GPU case's inputs (at most 64 MiB) at other "
         "addresses, each sample averaging one call on each (default 40, at most 100; a graph takes the largest "
-        "divisor of its 10 calls up to N). Each process draws its own, so more make rows agree better between "
-        "processes (on an H200, host-free rows at B <= 8 moved by up to 5.6% between three processes with 10, "
-        "2.2% with 40), at that many calls a sample.",
+        "divisor of its 10 calls up to N). More make small rows agree better between processes (on an H200, "
+        "host-free rows at B <= 8 moved by up to 5.6% between three processes with 10, 2.2% with 40), at that "
+        "many calls a sample.",
         show_default=False)] = None,
     seed: Annotated[str, typer.Option("--seed", metavar="SEED", help="Seed of the generated inputs.")] = "0",
     output: Annotated[Path | None, typer.Option(

@@ -32,8 +32,9 @@ a CPU run's rows (``perf_counter``: the load other processes put on the machine;
 commit on a shared 2-core machine, 1.2x apart) and GPU rows of the ``events`` timer (the host's
 launch overhead). They are judged at ``host_threshold`` (30% by default) or the mode's threshold,
 whichever is larger. ``host-free`` and ``graph`` rows are device time, judged at the mode's
-threshold, unless a side's backlog ran out in more than ``MAX_RAN_OUT`` of its samples (the GPU
-may have waited for the host there): then at the host threshold, with a note.
+threshold, unless a side's backlog ran out in more than ``MAX_RAN_OUT`` of its samples and in more
+than ``RAN_OUT_ALLOWED`` (the GPU may have waited for the host there): then at the host threshold,
+with a note.
 
 A calibration (``specbench.calibration``: A/A runs of one commit) replaces both thresholds for the
 cases it holds with each case's own minimum detectable change; the other cases keep them, with a
@@ -102,8 +103,12 @@ MIN_SAMPLES = 10
 FAILING = ("slower", "changed", "differs")
 # timers whose samples carry host time (the rest are device time)
 HOST_TIMERS = ("events", "perf_counter")
-# a host-free or graph side whose backlog ran out in more than this share of its samples is host time
+# a host-free or graph side whose backlog ran out in more than this share of its samples, and in more than
+# RAN_OUT_ALLOWED of them, is host time: the timer lengthens a call's backlog after it runs out (at most
+# timing.BACKLOG_GROWTHS times), so a row of few samples (forty placements leave ten to twenty) may show that
+# many with its median still device time
 MAX_RAN_OUT = 0.10
+RAN_OUT_ALLOWED = 2
 ENVIRONMENT_FIELDS = ("commit", "device", "driver", "cuda", "torch", "triton")
 # worst first: what a reviewer must read before anything else
 _ORDER = {"slower": 0, "changed": 0, "differs": 0, "inconclusive": 1, "faster": 2, "unchanged": 3, "same": 3}
@@ -309,8 +314,10 @@ def record_timer(record: dict, metadata: dict) -> str:
 
 
 def _ran_out_share(record: dict) -> float:
+    """The share of ``record``'s samples whose backlog ran out, or 0 when no more than ``RAN_OUT_ALLOWED`` did."""
     samples = record.get("samples") or len(record.get("samples_us") or []) or 1
-    return (record.get("backlog_ran_out") or 0) / samples
+    ran_out = record.get("backlog_ran_out") or 0
+    return ran_out / samples if ran_out > RAN_OUT_ALLOWED else 0.0
 
 
 def _refuse_other_timers(base: dict, cur: dict, base_meta: dict, cur_meta: dict) -> None:

@@ -23,7 +23,8 @@ from specbench.results import UNRECORDED
 
 VERSION_FIELDS = ("specbench", "torch", "triton", "python", "driver", "cuda")
 # sample budgets and placements: they change how many samples a row has (the interval's width) or how many
-# addresses each averages, not what one measures
+# calls each averages, not what one measures (compared with a note; the warm-up's count can also decide which
+# of a cold small call's two GPU states a row finds: timing.py, "Placements")
 BUDGET_FIELDS = ("warmup", "min_samples", "max_samples", "max_ms", "placements")
 
 

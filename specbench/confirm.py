@@ -63,7 +63,7 @@ def retime_arguments(record: dict, metadata: dict, output: Path) -> list[str] | 
                if isinstance(f, dict)}
     source = sources.get(record["impl"])
     impl = record["impl"] if source in (None, "built-in") else source
-    settings = metadata.get("timing") or {}
+    settings = {**results.UNRECORDED["timing"], **(metadata.get("timing") or {})}  # a folder from before a setting
     gpu = on_gpu(metadata)
     arguments = ["kernels", "--device", "cuda" if gpu else "cpu", "--impl", impl, "--mode", record["mode"],
                  "--batch-size", str(record["batch_size"]), "--num-spec-tokens", str(record["num_spec_tokens"]),

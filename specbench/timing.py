@@ -24,9 +24,9 @@ Timers (``TIMERS``; every record names the one that produced it):
   The first placement of a round follows the host's wait for the previous round, and the host can be
   slower then than any of its measured enqueues: on an H200, with forty placements, one row's samples
   ran out 21 times in 28 behind a backlog sized once (``results/h200-placement-count``); with the
-  growth, 21 samples of 1,544 over 32 rows ran out, at most two in a row
-  (``results/h200-forty-placements``). A call that waits for the GPU, which no backlog covers, costs
-  at most two longer sleeps.
+  growth, 21 of 1,544 samples ran out (32 rows in four processes), at most two in any one row
+  (``results/h200-forty-placements``). A call that waits for the GPU, which no backlog covers, has
+  each of its sleeps grown to ``BACKLOG_GROWTH ** BACKLOG_GROWTHS`` times at most.
 - ``events``: the flush, then the call between two CUDA events (``elapsed_time``). Host-side launch
   overhead counts where the GPU waits for it: the flush keeps the GPU busy while the host enqueues
   the call, so a launch-bound call shows the part of its overhead the flush does not hide (as with
@@ -41,8 +41,8 @@ Timers (``TIMERS``; every record names the one that produced it):
 
 Everywhere:
 
-- L2 flush: before each sample a 256 MiB buffer is overwritten, which evicts the inputs from L2
-  (``l2_flush``, on by default), so every sample starts cold as a real decoding step would.
+- L2 flush: before each timed call a 256 MiB buffer is overwritten, which evicts the inputs from L2
+  (``l2_flush``, on by default), so every call starts cold as a real decoding step would.
 - Warm-up: ``warmup`` calls of every implementation before the first sample.
 - Interleaving: samples are taken round-robin, one per implementation per round, with the order
   rotated every round, so clock and thermal drift hit every implementation alike.
@@ -63,8 +63,9 @@ Everywhere:
   earlier studies found by placement of the inputs, the scratch, the flush buffer and the code
   followed the order of their measurements, not the placements (``results/h200-two-states``). A cold
   small call has two levels (6-7% apart at B = 1), a state of the GPU that an odd number of calls
-  made without a flush flips and that holds for a whole measurement; the three warm-up calls of each
-  ``time_implementations`` flip it, so its successive measurements of one row alternate. Behind one
+  made without a flush flips and that holds for a whole measurement: the three warm-up calls of a
+  one-placement measurement flip it, so successive such measurements of one row alternate (forty
+  placements make 120 warm-up calls, and which level a row finds depends on the calls before it). Behind one
   backlog for all forty copies, the samples of some rows took two levels about 5% apart (p80/p20 1.05
   against 1.01), hence a backlog before each. Some processes read every such row about 1.4% slower
   (B = 1; 0.8% at B = 8), an offset of the whole process whose cause is not found (not the flush
@@ -291,9 +292,8 @@ def _flush_buffer(device: torch.device, windows: int = DEFAULT_PLACEMENTS) -> to
 def _evict(window: torch.Tensor) -> None:
     """The L2 flush: overwrite ``window``. The L2 is left full of dirty lines, which the timed call writes
     back as its reads evict them (as after a model's forward pass); ``triton.testing.do_bench`` and
-    nvbench flush the same way. Reading the window instead leaves clean lines: on an H200 that took
-    the two levels out of a row's placements within a process but not the spread between processes
-    (``results/h200-flush-kind``)."""
+    nvbench flush the same way. Reading the window instead leaves clean lines; on an H200 that did not
+    bring processes together (``results/h200-flush-kind``)."""
     window.zero_()
 
 

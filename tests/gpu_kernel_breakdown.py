@@ -6,7 +6,7 @@
 
 One case (``bench.plan_cases``: the same inputs ``specbench kernels`` builds, ``--acceptance 3`` or ``full``)
 on the Triton implementation. After warm-up calls, ``--calls`` calls are profiled, each after an L2 flush (cold,
-as the host-free timer takes them) and a wait, so that calls never overlap. Per kernel name: launches a call,
+as the host-free timer takes them; each call's first kernel, left out) and a wait, so that calls never overlap. Per kernel name: launches a call,
 the median duration of one launch, and its share of the kernels' sum. Then the median of that sum, and of
 the call's span on the GPU (first kernel start to last kernel end). Span minus sum is the time between the
 kernels: launch gaps and the work of an earlier kernel that a later one waits for. Kernel durations come
@@ -62,26 +62,25 @@ def breakdown(case: bench.Case, calls: int, warmup: int) -> None:
         call()
     torch.cuda.synchronize(device)
 
-    def gpu_kernels(work) -> list:
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profiler:
-            work()
-        return [event for event in profiler.events() if event.device_type == torch.autograd.DeviceType.CUDA]
-
-    flush_names = {event.name for event in gpu_kernels(lambda: timing._evict(flush) or torch.cuda.synchronize(device))}
-
     def cold_calls() -> None:
         for _ in range(calls):
             timing._evict(flush)
             call()
             torch.cuda.synchronize(device)
 
-    # the flush's kernel left out (by its name, profiled alone); the rest in time order, then cut into calls
-    kernels = sorted((event for event in gpu_kernels(cold_calls) if event.name not in flush_names),
-                     key=lambda event: event.time_range.start)
-    per_call = len(kernels) // calls if calls else 0
-    if per_call == 0 or len(kernels) % calls:
-        sys.exit(f"found {len(kernels)} kernels in {calls} calls: not the same launches in every call; "
-                 f"names: {sorted({event.name for event in kernels})}")
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as profiler:
+        cold_calls()
+    launched = sorted((event for event in profiler.events() if event.device_type == torch.autograd.DeviceType.CUDA),
+                      key=lambda event: event.time_range.start)
+    # each call's first kernel is its flush (a wait separates the calls): left out by its place, not its name
+    per_call = len(launched) // calls if calls else 0
+    flushes = {event.name for event in launched[::per_call]} if per_call else set()
+    if per_call < 2 or len(launched) % calls or len(flushes) != 1:
+        sys.exit(f"found {len(launched)} kernels in {calls} calls: not the same launches in every call; "
+                 f"names: {sorted({event.name for event in launched})}")
+    kernels = [event for index, event in enumerate(launched) if index % per_call]
+    per_call -= 1
     durations: dict[str, list[float]] = defaultdict(list)
     sums, spans = [], []
     for index in range(calls):

@@ -325,7 +325,7 @@ def toggle(device: torch.device, measurements: int = 10, samples: int = 100) -> 
             times.append(start.elapsed_time(end) * 1000.0)
         return statistics.median((a + b) / 2 for a, b in zip(times[::2], times[1::2]))
 
-    def with_woke(pair_of=pair, shift: int = 0) -> float:
+    def with_woke(shift: int = 0) -> float:
         # time_implementations' sample: sleep, a (non-timing) check event, flush, start, call, end; ``shift``
         # extra events made between the start and the end event
         times = []
@@ -388,7 +388,7 @@ def toggle(device: torch.device, measurements: int = 10, samples: int = 100) -> 
     print(f"\nB=1 draft logits: {measurements} measurements of {samples} samples in a row, each way (µs)")
     for name, measure in ways.items():
         medians = [measure() for _ in range(measurements)]
-        print(f"{name:<30} " + " ".join(f"{m:.2f}" for m in medians)
+        print(f"{name:<44} " + " ".join(f"{m:.2f}" for m in medians)
               + f"   max/min {max(medians) / min(medians):.3f}")
 
 
@@ -531,6 +531,8 @@ def main() -> None:
     device = torch.device("cuda", torch.cuda.current_device())
     if "--warmup" in sys.argv:
         at = sys.argv.index("--warmup")
+        if at + 1 >= len(sys.argv) or not sys.argv[at + 1].isdigit():
+            sys.exit("--warmup takes a whole number of calls, e.g. --warmup 2")
         STUDY_WARMUP[0] = int(sys.argv[at + 1])
         del sys.argv[at:at + 2]
     if len(sys.argv) > 1:

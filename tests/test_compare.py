@@ -475,6 +475,20 @@ def test_host_free_rows_are_device_time_unless_their_backlog_ran_out(quick_run, 
     assert case["threshold"] == 0.3 and case["note"].startswith("backlog ran out in 50% of a side's samples")
 
 
+def test_a_few_ran_out_samples_leave_a_row_device_time():
+    # the timer grows a backlog after it runs out, so up to RAN_OUT_ALLOWED samples may: forty placements
+    # leave a small row ten to twenty samples, where two are more than MAX_RAN_OUT of them
+    from specbench import timing
+
+    assert compare.RAN_OUT_ALLOWED == timing.BACKLOG_GROWTHS == 2
+    share = compare._ran_out_share
+    assert share({"samples": 14, "backlog_ran_out": 2}) == 0.0
+    assert share({"samples": 14, "backlog_ran_out": 3}) == pytest.approx(3 / 14)
+    assert 3 / 14 > compare.MAX_RAN_OUT
+    assert share({"samples": 40, "backlog_ran_out": 4}) == pytest.approx(0.1)  # not more than MAX_RAN_OUT
+    assert share({"samples": 40, "backlog_ran_out": None}) == 0.0
+
+
 def _calibration_runs(quick_run, tmp_path, moved: float = 1.10) -> list[Path]:
     # three A/A runs: record 0 moved by `moved` in the third, every other record at its median
     return [_with_samples(quick_run, tmp_path / f"aa{i}", seed=10 + i, noise=0.002, scale={0: moved} if i == 2 else {})
@@ -580,6 +594,9 @@ def test_retime_arguments_remake_the_case_and_a_failed_retiming_keeps_the_verdic
     assert "--timer" not in text and f"--seed {metadata['seed']}" in text  # a CPU run has one timer
     forty = {**metadata, "timing": {**metadata["timing"], "placements": 40}}
     assert "--placements 40" in " ".join(confirm.retime_arguments(record, forty, tmp_path / "out"))
+    # a run from before placements were recorded ran ten, not today's default
+    unrecorded = {**metadata, "timing": {k: v for k, v in metadata["timing"].items() if k != "placements"}}
+    assert "--placements 10" in " ".join(confirm.retime_arguments(record, unrecorded, tmp_path / "out"))
     assert confirm.retime_arguments({**record, "acceptance": "chat"}, metadata, tmp_path) is None
     baseline = _with_samples(quick_run, tmp_path / "base", seed=1)
     current = _with_samples(quick_run, tmp_path / "cur", seed=2, scale={0: 2.5})

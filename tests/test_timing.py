@@ -161,7 +161,7 @@ def test_gpu_copy_bandwidth_is_measured_on_every_device():
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
 def test_gpu_samples_are_taken_on_the_device_that_does_the_work():
     # events recorded on the current device (cuda:0) would time nothing of work on cuda:1 (`specbench env`)
-    sample = timing._Sampler(torch.device("cuda", 1), flush=False).sample([lambda: None], backlog_cycles=1000)
+    sample = timing._Sampler(torch.device("cuda", 1), flush=False).sample([lambda: None], backlog_cycles=[1000])
     (start, end), = sample.events
     assert start.device == end.device == torch.device("cuda", 1)
 
@@ -252,7 +252,7 @@ def test_a_backlog_too_short_is_counted_as_run_out(monkeypatch):
 
 class _FakeCuda:
     """Stands in for the CUDA calls the GPU timers make, logging them in order; ``query`` answers from
-    ``ran_out`` (the sleep had ended: True), one answer per sample."""
+    ``ran_out`` (the sleep had ended: True), one answer per call (each placement's check)."""
 
     def __init__(self, ran_out):
         self.log: list = []
@@ -347,6 +347,9 @@ def test_a_backlog_grows_no_further_than_its_cap(monkeypatch):
 
 def test_each_placement_has_its_own_backlog_and_only_one_that_ran_out_grows(monkeypatch):
     # sleep, check, flush, call for every placement; the enqueue is measured on the first alone
+    measured_enqueues = []
+    real_backlog = timing.backlog_us
+    monkeypatch.setattr(timing, "backlog_us", lambda us: measured_enqueues.append(us) or real_backlog(us))
     fake = _FakeCuda([False] * 5 + [True, False, False] + [False, True, False] + [False] * 3)
     fake.install(monkeypatch)
     config = timing.TimingConfig(warmup=0, min_samples=3, max_samples=3, timer="host-free")
@@ -357,9 +360,8 @@ def test_each_placement_has_its_own_backlog_and_only_one_that_ran_out_grows(monk
     one = timing.ENQUEUE_TRIES * 6
     sleeps = [entry[1] for entry in fake.log[one:] if isinstance(entry, tuple)]
     assert len(sleeps) == 9 and fake.log[one + 1:one + 6] == ["woke event", "flush", "timed event", "call 0", "timed event"]
-    first = sleeps[0]
-    doubled = timing.sleep_cycles(t.backlog_us, 1500.0)  # the row reports the longest backlog, the doubled one
-    assert doubled == timing.sleep_cycles(2 * (t.backlog_us / 2), 1500.0) > first
+    first, doubled = (timing.sleep_cycles(factor * real_backlog(measured_enqueues[0]), 1500.0) for factor in (1, 2))
+    assert t.backlog_us == 2 * real_backlog(measured_enqueues[0])  # the row reports the longest backlog
     assert sleeps == [first] * 3 + [doubled, first, first] + [doubled, doubled, first]
     assert t.backlog_ran_out == 2  # two samples with a placement whose backlog ran out
 

@@ -462,8 +462,7 @@ def time_implementations(
             attempt(name, functools.partial(each, runs[name]))
     sampler.wait()
     timer = timer_name(device, config)
-    backlogs: dict[str, list[float]] = {}  # per placement
-    cycles: dict[str, list[int]] = {}
+    backlogs: dict[str, list[float]] = {}  # per placement, µs
     growths: dict[str, list[int]] = {}
     if timer in ("host-free", "graph"):
         rate = sleep_cycles_per_us(device)
@@ -471,7 +470,6 @@ def time_implementations(
             enqueue = attempt(name, functools.partial(sampler.enqueue_us, runs[name][0], rate))
             if enqueue is not None:
                 backlogs[name] = [backlog_us(enqueue)] * len(runs[name])
-                cycles[name] = [sleep_cycles(backlogs[name][0], rate)] * len(runs[name])
                 growths[name] = [0] * len(runs[name])
 
     def grow(name: str, ran_out: list[bool]) -> None:
@@ -480,7 +478,10 @@ def time_implementations(
             if growths[name][placement] < BACKLOG_GROWTHS and backlogs[name][placement] < MAX_BACKLOG_US:
                 growths[name][placement] += 1
                 backlogs[name][placement] = min(BACKLOG_GROWTH * backlogs[name][placement], MAX_BACKLOG_US)
-                cycles[name][placement] = sleep_cycles(backlogs[name][placement], rate)
+
+    def cycles(name: str) -> list[int] | None:
+        # each placement's backlog in the SM clock's cycles (None: no backlog, the events timer)
+        return [sleep_cycles(us, rate) for us in backlogs[name]] if name in backlogs else None
 
     names = [name for name in runs if name not in failures]
     raw: dict[str, list] = {name: [] for name in names}
@@ -489,13 +490,13 @@ def time_implementations(
     while names:
         shift = rounds % len(names)
         for name in names[shift:] + names[:shift]:
-            sample = attempt(name, lambda name=name: sampler.sample(runs[name], cycles.get(name)))
+            sample = attempt(name, lambda name=name: sampler.sample(runs[name], cycles(name)))
             if name in failures:
                 names.remove(name)
                 del raw[name]
                 continue
             raw[name].append(sample)
-            if name in cycles:
+            if name in backlogs:
                 grow(name, sample.ran_out)
         sampler.wait()
         rounds += 1
@@ -507,7 +508,7 @@ def time_implementations(
     for name, samples in raw.items():  # a sample: one call on each placement, averaged
         timings[name] = summarize([sampler.elapsed_us(sample) / calls_per_sample for sample in samples])._replace(
             placements=len(copies[name]))
-        if name in cycles:
+        if name in backlogs:
             ran_out = sum(any(sample.ran_out) for sample in samples)
             timings[name] = timings[name]._replace(backlog_us=max(backlogs[name]), backlog_ran_out=ran_out)
     return Measurement(timings, errors, failures, timer)

@@ -290,60 +290,45 @@ def toggle(device: torch.device, measurements: int = 10, samples: int = 100) -> 
     flush = timing._flush_windows(timing._flush_buffer(device, timing.DEFAULT_PLACEMENTS), device)[0]
     cycles = timing.sleep_cycles(1000.0, timing.sleep_cycles_per_us(device))
 
-    def loop(pair=None, keep: bool = False) -> float:
-        times, kept = [], []
-        for _ in range(samples):
-            start, end = pair or (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-            torch.cuda._sleep(cycles)
-            timing._evict(flush)
-            start.record(stream)
-            call()
-            end.record(stream)
-            end.synchronize()
-            if keep:  # every sample's events alive until the measurement ends, read then
-                kept.append((start, end))
-            else:
-                times.append(start.elapsed_time(end) * 1000.0)
-        return statistics.median(times or [start.elapsed_time(end) * 1000.0 for start, end in kept])
-
     def pair():
         return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
-    def flipped_pairs() -> float:
-        # one unflushed call after every sample, so that (if one call flips the state) successive samples
-        # take the two states in turn: the median of the means of successive pairs
-        times = []
+    def loop(pair_=None, keep: bool = False, check: bool = False, shift: int = 0, flip: bool = False) -> float:
+        # a sample: backlog, flush, start, call, end, wait. ``pair_``: the same two events for every sample
+        # (else fresh ones); ``keep``: every sample's events alive until the measurement ends, read then;
+        # ``check``: a non-timing event after the sleep, queried after the end, as the timer does; ``shift``:
+        # events made between the start and the end event (never recorded: torch makes a CUDA event at its
+        # first record, so they are Python objects only); ``flip``: one unflushed call after the end event,
+        # and the median of the means of successive pairs (if a call flips the state, each pair holds both)
+        times, kept = [], []
         for _ in range(samples):
-            start, end = pair()
+            if pair_ is not None:
+                (start, end), spare = pair_, []
+            else:
+                start = torch.cuda.Event(enable_timing=True)
+                spare = [torch.cuda.Event(enable_timing=True) for _ in range(shift)]
+                end = torch.cuda.Event(enable_timing=True)
             torch.cuda._sleep(cycles)
+            if check:
+                woke = torch.cuda.Event()
+                woke.record(stream)
             timing._evict(flush)
             start.record(stream)
             call()
             end.record(stream)
-            call()
+            if flip:
+                call()
+            if check:
+                woke.query()
             end.synchronize()
-            times.append(start.elapsed_time(end) * 1000.0)
-        return statistics.median((a + b) / 2 for a, b in zip(times[::2], times[1::2]))
-
-    def with_woke(shift: int = 0) -> float:
-        # time_implementations' sample: sleep, a (non-timing) check event, flush, start, call, end; ``shift``
-        # extra events made between the start and the end event
-        times = []
-        for _ in range(samples):
-            torch.cuda._sleep(cycles)
-            woke = torch.cuda.Event()
-            woke.record(stream)
-            start = torch.cuda.Event(enable_timing=True)
-            spare = [torch.cuda.Event(enable_timing=True) for _ in range(shift)]
-            end = torch.cuda.Event(enable_timing=True)
-            timing._evict(flush)
-            start.record(stream)
-            call()
-            end.record(stream)
-            woke.query()
-            end.synchronize()
-            times.append(start.elapsed_time(end) * 1000.0)
+            if keep:
+                kept.append((start, end))
+            else:
+                times.append(start.elapsed_time(end) * 1000.0)
             del spare
+        times = times or [start.elapsed_time(end) * 1000.0 for start, end in kept]
+        if flip:
+            return statistics.median((a + b) / 2 for a, b in zip(times[::2], times[1::2]))
         return statistics.median(times)
 
     def preamble(warm: int = 3, probes: int = timing.ENQUEUE_TRIES, sleep_us: float = 0.0) -> None:
@@ -373,9 +358,9 @@ def toggle(device: torch.device, measurements: int = 10, samples: int = 100) -> 
             "loop, fresh events": loop, "loop, a pair per measurement": lambda: loop(pair()),
             "loop, one pair for all": lambda: loop(fixed),
             "loop, events kept to the end": lambda: loop(keep=True),
-            "loop with a check event": with_woke,
-            "... and one event made between": lambda: with_woke(shift=1),
-            "... and two made between": lambda: with_woke(shift=2),
+            "loop with a check event": lambda: loop(check=True),
+            "... and one event made between": lambda: loop(check=True, shift=1),
+            "... and two made between": lambda: loop(check=True, shift=2),
             "loop after warm-up and probes": after_preamble,
             "... after 3 warm-up calls": lambda: after_preamble(probes=0),
             "... after 1 warm-up call": lambda: after_preamble(warm=1, probes=0),
@@ -383,8 +368,8 @@ def toggle(device: torch.device, measurements: int = 10, samples: int = 100) -> 
             "... after 5 probes": lambda: after_preamble(warm=0),
             "... after 1 probe": lambda: after_preamble(warm=0, probes=1),
             "... after a 2 ms sleep": lambda: after_preamble(warm=0, probes=0, sleep_us=2000.0),
-            "loop, a call after each sample (pair means)": flipped_pairs,
-            "... after warm-up and probes": lambda: preamble() or flipped_pairs()}
+            "loop, a call after each sample (pair means)": lambda: loop(flip=True),
+            "... after warm-up and probes": lambda: preamble() or loop(flip=True)}
     print(f"\nB=1 draft logits: {measurements} measurements of {samples} samples in a row, each way (µs)")
     for name, measure in ways.items():
         medians = [measure() for _ in range(measurements)]

@@ -126,13 +126,17 @@ class _TruncationChecks:
         return best
 
     def _knob_params(self, knobs: list[tuple[float, int, float, float]]) -> tuple[torch.Tensor, SamplingParams]:
-        """Per-request temperatures and ``SamplingParams`` (every knob a tensor) of one knob set per request."""
+        """Per-request temperatures and ``SamplingParams`` of one knob set per request: a knob as a tensor
+        where some request sets it, None where none does (as a server passes them; a batch given no
+        ``top_k`` takes other kernels than one given ``top_k = 0``)."""
         device = self.device
         columns = list(zip(*knobs, strict=True))
         temperatures = torch.tensor(columns[0], dtype=torch.float32, device=device)
-        return temperatures, SamplingParams(top_k=torch.tensor(columns[1], dtype=torch.int64, device=device),
-                                            top_p=torch.tensor(columns[2], dtype=torch.float32, device=device),
-                                            min_p=torch.tensor(columns[3], dtype=torch.float32, device=device))
+        top_k, top_p, min_p = columns[1:]
+        return temperatures, SamplingParams(
+            top_k=torch.tensor(top_k, dtype=torch.int64, device=device) if any(k > 0 for k in top_k) else None,
+            top_p=torch.tensor(top_p, dtype=torch.float32, device=device) if any(p < 1 for p in top_p) else None,
+            min_p=torch.tensor(min_p, dtype=torch.float32, device=device) if any(p > 0 for p in min_p) else None)
 
     @staticmethod
     def _draft_given(kind: str, draft_logits: torch.Tensor, q_cut: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -37,6 +37,7 @@ from triton.backends.compiler import GPUTarget
 from specbench.kernels import launch
 from specbench.kernels.block import _block_masses_kernel, _block_race_kernel, _block_rows_kernel, _verify_block_kernel
 from specbench.kernels.logprobs import _logprobs_kernel
+from specbench.kernels.radix import _split_radix_kernel
 from specbench.kernels.sequential import _verify_sequential_kernel
 from specbench.kernels.split import _split_rows_kernel, _split_terminal_kernel
 from specbench.kernels.synthetic import _simulate_kernel, _simulate_mixture_kernel
@@ -50,7 +51,8 @@ POINTERS = {
     "conditional_rates_ptr": "*fp32", "scratch_f_ptr": "*fp32", "scratch_i_ptr": "*i32", "arrivals_ptr": "*i32",
     "top_k_ptr": "*i32", "top_p_ptr": "*fp32", "min_p_ptr": "*fp32", "summary_f_ptr": "*fp32", "summary_i_ptr": "*i32",
     "logprobs_ptr": "*fp32", "group_max_ptr": "*fp32", "group_ids_ptr": "*i32", "list_ids_ptr": "*i32",
-    "list_v_ptr": "*fp32", "list_w_ptr": "*fp32", "nodes_ptr": "*i32", "parents_ptr": "*i64", "rates_ptr": "*fp32",
+    "list_v_ptr": "*fp32", "list_w_ptr": "*fp32", "state_f_ptr": "*fp32", "state_i_ptr": "*i32",
+    "part_f_ptr": "*fp32", "part_i_ptr": "*i32", "nodes_ptr": "*i32", "parents_ptr": "*i64", "rates_ptr": "*fp32",
 }
 MODES = {"greedy": 0, "probabilistic": 1, "synthetic": 2}
 DRAFTS = (0, 1, 2)  # none, logits, probs
@@ -163,6 +165,17 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     wide = {"MODE": 1, "TARGET_PROBS": 0, "TRUNCATE_DRAFT": 1, **every_knob, "DRAFT": 1, "BLOCK": wide_block,
             "OUT_BLOCK": 8, "FUSED": 1, "SUMMARIZE_EMITTED": 0, **launch._group_shape(1 << 17, wide_block, True)}
     out.append((_verify_truncated_kernel, wide, wide_warps, "fp32"))
+    # the split radix path (batches given no top_k): each step, target logits with truncated draft
+    # logits and target probabilities
+    slice_, radix_block, radix_warps = launch._radix_shape(1 << 17, _GPU)
+    # (digit 1 as a constant, as a launch specialises an integer argument of 1)
+    steps = [{"STEP": 0, "FIRST": 0, "LAST": 0}, {"STEP": 1, "FIRST": 1, "LAST": 0},
+             {"STEP": 1, "FIRST": 0, "LAST": 0, "digit": 1},
+             {"STEP": 1, "FIRST": 0, "LAST": 1}, {"STEP": 2, "FIRST": 0, "LAST": 0}]
+    for target_probs, truncate_draft in ((0, 1), (1, 0)):
+        out.extend((_split_radix_kernel, {"MODE": 1, "TARGET_PROBS": target_probs, "TRUNCATE_DRAFT": truncate_draft,
+                                          "HAS_TOP_K": 0, "HAS_TOP_P": 1, "HAS_MIN_P": 1, **step, "SLICE": slice_,
+                                          "BLOCK": radix_block, "P_BLOCK": 32}, radix_warps, "fp32") for step in steps)
     block, warps = launch._program_shape(1 << 17, _GPU, *launch.ROW_PROGRAM_SHAPE)  # the log-probability epilogue
     for mode in ("greedy", "probabilistic"):
         for target_probs in (0, 1):

@@ -21,7 +21,8 @@ built to reach the edges: draft ids of -1, ``V`` and beyond, rows of NaN, of ``-
 with negative, above-1 and NaN entries and rows with no mass, draft-logit rows with no finite
 value, ``K = 0``, a vocabulary of one token, and the sweep's simulation kernel; then truncation and
 log-probabilities on the same inputs with ties (``truncation_knobs``: knobs in range, off and out of
-range, per request), with and without truncated draft logits, and log-probabilities alone. Each
+range, per request), with and without truncated draft logits, the same knobs without ``top_k`` (the
+split radix path), and log-probabilities alone. Each
 call runs twice, the second through the launcher's direct path to the compiled kernel.
 """
 
@@ -154,7 +155,8 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1)) -> int:
     # (no 70001-token rows here: the radix fallback's ~25 passes over them under the sanitizers took minutes;
     # 4099 tokens still span several blocks and groups, and bfloat16 runs on the first shape only)
     truncation_shapes = [shape for shape in CHAIN_SHAPES if shape[2] != 70001]
-    truncation_modes = ("probabilistic", "synthetic", "greedy") if part in ("all", "truncation") else ()
+    truncation_modes = {"all": ("probabilistic", "synthetic", "greedy"), "truncation": ("probabilistic", "synthetic",
+                        "greedy"), "radix": ("probabilistic",)}.get(part, ())
     for mode, draft, target, dtype in _groups(mine, truncation_modes):
         for batch, num_spec, vocab in truncation_shapes[:1] if dtype == torch.bfloat16 else truncation_shapes:
             kwargs = hostile_inputs(batch, num_spec, vocab, draft, target, dtype, seed=batch + vocab)
@@ -166,7 +168,7 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1)) -> int:
             knobs = {k: v.to(device) for k, v in truncation_knobs(batch, vocab).items()}
             sampling = SamplingParams(temperatures=kwargs.pop("temperatures"), **knobs)
             # "split": the prepass summarises the rows first; "sequential": the step does (FUSED)
-            for strategy in ("split", "sequential"):
+            for strategy in ("split", "sequential") if part != "radix" else ():
                 with launch.strategy(strategy):
                     for truncate_draft, logprobs in ((True, "processed"), (False, "raw")):
                         for _ in range(2):  # the JIT launch, then the direct one
@@ -175,6 +177,12 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1)) -> int:
                             verify(mode=mode, backend="triton", check_values=False, logprobs=logprobs,
                                    temperatures=sampling.temperatures, **kwargs)  # logprobs alone
                             calls += 2
+            # a batch given no top_k: the split radix path (specbench/kernels/radix.py) summarises its rows
+            no_top_k = SamplingParams(temperatures=sampling.temperatures, top_p=sampling.top_p, min_p=sampling.min_p)
+            for _ in range(2):  # the JIT launch, then the direct one
+                verify(mode=mode, backend="triton", check_values=False, sampling=no_top_k, truncate_draft_logits=True,
+                       logprobs="processed", **kwargs)
+                calls += 1
         torch.cuda.synchronize()
         print(f"truncated {mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok", flush=True)
     calls += _tree_workload(mine, device) if part in ("all", "trees") else 0
@@ -296,8 +304,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("sanitize-logs"), help="folder for the logs and summary")
     parser.add_argument("--tools", default=",".join(TOOLS), help="comma-separated compute-sanitizer tools")
     parser.add_argument("--workload", action="store_true", help="run the kernels (what the tools watch)")
-    parser.add_argument("--part", choices=("all", "truncation", "trees", "block"), default="all",
+    parser.add_argument("--part", choices=("all", "truncation", "radix", "trees", "block"), default="all",
                         help="truncation: only the truncation and log-probability kernels and the simulations; "
+                             "radix: only the truncated calls given no top_k (the split radix path), probabilistic; "
                              "trees: only the tree kernels; block: only block verification's")
     parser.add_argument("--shard", default="1/1", help="I/N: run every N-th group of calls from the I-th (1-based)")
     parser.add_argument("--shape", default=None,

@@ -81,6 +81,8 @@ def test_races_are_screened_where_they_are_bound_by_issue(h100):
     ("triton-split-1024x64", "warps per program"),
     ("triton-split-1024x4-chunk1000", "multiple of the block"),
     ("triton-sequential-1024x4-chunk2048", "for split variants"),
+    ("triton-radix-1000x512x4", "divide the tokens per program"),
+    ("triton-radix-4096x512x32", "warps per program"),
 ])
 def test_a_launch_variant_name_that_cannot_launch_is_refused(name, message):
     with pytest.raises(SpecbenchError, match=message):
@@ -91,6 +93,18 @@ def test_a_launch_variant_name_spells_its_shape():
     impl = resolve("triton-split-2048x8-chunk32768")
     assert impl.name == "triton-split-2048x8-chunk32768"
     assert "2048 tokens x 8 warps" in impl.description and "32768" in impl.description
+    radix = resolve("triton-radix-8192x1024x8")
+    assert "8192 tokens of a row per program, 1024 x 8 warps" in radix.description
+
+
+def test_the_split_radix_shape_follows_a_launch_variant(h100):
+    assert launch._radix_shape(128256, h100) == launch.RADIX_SHAPE
+    saved = dict(launch.TUNING)
+    try:
+        launch.TUNING.update(radix_slice=2048, radix_block=256, radix_warps=8)
+        assert launch._radix_shape(128256, h100) == (2048, 256, 8)
+    finally:
+        launch.TUNING.update(saved)
 
 
 def test_every_decision_record_the_terminal_kernel_reads_was_written(monkeypatch):
@@ -155,3 +169,22 @@ def test_each_scratch_set_has_its_own_buffers_and_the_same_results():
     for other in results[1:]:
         assert torch.equal(other.output_token_ids, results[0].output_token_ids)
         assert torch.equal(other.num_emitted, results[0].num_emitted)
+
+
+def test_a_grown_scratch_buffer_keeps_the_one_it_replaced_allocated():
+    # a CUDA graph captured before a larger launch variant grew the scratch still writes the old buffer
+    # when replayed (a timer interleaves variants): the replaced buffer and counters stay allocated
+    key = ("cpu", 0, 0, 99)
+    try:
+        small = launch._scratch(2000, torch.float32, torch.device("cpu"), key)
+        counters = launch._arrival_counters(100, torch.device("cpu"), key)
+        assert launch._scratch(1500, torch.float32, torch.device("cpu"), key) is small  # big enough: kept
+        grown = launch._scratch(3000, torch.float32, torch.device("cpu"), key)
+        assert grown is not small and grown.numel() >= 2 * small.numel()
+        assert any(buffer is small for buffer in launch._retired)
+        more = launch._arrival_counters(300, torch.device("cpu"), key)
+        assert more is not counters and any(buffer is counters for buffer in launch._retired)
+    finally:
+        launch._scratch_cache.pop((*key, torch.float32), None)
+        launch._arrivals.pop(key, None)
+        launch._retired.clear()

@@ -253,7 +253,7 @@ def _profile():
 
 
 @pytest.mark.parametrize("name", ["triton-sequential", "triton-split", "triton-sequential-4096x16",
-                                  "triton-split-1024x4-chunk2048"])
+                                  "triton-split-1024x4-chunk2048", "triton-radix-4096x512x4"])
 def test_launch_variants_match_torch_and_leave_no_launch_state_behind(name):
     from conftest import triton_launch
 

@@ -173,6 +173,39 @@ def test_prepass_cutoffs_keep_what_a_sort_keeps(small_blocks, is_probs):
                      top_p[:-1], min_p[:-1], is_probs)
 
 
+@pytest.mark.parametrize("is_probs", [False, True])
+def test_split_radix_cutoffs_keep_what_a_sort_keeps(small_blocks, monkeypatch, is_probs):
+    """A batch given no top_k (specbench/kernels/radix.py) in slices of 16 tokens: three programs a row
+    of 40, the last one short. Ties at the top_p boundary (values on a grid of 0.5), a tie at the top,
+    +inf logits, a row with no value, first-token-only rows (top_p <= 0, min_p > 1), min_p alone, top_p
+    NaN (off) with min_p, top_p within rounding of 1, a temperature of +inf: the cutoffs keep what a sort
+    keeps, and S is the kept mass."""
+    launch = small_blocks
+    monkeypatch.setattr(launch, "_radix_shape", lambda vocab, device: (16, 16, 4))
+    generator = torch.Generator().manual_seed(11)
+    batch = 10
+    logits = _rows(generator, batch, 2, V)
+    logits[5, 1] = -math.inf  # a row with no value: nothing kept
+    logits[6, 0, 20:26] = 9.0  # a tie at the top
+    logits[6, 1, 10:12] = math.inf
+    logits[9, 0, 0] = math.inf  # at temperature +inf: NaN, no mass, while every finite logit is 0
+    temperatures = torch.tensor([1.0, 0.5, 2.0, 1.0, 1.0, 1.0, 1.0, 0.8, 1.0, math.inf])
+    if is_probs:
+        values = torch.softmax(logits.nan_to_num(nan=-math.inf), dim=-1)
+        values[2, 0, 30:34] = -0.5  # negative entries: no mass
+        values[3, 1] = values[3, 1] * 3  # a row that does not sum to 1
+    else:
+        values = logits
+    top_p = torch.tensor([0.3, 0.6, 0.95, 1.0, -0.5, 0.5, 0.999, float("nan"), 0.9999999, 0.7])
+    min_p = torch.tensor([0.0, 0.1, 0.0, 0.3, 0.0, 2.0, 0.01, 0.05, 0.0, 0.0])
+    m, mass, tau, iota, length = launch.truncation_summaries(
+        target=values, target_is_probs=is_probs, temperatures=temperatures,
+        num_draft_tokens=torch.ones(batch, dtype=torch.int32), top_k=None, top_p=top_p, min_p=min_p)
+    assert not bool(length.any())  # no kept lists on this path
+    no_k = torch.zeros(batch, dtype=torch.int32)
+    _check_summaries((m, mass, tau, iota), values, temperatures, no_k, top_p, min_p, is_probs)
+
+
 def _check_summaries(summaries, values, temperatures, top_k, top_p, min_p, is_probs) -> None:
     # every row's cutoff keeps what a sort keeps and what specbench.truncation keeps; S and m as the row says
     m, mass, tau, iota = summaries
@@ -359,14 +392,28 @@ def _reference(inputs: dict, **keywords):
     return _verify(inputs, backend="torch", **keywords)
 
 
-@pytest.mark.parametrize("path", ["fused", "prepass"])
+def _knobs_without_top_k(batch: int = B) -> dict:
+    # per request: top_p, min_p alone, every knob off, both, a top_p that keeps one token, top_p near 1 with
+    # min_p = 1 (the tokens tied at the top)
+    return {
+        "top_p": torch.tensor([0.7, 1.0, 1.0, 0.8, 0.01, 0.999][:batch]),
+        "min_p": torch.tensor([0.0, 0.1, 0.0, 0.05, 0.0, 1.0][:batch]),
+    }
+
+
+@pytest.mark.parametrize("path", ["fused", "prepass", "split-radix"])
 @pytest.mark.parametrize(("form", "which"), [(form, ("processed", "raw")[i % 2]) for i, form in enumerate(FORMS)])
-def test_mixed_batch_equals_reference(small_blocks, form, which, path):
-    """Both launch paths: rows summarised inside the step as it reaches them (``FUSED``), and by the
-    prepass first, each row split across programs (forced by the split strategy)."""
+def test_mixed_batch_equals_reference(small_blocks, monkeypatch, form, which, path):
+    """Every launch path: rows summarised inside the step as it reaches them (``FUSED``), by the
+    prepass first, each row split across programs (forced by the split strategy), and, for a batch
+    given no top_k, by the split radix path (slices of 16 tokens)."""
     target, draft, truncate_draft = form
     inputs = _inputs(11 + FORMS.index(form), target, draft)
-    keywords = {"knobs": _knobs(), "truncate_draft_logits": truncate_draft, "logprobs": which}
+    knobs = _knobs()
+    if path == "split-radix":
+        knobs = _knobs_without_top_k()
+        monkeypatch.setattr(small_blocks, "_radix_shape", lambda vocab, device: (16, 16, 4))
+    keywords = {"knobs": knobs, "truncate_draft_logits": truncate_draft, "logprobs": which}
     want = _reference(inputs, **keywords)
     with small_blocks.strategy("split" if path == "prepass" else "auto"):
         got = _verify(inputs, **keywords)
@@ -375,10 +422,13 @@ def test_mixed_batch_equals_reference(small_blocks, form, which, path):
                                                                                            want.logprobs)
 
 
-@pytest.mark.parametrize("path", ["fused", "prepass"])
-def test_synthetic_mixed_batch_equals_reference(small_blocks, path):
+@pytest.mark.parametrize("path", ["fused", "prepass", "split-radix"])
+def test_synthetic_mixed_batch_equals_reference(small_blocks, monkeypatch, path):
     inputs = _inputs(13, "logits", "none")
-    keywords = {"mode": "synthetic", "acceptance_rates": [0.7, 0.5, 0.3], "knobs": _knobs(), "logprobs": "processed"}
+    knobs = _knobs_without_top_k() if path == "split-radix" else _knobs()
+    if path == "split-radix":
+        monkeypatch.setattr(small_blocks, "_radix_shape", lambda vocab, device: (16, 16, 4))
+    keywords = {"mode": "synthetic", "acceptance_rates": [0.7, 0.5, 0.3], "knobs": knobs, "logprobs": "processed"}
     want = _reference(inputs, **keywords)
     with small_blocks.strategy("split" if path == "prepass" else "auto"):
         got = _verify(inputs, **keywords)

@@ -28,10 +28,10 @@ def _triton_unavailable(device: torch.device) -> str | None:
     return "Triton is not installed" if importlib.util.find_spec("triton") is None else None
 
 
-def _triton_variant(strategy: str, block: int | None = None, num_warps: int | None = None,
-                    split_chunk: int | None = None):
-    """``prepare`` of a Triton launch variant: the strategy and launch shape are forced inside each
-    call only (a context around the call), so variants timed in one process never leak into each other."""
+def _triton_variant(strategy: str | None, **tuning: int | None):
+    """``prepare`` of a Triton launch variant: the strategy (None: the launcher's own) and the launch
+    shapes (``launch.TUNING`` entries) are forced inside each call only (a context around the call), so
+    variants timed in one process never leak into each other."""
 
     def prepare(kwargs: dict[str, Any]) -> Callable[[], VerifyResult]:
         from specbench.kernels import launch
@@ -40,9 +40,9 @@ def _triton_variant(strategy: str, block: int | None = None, num_warps: int | No
 
         def run() -> VerifyResult:
             saved = dict(launch.TUNING)
-            launch.TUNING.update(block=block, num_warps=num_warps, split_chunk=split_chunk)
+            launch.TUNING.update({name: None for name in saved} | tuning)  # the rest: the launcher's own
             try:
-                with launch.strategy(strategy):
+                with launch.strategy(strategy or "auto"):
                     return call()
             finally:
                 launch.TUNING.update(saved)
@@ -53,12 +53,26 @@ def _triton_variant(strategy: str, block: int | None = None, num_warps: int | No
 
 
 _SHAPE_NAME = re.compile(r"triton-(sequential|split)-(\d+)x(\d+)(?:-chunk(\d+))?")
+_RADIX_NAME = re.compile(r"triton-radix-(\d+)x(\d+)x(\d+)")
 
 
 def launch_variant(name: str) -> Implementation | None:
     """The Triton launch variant a name like ``triton-sequential-4096x16`` or ``triton-split-2048x8-chunk32768``
     spells (kernel shape, tokens per block x warps per program, most tokens a split program reads of a row),
-    None for a name of another form; a shape Triton cannot launch is a ``SpecbenchError``."""
+    or ``triton-radix-4096x1024x8`` (the split radix path's tokens of a row per program, per chunk, and
+    warps), None for a name of another form; a shape Triton cannot launch is a ``SpecbenchError``."""
+    radix = _RADIX_NAME.fullmatch(name)
+    if radix is not None:
+        slice_, block, warps = (int(group) for group in radix.groups())
+        if block < 128 or block > 16384 or block & (block - 1) or slice_ % block:
+            raise SpecbenchError(f"{name}: tokens per chunk must be a power of two from 128 to 16384 and divide "
+                                 f"the tokens per program, got {slice_} x {block}")
+        if warps not in (1, 2, 4, 8, 16, 32) or warps * 32 > block:
+            raise SpecbenchError(f"{name}: warps per program must be 1, 2, 4, 8, 16 or 32 and at most chunk / 32, "
+                                 f"got {warps}")
+        return _triton(name, f"Triton, the split radix path (batches given top_p or min_p without top_k) at "
+                             f"{slice_} tokens of a row per program, {block} x {warps} warps",
+                       _triton_variant(None, radix_slice=slice_, radix_block=block, radix_warps=warps))
     match = _SHAPE_NAME.fullmatch(name)
     if match is None:
         return None
@@ -73,7 +87,8 @@ def launch_variant(name: str) -> Implementation | None:
         raise SpecbenchError(f"{name}: -chunkN is for split variants and must be a multiple of the block, got {chunk}")
     shape = f"{block} tokens x {warps} warps" + (f", at most {chunk} tokens of a row per program" if chunk else "")
     what = "one program per request forced" if strategy == "sequential" else "the vocabulary split forced"
-    return _triton(name, f"Triton, {what}, {shape}", _triton_variant(strategy, block, warps, chunk))
+    return _triton(name, f"Triton, {what}, {shape}",
+                   _triton_variant(strategy, block=block, num_warps=warps, split_chunk=chunk))
 
 
 def _ours(name: str, description: str, prepare, **facts) -> Implementation:

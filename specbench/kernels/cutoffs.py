@@ -33,6 +33,9 @@ Two ways to the cutoff:
   group; ``min_p`` a threshold on ``w``, then the cutoff moved to the last token in play (two
   passes). About 25 passes over the row for top_k + top_p: correct, not fast. No kept list.
 
+(A batch given no ``top_k`` takes neither: ``specbench/kernels/radix.py`` splits the radix search across
+programs, one launch per 4-bit digit.)
+
 Masses are float32 ``exp(z - m)`` (``tl.exp``: on a GPU an approximate exponential, so a token whose
 mass lies within a few ulp of ``min_p`` or whose top-p prefix lies within rounding of the boundary
 can fall either side, as the contract and the oracle allow); sums are in an order of these

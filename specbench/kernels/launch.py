@@ -66,6 +66,7 @@ import triton
 import triton.language as tl
 
 from specbench.errors import SpecbenchError
+from specbench.kernels import radix
 from specbench.kernels.block import _block_masses_kernel, _block_race_kernel, _block_rows_kernel, _verify_block_kernel
 from specbench.kernels.cutoffs import MAX_GROUPS
 from specbench.kernels.logprobs import _logprobs_kernel
@@ -179,7 +180,8 @@ SPLIT_SMALL_BATCH = 16  # at most this many requests: the other modes' split pro
 SPLIT_LARGE_BATCH = 256
 SPLIT_CHUNK = 16384
 SPLIT_PROGRAMS_PER_SM = 4
-TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk": None}
+TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk": None, "radix_slice": None,
+                                 "radix_block": None, "radix_warps": None}
 
 
 @contextlib.contextmanager
@@ -248,6 +250,11 @@ def _use_split(batch: int, num_slots: int, mode: str, device: torch.device) -> b
 _arrivals: dict[tuple[str, int, int, int], torch.Tensor] = {}
 _scratch_cache: dict[tuple[str, int, int, int, torch.dtype], torch.Tensor] = {}
 _scratch_set = 0
+# Scratch buffers and counters that a larger one replaced, kept allocated: a CUDA graph captured with
+# them still reads and writes them when replayed (a timer replays the graphs of several launch
+# variants whose scratch sizes differ). Each replacement at least doubles, so these hold less than
+# the buffers in use.
+_retired: list[torch.Tensor] = []
 
 
 @contextlib.contextmanager
@@ -275,7 +282,10 @@ def _arrival_counters(batch: int, device: torch.device, key: tuple[str, int, int
     """
     counters = _arrivals.get(key)
     if counters is None or counters.numel() < batch:
-        counters = torch.zeros(max(batch, 64), dtype=torch.int32, device=device)
+        if counters is not None:
+            _retired.append(counters)
+        counters = torch.zeros(max(batch, 64, 2 * (0 if counters is None else counters.numel())), dtype=torch.int32,
+                               device=device)
         _arrivals[key] = counters
     return counters
 
@@ -287,12 +297,14 @@ def _alloc_scratch(shape: tuple[int, ...], dtype: torch.dtype, device: torch.dev
 
 def _scratch(numel: int, dtype: torch.dtype, device: torch.device, key: tuple[str, int, int, int]) -> torch.Tensor:
     """A scratch buffer of at least ``numel`` elements, kept per (device, stream, scratch set, dtype) and
-    grown as needed: launches on one stream run in order, so one step's scratch is free when the next
-    starts."""
+    grown as needed (at least doubled; the one replaced stays allocated, ``_retired``): launches on one
+    stream run in order, so one step's scratch is free when the next starts."""
     cache_key = (*key, dtype)
     buffer = _scratch_cache.get(cache_key)
     if buffer is None or buffer.numel() < numel:
-        buffer = _alloc_scratch((max(numel, 1024),), dtype, device)
+        if buffer is not None:
+            _retired.append(buffer)
+        buffer = _alloc_scratch((max(numel, 1024, 2 * (0 if buffer is None else buffer.numel())),), dtype, device)
         _scratch_cache[cache_key] = buffer
     return buffer
 
@@ -605,6 +617,7 @@ _ROWS = _Launcher(_split_rows_kernel)
 _TERMINAL = _Launcher(_split_terminal_kernel)
 _PREPASS = _Launcher(_truncation_prepass_kernel)
 _TRUNCATED = _Launcher(_verify_truncated_kernel)
+_SPLIT_RADIX = _Launcher(radix._split_radix_kernel)
 _LOGPROBS = _Launcher(_logprobs_kernel)
 # Launch shapes of the truncation kernels (tokens a program reads per chunk, warps), by path: the
 # prepass path of small batches, where a row's cutoff search is one program's work while the others
@@ -681,7 +694,8 @@ def _group_shape(vocab: int, block: int, fused: bool = False) -> dict[str, int]:
 class _TruncationScratch(NamedTuple):
     """The truncation kernels' scratch (``specbench/kernels/truncation.py``): the summaries first (at
     the start of the step's float32 and int32 scratch, where ``_summaries`` finds them), then per cell
-    the group maxima, the gathered group ids and the kept list (ids, values, masses)."""
+    the group maxima, the gathered group ids and the kept list (ids, values, masses), then the split
+    radix path's state per cell and partials per (cell, slice) (``specbench/kernels/radix.py``)."""
 
     summary_f: torch.Tensor
     summary_i: torch.Tensor
@@ -690,23 +704,77 @@ class _TruncationScratch(NamedTuple):
     list_ids: torch.Tensor
     list_v: torch.Tensor
     list_w: torch.Tensor
+    radix_state_f: torch.Tensor
+    radix_state_i: torch.Tensor
+    radix_part_f: torch.Tensor
+    radix_part_i: torch.Tensor
 
     @classmethod
-    def of(cls, batch: int, num_slots: int, vocab: int, device: torch.device, key) -> _TruncationScratch:
+    def of(cls, batch: int, num_slots: int, vocab: int, device: torch.device, key,
+           slices: int = 0) -> _TruncationScratch:
+        # `slices`: the split radix path's slices of a row (0: no room for it)
         cells = batch * num_slots * 2
         groups = -(-vocab // _GROUP)
-        floats = _scratch(cells * (4 + groups + 2 * _LIST), torch.float32, device, key)
-        ints = _scratch(cells * (1 + TOP_K_CAP_GROUPS + _LIST), torch.int32, device, key)
-        f_cuts = np.cumsum([cells * 4, cells * groups, cells * _LIST])
-        i_cuts = np.cumsum([cells, cells * TOP_K_CAP_GROUPS])
-        return cls(floats[:f_cuts[0]], ints[:i_cuts[0]], floats[f_cuts[0]:f_cuts[1]], ints[i_cuts[0]:i_cuts[1]],
-                   ints[i_cuts[1]:], floats[f_cuts[1]:f_cuts[2]], floats[f_cuts[2]:])
+        state = radix.STATE.value if slices else 0
+        f_sizes = [cells * 4, cells * groups, cells * _LIST, cells * _LIST, cells * state,
+                   cells * slices * radix.PART_F.value]
+        i_sizes = [cells, cells * TOP_K_CAP_GROUPS, cells * _LIST, cells * state, cells * slices * radix.PART_I.value]
+        floats = _scratch(sum(f_sizes), torch.float32, device, key)
+        ints = _scratch(sum(i_sizes), torch.int32, device, key)
+        f = [floats[a:b] for a, b in zip(np.cumsum([0, *f_sizes[:-1]]), np.cumsum(f_sizes), strict=True)]
+        i = [ints[a:b] for a, b in zip(np.cumsum([0, *i_sizes[:-1]]), np.cumsum(i_sizes), strict=True)]
+        return cls(f[0], i[0], f[1], i[1], i[2], f[2], f[3], f[4], i[3], f[5], i[4])
+
+    @property
+    def cutoffs(self) -> tuple[torch.Tensor, ...]:
+        """The summaries and the top-k and radix paths' scratch, in the prepass's and the step's argument order."""
+        return self[:7]
 
 
 def _summaries(batch: int, num_slots: int, device: torch.device, key) -> tuple[torch.Tensor, torch.Tensor]:
     # the summaries [B, K + 1, 2, 4] float32 and [B, K + 1, 2] int32, in the step's scratch
     cells = batch * num_slots * 2
     return _scratch(cells * 4, torch.float32, device, key), _scratch(cells, torch.int32, device, key)
+
+
+# The split radix path (batches given top_p or min_p without top_k, specbench/kernels/radix.py): tokens
+# of a row per program, tokens per chunk, warps, on a GPU. The slice is the device's, never the
+# batch's, so a row's sums (and its cutoff) do not depend on its batch. H200, graph, top_p 0.95 alone,
+# draft logits, µs (results/h200-split-radix/): 4096 x 512 x 4 / 4096 x 1024 x 8 / 2048 x 512 x 8 /
+# 1024 x 256 x 4 at B = 1: 193.8 / 190.3 / 193.3 / 188.1, B = 8: 403.9 / 461.9 / 472.8 / 451.8, B = 64:
+# 3,450 / 4,263 / 4,372 / 4,044, B = 512: 37,109 / 47,179 / 47,157 / 43,676
+RADIX_SHAPE = (4096, 512, 4)
+
+
+def _radix_shape(vocab: int, device: torch.device) -> tuple[int, int, int]:
+    # (slice, block, warps) of the split radix path; on a CPU (the interpreter) blocks of 256 tokens
+    if device.type != "cuda":
+        block = min(max(_next_power_of_2(vocab), 16), 256)
+        return block, block, 4
+    slice_, block, num_warps = (TUNING[name] or default for name, default in
+                                zip(("radix_slice", "radix_block", "radix_warps"), RADIX_SHAPE, strict=True))
+    block = min(block, max(_next_power_of_2(vocab), 128))
+    return max(slice_, block), block, min(num_warps, max(block // 32, 1))
+
+
+def _split_radix(scratch_of, arrivals: torch.Tensor, target_args: tuple, request_args: tuple, knobs: tuple,
+                 batch: int, num_slots: int, vocab: int, sides: int, device: torch.device, key,
+                 **constexprs: object) -> None:
+    # every cutoff of a batch given no top_k, by the split radix path's launches: the largest value,
+    # the eight digits of the cutoff's key, the cutoff's id (specbench/kernels/radix.py)
+    slice_, block, num_warps = _radix_shape(vocab, device)
+    slices = _cdiv(vocab, slice_)
+    scratch = scratch_of(slices)
+    args = (scratch.radix_state_f, scratch.radix_state_i, scratch.radix_part_f, scratch.radix_part_i, arrivals,
+            scratch.summary_f, scratch.summary_i, *target_args, *request_args, *knobs, vocab, num_slots, slices)
+    shape = {"SLICE": slice_, "BLOCK": block, "P_BLOCK": max(_next_power_of_2(slices), 2), **constexprs}
+    grid = (batch, num_slots, sides * slices)
+    _SPLIT_RADIX(grid, (*args, 0), num_warps, key, STEP=0, FIRST=False, LAST=False, **shape)
+    for digit in range(radix.DIGITS):
+        _SPLIT_RADIX(grid, (*args, digit), num_warps, key, STEP=1, FIRST=digit == 0, LAST=digit == radix.DIGITS - 1,
+                     **shape)
+    _SPLIT_RADIX((batch, num_slots, sides), (*args, 0), num_warps, key, STEP=2, FIRST=False, LAST=False, **shape)
+    return scratch
 
 
 def _prepass_slices(rows: int, vocab: int, group_rows: int, device: torch.device) -> tuple[int, int]:
@@ -755,28 +823,37 @@ def _verify_truncated(
     if batch == 0:
         return step.result
     key = _stream_key(device)
-    fused = not _use_split(batch, num_slots, "probabilistic", device)
+    # a batch given no top_k: every truncated row has top_k off, and the split radix path summarises
+    # it before the step at any batch size (the step then reads summaries, as on the prepass path);
+    # otherwise the prepass (small batches) or the step itself (FUSED)
+    split_radix = top_k is None
+    fused = not split_radix and not _use_split(batch, num_slots, "probabilistic", device)
     block, num_warps = _truncation_shape(vocab, device, fused, batch)
     knobs, flags = _knob_args(top_k, top_p, min_p, temperatures)
-    scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key)
     truncate_draft = draft_kind == 1 and truncate_draft_logits
     group_shape = _group_shape(vocab, block, fused)
-    common = {"MODE": _MODE_IDS[mode], "TARGET_PROBS": target_is_probs, "TRUNCATE_DRAFT": truncate_draft, **flags,
-              **group_shape}
+    common = {"MODE": _MODE_IDS[mode], "TARGET_PROBS": target_is_probs, "TRUNCATE_DRAFT": truncate_draft, **flags}
     target_args = (target, target.stride(0), target.stride(1), draft, draft.stride(0), draft.stride(1))
     request_args = (num_draft_tokens, temperatures, seeds, positions)
-    if not fused:
-        sides = 2 if truncate_draft else 1
+    sides = 2 if truncate_draft else 1
+    arrivals = _arrival_counters(batch * num_slots * 2, device, key)
+    if split_radix:
+        scratch = _split_radix(lambda slices: _TruncationScratch.of(batch, num_slots, vocab, device, key, slices),
+                               arrivals, target_args, request_args, knobs, batch, num_slots, vocab, sides, device,
+                               key, **common)
+    else:
+        scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key)
+    if not fused and not split_radix:
         slices, slice_groups = _prepass_slices(batch * num_slots * sides, vocab, group_shape["GROUP_ROWS"], device)
-        arrivals = _arrival_counters(batch * num_slots * 2, device, key)
         _PREPASS((batch, num_slots, sides * slices),
-                 (*scratch, arrivals, *target_args, *request_args, *knobs, vocab, num_slots, slices, slice_groups),
-                 num_warps, key, **common)
+                 (*scratch.cutoffs, arrivals, *target_args, *request_args, *knobs, vocab, num_slots, slices,
+                  slice_groups),
+                 num_warps, key, **common, **group_shape)
     _TRUNCATED((batch,),
                (out, out.stride(0), num_emitted, num_accepted, *target_args, draft_ids, draft_ids.stride(0),
-                *request_args, conditional_rates, *knobs, *scratch, vocab, num_slots),
+                *request_args, conditional_rates, *knobs, *scratch.cutoffs, vocab, num_slots),
                num_warps, key, DRAFT=draft_kind, BLOCK=block, FUSED=fused, SUMMARIZE_EMITTED=logprobs and mode == "synthetic",
-               OUT_BLOCK=_next_power_of_2(num_slots), **common)
+               OUT_BLOCK=_next_power_of_2(num_slots), **common, **group_shape)
     return VerifyResult(out, num_emitted, num_accepted)
 
 
@@ -784,8 +861,9 @@ def _verify_truncated(
 def truncation_summaries(*, target: torch.Tensor, target_is_probs: bool, temperatures: torch.Tensor,
                          num_draft_tokens: torch.Tensor, top_k: torch.Tensor | None, top_p: torch.Tensor | None,
                          min_p: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The prepass alone on target rows (for tests and tools): ``(m, S, tau, iota, n)``, each ``[B, K +
-    1]`` (``n`` the kept list's length, 0 for a row the radix path summarised), written for the rows
+    """The summaries alone of target rows (for tests and tools; the split radix path when ``top_k`` is
+    not given, else the prepass): ``(m, S, tau, iota, n)``, each ``[B, K + 1]`` (``n`` the kept list's
+    length, 0 for a row a radix path summarised), written for the rows
     a truncated step reads (rows ``0..n`` of non-greedy requests with a knob on); every other entry is
     what the scratch held."""
     batch, num_slots, vocab = target.shape
@@ -793,17 +871,23 @@ def truncation_summaries(*, target: torch.Tensor, target_is_probs: bool, tempera
     key = _stream_key(device)
     block, num_warps = _truncation_shape(vocab, device)
     knobs, flags = _knob_args(top_k, top_p, min_p, temperatures)
-    scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key)
     group_shape = _group_shape(vocab, block)
-    slices, slice_groups = _prepass_slices(batch * num_slots, vocab, group_shape["GROUP_ROWS"], device)
     arrivals = _arrival_counters(batch * num_slots * 2, device, key)
     zeros = torch.zeros(batch, dtype=torch.int64, device=device)
-    _PREPASS((batch, num_slots, slices),
-             (*scratch, arrivals, target, target.stride(0), target.stride(1), target, target.stride(0),
-              target.stride(1), num_draft_tokens, temperatures, zeros, zeros, *knobs, vocab, num_slots, slices,
-              slice_groups),
-             num_warps, key, MODE=_MODE_IDS["probabilistic"], TARGET_PROBS=target_is_probs, TRUNCATE_DRAFT=False,
-             **group_shape, **flags)
+    target_args = (target, target.stride(0), target.stride(1), target, target.stride(0), target.stride(1))
+    request_args = (num_draft_tokens, temperatures, zeros, zeros)
+    common = {"MODE": _MODE_IDS["probabilistic"], "TARGET_PROBS": target_is_probs, "TRUNCATE_DRAFT": False, **flags}
+    if top_k is None:  # the split radix path, as the step takes it
+        scratch = _split_radix(lambda slices: _TruncationScratch.of(batch, num_slots, vocab, device, key, slices),
+                               arrivals, target_args, request_args, knobs, batch, num_slots, vocab, 1, device, key,
+                               **common)
+    else:
+        scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key)
+        slices, slice_groups = _prepass_slices(batch * num_slots, vocab, group_shape["GROUP_ROWS"], device)
+        _PREPASS((batch, num_slots, slices),
+                 (*scratch.cutoffs, arrivals, *target_args, *request_args, *knobs, vocab, num_slots, slices,
+                  slice_groups),
+                 num_warps, key, **common, **group_shape)
     fields = scratch.summary_f[:batch * num_slots * 8].view(batch, num_slots, 2, 4)[:, :, 0]
     iota = scratch.summary_i[:batch * num_slots * 2].view(batch, num_slots, 2)[:, :, 0]
     return (fields[..., 0].clone(), fields[..., 1].clone(), fields[..., 2].clone(), iota.clone(),

@@ -7,7 +7,7 @@ in the row's order (token ``y`` is kept iff ``v_y > tau`` or ``v_y == tau and y 
 length of its kept list (the ids and masses of at most ``MAX_FAST_K`` kept tokens, for rows with
 ``1 <= top_k <= 64``; 0 for a row found by the radix path). Only the rows a truncated request needs
 get one: target rows ``0..n`` and, with ``TRUNCATE_DRAFT``, draft-logit rows ``0..n-1`` of
-non-greedy requests with a knob on. Two ways to run a step:
+non-greedy requests with a knob on. Three ways to run a step:
 
 1. Small batches (``FUSED`` off): ``_truncation_prepass_kernel`` (grid ``B x (K + 1) x (sides *
    SLICES)``) writes every such row's summary before the step: each of a row's ``SLICES`` programs
@@ -17,6 +17,10 @@ non-greedy requests with a knob on. Two ways to run a step:
 2. Large batches (``FUSED``): no prepass; the step's program summarises each row itself when it
    first needs it, in the order it verifies them, so rows after a request's first rejection are
    never read, as without truncation.
+
+3. A batch given ``top_p`` or ``min_p`` but no ``top_k`` (any batch size): the split radix path
+   (``specbench/kernels/radix.py``) writes every such row's summary first, in ten launches with each
+   row split across programs, and the step reads them as on the prepass path.
 
 ``_verify_truncated_kernel`` (grid ``B``): one program per request for every mode, target form and
 draft form once any knob is given. A request with every knob off, or a greedy one, takes today's
@@ -109,7 +113,7 @@ def request_knobs(b, top_k_ptr, top_p_ptr, min_p_ptr, V, HAS_TOP_K: tl.constexpr
 
 
 @triton.jit
-def _store_summary(summary_f_ptr, summary_i_ptr, cell, m, mass, tau, iota, length):
+def store_summary(summary_f_ptr, summary_i_ptr, cell, m, mass, tau, iota, length):
     tl.store(summary_f_ptr + cell * SUMMARY_FIELDS + 0, m)
     tl.store(summary_f_ptr + cell * SUMMARY_FIELDS + 1, mass)
     tl.store(summary_f_ptr + cell * SUMMARY_FIELDS + 2, tau)
@@ -136,7 +140,7 @@ def _row_summary(cell, row, V, inv_temperature, k, top_p, min_p, summary_f_ptr, 
             row, V, inv_temperature, k, top_p, min_p, group_max_ptr + cell * tl.cdiv(V, GROUP),
             group_ids_ptr + cell * CAP_GROUPS, list_ids_ptr + cell * MAX_FAST_K, list_v_ptr + cell * MAX_FAST_K,
             list_w_ptr + cell * MAX_FAST_K, TARGET_PROBS, RADIX_BLOCK, GROUP_ROWS, GROUP_BLOCK, CAP_GROUPS, True)
-        _store_summary(summary_f_ptr, summary_i_ptr, cell, m, mass, tau, iota, length)
+        store_summary(summary_f_ptr, summary_i_ptr, cell, m, mass, tau, iota, length)
     else:
         m = tl.load(summary_f_ptr + cell * SUMMARY_FIELDS + 0)
         mass = tl.load(summary_f_ptr + cell * SUMMARY_FIELDS + 1)
@@ -211,7 +215,7 @@ def _truncation_prepass_kernel(
                     d_row, V, inv_temperature, k, top_p, min_p, group_max, group_ids_ptr + cell * CAP_GROUPS,
                     list_ids_ptr + lists, list_v_ptr + lists, list_w_ptr + lists, False, RADIX_BLOCK, GROUP_ROWS,
                     GROUP_BLOCK, CAP_GROUPS, False)
-            _store_summary(summary_f_ptr, summary_i_ptr, cell, m, mass, tau, iota, length)
+            store_summary(summary_f_ptr, summary_i_ptr, cell, m, mass, tau, iota, length)
 
 
 @triton.jit

@@ -166,16 +166,17 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
             "OUT_BLOCK": 8, "FUSED": 1, "SUMMARIZE_EMITTED": 0, **launch._group_shape(1 << 17, wide_block, True)}
     out.append((_verify_truncated_kernel, wide, wide_warps, "fp32"))
     # the split radix path (batches given no top_k): each step, target logits with truncated draft
-    # logits and target probabilities
+    # logits
     slice_, radix_block, radix_warps = launch._radix_shape(1 << 17, _GPU)
     # (digit 1 as a constant, as a launch specialises an integer argument of 1)
     steps = [{"STEP": 0, "FIRST": 0, "LAST": 0}, {"STEP": 1, "FIRST": 1, "LAST": 0},
              {"STEP": 1, "FIRST": 0, "LAST": 0, "digit": 1},
              {"STEP": 1, "FIRST": 0, "LAST": 1}, {"STEP": 2, "FIRST": 0, "LAST": 0}]
-    for target_probs, truncate_draft in ((0, 1), (1, 0)):
+    # (target probabilities change only the loads and the masses: their two widest steps)
+    for target_probs, truncate_draft, chosen in ((0, 1, steps), (1, 0, steps[1::2])):
         out.extend((_split_radix_kernel, {"MODE": 1, "TARGET_PROBS": target_probs, "TRUNCATE_DRAFT": truncate_draft,
                                           "HAS_TOP_K": 0, "HAS_TOP_P": 1, "HAS_MIN_P": 1, **step, "SLICE": slice_,
-                                          "BLOCK": radix_block, "P_BLOCK": 32}, radix_warps, "fp32") for step in steps)
+                                          "BLOCK": radix_block, "P_BLOCK": 32}, radix_warps, "fp32") for step in chosen)
     block, warps = launch._program_shape(1 << 17, _GPU, *launch.ROW_PROGRAM_SHAPE)  # the log-probability epilogue
     for mode in ("greedy", "probabilistic"):
         for target_probs in (0, 1):

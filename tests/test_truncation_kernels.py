@@ -408,6 +408,9 @@ def test_mixed_batch_equals_reference(small_blocks, monkeypatch, form, which, pa
     prepass first, each row split across programs (forced by the split strategy), and, for a batch
     given no top_k, by the split radix path (slices of 16 tokens)."""
     target, draft, truncate_draft = form
+    if path == "split-radix" and form in FORMS[3:6]:
+        pytest.skip("the split radix path is tested on four forms: one-hot drafts, draft logits cut and whole, and "
+                    "probabilities on both sides (the suite's time on the interpreter)")
     inputs = _inputs(11 + FORMS.index(form), target, draft)
     knobs = _knobs()
     if path == "split-radix":

@@ -757,14 +757,14 @@ def _radix_shape(vocab: int, device: torch.device) -> tuple[int, int, int]:
     return max(slice_, block), block, min(num_warps, max(block // 32, 1))
 
 
-def _split_radix(scratch_of, arrivals: torch.Tensor, target_args: tuple, request_args: tuple, knobs: tuple,
-                 batch: int, num_slots: int, vocab: int, sides: int, device: torch.device, key,
-                 **constexprs: object) -> None:
+def _split_radix(arrivals: torch.Tensor, target_args: tuple, request_args: tuple, knobs: tuple, batch: int,
+                 num_slots: int, vocab: int, sides: int, device: torch.device, key,
+                 **constexprs: object) -> _TruncationScratch:
     # every cutoff of a batch given no top_k, by the split radix path's launches: the largest value,
-    # the eight digits of the cutoff's key, the cutoff's id (specbench/kernels/radix.py)
+    # the eight digits of the cutoff's key, the cutoff's id (specbench/kernels/radix.py); its scratch
     slice_, block, num_warps = _radix_shape(vocab, device)
     slices = _cdiv(vocab, slice_)
-    scratch = scratch_of(slices)
+    scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key, slices)
     args = (scratch.radix_state_f, scratch.radix_state_i, scratch.radix_part_f, scratch.radix_part_i, arrivals,
             scratch.summary_f, scratch.summary_i, *target_args, *request_args, *knobs, vocab, num_slots, slices)
     shape = {"SLICE": slice_, "BLOCK": block, "P_BLOCK": max(_next_power_of_2(slices), 2), **constexprs}
@@ -774,6 +774,26 @@ def _split_radix(scratch_of, arrivals: torch.Tensor, target_args: tuple, request
         _SPLIT_RADIX(grid, (*args, digit), num_warps, key, STEP=1, FIRST=digit == 0, LAST=digit == radix.DIGITS - 1,
                      **shape)
     _SPLIT_RADIX((batch, num_slots, sides), (*args, 0), num_warps, key, STEP=2, FIRST=False, LAST=False, **shape)
+    return scratch
+
+
+def _summarize(target_args: tuple, request_args: tuple, knobs: tuple, batch: int, num_slots: int, vocab: int,
+               sides: int, device: torch.device, key, *, split_radix: bool, prepass: bool, num_warps: int,
+               group_shape: dict[str, int], **common: object) -> _TruncationScratch:
+    """The launches that summarise a truncated step's rows before it: the split radix path
+    (``split_radix``: a batch given no top_k), else the prepass (``prepass``), else none (the fused step
+    summarises its own rows); returns the step's scratch, where the summaries are."""
+    arrivals = _arrival_counters(batch * num_slots * 2, device, key)
+    if split_radix:
+        return _split_radix(arrivals, target_args, request_args, knobs, batch, num_slots, vocab, sides, device, key,
+                            **common)
+    scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key)
+    if prepass:
+        slices, slice_groups = _prepass_slices(batch * num_slots * sides, vocab, group_shape["GROUP_ROWS"], device)
+        _PREPASS((batch, num_slots, sides * slices),
+                 (*scratch.cutoffs, arrivals, *target_args, *request_args, *knobs, vocab, num_slots, slices,
+                  slice_groups),
+                 num_warps, key, **common, **group_shape)
     return scratch
 
 
@@ -835,20 +855,9 @@ def _verify_truncated(
     common = {"MODE": _MODE_IDS[mode], "TARGET_PROBS": target_is_probs, "TRUNCATE_DRAFT": truncate_draft, **flags}
     target_args = (target, target.stride(0), target.stride(1), draft, draft.stride(0), draft.stride(1))
     request_args = (num_draft_tokens, temperatures, seeds, positions)
-    sides = 2 if truncate_draft else 1
-    arrivals = _arrival_counters(batch * num_slots * 2, device, key)
-    if split_radix:
-        scratch = _split_radix(lambda slices: _TruncationScratch.of(batch, num_slots, vocab, device, key, slices),
-                               arrivals, target_args, request_args, knobs, batch, num_slots, vocab, sides, device,
-                               key, **common)
-    else:
-        scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key)
-    if not fused and not split_radix:
-        slices, slice_groups = _prepass_slices(batch * num_slots * sides, vocab, group_shape["GROUP_ROWS"], device)
-        _PREPASS((batch, num_slots, sides * slices),
-                 (*scratch.cutoffs, arrivals, *target_args, *request_args, *knobs, vocab, num_slots, slices,
-                  slice_groups),
-                 num_warps, key, **common, **group_shape)
+    scratch = _summarize(target_args, request_args, knobs, batch, num_slots, vocab, 2 if truncate_draft else 1,
+                         device, key, split_radix=split_radix, prepass=not fused, num_warps=num_warps,
+                         group_shape=group_shape, **common)
     _TRUNCATED((batch,),
                (out, out.stride(0), num_emitted, num_accepted, *target_args, draft_ids, draft_ids.stride(0),
                 *request_args, conditional_rates, *knobs, *scratch.cutoffs, vocab, num_slots),
@@ -871,23 +880,12 @@ def truncation_summaries(*, target: torch.Tensor, target_is_probs: bool, tempera
     key = _stream_key(device)
     block, num_warps = _truncation_shape(vocab, device)
     knobs, flags = _knob_args(top_k, top_p, min_p, temperatures)
-    group_shape = _group_shape(vocab, block)
-    arrivals = _arrival_counters(batch * num_slots * 2, device, key)
     zeros = torch.zeros(batch, dtype=torch.int64, device=device)
     target_args = (target, target.stride(0), target.stride(1), target, target.stride(0), target.stride(1))
-    request_args = (num_draft_tokens, temperatures, zeros, zeros)
-    common = {"MODE": _MODE_IDS["probabilistic"], "TARGET_PROBS": target_is_probs, "TRUNCATE_DRAFT": False, **flags}
-    if top_k is None:  # the split radix path, as the step takes it
-        scratch = _split_radix(lambda slices: _TruncationScratch.of(batch, num_slots, vocab, device, key, slices),
-                               arrivals, target_args, request_args, knobs, batch, num_slots, vocab, 1, device, key,
-                               **common)
-    else:
-        scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key)
-        slices, slice_groups = _prepass_slices(batch * num_slots, vocab, group_shape["GROUP_ROWS"], device)
-        _PREPASS((batch, num_slots, slices),
-                 (*scratch.cutoffs, arrivals, *target_args, *request_args, *knobs, vocab, num_slots, slices,
-                  slice_groups),
-                 num_warps, key, **common, **group_shape)
+    scratch = _summarize(target_args, (num_draft_tokens, temperatures, zeros, zeros), knobs, batch, num_slots, vocab,
+                         1, device, key, split_radix=top_k is None, prepass=True, num_warps=num_warps,
+                         group_shape=_group_shape(vocab, block), MODE=_MODE_IDS["probabilistic"],
+                         TARGET_PROBS=target_is_probs, TRUNCATE_DRAFT=False, **flags)
     fields = scratch.summary_f[:batch * num_slots * 8].view(batch, num_slots, 2, 4)[:, :, 0]
     iota = scratch.summary_i[:batch * num_slots * 2].view(batch, num_slots, 2)[:, :, 0]
     return (fields[..., 0].clone(), fields[..., 1].clone(), fields[..., 2].clone(), iota.clone(),

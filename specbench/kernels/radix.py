@@ -34,8 +34,9 @@ this module's order (the slices' sums, then the slices in order), so a token who
 within rounding of the boundary can fall either side, as the contract allows.
 
 Scratch (``specbench/kernels/launch.py`` sizes it): per cell a state of ``STATE`` floats (m, the
-mass in play, the target still to reach, the mass above the prefix, the last token's value) and
-``STATE`` ints (the prefix, the last token's id, the id step's slice and rank), then per (cell,
+mass in play, the target still to reach, the mass above the prefix, the last token's value, and once
+the last digit is chosen tau and the kept mass) and ``STATE`` ints (the prefix, the last token's id,
+the id step's slice, -1 once the search is closed, and rank), then per (cell,
 slice) ``PART_F`` floats (16 masses, the mass in play, the smallest value) and ``PART_I`` ints (16
 counts, the last token's id). Every scratch slot is read only after an earlier launch of the same
 step, or the same program, wrote it.
@@ -47,15 +48,15 @@ import triton.language as tl
 from specbench.kernels.cutoffs import _order_key32, row_values
 from specbench.kernels.decide import request_setup
 from specbench.kernels.split import last_to_arrive
-from specbench.kernels.truncation import request_knobs, store_summary
+from specbench.kernels.truncation import request_knobs, store_summary, summary_wanted
 
 STEP_MAX = tl.constexpr(0)
 STEP_DIGIT = tl.constexpr(1)
 STEP_ID = tl.constexpr(2)
 DIGITS = 8  # 4-bit digits of a 32-bit key
 STATE = tl.constexpr(8)
-PART_F = tl.constexpr(20)
-PART_I = tl.constexpr(20)
+PART_F = tl.constexpr(18)
+PART_I = tl.constexpr(17)
 # state fields
 F_M = tl.constexpr(0)
 F_PLAY = tl.constexpr(1)  # the mass in play
@@ -299,11 +300,7 @@ def _split_radix_kernel(
     truncated, k, top_p, min_p = request_knobs(b, top_k_ptr, top_p_ptr, min_p_ptr, V, HAS_TOP_K, HAS_TOP_P,
                                                HAS_MIN_P)
     top_p = tl.where(k == 1, 0.0, top_p)  # the first token only (request_knobs' k = 1): the target's mass 0
-    on_path = truncated & (~greedy)
-    wanted = on_path & (r <= n) & (side == 0)
-    if TRUNCATE_DRAFT:
-        wanted = wanted | (on_path & (r < n) & (side == 1))
-    if wanted:
+    if summary_wanted(truncated, greedy, r, n, side, TRUNCATE_DRAFT):
         cell = (b * NUM_SLOTS + r) * 2 + side
         if side == 0:
             _radix_row(target_ptr + b * target_stride_b + r * target_stride_k, cell, s, V, inv_temperature, top_p,

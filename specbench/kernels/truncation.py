@@ -122,6 +122,16 @@ def store_summary(summary_f_ptr, summary_i_ptr, cell, m, mass, tau, iota, length
 
 
 @triton.jit
+def summary_wanted(truncated, greedy, r, n, side, TRUNCATE_DRAFT: tl.constexpr):
+    # whether the cell (row r, side) of a request has a summary written before the step: target rows
+    # 0..n and, with TRUNCATE_DRAFT, draft rows 0..n-1 of a non-greedy request with a knob on
+    wanted = truncated & (~greedy) & (r <= n) & (side == 0)
+    if TRUNCATE_DRAFT:
+        wanted = wanted | (truncated & (~greedy) & (r < n) & (side == 1))
+    return wanted
+
+
+@triton.jit
 def read_summary(summary_f_ptr, summary_i_ptr, b, r, side, NUM_SLOTS):
     # (m, S, tau, iota) of row r (side 0: target, 1: draft) of request b
     cell = (b * NUM_SLOTS + r) * 2 + side
@@ -181,10 +191,7 @@ def _truncation_prepass_kernel(
         b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE)
     truncated, k, top_p, min_p = request_knobs(b, top_k_ptr, top_p_ptr, min_p_ptr, V, HAS_TOP_K, HAS_TOP_P,
                                                HAS_MIN_P)
-    wanted = truncated & (~greedy) & (r <= n) & (side == 0)
-    if TRUNCATE_DRAFT:
-        wanted = wanted | (truncated & (~greedy) & (r < n) & (side == 1))
-    if wanted:
+    if summary_wanted(truncated, greedy, r, n, side, TRUNCATE_DRAFT):
         cell = (b * NUM_SLOTS + r) * 2 + side
         num_groups = tl.cdiv(V, GROUP)
         group_max = group_max_ptr + cell * num_groups

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Where the steps that miss their speed goals spend their time, kernel by kernel (tests/gpu_kernel_breakdown.py:
 # torch.profiler over 50 cold calls): the truncated main case (issue 20: top_k 50 + top_p 0.9, and top_p 0.95
-# alone) and its untruncated step, the 2x2 tree against the chain of as many rows (issue 24), block against the
+# alone, min_p 0.05 alone at B = 64) and its untruncated step, the 2x2 tree against the chain of as many rows (issue 24), block against the
 # token rule from probabilities (issue 22). From the repository root with OUT set, on one GPU:
 #   bash results/h200-breakdown/run.sh
 set -uo pipefail
@@ -20,6 +20,10 @@ B="timeout 120 python3 tests/gpu_kernel_breakdown.py"
     $B --batch $batch --model llama3 --draft logits --tree 2x2
     $B --batch $batch --k 6 --model llama3 --draft logits
   done
+  $B --batch 64 --k 4 --model qwen3 --draft logits --top-p 0.95
+  $B --batch 64 --k 4 --model qwen3 --draft logits --min-p 0.05
+  $B --batch 64 --k 4 --model qwen3 --draft logits
+  $B --batch 256 --k 7 --model qwen3 --draft logits --top-p 0.95 --calls 10
   $B --batch 256 --k 7 --model qwen3 --draft logits --top-k 50 --top-p 0.9
   $B --batch 256 --k 7 --model qwen3 --draft logits
   for method in token block; do $B --batch 256 --k 7 --model qwen3 --draft probs --target probs --method $method; done

@@ -42,7 +42,11 @@ from specbench.kernels.sequential import _verify_sequential_kernel
 from specbench.kernels.split import _split_rows_kernel, _split_terminal_kernel
 from specbench.kernels.synthetic import _simulate_kernel, _simulate_mixture_kernel
 from specbench.kernels.tree import _tree_masses_kernel, _tree_race_kernel, _tree_rows_kernel, _verify_tree_kernel
-from specbench.kernels.truncation import _truncation_prepass_kernel, _verify_truncated_kernel
+from specbench.kernels.truncation import (
+    _truncated_terminal_kernel,
+    _truncation_prepass_kernel,
+    _verify_truncated_kernel,
+)
 
 # pointer arguments by name (target and draft rows take the logits dtype)
 POINTERS = {
@@ -53,6 +57,7 @@ POINTERS = {
     "logprobs_ptr": "*fp32", "group_max_ptr": "*fp32", "group_ids_ptr": "*i32", "list_ids_ptr": "*i32",
     "list_v_ptr": "*fp32", "list_w_ptr": "*fp32", "state_f_ptr": "*fp32", "state_i_ptr": "*i32",
     "part_f_ptr": "*fp32", "part_i_ptr": "*i32", "nodes_ptr": "*i32", "parents_ptr": "*i64", "rates_ptr": "*fp32",
+    "record_f_ptr": "*fp32", "record_i_ptr": "*i32", "race_f_ptr": "*fp32", "race_i_ptr": "*i32",
 }
 MODES = {"greedy": 0, "probabilistic": 1, "synthetic": 2}
 DRAFTS = (0, 1, 2)  # none, logits, probs
@@ -127,8 +132,9 @@ def tree_variants() -> list[tuple[object, dict[str, int], int, str]]:
 
 
 def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
-    """The truncation prepass, the truncated step (summarising rows itself, FUSED, and from the prepass's
-    summaries) and the log-probability epilogue: every mode, target and draft form with every knob given
+    """The truncation prepass, the truncated step (summarising rows itself, FUSED, and from summaries made
+    before it, here with its races deferred, DEFER, and once racing itself), the deferred race's
+    terminal launch and the log-probability epilogue: every mode, target and draft form with every knob given
     (the knobs not given only drop loads), one with top_k alone, the fused step's wide shape for target
     and draft logits, in float32, and in bfloat16 the form that
     reads the most rows in it (target and truncated draft logits): bfloat16 changes only the loads, and
@@ -138,6 +144,7 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     fused_block, fused_warps = launch._truncation_shape(1 << 17, _GPU, True)
     fused_groups = launch._group_shape(1 << 17, fused_block, True)
     step_shapes = {0: (block, warps, groups), 1: (fused_block, fused_warps, fused_groups)}
+    race_block, race_warps = launch._launch_shape(1 << 17, _GPU, True, "probabilistic", 1)  # the deferred races
     every_knob = {"HAS_TOP_K": 1, "HAS_TOP_P": 1, "HAS_MIN_P": 1}
     out = []
     for mode in ("probabilistic", "synthetic"):
@@ -151,19 +158,28 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                         if draft == 0 or truncate_draft:  # the prepass reads draft rows only with TRUNCATE_DRAFT
                             out.append((_truncation_prepass_kernel, {**common, **groups}, warps, dtype))
                         out.extend((_verify_truncated_kernel, {**common, "DRAFT": draft, "BLOCK": step_block,
-                                                               "OUT_BLOCK": 8, "FUSED": fused,
+                                                               "OUT_BLOCK": 8, "FUSED": fused, "DEFER": 1 - fused,
                                                                "SUMMARIZE_EMITTED": int(mode == "synthetic"), **step_groups},
                                     step_warps, dtype) for fused, (step_block, step_warps, step_groups) in step_shapes.items())
+                        out.append((_truncated_terminal_kernel, {"MODE": common["MODE"], "DRAFT": draft,
+                                                                 "TARGET_PROBS": target_probs,
+                                                                 "TRUNCATE_DRAFT": truncate_draft, "BLOCK": race_block,
+                                                                 "S_BLOCK": 256}, race_warps, dtype))
     top_k_only = {"MODE": 1, "TARGET_PROBS": 0, "TRUNCATE_DRAFT": 1, "HAS_TOP_K": 1, "HAS_TOP_P": 0, "HAS_MIN_P": 0}
     out.append((_truncation_prepass_kernel, {**top_k_only, **groups}, warps, "fp32"))
     out.extend((_verify_truncated_kernel, {**top_k_only, "DRAFT": 1, "BLOCK": step_block, "OUT_BLOCK": 8, "FUSED": fused,
-                                           "SUMMARIZE_EMITTED": 0, **step_groups}, step_warps, "fp32")
+                                           "DEFER": 0, "SUMMARIZE_EMITTED": 0, **step_groups}, step_warps, "fp32")
                for fused, (step_block, step_warps, step_groups) in step_shapes.items())
+    # the step from summaries racing itself (the prepass path; a batch given no top_k too large to split)
+    out.append((_verify_truncated_kernel, {"MODE": 1, "TARGET_PROBS": 0, "TRUNCATE_DRAFT": 1, **every_knob, "DRAFT": 1,
+                                           "BLOCK": block, "OUT_BLOCK": 8, "FUSED": 0, "DEFER": 0,
+                                           "SUMMARIZE_EMITTED": 0, **groups}, warps, "fp32"))
     # the fused step's wide shape (batches beyond what its 4-warp programs keep resident), in the form
     # large batches time: target and truncated draft logits, every knob
     wide_block, wide_warps = launch.TRUNCATION_SHAPES["fused-wide"]
     wide = {"MODE": 1, "TARGET_PROBS": 0, "TRUNCATE_DRAFT": 1, **every_knob, "DRAFT": 1, "BLOCK": wide_block,
-            "OUT_BLOCK": 8, "FUSED": 1, "SUMMARIZE_EMITTED": 0, **launch._group_shape(1 << 17, wide_block, True)}
+            "OUT_BLOCK": 8, "FUSED": 1, "DEFER": 0, "SUMMARIZE_EMITTED": 0,
+            **launch._group_shape(1 << 17, wide_block, True)}
     out.append((_verify_truncated_kernel, wide, wide_warps, "fp32"))
     # the split radix path (batches given no top_k): each step, target logits with truncated draft
     # logits

@@ -177,12 +177,15 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1)) -> int:
                             verify(mode=mode, backend="triton", check_values=False, logprobs=logprobs,
                                    temperatures=sampling.temperatures, **kwargs)  # logprobs alone
                             calls += 2
-            # a batch given no top_k: the split radix path (specbench/kernels/radix.py) summarises its rows
+            # a batch given no top_k: the split radix path (specbench/kernels/radix.py) summarises its rows; the
+            # step races itself ("sequential") or leaves its races over whole rows to the split terminal ("split")
             no_top_k = SamplingParams(temperatures=sampling.temperatures, top_p=sampling.top_p, min_p=sampling.min_p)
-            for _ in range(2):  # the JIT launch, then the direct one
-                verify(mode=mode, backend="triton", check_values=False, sampling=no_top_k, truncate_draft_logits=True,
-                       logprobs="processed", **kwargs)
-                calls += 1
+            for strategy in ("split", "sequential"):
+                with launch.strategy(strategy):
+                    for _ in range(2):  # the JIT launch, then the direct one
+                        verify(mode=mode, backend="triton", check_values=False, sampling=no_top_k,
+                               truncate_draft_logits=True, logprobs="processed", **kwargs)
+                        calls += 1
         torch.cuda.synchronize()
         print(f"truncated {mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok", flush=True)
     calls += _tree_workload(mine, device) if part in ("all", "trees") else 0

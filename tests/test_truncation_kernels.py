@@ -10,7 +10,9 @@ row of 40 is three chunks, the last one short:
 - every knob off equals no knob at all, bit for bit, and ``top_k = 1`` emits the greedy tokens,
   for every target and draft form;
 - mixed batches (truncated, untruncated and greedy requests; ties at the top_k boundary; top_p;
-  min_p) equal the torch reference's tokens and counts, and its log-probabilities to 1e-5;
+  min_p) equal the torch reference's tokens and counts, and its log-probabilities to 1e-5, on every
+  launch path (the deferred race of a batch given no top_k included), and so does a residual with no
+  mass anywhere;
 - log-probabilities without truncation equal a direct ``log_softmax``.
 """
 
@@ -406,7 +408,8 @@ def _knobs_without_top_k(batch: int = B) -> dict:
 def test_mixed_batch_equals_reference(small_blocks, monkeypatch, form, which, path):
     """Every launch path: rows summarised inside the step as it reaches them (``FUSED``), by the
     prepass first, each row split across programs (forced by the split strategy), and, for a batch
-    given no top_k, by the split radix path (slices of 16 tokens)."""
+    given no top_k, by the split radix path (slices of 16 tokens), the step then leaving its races
+    over whole rows to the split terminal launch (the split strategy)."""
     target, draft, truncate_draft = form
     if path == "split-radix" and form in FORMS[3:6]:
         pytest.skip("the split radix path is tested on four forms: one-hot drafts, draft logits cut and whole, and "
@@ -418,7 +421,7 @@ def test_mixed_batch_equals_reference(small_blocks, monkeypatch, form, which, pa
         monkeypatch.setattr(small_blocks, "_radix_shape", lambda vocab, device: (16, 16, 4))
     keywords = {"knobs": knobs, "truncate_draft_logits": truncate_draft, "logprobs": which}
     want = _reference(inputs, **keywords)
-    with small_blocks.strategy("split" if path == "prepass" else "auto"):
+    with small_blocks.strategy("auto" if path == "fused" else "split"):
         got = _verify(inputs, **keywords)
     _same(got, want)
     assert torch.allclose(got.logprobs, want.logprobs, atol=1e-5, rtol=0, equal_nan=True), (got.logprobs,
@@ -433,7 +436,28 @@ def test_synthetic_mixed_batch_equals_reference(small_blocks, monkeypatch, path)
         monkeypatch.setattr(small_blocks, "_radix_shape", lambda vocab, device: (16, 16, 4))
     keywords = {"mode": "synthetic", "acceptance_rates": [0.7, 0.5, 0.3], "knobs": knobs, "logprobs": "processed"}
     want = _reference(inputs, **keywords)
-    with small_blocks.strategy("split" if path == "prepass" else "auto"):
+    with small_blocks.strategy("auto" if path == "fused" else "split"):
         got = _verify(inputs, **keywords)
     _same(got, want)
     assert torch.allclose(got.logprobs, want.logprobs, atol=1e-5, rtol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("path", ["fused", "split-radix"])
+def test_residual_with_no_mass_races_the_kept_target(small_blocks, monkeypatch, path):
+    """Draft probabilities three times the target's (taken as given, unnormalised): every test accepts
+    with probability p'/q' < 1, and on a rejection max(p' - q', 0) is 0 at every token, so the token is
+    the race over p' itself; in one program per request (fused) and in the split terminal launch that
+    the step defers its race to (split strategy, slices of 16 tokens)."""
+    inputs = _inputs(17, "probs", "none")
+    inputs["draft_probs"] = torch.clamp(inputs["target_probs"][:, :K] * 3, max=1.0)
+    knobs = {"top_p": torch.full((B,), 0.9)}
+    if path == "split-radix":
+        monkeypatch.setattr(small_blocks, "_radix_shape", lambda vocab, device: (16, 16, 4))
+    else:
+        knobs["top_k"] = torch.full((B,), 0, dtype=torch.int32)  # given: the fused path, one program per request
+    keywords = {"knobs": knobs}
+    want = _reference(inputs, **keywords)
+    assert int((want.num_accepted < inputs["num_draft_tokens"]).sum()) >= 3  # rejections, each racing over p'
+    with small_blocks.strategy("auto" if path == "fused" else "split"):
+        got = _verify(inputs, **keywords)
+    _same(got, want)

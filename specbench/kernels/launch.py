@@ -17,10 +17,14 @@ Truncation and log-probabilities (``specbench/kernels/truncation.py``, ``specben
 
 - With every knob None (``top_k``, ``top_p``, ``min_p``), the kernels above run exactly as without
   them: same kernels, same constexprs; nothing of truncation is compiled into them.
-- With any knob given, two launches at every batch size and for every target and draft form: the
-  prepass (grid ``B x (K + 1) x 1 or 2``) writes each needed row's summary ``(m, S, tau, iota)``
-  to the step's scratch (the row max, the kept mass, the cutoff in the row's order: no sort),
-  then one program per request (``_verify_truncated_kernel``) verifies the batch. Within that call
+- With any knob given, for every target and draft form: the summaries of the rows a step needs
+  (``(m, S, tau, iota)``: the row max, the kept mass, the cutoff in the row's order, no sort) are
+  written first to the step's scratch, by the prepass (grid ``B x (K + 1) x sides * slices``; a batch
+  given ``top_k`` that splits) or by the split radix path's ten launches (a batch given no ``top_k``),
+  or found by the step itself as it reaches them (``FUSED``: a batch given ``top_k`` too large to
+  split); then one program per request (``_verify_truncated_kernel``) verifies the batch, and in a
+  batch given no ``top_k`` that splits it leaves each race over a whole row to one more launch split
+  across programs (``_truncated_terminal_kernel``, ``DEFER``). Within that call
   a request with every knob off, and a greedy one, is decided by today's arithmetic (the helpers
   ``sequential.py`` uses, bit for bit); a truncated one from its summaries. ``TRUNCATE_DRAFT``: draft
   logits are truncated too (``truncate_draft_logits``); draft probabilities never are.
@@ -66,7 +70,7 @@ import triton
 import triton.language as tl
 
 from specbench.errors import SpecbenchError
-from specbench.kernels import radix
+from specbench.kernels import radix, truncation
 from specbench.kernels.block import _block_masses_kernel, _block_race_kernel, _block_rows_kernel, _verify_block_kernel
 from specbench.kernels.cutoffs import MAX_GROUPS
 from specbench.kernels.logprobs import _logprobs_kernel
@@ -74,7 +78,11 @@ from specbench.kernels.sequential import _verify_sequential_kernel
 from specbench.kernels.split import _split_rows_kernel, _split_terminal_kernel
 from specbench.kernels.synthetic import _simulate_kernel, _simulate_mixture_kernel
 from specbench.kernels.tree import _tree_masses_kernel, _tree_race_kernel, _tree_rows_kernel, _verify_tree_kernel
-from specbench.kernels.truncation import _truncation_prepass_kernel, _verify_truncated_kernel
+from specbench.kernels.truncation import (
+    _truncated_terminal_kernel,
+    _truncation_prepass_kernel,
+    _verify_truncated_kernel,
+)
 from specbench.verification import VerifyResult
 
 # Under TRITON_INTERPRET=1 the kernels run as numpy: lanes the kernels mask or select away may
@@ -617,6 +625,7 @@ _ROWS = _Launcher(_split_rows_kernel)
 _TERMINAL = _Launcher(_split_terminal_kernel)
 _PREPASS = _Launcher(_truncation_prepass_kernel)
 _TRUNCATED = _Launcher(_verify_truncated_kernel)
+_TRUNCATED_TERMINAL = _Launcher(_truncated_terminal_kernel)
 _SPLIT_RADIX = _Launcher(radix._split_radix_kernel)
 _LOGPROBS = _Launcher(_logprobs_kernel)
 # Launch shapes of the truncation kernels (tokens a program reads per chunk, warps), by path: the
@@ -708,22 +717,29 @@ class _TruncationScratch(NamedTuple):
     radix_state_i: torch.Tensor
     radix_part_f: torch.Tensor
     radix_part_i: torch.Tensor
+    record_f: torch.Tensor
+    record_i: torch.Tensor
+    race_f: torch.Tensor
+    race_i: torch.Tensor
 
     @classmethod
     def of(cls, batch: int, num_slots: int, vocab: int, device: torch.device, key,
-           slices: int = 0) -> _TruncationScratch:
-        # `slices`: the split radix path's slices of a row (0: no room for it)
+           slices: int = 0, race_splits: int = 0) -> _TruncationScratch:
+        # `slices`: the split radix path's slices of a row (0: no room for it); `race_splits`: the
+        # deferred races' slices (0: the step races itself, no records)
         cells = batch * num_slots * 2
         groups = -(-vocab // _GROUP)
         state = radix.STATE.value if slices else 0
+        record = truncation.RECORD.value if race_splits else 0
         f_sizes = [cells * 4, cells * groups, cells * _LIST, cells * _LIST, cells * state,
-                   cells * slices * radix.PART_F.value]
-        i_sizes = [cells, cells * TOP_K_CAP_GROUPS, cells * _LIST, cells * state, cells * slices * radix.PART_I.value]
+                   cells * slices * radix.PART_F.value, batch * record, batch * race_splits * 2]
+        i_sizes = [cells, cells * TOP_K_CAP_GROUPS, cells * _LIST, cells * state, cells * slices * radix.PART_I.value,
+                   batch * record, batch * race_splits * 2]
         floats = _scratch(sum(f_sizes), torch.float32, device, key)
         ints = _scratch(sum(i_sizes), torch.int32, device, key)
         f = [floats[a:b] for a, b in zip(np.cumsum([0, *f_sizes[:-1]]), np.cumsum(f_sizes), strict=True)]
         i = [ints[a:b] for a, b in zip(np.cumsum([0, *i_sizes[:-1]]), np.cumsum(i_sizes), strict=True)]
-        return cls(f[0], i[0], f[1], i[1], i[2], f[2], f[3], f[4], i[3], f[5], i[4])
+        return cls(f[0], i[0], f[1], i[1], i[2], f[2], f[3], f[4], i[3], f[5], i[4], f[6], i[5], f[7], i[6])
 
     @property
     def cutoffs(self) -> tuple[torch.Tensor, ...]:
@@ -758,13 +774,13 @@ def _radix_shape(vocab: int, device: torch.device) -> tuple[int, int, int]:
 
 
 def _split_radix(arrivals: torch.Tensor, target_args: tuple, request_args: tuple, knobs: tuple, batch: int,
-                 num_slots: int, vocab: int, sides: int, device: torch.device, key,
+                 num_slots: int, vocab: int, sides: int, device: torch.device, key, race_splits: int,
                  **constexprs: object) -> _TruncationScratch:
     # every cutoff of a batch given no top_k, by the split radix path's launches: the largest value,
     # the eight digits of the cutoff's key, the cutoff's id (specbench/kernels/radix.py); its scratch
     slice_, block, num_warps = _radix_shape(vocab, device)
     slices = _cdiv(vocab, slice_)
-    scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key, slices)
+    scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key, slices, race_splits)
     args = (scratch.radix_state_f, scratch.radix_state_i, scratch.radix_part_f, scratch.radix_part_i, arrivals,
             scratch.summary_f, scratch.summary_i, *target_args, *request_args, *knobs, vocab, num_slots, slices)
     shape = {"SLICE": slice_, "BLOCK": block, "P_BLOCK": max(_next_power_of_2(slices), 2), **constexprs}
@@ -779,15 +795,16 @@ def _split_radix(arrivals: torch.Tensor, target_args: tuple, request_args: tuple
 
 def _summarize(target_args: tuple, request_args: tuple, knobs: tuple, batch: int, num_slots: int, vocab: int,
                sides: int, device: torch.device, key, *, split_radix: bool, prepass: bool, num_warps: int,
-               group_shape: dict[str, int], **common: object) -> _TruncationScratch:
+               group_shape: dict[str, int], race_splits: int = 0, **common: object) -> _TruncationScratch:
     """The launches that summarise a truncated step's rows before it: the split radix path
     (``split_radix``: a batch given no top_k), else the prepass (``prepass``), else none (the fused step
-    summarises its own rows); returns the step's scratch, where the summaries are."""
+    summarises its own rows); returns the step's scratch, where the summaries are (and room for
+    ``race_splits`` slices of deferred races)."""
     arrivals = _arrival_counters(batch * num_slots * 2, device, key)
     if split_radix:
         return _split_radix(arrivals, target_args, request_args, knobs, batch, num_slots, vocab, sides, device, key,
-                            **common)
-    scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key)
+                            race_splits, **common)
+    scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key, 0, race_splits)
     if prepass:
         slices, slice_groups = _prepass_slices(batch * num_slots * sides, vocab, group_shape["GROUP_ROWS"], device)
         _PREPASS((batch, num_slots, sides * slices),
@@ -833,7 +850,9 @@ def _verify_truncated(
 ) -> VerifyResult:
     # the step with truncation given: small batches summarise every row a truncated request may need
     # first (the prepass, each row split across programs), large ones summarise rows inside the step
-    # as it reaches them (FUSED); one program per request verifies every request (truncated or not)
+    # as it reaches them (FUSED); one program per request verifies every request (truncated or not),
+    # and in a batch given no top_k that splits (as untruncated) leaves its races over whole rows to
+    # the split terminal launch (DEFER)
     step = _Step.of(target_logits, target_probs, draft_logits, draft_probs, draft_token_ids)
     target, target_is_probs, draft, draft_kind, draft_ids = (step.target, step.target_is_probs, step.draft,
                                                              step.draft_kind, step.draft_ids)
@@ -847,8 +866,15 @@ def _verify_truncated(
     # it before the step at any batch size (the step then reads summaries, as on the prepass path);
     # otherwise the prepass (small batches) or the step itself (FUSED)
     split_radix = top_k is None
-    fused = not split_radix and not _use_split(batch, num_slots, "probabilistic", device)
+    split = _use_split(batch, num_slots, "probabilistic", device)
+    fused = not split_radix and not split
+    # a batch given no top_k that splits defers its races (its rows have no kept list); one given top_k
+    # races in the step (its rows with 1 <= top_k <= 64 race over their kept lists, the only rows a
+    # batch must have for the deferred race to be worth its launch)
+    defer = split_radix and split
     block, num_warps = _truncation_shape(vocab, device, fused, batch)
+    race_block, race_warps = _launch_shape(vocab, device, True, "probabilistic", batch)
+    race_splits, race_chunk = _slices(batch, vocab, race_block, device) if defer else (0, 0)
     knobs, flags = _knob_args(top_k, top_p, min_p, temperatures)
     truncate_draft = draft_kind == 1 and truncate_draft_logits
     group_shape = _group_shape(vocab, block, fused)
@@ -857,12 +883,22 @@ def _verify_truncated(
     request_args = (num_draft_tokens, temperatures, seeds, positions)
     scratch = _summarize(target_args, request_args, knobs, batch, num_slots, vocab, 2 if truncate_draft else 1,
                          device, key, split_radix=split_radix, prepass=not fused, num_warps=num_warps,
-                         group_shape=group_shape, **common)
+                         group_shape=group_shape, race_splits=race_splits, **common)
     _TRUNCATED((batch,),
                (out, out.stride(0), num_emitted, num_accepted, *target_args, draft_ids, draft_ids.stride(0),
-                *request_args, conditional_rates, *knobs, *scratch.cutoffs, vocab, num_slots),
-               num_warps, key, DRAFT=draft_kind, BLOCK=block, FUSED=fused, SUMMARIZE_EMITTED=logprobs and mode == "synthetic",
-               OUT_BLOCK=_next_power_of_2(num_slots), **common, **group_shape)
+                *request_args, conditional_rates, *knobs, *scratch.cutoffs, scratch.record_f, scratch.record_i, vocab,
+                num_slots),
+               num_warps, key, DRAFT=draft_kind, BLOCK=block, FUSED=fused, DEFER=defer,
+               SUMMARIZE_EMITTED=logprobs and mode == "synthetic", OUT_BLOCK=_next_power_of_2(num_slots), **common,
+               **group_shape)
+    if defer:
+        _TRUNCATED_TERMINAL((batch, race_splits),
+                            (scratch.record_f, scratch.record_i, scratch.race_f, scratch.race_i,
+                             _arrival_counters(batch * num_slots * 2, device, key), out, out.stride(0), num_emitted,
+                             *target_args, *request_args, vocab, num_slots, race_splits, race_chunk),
+                            race_warps, key, MODE=common["MODE"], DRAFT=draft_kind, TARGET_PROBS=target_is_probs,
+                            TRUNCATE_DRAFT=truncate_draft, BLOCK=race_block,
+                            S_BLOCK=max(_next_power_of_2(race_splits), 2))
     return VerifyResult(out, num_emitted, num_accepted)
 
 

@@ -31,11 +31,23 @@ p'(x)`` and races over ``max(p' - q', 0)`` or ``p'``: over the kept list when th
 token outside it has ``p' = 0``, and each token's race value depends only on its id, so the winner
 is the row race's), otherwise over the row with the tokens outside the cutoff left out.
 
+``DEFER`` (a step from the split radix path's summaries, way 3, in a batch that splits as the
+untruncated step does; a batch given ``top_k`` races over its kept lists in the step):
+a race over a whole row (a row with no kept list) is not run by the request's one program, which
+writes instead a record of it (the row, what it races, the token it leaves out, the token emitted
+if nothing is kept, the stream, the summaries); ``_truncated_terminal_kernel`` (grid ``B x S``)
+then races that row one slice per program with the same tokens' exponentials, and the request's
+last program merges the slices (``split.merge_race``, as the untruncated split path does), writes
+the token and the count. A residual with no mass anywhere is raced again over ``p'`` by that last
+program, as the one program does. Every request's record says whether it left a race (``R_KIND``).
+
 Scratch (float32 / int32, ``R = K + 1``, a *cell* per (request, row, side), side 0 the target row
 and 1 the draft row): the summaries ``[B, R, 2, 4]`` (m, S, tau, n) and ``[B, R, 2]`` (iota) first
 (the log-probability epilogue, ``logprobs.py``, reads them there), then per cell ``ceil(V / 32)``
 group maxima, ``CAP_GROUPS`` gathered group ids, and the kept list: ``MAX_FAST_K`` ids, values (the
-compaction's) and masses. A cell's scratch is read only after it was written in the same step.
+compaction's) and masses; after the split radix path's (``radix.py``), with ``DEFER`` the records
+``[B, RECORD]`` and the terminal race's partials ``[B, S, 2]``. A cell's scratch is read only after it
+was written in the same step.
 """
 
 import triton
@@ -76,7 +88,7 @@ from specbench.kernels.rows import (
     softmax_stats_slice,
 )
 from specbench.kernels.sequential import _residual_token
-from specbench.kernels.split import last_to_arrive
+from specbench.kernels.split import RACE_FIELDS, _terminal_key, last_to_arrive, merge_race, store_race
 
 SUMMARY_FIELDS = tl.constexpr(4)  # per cell: m, S, tau, n (the kept list's length) (+ one int: iota)
 # the residual's draft side in the truncated races
@@ -84,6 +96,25 @@ Q_NONE = tl.constexpr(0)  # w = p' (a token `exclude` left out)
 Q_TRUNCATED_LOGITS = tl.constexpr(1)  # q' from the draft row's summary
 Q_LOGITS = tl.constexpr(2)  # q = softmax of the draft logits (md, 1 / sd)
 Q_PROBS = tl.constexpr(3)  # q as given (NaN counts as 0)
+# DEFER: a request's terminal race over a whole row (a row with no kept list), left by the step to
+# _truncated_terminal_kernel in a record of RECORD float32 and RECORD int32 per request
+RECORD = tl.constexpr(8)
+NO_RACE = tl.constexpr(-1)  # the record's kinds: the step emitted every token itself;
+RACE_KEPT = tl.constexpr(0)  # the race over p' (token `exclude` left out);
+RACE_RESIDUAL = tl.constexpr(1)  # the race over max(p' - q', 0), q by the draft form
+R_KIND = tl.constexpr(0)  # int fields: the race (a kind above), its row, the token it leaves out,
+R_ROW = tl.constexpr(1)  # the token emitted when a race over p' finds no mass, the stream's purpose, and the
+R_EXCLUDE = tl.constexpr(2)  # cutoff ids of the target and draft rows
+R_FALLBACK = tl.constexpr(3)
+R_PURPOSE = tl.constexpr(4)
+R_IOTA = tl.constexpr(5)
+R_IOTAD = tl.constexpr(6)
+R_M = tl.constexpr(0)  # float fields: the target row's summary (m, S, tau), the draft side's (md, sd, taud)
+R_MASS = tl.constexpr(1)
+R_TAU = tl.constexpr(2)
+R_MD = tl.constexpr(3)
+R_SD = tl.constexpr(4)
+R_TAUD = tl.constexpr(5)
 
 
 @triton.jit
@@ -243,15 +274,15 @@ def truncated_prob_of(raw, index, inv_temperature, m, mass, tau, iota, TARGET_PR
 
 
 @triton.jit
-def _race_kept_logits(t_row, V, inv_temperature, key, exclude, tau, iota, BLOCK: tl.constexpr):
-    # the race over p' of a logit row: the logits race with every token outside the cutoff (and
-    # `exclude`) at -inf; the winner's index, -1 when nothing is kept
+def _race_kept_logits(t_row, start, stop, inv_temperature, key, exclude, tau, iota, BLOCK: tl.constexpr):
+    # the race over p' of a logit row on [start, stop): the logits race with every token outside the
+    # cutoff (and `exclude`) at -inf; the winner as (z, -log E, index), index -1 when nothing is kept
     lane_z = tl.full([BLOCK], float("-inf"), tl.float32)
     lane_e = tl.full([BLOCK], 1.0, tl.float32)
     lane_idx = tl.full([BLOCK], -1, tl.int32)
-    for start in range(0, V, BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        z = load_scaled(t_row, offs, V, inv_temperature)
+    for chunk in range(start, stop, BLOCK):
+        offs = chunk + tl.arange(0, BLOCK)
+        z = load_scaled(t_row, offs, stop, inv_temperature)
         kept = kept_by(tl.where(z == 0.0, 0.0, z), offs, tau, iota) & (offs != exclude)
         z = tl.where(kept, z, float("-inf"))
         e = neg_log_of_uniform(uniform_of(hash_word(key, offs)))
@@ -259,26 +290,26 @@ def _race_kept_logits(t_row, V, inv_temperature, key, exclude, tau, iota, BLOCK:
         lane_idx = tl.where(better, offs, lane_idx)
         lane_z = tl.where(better, z, lane_z)
         lane_e = tl.where(better, e, lane_e)
-    _z, _g, index = best_pair(lane_z, -tl.log(lane_e), lane_idx)
-    return index
+    return best_pair(lane_z, -tl.log(lane_e), lane_idx)
 
 
 @triton.jit
-def _race_kept_weights(t_row, d_row, V, inv_temperature, key, exclude, m, mass, tau, iota, md, sd, taud, iotad,
-                       Q: tl.constexpr, TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr):
-    # the race over w = max(p' - q', 0) (Q: what q is; Q_NONE: w = p' without `exclude`): argmax
-    # w / E over w > 0, compared as w E' > w' E; the winner's index, -1 when w is zero everywhere
+def _race_kept_weights(t_row, d_row, start, stop, inv_temperature, key, exclude, m, mass, tau, iota, md, sd, taud,
+                       iotad, Q: tl.constexpr, TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr):
+    # the race over w = max(p' - q', 0) (Q: what q is; Q_NONE: w = p' without `exclude`) on [start,
+    # stop): argmax w / E over w > 0, compared as w E' > w' E; the winner as (log(w / E), 0, index),
+    # index -1 when w is zero everywhere
     lane_w = tl.zeros([BLOCK], tl.float32)
     lane_e = tl.full([BLOCK], 1.0, tl.float32)
     lane_idx = tl.full([BLOCK], -1, tl.int32)
-    for start in range(0, V, BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        raw = tl.load(t_row + offs, mask=offs < V, other=0.0)
+    for chunk in range(start, stop, BLOCK):
+        offs = chunk + tl.arange(0, BLOCK)
+        raw = tl.load(t_row + offs, mask=offs < stop, other=0.0)
         w = truncated_prob_of(raw, offs, inv_temperature, m, mass, tau, iota, TARGET_PROBS)
         if Q == Q_NONE:
             w = tl.where(offs == exclude, 0.0, w)
         else:
-            d = tl.load(d_row + offs, mask=offs < V, other=0.0).to(tl.float32)
+            d = tl.load(d_row + offs, mask=offs < stop, other=0.0).to(tl.float32)
             if Q == Q_TRUNCATED_LOGITS:
                 q = truncated_prob_of(d, offs, inv_temperature, md, sd, taud, iotad, False)
             elif Q == Q_LOGITS:
@@ -286,11 +317,10 @@ def _race_kept_weights(t_row, d_row, V, inv_temperature, key, exclude, m, mass, 
             else:
                 q = tl.where(d != d, 0.0, d)  # noqa: PLR0124 (NaN test)
             w = w - q
-        w = tl.where(offs < V, w, 0.0)
+        w = tl.where(offs < stop, w, 0.0)
         e = neg_log_of_uniform(uniform_of(hash_word(key, offs)))
         lane_w, lane_e, lane_idx = race_lanes(lane_w, lane_e, lane_idx, w, e, offs)
-    _z, _g, index = ratio_best(lane_w, lane_e, lane_idx)
-    return index
+    return ratio_best(lane_w, lane_e, lane_idx)
 
 
 @triton.jit
@@ -329,12 +359,22 @@ def _sample_kept(t_row, V, inv_temperature, key, exclude, m, mass, tau, iota, li
     if length > 0:
         index = _race_list(list_ids, list_w, length, mass, key, exclude, t_row, inv_temperature, 0.0, 1.0, 0.0, 0,
                            Q_NONE)
-    elif TARGET_PROBS:
-        index = _race_kept_weights(t_row, t_row, V, 1.0, key, exclude, m, mass, tau, iota, 0.0, 1.0, 0.0, 0,
-                                   Q_NONE, True, BLOCK)
     else:
-        index = _race_kept_logits(t_row, V, inv_temperature, key, exclude, tau, iota, BLOCK)
+        _z, _g, index = _race_kept_slice(t_row, 0, V, inv_temperature, key, exclude, m, mass, tau, iota, TARGET_PROBS,
+                                         BLOCK)
     return index
+
+
+@triton.jit
+def _race_kept_slice(t_row, start, stop, inv_temperature, key, exclude, m, mass, tau, iota, TARGET_PROBS: tl.constexpr,
+                     BLOCK: tl.constexpr):
+    # the race over p' (token `exclude` left out; -1: none) on [start, stop), as (z, g, index)
+    if TARGET_PROBS:
+        z, g, index = _race_kept_weights(t_row, t_row, start, stop, 1.0, key, exclude, m, mass, tau, iota, 0.0, 1.0,
+                                         0.0, 0, Q_NONE, True, BLOCK)
+    else:
+        z, g, index = _race_kept_logits(t_row, start, stop, inv_temperature, key, exclude, tau, iota, BLOCK)
+    return z, g, index
 
 
 @triton.jit
@@ -350,6 +390,7 @@ def _verify_truncated_kernel(
     summary_f_ptr, summary_i_ptr,  # [B, K + 1, 2, 4] float32, [B, K + 1, 2] int32: the summaries
     group_max_ptr, group_ids_ptr,  # the cells' group maxima and gathered groups (written only with FUSED)
     list_ids_ptr, list_v_ptr, list_w_ptr,  # [B, K + 1, 2, MAX_FAST_K] the kept lists
+    record_f_ptr, record_i_ptr,  # [B, RECORD] float32 and int32: the deferred races (written only with DEFER)
     V, NUM_SLOTS,
     MODE: tl.constexpr,
     DRAFT: tl.constexpr,
@@ -359,6 +400,7 @@ def _verify_truncated_kernel(
     HAS_TOP_P: tl.constexpr,
     HAS_MIN_P: tl.constexpr,
     FUSED: tl.constexpr,  # summarise each row here when first needed (else the prepass did)
+    DEFER: tl.constexpr,  # leave a terminal race over a whole row to _truncated_terminal_kernel (a record)
     SUMMARIZE_EMITTED: tl.constexpr,  # FUSED: also the rows whose draft the synthetic mode accepts (logprobs)
     BLOCK: tl.constexpr,
     RADIX_BLOCK: tl.constexpr,  # tokens per chunk of the radix path (FUSED)
@@ -378,6 +420,9 @@ def _verify_truncated_kernel(
     tokens = tl.full([OUT_BLOCK], -1, tl.int64)
     num_emitted = 0
     num_accepted = 0
+    race_kind = tl.full([], NO_RACE, tl.int32)  # a deferred race's kind (DEFER)
+    record_f = record_f_ptr + b * RECORD
+    record_i = record_i_ptr + b * RECORD
     i = 0
     done = 0
     while done == 0:
@@ -421,20 +466,26 @@ def _verify_truncated_kernel(
         elif i == n:
             own_token = i >= 0
         elif truncated:
-            token, accepted = _truncated_draft(
+            token, accepted, race_kind = _truncated_draft(
                 t_row, d_row, cell, i, x, x_valid, inv_temperature, key_of_seed, position, k, top_p, min_p,
                 m, mass, tau, iota, length, summary_f_ptr, summary_i_ptr, group_max_ptr, group_ids_ptr, list_ids_ptr,
-                list_v_ptr, list_w_ptr, V, DRAFT, TARGET_PROBS, TRUNCATE_DRAFT, FUSED, BLOCK, RADIX_BLOCK, GROUP_ROWS,
-                GROUP_BLOCK, CAP_GROUPS)
+                list_v_ptr, list_w_ptr, record_f, record_i, V, DRAFT, TARGET_PROBS, TRUNCATE_DRAFT, FUSED, DEFER, BLOCK,
+                RADIX_BLOCK, GROUP_ROWS, GROUP_BLOCK, CAP_GROUPS)
         else:
             token, accepted = _untruncated_draft(t_row, d_row, x, x_valid, inv_temperature, key_of_seed, position + i,
                                                  V, DRAFT, TARGET_PROBS, BLOCK)
         if own_token:
             key = stream_key(key_of_seed, position + i, SAMPLE)
             if truncated:
-                token = _sample_kept(t_row, V, inv_temperature, key, -1, m, mass, tau, iota,
-                                     list_ids_ptr + cell * MAX_FAST_K, list_w_ptr + cell * MAX_FAST_K, length,
-                                     TARGET_PROBS, BLOCK).to(tl.int64)
+                if _defers(length, DEFER):
+                    _defer_race(record_f, record_i, i, x * 0 - 1, x * 0 - 1, SAMPLE, m, mass, tau, iota, 0.0, 1.0, 0.0,
+                                0)
+                    race_kind = tl.full([], RACE_KEPT, tl.int32)
+                    token = x * 0 - 1
+                else:
+                    token = _sample_kept(t_row, V, inv_temperature, key, -1, m, mass, tau, iota,
+                                         list_ids_ptr + cell * MAX_FAST_K, list_w_ptr + cell * MAX_FAST_K, length,
+                                         TARGET_PROBS, BLOCK).to(tl.int64)
             else:
                 _z, _g, own = sample_row(t_row, 0, V, inv_temperature, key, TARGET_PROBS, True, BLOCK)
                 token = own.to(tl.int64)
@@ -448,6 +499,34 @@ def _verify_truncated_kernel(
     tl.store(out_ptr + b * out_stride + slots, tl.where(valid, tokens, -1), mask=slots < NUM_SLOTS)
     tl.store(num_emitted_ptr + b, tl.where(valid, num_emitted, 0))
     tl.store(num_accepted_ptr + b, tl.where(valid, num_accepted, 0))
+    if DEFER:
+        tl.store(record_i + R_KIND, tl.where(valid, race_kind, NO_RACE))  # every request's record has its kind
+
+
+@triton.jit
+def _defers(length, DEFER: tl.constexpr):
+    # whether the step leaves this terminal race to _truncated_terminal_kernel: with DEFER, a row with
+    # no kept list (a race over the whole row)
+    if DEFER:
+        return length == 0
+    return length < 0
+
+
+@triton.jit
+def _defer_race(record_f, record_i, row, exclude, fallback, purpose, m, mass, tau, iota, md, sd, taud, iotad):
+    # a deferred race's record, all but its kind (the step writes that last, for every request)
+    tl.store(record_i + R_ROW, row)
+    tl.store(record_i + R_EXCLUDE, exclude.to(tl.int32))
+    tl.store(record_i + R_FALLBACK, fallback.to(tl.int32))
+    tl.store(record_i + R_PURPOSE, purpose)
+    tl.store(record_i + R_IOTA, iota)
+    tl.store(record_i + R_IOTAD, iotad)
+    tl.store(record_f + R_M, m)
+    tl.store(record_f + R_MASS, mass)
+    tl.store(record_f + R_TAU, tau)
+    tl.store(record_f + R_MD, md)
+    tl.store(record_f + R_SD, sd)
+    tl.store(record_f + R_TAUD, taud)
 
 @triton.jit
 def _race_residual(t_row, d_row, V, inv_temperature, key, m, mass, tau, iota, list_ids, list_w, length, md, sd, taud,
@@ -456,8 +535,8 @@ def _race_residual(t_row, d_row, V, inv_temperature, key, m, mass, tau, iota, li
     if length > 0:
         index = _race_list(list_ids, list_w, length, mass, key, -1, d_row, inv_temperature, md, sd, taud, iotad, Q)
     else:
-        index = _race_kept_weights(t_row, d_row, V, inv_temperature, key, -1, m, mass, tau, iota, md, sd, taud, iotad,
-                                   Q, TARGET_PROBS, BLOCK)
+        _z, _g, index = _race_kept_weights(t_row, d_row, 0, V, inv_temperature, key, -1, m, mass, tau, iota, md, sd,
+                                           taud, iotad, Q, TARGET_PROBS, BLOCK)
     return index
 
 @triton.jit
@@ -494,14 +573,15 @@ def _untruncated_draft(t_row, d_row, x, x_valid, inv_temperature, key_of_seed, p
 @triton.jit
 def _truncated_draft(t_row, d_row, cell, i, x, x_valid, inv_temperature, key_of_seed, position, k, top_p, min_p,
                      m, mass, tau, iota, length, summary_f_ptr, summary_i_ptr, group_max_ptr, group_ids_ptr,
-                     list_ids_ptr, list_v_ptr, list_w_ptr, V, DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr,
-                     TRUNCATE_DRAFT: tl.constexpr, FUSED: tl.constexpr, BLOCK: tl.constexpr,
-                     RADIX_BLOCK: tl.constexpr, GROUP_ROWS: tl.constexpr, GROUP_BLOCK: tl.constexpr,
-                     CAP_GROUPS: tl.constexpr):
+                     list_ids_ptr, list_v_ptr, list_w_ptr, record_f, record_i, V, DRAFT: tl.constexpr,
+                     TARGET_PROBS: tl.constexpr, TRUNCATE_DRAFT: tl.constexpr, FUSED: tl.constexpr,
+                     DEFER: tl.constexpr, BLOCK: tl.constexpr, RADIX_BLOCK: tl.constexpr, GROUP_ROWS: tl.constexpr,
+                     GROUP_BLOCK: tl.constexpr, CAP_GROUPS: tl.constexpr):
     # one draft slot of a truncated probabilistic request (its target row's summary given, the draft
     # side of its cell found here): accept iff u q'(x) < p'(x); on rejection
     # the race over max(p' - q', 0) (p' without x for a one-hot draft, p' itself for an id outside
-    # [0, V) or when nothing is left); (token, accepted)
+    # [0, V) or when nothing is left), or its record where the step defers it (_defers);
+    # (token, accepted, the deferred race's kind or NO_RACE)
     t_at_x, d_at_x = read_at_draft(t_row, d_row, x, x_valid, DRAFT)
     u = uniform_at(stream_key(key_of_seed, position + i, ACCEPT), 0)
     list_ids = list_ids_ptr + cell * MAX_FAST_K
@@ -530,6 +610,7 @@ def _truncated_draft(t_row, d_row, cell, i, x, x_valid, inv_temperature, key_of_
         q_x = d_at_x.to(tl.float32)
         q_x = tl.where(q_x != q_x, 0.0, q_x)  # noqa: PLR0124 (NaN test)
     token = x * 0 - 1
+    race_kind = tl.full([], NO_RACE, tl.int32)
     accepted = x_valid & (u * q_x < p_x)
     if TARGET_PROBS:
         row_valid = m <= float("inf")  # a probability row with no mass rejects (p'(x) = 0) and emits nothing
@@ -540,11 +621,20 @@ def _truncated_draft(t_row, d_row, cell, i, x, x_valid, inv_temperature, key_of_
         token = x
     elif row_valid:
         key = stream_key(key_of_seed, position + i, RESIDUAL)
+        defer = _defers(length, DEFER)
         if (md == float("-inf")) | (~x_valid):
             exclude = tl.where(x_valid, x, -1)
-            index = _sample_kept(t_row, V, inv_temperature, key, exclude, m, mass, tau, iota, list_ids, list_w, length,
-                                 TARGET_PROBS, BLOCK)
-            token = tl.where(index >= 0, index.to(tl.int64), tl.where(x_valid & (p_x > 0.0), x, -1))
+            fallback = tl.where(x_valid & (p_x > 0.0), x, -1)
+            if defer:
+                _defer_race(record_f, record_i, i, exclude, fallback, RESIDUAL, m, mass, tau, iota, md, sd, taud, iotad)
+                race_kind = tl.full([], RACE_KEPT, tl.int32)
+            else:
+                index = _sample_kept(t_row, V, inv_temperature, key, exclude, m, mass, tau, iota, list_ids, list_w,
+                                     length, TARGET_PROBS, BLOCK)
+                token = tl.where(index >= 0, index.to(tl.int64), fallback)
+        elif defer:
+            _defer_race(record_f, record_i, i, x * 0 - 1, x * 0 - 1, RESIDUAL, m, mass, tau, iota, md, sd, taud, iotad)
+            race_kind = tl.full([], RACE_RESIDUAL, tl.int32)
         else:
             if DRAFT == DRAFT_LOGITS:
                 if TRUNCATE_DRAFT:
@@ -560,7 +650,87 @@ def _truncated_draft(t_row, d_row, cell, i, x, x_valid, inv_temperature, key_of_
                 index = _sample_kept(t_row, V, inv_temperature, key, -1, m, mass, tau, iota, list_ids, list_w, length,
                                      TARGET_PROBS, BLOCK)
             token = index.to(tl.int64)
-    return token, accepted
+    return token, accepted, race_kind
 
 
-__all__ = ["DRAFT_NONE", "_truncation_prepass_kernel", "_verify_truncated_kernel"]
+@triton.jit
+def _race_residual_slice(t_row, d_row, start, stop, inv_temperature, key, m, mass, tau, iota, md, sd, taud, iotad,
+                         DRAFT: tl.constexpr, TRUNCATE_DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr,
+                         BLOCK: tl.constexpr):
+    # the race over max(p' - q', 0) on [start, stop), q by the draft form, as (z, g, index)
+    if DRAFT == DRAFT_LOGITS:
+        if TRUNCATE_DRAFT:
+            z, g, idx = _race_kept_weights(t_row, d_row, start, stop, inv_temperature, key, -1, m, mass, tau, iota, md,
+                                           sd, taud, iotad, Q_TRUNCATED_LOGITS, TARGET_PROBS, BLOCK)
+        else:
+            z, g, idx = _race_kept_weights(t_row, d_row, start, stop, inv_temperature, key, -1, m, mass, tau, iota, md,
+                                           sd, taud, iotad, Q_LOGITS, TARGET_PROBS, BLOCK)
+    else:
+        z, g, idx = _race_kept_weights(t_row, d_row, start, stop, inv_temperature, key, -1, m, mass, tau, iota, md, sd,
+                                       taud, iotad, Q_PROBS, TARGET_PROBS, BLOCK)
+    return z, g, idx
+
+
+@triton.jit
+def _truncated_terminal_kernel(
+    record_f_ptr, record_i_ptr,  # [B, RECORD] float32 and int32: the step's records (DEFER)
+    race_f_ptr, race_i_ptr,  # [B, NUM_SPLITS, 2] float32 and int32 scratch: the slices' race partials
+    arrivals_ptr,  # [B] int32, zero on entry; left at zero on exit
+    out_ptr, out_stride,  # [B, K + 1] int64
+    num_emitted_ptr,  # [B] int32
+    target_ptr, target_stride_b, target_stride_k,  # [B, K + 1, V] logits, or probabilities (TARGET_PROBS)
+    draft_ptr, draft_stride_b, draft_stride_k,  # [B, K, V] draft logits or probs (read for a residual race)
+    num_draft_ptr, temperature_ptr, seed_ptr, position_ptr,  # [B]
+    V, NUM_SLOTS, NUM_SPLITS, CHUNK,
+    MODE: tl.constexpr,
+    DRAFT: tl.constexpr,
+    TARGET_PROBS: tl.constexpr,
+    TRUNCATE_DRAFT: tl.constexpr,
+    BLOCK: tl.constexpr,
+    S_BLOCK: tl.constexpr,  # a power of two >= NUM_SPLITS
+):
+    # grid (B, NUM_SPLITS): the race a request's record defers, one slice of its row per program
+    # (the one-program race's tokens and streams), merged by the request's last program, which
+    # writes the token and the count
+    b = tl.program_id(0).to(tl.int64)
+    split = tl.program_id(1)
+    record_f = record_f_ptr + b * RECORD
+    record_i = record_i_ptr + b * RECORD
+    kind = tl.load(record_i + R_KIND)
+    if kind != NO_RACE:
+        _n, _greedy, inv_temperature, position, key_of_seed = request_setup(
+            b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE)
+        t = tl.load(record_i + R_ROW)
+        key = _terminal_key(key_of_seed, position + t, tl.load(record_i + R_PURPOSE))
+        m = tl.load(record_f + R_M)
+        mass = tl.load(record_f + R_MASS)
+        tau = tl.load(record_f + R_TAU)
+        iota = tl.load(record_i + R_IOTA)
+        t_row = target_ptr + b * target_stride_b + t * target_stride_k
+        start = split * CHUNK
+        stop = tl.where(split == NUM_SPLITS - 1, V, start + CHUNK)  # every slice ends on a block edge but the last
+        if kind == RACE_KEPT:  # (every race of one-hot drafts: p' with the draft left out)
+            z, g, idx = _race_kept_slice(t_row, start, stop, inv_temperature, key, tl.load(record_i + R_EXCLUDE), m,
+                                         mass, tau, iota, TARGET_PROBS, BLOCK)
+        else:
+            z, g, idx = _race_residual_slice(t_row, draft_ptr + b * draft_stride_b + t * draft_stride_k, start, stop,
+                                             inv_temperature, key, m, mass, tau, iota, tl.load(record_f + R_MD),
+                                             tl.load(record_f + R_SD), tl.load(record_f + R_TAUD),
+                                             tl.load(record_i + R_IOTAD), DRAFT, TRUNCATE_DRAFT, TARGET_PROBS, BLOCK)
+        race_f = race_f_ptr + b * NUM_SPLITS * RACE_FIELDS
+        race_i = race_i_ptr + b * NUM_SPLITS * 2
+        store_race(race_f, race_i, split, z, g, idx, -1)
+        if last_to_arrive(arrivals_ptr, b, NUM_SPLITS):
+            token = merge_race(race_f, race_i, NUM_SPLITS, S_BLOCK)
+            if token < 0:
+                if kind == RACE_KEPT:  # nothing kept but the token left out: that token, where p' > 0
+                    token = tl.load(record_i + R_FALLBACK).to(tl.int64)
+                else:  # a residual with no mass anywhere: the race over p', one program over the whole row
+                    _z, _g, index = _race_kept_slice(t_row, 0, V, inv_temperature, key, -1, m, mass, tau, iota,
+                                                     TARGET_PROBS, BLOCK)
+                    token = index.to(tl.int64)
+            tl.store(out_ptr + b * out_stride + t, token)
+            tl.store(num_emitted_ptr + b, t + (token >= 0).to(tl.int32))
+
+
+__all__ = ["DRAFT_NONE", "_truncated_terminal_kernel", "_truncation_prepass_kernel", "_verify_truncated_kernel"]

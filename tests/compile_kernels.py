@@ -189,10 +189,13 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
              {"STEP": 1, "FIRST": 0, "LAST": 0, "digit": 1},
              {"STEP": 1, "FIRST": 0, "LAST": 1}, {"STEP": 2, "FIRST": 0, "LAST": 0}]
     # (target probabilities change only the loads and the masses: their two widest steps)
-    for target_probs, truncate_draft, chosen in ((0, 1, steps), (1, 0, steps[1::2])):
+    # (and with each chunk loaded ahead, the launch variants' -prefetch: the largest value and the widest digits)
+    for target_probs, truncate_draft, prefetch, chosen in ((0, 1, 0, steps), (1, 0, 0, steps[1::2]),
+                                                           (0, 1, 1, [steps[0], steps[1], steps[3]])):
         out.extend((_split_radix_kernel, {"MODE": 1, "TARGET_PROBS": target_probs, "TRUNCATE_DRAFT": truncate_draft,
                                           "HAS_TOP_K": 0, "HAS_TOP_P": 1, "HAS_MIN_P": 1, **step, "SLICE": slice_,
-                                          "BLOCK": radix_block, "P_BLOCK": 32}, radix_warps, "fp32") for step in chosen)
+                                          "BLOCK": radix_block, "P_BLOCK": 32, "PREFETCH": prefetch}, radix_warps,
+                    "fp32") for step in chosen)
     block, warps = launch._program_shape(1 << 17, _GPU, *launch.ROW_PROGRAM_SHAPE)  # the log-probability epilogue
     for mode in ("greedy", "probabilistic"):
         for target_probs in (0, 1):

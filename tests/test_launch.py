@@ -95,6 +95,8 @@ def test_a_launch_variant_name_spells_its_shape():
     assert "2048 tokens x 8 warps" in impl.description and "32768" in impl.description
     radix = resolve("triton-radix-8192x1024x8")
     assert "8192 tokens of a row per program, 1024 x 8 warps" in radix.description
+    assert "ahead" not in radix.description
+    assert "each chunk loaded one iteration ahead" in resolve("triton-radix-4096x512x4-prefetch").description
 
 
 def test_the_split_radix_shape_follows_a_launch_variant(h100):

@@ -53,17 +53,19 @@ def _triton_variant(strategy: str | None, **tuning: int | None):
 
 
 _SHAPE_NAME = re.compile(r"triton-(sequential|split)-(\d+)x(\d+)(?:-chunk(\d+))?")
-_RADIX_NAME = re.compile(r"triton-radix-(\d+)x(\d+)x(\d+)")
+_RADIX_NAME = re.compile(r"triton-radix-(\d+)x(\d+)x(\d+)(-prefetch)?")
 
 
 def launch_variant(name: str) -> Implementation | None:
     """The Triton launch variant a name like ``triton-sequential-4096x16`` or ``triton-split-2048x8-chunk32768``
     spells (kernel shape, tokens per block x warps per program, most tokens a split program reads of a row),
     or ``triton-radix-4096x1024x8`` (the split radix path's tokens of a row per program, per chunk, and
-    warps), None for a name of another form; a shape Triton cannot launch is a ``SpecbenchError``."""
+    warps; ``-prefetch``: its passes load each chunk one iteration ahead), None for a name of another form; a
+    shape Triton cannot launch is a ``SpecbenchError``."""
     radix = _RADIX_NAME.fullmatch(name)
     if radix is not None:
-        slice_, block, warps = (int(group) for group in radix.groups())
+        slice_, block, warps = (int(group) for group in radix.groups()[:3])
+        prefetch = radix.group(4) is not None
         if block < 128 or block > 16384 or block & (block - 1) or slice_ % block:
             raise SpecbenchError(f"{name}: tokens per chunk must be a power of two from 128 to 16384 and divide "
                                  f"the tokens per program, got {slice_} x {block}")
@@ -71,8 +73,10 @@ def launch_variant(name: str) -> Implementation | None:
             raise SpecbenchError(f"{name}: warps per program must be 1, 2, 4, 8, 16 or 32 and at most chunk / 32, "
                                  f"got {warps}")
         return _triton(name, f"Triton, the split radix path (batches given top_p or min_p without top_k) at "
-                             f"{slice_} tokens of a row per program, {block} x {warps} warps",
-                       _triton_variant(None, radix_slice=slice_, radix_block=block, radix_warps=warps))
+                             f"{slice_} tokens of a row per program, {block} x {warps} warps"
+                             + (", each chunk loaded one iteration ahead" if prefetch else ""),
+                       _triton_variant(None, radix_slice=slice_, radix_block=block, radix_warps=warps,
+                                       radix_prefetch=int(prefetch)))
     match = _SHAPE_NAME.fullmatch(name)
     if match is None:
         return None

@@ -57,10 +57,31 @@ MAX_GROUPS = 8192  # the most groups (a row of 262144 tokens) the top-k path tak
 def row_values(row, offs, V, inv_temperature, m, TARGET_PROBS: tl.constexpr):
     # (value, mass) of a chunk: the cleaned tempered logit (-0 read as 0: one value, one key) and
     # exp(z - m), or the cleaned probability (-inf where it has no mass) and itself. m finite.
+    # (values_of(load_row(...)) is the same arithmetic; this spelling is the one the fused step's
+    # loops were timed with: the other moves one of them by two instructions)
     if TARGET_PROBS:
         p = load_probs(row, offs, V)
         return tl.where(p > 0.0, p, float("-inf")), p
     z = load_scaled(row, offs, V, inv_temperature)
+    z = tl.where(z == 0.0, 0.0, z)
+    return z, tl.exp(z - m)
+
+
+@triton.jit
+def load_row(row, offs, V, TARGET_PROBS: tl.constexpr):
+    # a chunk as stored, in float32 (lanes at or past V: a logit of -inf, a probability of 0), for values_of
+    if TARGET_PROBS:
+        return tl.load(row + offs, mask=offs < V, other=0.0).to(tl.float32)
+    return tl.load(row + offs, mask=offs < V, other=float("-inf")).to(tl.float32)
+
+
+@triton.jit
+def values_of(raw, inv_temperature, m, TARGET_PROBS: tl.constexpr):
+    # row_values from a chunk load_row read (so a load can be issued a chunk ahead of its use)
+    if TARGET_PROBS:
+        p = clean_prob(raw)
+        return tl.where(p > 0.0, p, float("-inf")), p
+    z = clean(raw * inv_temperature)
     z = tl.where(z == 0.0, 0.0, z)
     return z, tl.exp(z - m)
 

@@ -189,7 +189,7 @@ SPLIT_LARGE_BATCH = 256
 SPLIT_CHUNK = 16384
 SPLIT_PROGRAMS_PER_SM = 4
 TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk": None, "radix_slice": None,
-                                 "radix_block": None, "radix_warps": None}
+                                 "radix_block": None, "radix_warps": None, "radix_prefetch": None}
 
 
 @contextlib.contextmanager
@@ -760,6 +760,9 @@ def _summaries(batch: int, num_slots: int, device: torch.device, key) -> tuple[t
 # 1024 x 256 x 4 at B = 1: 193.8 / 190.3 / 193.3 / 188.1, B = 8: 403.9 / 461.9 / 472.8 / 451.8, B = 64:
 # 3,450 / 4,263 / 4,372 / 4,044, B = 512: 37,109 / 47,179 / 47,157 / 43,676
 RADIX_SHAPE = (4096, 512, 4)
+# ... and whether its passes load each chunk one iteration ahead (RADIX_PREFETCH): off until a GPU
+# timing says otherwise; the launch variants triton-radix-SLICExBLOCKxWARPS-prefetch turn it on
+RADIX_PREFETCH = False
 
 
 def _radix_shape(vocab: int, device: torch.device) -> tuple[int, int, int]:
@@ -783,7 +786,9 @@ def _split_radix(arrivals: torch.Tensor, target_args: tuple, request_args: tuple
     scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key, slices, race_splits)
     args = (scratch.radix_state_f, scratch.radix_state_i, scratch.radix_part_f, scratch.radix_part_i, arrivals,
             scratch.summary_f, scratch.summary_i, *target_args, *request_args, *knobs, vocab, num_slots, slices)
-    shape = {"SLICE": slice_, "BLOCK": block, "P_BLOCK": max(_next_power_of_2(slices), 2), **constexprs}
+    prefetch = RADIX_PREFETCH if TUNING["radix_prefetch"] is None else bool(TUNING["radix_prefetch"])
+    shape = {"SLICE": slice_, "BLOCK": block, "P_BLOCK": max(_next_power_of_2(slices), 2), "PREFETCH": prefetch,
+             **constexprs}
     grid = (batch, num_slots, sides * slices)
     _SPLIT_RADIX(grid, (*args, 0), num_warps, key, STEP=0, FIRST=False, LAST=False, **shape)
     for digit in range(radix.DIGITS):

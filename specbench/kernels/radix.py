@@ -45,7 +45,7 @@ step, or the same program, wrote it.
 import triton
 import triton.language as tl
 
-from specbench.kernels.cutoffs import _order_key32, row_values
+from specbench.kernels.cutoffs import _order_key32, load_row, row_values, values_of
 from specbench.kernels.decide import request_setup
 from specbench.kernels.split import last_to_arrive
 from specbench.kernels.truncation import request_knobs, store_summary, summary_wanted
@@ -95,12 +95,24 @@ def _mass_of(value, m, TARGET_PROBS: tl.constexpr):
 
 
 @triton.jit
+def _chunk(row, offs, V, ahead, PREFETCH: tl.constexpr, TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr):
+    # (this chunk as stored, the next one's): with PREFETCH the chunk loaded one iteration ahead and the
+    # next one's load issued now (so a load is in flight while a chunk is worked on; the last one reads
+    # past the slice, within the row or masked), else this chunk's load alone
+    if PREFETCH:
+        return ahead, load_row(row, offs + BLOCK, V, TARGET_PROBS)
+    return load_row(row, offs, V, TARGET_PROBS), ahead
+
+
+@triton.jit
 def _slice_max(row, V, inv_temperature, start, SLICE: tl.constexpr, TARGET_PROBS: tl.constexpr,
-               BLOCK: tl.constexpr):
+               BLOCK: tl.constexpr, PREFETCH: tl.constexpr):
     high = tl.full([BLOCK], float("-inf"), tl.float32)
+    ahead = load_row(row, start + tl.arange(0, BLOCK), V, TARGET_PROBS) if PREFETCH else high
     for chunk in range(0, SLICE, BLOCK):
         offs = start + chunk + tl.arange(0, BLOCK)
-        value, _mass = row_values(row, offs, V, inv_temperature, 0.0, TARGET_PROBS)
+        raw, ahead = _chunk(row, offs, V, ahead, PREFETCH, TARGET_PROBS, BLOCK)
+        value, _mass = values_of(raw, inv_temperature, 0.0, TARGET_PROBS)
         high = tl.maximum(high, value)
     return tl.max(high, axis=0)
 
@@ -108,7 +120,7 @@ def _slice_max(row, V, inv_temperature, start, SLICE: tl.constexpr, TARGET_PROBS
 @triton.jit
 def _slice_digit(row, V, inv_temperature, m, minp_threshold, prefix, start, shift, part_f, part_i,
                  FIRST: tl.constexpr, LAST: tl.constexpr, SLICE: tl.constexpr, TARGET_PROBS: tl.constexpr,
-                 BLOCK: tl.constexpr):
+                 BLOCK: tl.constexpr, PREFETCH: tl.constexpr):
     # this slice's partials of one digit: the mass (and at the last digit the count) of the tokens in
     # play under the prefix, per value of the digit; at the first digit also the mass in play and the
     # last token in play (smallest value, largest id). The 16 sums are kept per lane, [16, BLOCK] with
@@ -121,9 +133,11 @@ def _slice_digit(row, V, inv_temperature, m, minp_threshold, prefix, start, shif
     total = tl.zeros([1, BLOCK], tl.float32)
     low = tl.full([1, BLOCK], float("inf"), tl.float32)
     low_id = tl.full([1, BLOCK], -1, tl.int32)
+    ahead = load_row(row, start + tl.arange(0, BLOCK)[None, :], V, TARGET_PROBS) if PREFETCH else total
     for chunk in range(0, SLICE, BLOCK):
         offs = start + chunk + tl.arange(0, BLOCK)[None, :]
-        value, mass = row_values(row, offs, V, inv_temperature, m, TARGET_PROBS)
+        raw, ahead = _chunk(row, offs, V, ahead, PREFETCH, TARGET_PROBS, BLOCK)
+        value, mass = values_of(raw, inv_temperature, m, TARGET_PROBS)
         play = (value > float("-inf")) & (mass >= minp_threshold)
         key = _radix_key(value)
         match = play & ((key & high) == prefix)
@@ -207,14 +221,16 @@ def _finish_digit(cell, m, top_p, prefix, shift, state_f, state_i, part_f, part_
 @triton.jit
 def _radix_row(row, cell, s, V, inv_temperature, top_p, min_p, digit, state_f, state_i, part_f, part_i, arrivals_ptr,
                summary_f_ptr, summary_i_ptr, NUM_SLICES, STEP: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr,
-               SLICE: tl.constexpr, TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr, P_BLOCK: tl.constexpr):
+               SLICE: tl.constexpr, TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr, P_BLOCK: tl.constexpr,
+               PREFETCH: tl.constexpr):
     # one program's share of one step for one cell (row `row`, slice s)
     state = state_f + cell * STATE
     istate = state_i + cell * STATE
     cell_f = part_f + cell * NUM_SLICES * PART_F
     cell_i = part_i + cell * NUM_SLICES * PART_I
     if STEP == STEP_MAX:
-        tl.store(cell_f + s * PART_F, _slice_max(row, V, inv_temperature, s * SLICE, SLICE, TARGET_PROBS, BLOCK))
+        tl.store(cell_f + s * PART_F, _slice_max(row, V, inv_temperature, s * SLICE, SLICE, TARGET_PROBS, BLOCK,
+                                                 PREFETCH))
         if last_to_arrive(arrivals_ptr, cell, NUM_SLICES):
             slices = tl.arange(0, P_BLOCK)
             m = tl.max(tl.load(cell_f + slices * PART_F, mask=slices < NUM_SLICES, other=float("-inf")), axis=0)
@@ -235,7 +251,7 @@ def _radix_row(row, cell, s, V, inv_temperature, top_p, min_p, digit, state_f, s
             prefix = tl.load(istate + I_PREFIX)
             shift = tl.full([], 28, tl.int32) - 4 * digit  # (digit may arrive as a constant)
             _slice_digit(row, V, inv_temperature, m, minp_threshold, prefix, s * SLICE, shift, cell_f + s * PART_F,
-                         cell_i + s * PART_I, FIRST, LAST, SLICE, TARGET_PROBS, BLOCK)
+                         cell_i + s * PART_I, FIRST, LAST, SLICE, TARGET_PROBS, BLOCK, PREFETCH)
             if last_to_arrive(arrivals_ptr, cell, NUM_SLICES):
                 _finish_digit(cell, m, top_p, prefix, shift, state_f, state_i, cell_f, cell_i, summary_f_ptr,
                               summary_i_ptr, NUM_SLICES, FIRST, LAST, TARGET_PROBS, P_BLOCK)
@@ -285,6 +301,7 @@ def _split_radix_kernel(
     SLICE: tl.constexpr,  # tokens of a row per program (a multiple of BLOCK)
     BLOCK: tl.constexpr,  # tokens per chunk
     P_BLOCK: tl.constexpr,  # a power of two >= NUM_SLICES
+    PREFETCH: tl.constexpr,  # STEP_MAX and STEP_DIGIT load each chunk one iteration ahead
 ):
     # grid (B, K + 1, sides * NUM_SLICES) for STEP_MAX and STEP_DIGIT, (B, K + 1, sides) for STEP_ID
     b = tl.program_id(0).to(tl.int64)
@@ -306,9 +323,9 @@ def _split_radix_kernel(
             _radix_row(target_ptr + b * target_stride_b + r * target_stride_k, cell, s, V, inv_temperature, top_p,
                        min_p, digit, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, arrivals_ptr, summary_f_ptr,
                        summary_i_ptr,
-                       NUM_SLICES, STEP, FIRST, LAST, SLICE, TARGET_PROBS, BLOCK, P_BLOCK)
+                       NUM_SLICES, STEP, FIRST, LAST, SLICE, TARGET_PROBS, BLOCK, P_BLOCK, PREFETCH)
         else:
             _radix_row(draft_ptr + b * draft_stride_b + r * draft_stride_k, cell, s, V, inv_temperature, top_p,
                        min_p, digit, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, arrivals_ptr, summary_f_ptr,
                        summary_i_ptr,
-                       NUM_SLICES, STEP, FIRST, LAST, SLICE, False, BLOCK, P_BLOCK)
+                       NUM_SLICES, STEP, FIRST, LAST, SLICE, False, BLOCK, P_BLOCK, PREFETCH)

@@ -131,9 +131,15 @@ def tree_variants() -> list[tuple[object, dict[str, int], int, str]]:
     return out
 
 
+# (mode, draft, truncate_draft, target_probs): the forms whose deferring step (DEFER) is compiled, one for each
+# race it leaves (p' without the draft; the residual against q', q and given probabilities; the synthetic mode's)
+DEFERRED_FORMS = {("probabilistic", 0, 0, 0), ("probabilistic", 1, 1, 0), ("probabilistic", 1, 0, 0),
+                  ("probabilistic", 2, 0, 1), ("synthetic", 0, 0, 0)}
+
+
 def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     """The truncation prepass, the truncated step (summarising rows itself, FUSED, and from summaries made
-    before it, here with its races deferred, DEFER, and once racing itself), the deferred race's
+    before it; in DEFERRED_FORMS also deferring its races, DEFER, given no top_k), the deferred race's
     terminal launch and the log-probability epilogue: every mode, target and draft form with every knob given
     (the knobs not given only drop loads), one with top_k alone, the fused step's wide shape for target
     and draft logits, in float32, and in bfloat16 the form that
@@ -158,9 +164,16 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                         if draft == 0 or truncate_draft:  # the prepass reads draft rows only with TRUNCATE_DRAFT
                             out.append((_truncation_prepass_kernel, {**common, **groups}, warps, dtype))
                         out.extend((_verify_truncated_kernel, {**common, "DRAFT": draft, "BLOCK": step_block,
-                                                               "OUT_BLOCK": 8, "FUSED": fused, "DEFER": 1 - fused,
+                                                               "OUT_BLOCK": 8, "FUSED": fused, "DEFER": 0,
                                                                "SUMMARIZE_EMITTED": int(mode == "synthetic"), **step_groups},
                                     step_warps, dtype) for fused, (step_block, step_warps, step_groups) in step_shapes.items())
+                        if (mode, draft, truncate_draft, target_probs) in DEFERRED_FORMS and dtype == "fp32":
+                            # the step deferring its races (a batch given no top_k that splits)
+                            out.append((_verify_truncated_kernel, {**common, "HAS_TOP_K": 0, "DRAFT": draft,
+                                                                   "BLOCK": block, "OUT_BLOCK": 8, "FUSED": 0,
+                                                                   "DEFER": 1,
+                                                                   "SUMMARIZE_EMITTED": int(mode == "synthetic"),
+                                                                   **groups}, warps, dtype))
                         out.append((_truncated_terminal_kernel, {"MODE": common["MODE"], "DRAFT": draft,
                                                                  "TARGET_PROBS": target_probs,
                                                                  "TRUNCATE_DRAFT": truncate_draft, "BLOCK": race_block,
@@ -170,10 +183,6 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     out.extend((_verify_truncated_kernel, {**top_k_only, "DRAFT": 1, "BLOCK": step_block, "OUT_BLOCK": 8, "FUSED": fused,
                                            "DEFER": 0, "SUMMARIZE_EMITTED": 0, **step_groups}, step_warps, "fp32")
                for fused, (step_block, step_warps, step_groups) in step_shapes.items())
-    # the step from summaries racing itself (the prepass path; a batch given no top_k too large to split)
-    out.append((_verify_truncated_kernel, {"MODE": 1, "TARGET_PROBS": 0, "TRUNCATE_DRAFT": 1, **every_knob, "DRAFT": 1,
-                                           "BLOCK": block, "OUT_BLOCK": 8, "FUSED": 0, "DEFER": 0,
-                                           "SUMMARIZE_EMITTED": 0, **groups}, warps, "fp32"))
     # the fused step's wide shape (batches beyond what its 4-warp programs keep resident), in the form
     # large batches time: target and truncated draft logits, every knob
     wide_block, wide_warps = launch.TRUNCATION_SHAPES["fused-wide"]

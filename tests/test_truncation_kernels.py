@@ -36,9 +36,11 @@ FORMS = [  # (target form, draft form, truncate_draft_logits)
 
 @pytest.fixture(autouse=True)
 def small_blocks(monkeypatch):
-    """The truncation kernels read rows in blocks of 16 tokens here (several chunks, a short last one)."""
+    """The truncation kernels read rows in blocks of 16 tokens here (several chunks, a short last one; the
+    deferred races three slices a row, the last one short)."""
     launch = triton_launch()
     monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device, fused=False, batch=0: (16, 4))
+    monkeypatch.setattr(launch, "_race_shape", lambda vocab, device, batch: (16, 4))
     monkeypatch.setattr(launch, "TOP_K_CAP_GROUPS", 4)  # the top_k fast path gathers at most 4 groups (128 tokens)
     if not interpreted("triton"):
         pytest.skip("these tests size their inputs for the interpreter")
@@ -465,7 +467,7 @@ def test_residual_with_no_mass_races_the_kept_target(small_blocks, monkeypatch, 
     """Draft probabilities three times the target's (taken as given, unnormalised): every test accepts
     with probability p'/q' < 1, and on a rejection max(p' - q', 0) is 0 at every token, so the token is
     the race over p' itself; in one program per request (fused) and in the split terminal launch that
-    the step defers its race to (split strategy, slices of 16 tokens)."""
+    the step defers its race to (split strategy, three slices a row)."""
     batch = 3
     inputs = _inputs(17, "probs", "none", batch)
     inputs["draft_probs"] = torch.clamp(inputs["target_probs"][:, :K] * 3, max=1.0)
@@ -480,3 +482,24 @@ def test_residual_with_no_mass_races_the_kept_target(small_blocks, monkeypatch, 
     with small_blocks.strategy("auto" if path == "fused" else "split"):
         got = _verify(inputs, **keywords)
     _same(got, want)
+
+
+def test_deferred_residuals_race_against_the_draft_as_given(small_blocks, monkeypatch):
+    """Draft logits near the target's (its log plus noise of 0.3), drafts drawn at random (all rejected),
+    top_p 0.5 on both sides: each rejection's deferred race runs over max(p' - q', 0) with the draft cut the
+    same way (q'), as the torch reference does; against q (the draft left whole) the reference picks other
+    tokens here, so a race against the wrong law fails."""
+    monkeypatch.setattr(small_blocks, "_radix_shape", lambda vocab, device: (16, 16, 4))
+    inputs = _inputs(23, "probs", "logits")
+    generator = torch.Generator().manual_seed(29)
+    inputs["draft_token_ids"] = torch.randint(0, V, (B, K), generator=generator)
+    inputs["draft_logits"] = torch.log(inputs["target_probs"][:, :K]) + 0.3 * torch.randn(B, K, V, generator=generator)
+    inputs["temperatures"] = torch.ones(B)
+    keywords = {"knobs": {"top_p": torch.full((B,), 0.5)}}
+    want = _reference(inputs, **keywords, truncate_draft_logits=True)
+    with small_blocks.strategy("split"):
+        got = _verify(inputs, **keywords, truncate_draft_logits=True)
+    _same(got, want)
+    # (the draft left whole, deferred too in the mixed-batch tests, gives other tokens on these inputs)
+    whole = _reference(inputs, **keywords, truncate_draft_logits=False)
+    assert not torch.equal(want.output_token_ids, whole.output_token_ids)

@@ -776,6 +776,12 @@ def _radix_shape(vocab: int, device: torch.device) -> tuple[int, int, int]:
     return max(slice_, block), block, min(num_warps, max(block // 32, 1))
 
 
+def _race_shape(vocab: int, device: torch.device, batch: int) -> tuple[int, int]:
+    # (tokens per block, warps) of the deferred races (_truncated_terminal_kernel): the untruncated split
+    # terminal kernel's shape
+    return _launch_shape(vocab, device, True, "probabilistic", batch)
+
+
 def _split_radix(arrivals: torch.Tensor, target_args: tuple, request_args: tuple, knobs: tuple, batch: int,
                  num_slots: int, vocab: int, sides: int, device: torch.device, key, race_splits: int,
                  **constexprs: object) -> _TruncationScratch:
@@ -878,7 +884,7 @@ def _verify_truncated(
     # batch must have for the deferred race to be worth its launch)
     defer = split_radix and split
     block, num_warps = _truncation_shape(vocab, device, fused, batch)
-    race_block, race_warps = _launch_shape(vocab, device, True, "probabilistic", batch)
+    race_block, race_warps = _race_shape(vocab, device, batch)
     race_splits, race_chunk = _slices(batch, vocab, race_block, device) if defer else (0, 0)
     knobs, flags = _knob_args(top_k, top_p, min_p, temperatures)
     truncate_draft = draft_kind == 1 and truncate_draft_logits

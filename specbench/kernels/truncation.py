@@ -506,10 +506,11 @@ def _verify_truncated_kernel(
 @triton.jit
 def _defers(length, DEFER: tl.constexpr):
     # whether the step leaves this terminal race to _truncated_terminal_kernel: with DEFER, a row with
-    # no kept list (a race over the whole row)
+    # no kept list (a race over the whole row); without, never (a comparison the compiler folds to false,
+    # so nothing of the deferral is compiled into the other steps)
     if DEFER:
         return length == 0
-    return length < 0
+    return length != length  # noqa: PLR0124 (always false, folded)
 
 
 @triton.jit

@@ -112,6 +112,17 @@ def _same(got, want) -> None:
 # --- the prepass against a sort ------------------------------------------------------------------
 
 
+def _hostile_values(logits: torch.Tensor, is_probs: bool) -> torch.Tensor:
+    """The logits as given, or their softmax with negative entries in row (2, 0) (no mass) and row (3, 1)
+    summing to 3 (probabilities taken as given)."""
+    if not is_probs:
+        return logits
+    values = torch.softmax(logits.nan_to_num(nan=-math.inf), dim=-1)
+    values[2, 0, 30:34] = -0.5  # negative entries: no mass
+    values[3, 1] = values[3, 1] * 3  # a row that does not sum to 1
+    return values
+
+
 def sort_kept(values: torch.Tensor, is_probs: bool, top_k: int, top_p: float, min_p: float):
     """(kept, ambiguous) ``[V]`` bool for one cleaned row, by sorting it (float64 prefix masses)."""
     vocab = values.numel()
@@ -160,12 +171,7 @@ def test_prepass_cutoffs_keep_what_a_sort_keeps(small_blocks, is_probs):
     logits[0, 0, [30, 31, 35]] = 9.0  # top_k = 5 cuts the next tie (8.0) at id 4, then top_p inside this one
     logits[0, 0, [2, 4, 6]] = 8.0
     temperatures = torch.tensor([1.0, 0.5, 2.0, 1.0, 1.0, 1.0, 1.0, 0.8])
-    if is_probs:
-        values = torch.softmax(logits.nan_to_num(nan=-math.inf), dim=-1)
-        values[2, 0, 30:34] = -0.5  # negative entries: no mass
-        values[3, 1] = values[3, 1] * 3  # a row that does not sum to 1
-    else:
-        values = logits
+    values = _hostile_values(logits, is_probs)
     top_k = torch.tensor([5, 0, 1, 17, 2, 5, 4, 40], dtype=torch.int32)
     top_p = torch.tensor([0.3, 0.6, 0.95, 1.0, -0.5, 0.5, 0.999, float("nan")])
     min_p = torch.tensor([0.0, 0.1, 0.0, 0.3, 0.0, 2.0, 0.01, 0.0])
@@ -194,12 +200,7 @@ def test_split_radix_cutoffs_keep_what_a_sort_keeps(small_blocks, monkeypatch, i
     logits[6, 1, 10:12] = math.inf
     logits[9, 0, 0] = math.inf  # at temperature +inf: NaN, no mass, while every finite logit is 0
     temperatures = torch.tensor([1.0, 0.5, 2.0, 1.0, 1.0, 1.0, 1.0, 0.8, 1.0, math.inf])
-    if is_probs:
-        values = torch.softmax(logits.nan_to_num(nan=-math.inf), dim=-1)
-        values[2, 0, 30:34] = -0.5  # negative entries: no mass
-        values[3, 1] = values[3, 1] * 3  # a row that does not sum to 1
-    else:
-        values = logits
+    values = _hostile_values(logits, is_probs)
     top_p = torch.tensor([0.3, 0.6, 0.95, 1.0, -0.5, 0.5, 0.999, float("nan"), 0.9999999, 0.7])
     min_p = torch.tensor([0.0, 0.1, 0.0, 0.3, 0.0, 2.0, 0.01, 0.05, 0.0, 0.0])
     m, mass, tau, iota, length = launch.truncation_summaries(

@@ -36,6 +36,7 @@ from triton.backends.compiler import GPUTarget
 
 from specbench.kernels import launch
 from specbench.kernels.block import _block_masses_kernel, _block_race_kernel, _block_rows_kernel, _verify_block_kernel
+from specbench.kernels.histogram import _split_histogram_kernel
 from specbench.kernels.logprobs import _logprobs_kernel
 from specbench.kernels.radix import _split_radix_kernel
 from specbench.kernels.sequential import _verify_sequential_kernel
@@ -58,6 +59,7 @@ POINTERS = {
     "list_v_ptr": "*fp32", "list_w_ptr": "*fp32", "state_f_ptr": "*fp32", "state_i_ptr": "*i32",
     "part_f_ptr": "*fp32", "part_i_ptr": "*i32", "nodes_ptr": "*i32", "parents_ptr": "*i64", "rates_ptr": "*fp32",
     "record_f_ptr": "*fp32", "record_i_ptr": "*i32", "race_f_ptr": "*fp32", "race_i_ptr": "*i32",
+    "counts_ptr": "*i32", "list_f_ptr": "*fp32", "list_i_ptr": "*i32",
 }
 MODES = {"greedy": 0, "probabilistic": 1, "synthetic": 2}
 DRAFTS = (0, 1, 2)  # none, logits, probs
@@ -205,6 +207,18 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                                           "HAS_TOP_K": 0, "HAS_TOP_P": 1, "HAS_MIN_P": 1, **step, "SLICE": slice_,
                                           "BLOCK": radix_block, "P_BLOCK": 32, "PREFETCH": prefetch}, radix_warps,
                     "fp32") for step in chosen)
+    # the split histogram path (the default for batches given no top_k): each step (the first, a middle and
+    # the last level), target logits with truncated draft logits, and target probabilities (integer distances)
+    slice_, hist_block, hist_warps = launch._histogram_shape(1 << 17, _GPU)
+    bins = launch.HISTOGRAM_BINS
+    hist_steps = [{"STEP": 0, "FIRST": 0, "LAST": 0}, {"STEP": 1, "FIRST": 1, "LAST": 0},
+                  {"STEP": 1, "FIRST": 0, "LAST": 0}, {"STEP": 1, "FIRST": 0, "LAST": 1},
+                  {"STEP": 2, "FIRST": 0, "LAST": 0}, {"STEP": 3, "FIRST": 0, "LAST": 0}]
+    out.extend((_split_histogram_kernel, {"MODE": 1, "TARGET_PROBS": target_probs, "TRUNCATE_DRAFT": 1 - target_probs,
+                                          "HAS_TOP_K": 0, "HAS_TOP_P": 1, "HAS_MIN_P": 1, **step, "SLICE": slice_,
+                                          "BLOCK": hist_block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1,
+                                          "CAP": launch.HISTOGRAM_CAP, "P_BLOCK": 32}, hist_warps, "fp32")
+               for target_probs in (0, 1) for step in hist_steps)
     block, warps = launch._program_shape(1 << 17, _GPU, *launch.ROW_PROGRAM_SHAPE)  # the log-probability epilogue
     for mode in ("greedy", "probabilistic"):
         for target_probs in (0, 1):

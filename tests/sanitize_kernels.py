@@ -269,7 +269,8 @@ def _block_workload(mine, device) -> int:
     return calls
 
 
-def sanitize(out: Path, tools: list[str], part: str = "all", shard: str = "1/1", shape: str | None = None) -> int:
+def sanitize(out: Path, tools: list[str], part: str = "all", shard: str = "1/1", shape: str | None = None,
+             split_search: str | None = None) -> int:
     """Run the workload under each tool; 0 when every tool reports nothing, 1 otherwise."""
     sanitizer = shutil.which("compute-sanitizer")
     if sanitizer is None:
@@ -286,6 +287,7 @@ def sanitize(out: Path, tools: list[str], part: str = "all", shard: str = "1/1",
             command += ["--leak-check", "no"]
         command += [sys.executable, str(Path(__file__).resolve()), "--workload", "--part", part, "--shard", shard]
         command += ["--shape", shape] if shape else []
+        command += ["--split-search", split_search] if split_search else []
         with log.open("w") as handle:
             done = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env=env, check=False)
         text = log.read_text(errors="replace")
@@ -311,6 +313,9 @@ def main() -> int:
                         help="truncation: only the truncation and log-probability kernels and the simulations; "
                              "radix: only the truncated calls given no top_k (the split radix path), probabilistic; "
                              "trees: only the tree kernels; block: only block verification's")
+    parser.add_argument("--split-search", choices=("radix", "histogram"), default=None,
+                        help="how a batch given no top_k searches its cutoffs (launch.TUNING's split_search; "
+                             "default: the launcher's own)")
     parser.add_argument("--shard", default="1/1", help="I/N: run every N-th group of calls from the I-th (1-based)")
     parser.add_argument("--shape", default=None,
                         help="BLOCKxWARPS: launch every kernel at this shape (launch.TUNING), e.g. 2048x8 for the "
@@ -333,6 +338,10 @@ def main() -> int:
 
             launch.TUNING.update(block=block, num_warps=warps)
     if args.workload:
+        if args.split_search:
+            from specbench.kernels import launch
+
+            launch.TUNING["split_search"] = ("radix", "histogram").index(args.split_search)
         return workload(args.part, (index, count))
     import torch
 
@@ -344,7 +353,7 @@ def main() -> int:
     if unknown or not tools:
         print(f"--tools takes some of {', '.join(TOOLS)}, got {args.tools!r}", file=sys.stderr)
         return 2
-    return sanitize(args.out, tools, args.part, args.shard, args.shape)
+    return sanitize(args.out, tools, args.part, args.shard, args.shape, args.split_search)
 
 
 if __name__ == "__main__":

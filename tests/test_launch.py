@@ -83,6 +83,7 @@ def test_races_are_screened_where_they_are_bound_by_issue(h100):
     ("triton-sequential-1024x4-chunk2048", "for split variants"),
     ("triton-radix-1000x512x4", "divide the tokens per program"),
     ("triton-radix-4096x512x32", "warps per program"),
+    ("triton-histogram-4096x3000x4", "power of two"),
 ])
 def test_a_launch_variant_name_that_cannot_launch_is_refused(name, message):
     with pytest.raises(SpecbenchError, match=message):
@@ -97,16 +98,35 @@ def test_a_launch_variant_name_spells_its_shape():
     assert "8192 tokens of a row per program, 1024 x 8 warps" in radix.description
     assert "ahead" not in radix.description
     assert "each chunk loaded one iteration ahead" in resolve("triton-radix-4096x512x4-prefetch").description
+    assert "the split histogram path" in resolve("triton-histogram-4096x1024x4").description
 
 
-def test_the_split_radix_shape_follows_a_launch_variant(h100):
+def test_the_split_searches_follow_a_launch_variant(h100):
+    """The radix path is the default search of a batch given no top_k; a triton-radix-... variant sets its
+    shape, a triton-histogram-... variant takes the histogram path at its shape."""
     assert launch._radix_shape(128256, h100) == launch.RADIX_SHAPE
+    assert launch._histogram_shape(128256, h100) == launch.HISTOGRAM_SHAPE
+    assert launch._split_search() == "radix"
     saved = dict(launch.TUNING)
     try:
         launch.TUNING.update(radix_slice=2048, radix_block=256, radix_warps=8)
         assert launch._radix_shape(128256, h100) == (2048, 256, 8)
+        launch.TUNING.update(histogram_slice=8192, histogram_block=2048, histogram_warps=8, split_search=1)
+        assert launch._histogram_shape(128256, h100) == (8192, 2048, 8)
+        assert launch._split_search() == "histogram"
     finally:
         launch.TUNING.update(saved)
+
+
+@pytest.mark.parametrize(("bins", "levels"), [(16, 6), (32, 4), (64, 3)])
+def test_the_histogram_levels_reach_a_256th_of_a_nat(bins, levels):
+    """The first level's parts are 32 / bins nats; the second cuts eight of them, each later one four, into
+    `bins` parts: levels until a part is at most 1/256 nat, and no more than the counts have room for."""
+    from specbench.kernels import histogram
+
+    assert launch._histogram_levels(bins) == levels <= histogram.MAX_LEVELS
+    part = 32 / bins * 8 / bins * (4 / bins) ** (levels - 2)
+    assert part <= 1 / 256 < part * bins / 4
 
 
 def test_every_decision_record_the_terminal_kernel_reads_was_written(monkeypatch):

@@ -41,6 +41,7 @@ def small_blocks(monkeypatch):
     launch = triton_launch()
     monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device, fused=False, batch=0: (16, 4))
     monkeypatch.setattr(launch, "_race_shape", lambda vocab, device, batch: (16, 4))
+    monkeypatch.setattr(launch, "_histogram_shape", lambda vocab, device: (16, 16, 4))
     monkeypatch.setattr(launch, "TOP_K_CAP_GROUPS", 4)  # the top_k fast path gathers at most 4 groups (128 tokens)
     if not interpreted("triton"):
         pytest.skip("these tests size their inputs for the interpreter")
@@ -184,14 +185,19 @@ def test_prepass_cutoffs_keep_what_a_sort_keeps(small_blocks, is_probs):
 
 
 @pytest.mark.parametrize("is_probs", [False, True])
-def test_split_radix_cutoffs_keep_what_a_sort_keeps(small_blocks, monkeypatch, is_probs):
-    """A batch given no top_k (specbench/kernels/radix.py) in slices of 16 tokens: three programs a row
-    of 40, the last one short. Ties at the top_p boundary (values on a grid of 0.5), a tie at the top,
-    +inf logits, a row with no value, first-token-only rows (top_p <= 0, min_p > 1), min_p alone, top_p
-    NaN (off) with min_p, top_p within rounding of 1, a temperature of +inf: the cutoffs keep what a sort
-    keeps, and S is the kept mass."""
+@pytest.mark.parametrize("search", ["histogram", "histogram-fallback", "radix"])
+def test_split_cutoffs_keep_what_a_sort_keeps(small_blocks, monkeypatch, is_probs, search):
+    """A batch given no top_k, by the split histogram path (specbench/kernels/histogram.py; and with
+    lists of 2 candidates, so most rows take its one-program fallback) and the split radix path
+    (radix.py), in slices of 16 tokens: three programs a row of 40, the last one short. Ties at the
+    top_p boundary (values on a grid of 0.5), a tie at the top, +inf logits, a row with no value,
+    first-token-only rows (top_p <= 0, min_p > 1), min_p alone, top_p NaN (off) with min_p, top_p within
+    rounding of 1, a temperature of +inf: the cutoffs keep what a sort keeps, and S is the kept mass."""
     launch = small_blocks
     monkeypatch.setattr(launch, "_radix_shape", lambda vocab, device: (16, 16, 4))
+    monkeypatch.setitem(launch.TUNING, "split_search", 0 if search == "radix" else 1)
+    if search == "histogram-fallback":
+        monkeypatch.setattr(launch, "HISTOGRAM_CAP", 2)
     generator = torch.Generator().manual_seed(11)
     batch = 10
     logits = _rows(generator, batch, 2, V)
@@ -217,6 +223,7 @@ def test_split_radix_prefetch_gives_the_same_summaries(small_blocks, monkeypatch
     rows of 40 in slices of 32, chunks of 16 (the last slice short, its reads ahead past the row masked)."""
     launch = small_blocks
     monkeypatch.setattr(launch, "_radix_shape", lambda vocab, device: (32, 16, 4))
+    monkeypatch.setitem(launch.TUNING, "split_search", 0)
     inputs = _inputs(19, "logits", "none")
     knobs = _knobs_without_top_k()
     summaries = []
@@ -424,22 +431,34 @@ def _knobs_without_top_k(batch: int = B) -> dict:
     }
 
 
-@pytest.mark.parametrize("path", ["fused", "prepass", "split-radix"])
+# a batch given no top_k, each split search on two forms (the suite's time on the interpreter): one-hot drafts
+# and draft logits left whole by the radix path, draft logits cut and probabilities on both sides by the
+# histogram path
+_SPLIT_FORMS = {"split-radix": (FORMS[0], FORMS[2]), "split-histogram": (FORMS[1], FORMS[6])}
+
+
+def _no_top_k(monkeypatch, launch, path: str) -> bool:
+    # whether `path` is a split search of a batch given no top_k (then forced: "split-radix" or "split-histogram")
+    if path not in _SPLIT_FORMS:
+        return False
+    monkeypatch.setitem(launch.TUNING, "split_search", ("split-radix", "split-histogram").index(path))
+    return True
+
+
+@pytest.mark.parametrize("path", ["fused", "prepass", "split-radix", "split-histogram"])
 @pytest.mark.parametrize(("form", "which"), [(form, ("processed", "raw")[i % 2]) for i, form in enumerate(FORMS)])
 def test_mixed_batch_equals_reference(small_blocks, monkeypatch, form, which, path):
     """Every launch path: rows summarised inside the step as it reaches them (``FUSED``), by the
     prepass first, each row split across programs (forced by the split strategy), and, for a batch
-    given no top_k, by the split radix path (slices of 16 tokens), the step then leaving its races
-    over whole rows to the split terminal launch (the split strategy)."""
+    given no top_k, by the split radix or histogram path (slices of 16 tokens), the step then leaving its
+    races over whole rows to the split terminal launch (the split strategy)."""
     target, draft, truncate_draft = form
-    if path == "split-radix" and form in FORMS[3:6]:
-        pytest.skip("the split radix path is tested on four forms: one-hot drafts, draft logits cut and whole, and "
-                    "probabilities on both sides (the suite's time on the interpreter)")
+    if path in _SPLIT_FORMS and form not in _SPLIT_FORMS[path]:
+        pytest.skip(f"{path} is tested on two forms (the suite's time on the interpreter)")
     inputs = _inputs(11 + FORMS.index(form), target, draft)
     knobs = _knobs()
-    if path == "split-radix":
+    if _no_top_k(monkeypatch, small_blocks, path):
         knobs = _knobs_without_top_k()
-        monkeypatch.setattr(small_blocks, "_radix_shape", lambda vocab, device: (16, 16, 4))
     keywords = {"knobs": knobs, "truncate_draft_logits": truncate_draft, "logprobs": which}
     want = _reference(inputs, **keywords)
     with small_blocks.strategy("auto" if path == "fused" else "split"):
@@ -449,12 +468,10 @@ def test_mixed_batch_equals_reference(small_blocks, monkeypatch, form, which, pa
                                                                                            want.logprobs)
 
 
-@pytest.mark.parametrize("path", ["fused", "prepass", "split-radix"])
+@pytest.mark.parametrize("path", ["fused", "prepass", "split-histogram"])
 def test_synthetic_mixed_batch_equals_reference(small_blocks, monkeypatch, path):
     inputs = _inputs(13, "logits", "none")
-    knobs = _knobs_without_top_k() if path == "split-radix" else _knobs()
-    if path == "split-radix":
-        monkeypatch.setattr(small_blocks, "_radix_shape", lambda vocab, device: (16, 16, 4))
+    knobs = _knobs_without_top_k() if _no_top_k(monkeypatch, small_blocks, path) else _knobs()
     keywords = {"mode": "synthetic", "acceptance_rates": [0.7, 0.5, 0.3], "knobs": knobs, "logprobs": "processed"}
     want = _reference(inputs, **keywords)
     with small_blocks.strategy("auto" if path == "fused" else "split"):
@@ -463,7 +480,7 @@ def test_synthetic_mixed_batch_equals_reference(small_blocks, monkeypatch, path)
     assert torch.allclose(got.logprobs, want.logprobs, atol=1e-5, rtol=0, equal_nan=True)
 
 
-@pytest.mark.parametrize("path", ["fused", "split-radix"])
+@pytest.mark.parametrize("path", ["fused", "split-histogram"])
 def test_residual_with_no_mass_races_the_kept_target(small_blocks, monkeypatch, path):
     """Draft probabilities three times the target's (taken as given, unnormalised): every test accepts
     with probability p'/q' < 1, and on a rejection max(p' - q', 0) is 0 at every token, so the token is
@@ -473,9 +490,7 @@ def test_residual_with_no_mass_races_the_kept_target(small_blocks, monkeypatch, 
     inputs = _inputs(17, "probs", "none", batch)
     inputs["draft_probs"] = torch.clamp(inputs["target_probs"][:, :K] * 3, max=1.0)
     knobs = {"top_p": torch.full((batch,), 0.9)}
-    if path == "split-radix":
-        monkeypatch.setattr(small_blocks, "_radix_shape", lambda vocab, device: (16, 16, 4))
-    else:
+    if not _no_top_k(monkeypatch, small_blocks, path):
         knobs["top_k"] = torch.full((batch,), 0, dtype=torch.int32)  # given: the fused path, one program per request
     keywords = {"knobs": knobs}
     want = _reference(inputs, **keywords)
@@ -490,7 +505,6 @@ def test_deferred_residuals_race_against_the_draft_as_given(small_blocks, monkey
     top_p 0.5 on both sides: each rejection's deferred race runs over max(p' - q', 0) with the draft cut the
     same way (q'), as the torch reference does; against q (the draft left whole) the reference picks other
     tokens here, so a race against the wrong law fails."""
-    monkeypatch.setattr(small_blocks, "_radix_shape", lambda vocab, device: (16, 16, 4))
     inputs = _inputs(23, "probs", "logits")
     generator = torch.Generator().manual_seed(29)
     inputs["draft_token_ids"] = torch.randint(0, V, (B, K), generator=generator)

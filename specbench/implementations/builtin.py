@@ -54,29 +54,45 @@ def _triton_variant(strategy: str | None, **tuning: int | None):
 
 _SHAPE_NAME = re.compile(r"triton-(sequential|split)-(\d+)x(\d+)(?:-chunk(\d+))?")
 _RADIX_NAME = re.compile(r"triton-radix-(\d+)x(\d+)x(\d+)(-prefetch)?")
+_HISTOGRAM_NAME = re.compile(r"triton-histogram-(\d+)x(\d+)x(\d+)")
+
+
+def _slice_shape(name: str, slice_: int, block: int, warps: int) -> None:
+    # a split search's (tokens of a row per program, per chunk, warps), or a SpecbenchError
+    if block < 128 or block > 16384 or block & (block - 1) or slice_ % block:
+        raise SpecbenchError(f"{name}: tokens per chunk must be a power of two from 128 to 16384 and divide "
+                             f"the tokens per program, got {slice_} x {block}")
+    if warps not in (1, 2, 4, 8, 16, 32) or warps * 32 > block:
+        raise SpecbenchError(f"{name}: warps per program must be 1, 2, 4, 8, 16 or 32 and at most chunk / 32, "
+                             f"got {warps}")
 
 
 def launch_variant(name: str) -> Implementation | None:
     """The Triton launch variant a name like ``triton-sequential-4096x16`` or ``triton-split-2048x8-chunk32768``
     spells (kernel shape, tokens per block x warps per program, most tokens a split program reads of a row),
-    or ``triton-radix-4096x1024x8`` (the split radix path's tokens of a row per program, per chunk, and
-    warps; ``-prefetch``: its passes load each chunk one iteration ahead), None for a name of another form; a
-    shape Triton cannot launch is a ``SpecbenchError``."""
+    or ``triton-radix-4096x1024x8`` (batches given top_p or min_p without top_k search their cutoffs by the
+    split radix path instead of the split histogram path, at that many tokens of a row per program, per
+    chunk, and warps; ``-prefetch``: its passes load each chunk one iteration ahead), or
+    ``triton-histogram-4096x1024x4`` (the split histogram path at that shape), None for a name of another
+    form; a shape Triton cannot launch is a ``SpecbenchError``."""
     radix = _RADIX_NAME.fullmatch(name)
     if radix is not None:
         slice_, block, warps = (int(group) for group in radix.groups()[:3])
         prefetch = radix.group(4) is not None
-        if block < 128 or block > 16384 or block & (block - 1) or slice_ % block:
-            raise SpecbenchError(f"{name}: tokens per chunk must be a power of two from 128 to 16384 and divide "
-                                 f"the tokens per program, got {slice_} x {block}")
-        if warps not in (1, 2, 4, 8, 16, 32) or warps * 32 > block:
-            raise SpecbenchError(f"{name}: warps per program must be 1, 2, 4, 8, 16 or 32 and at most chunk / 32, "
-                                 f"got {warps}")
+        _slice_shape(name, slice_, block, warps)
         return _triton(name, f"Triton, the split radix path (batches given top_p or min_p without top_k) at "
                              f"{slice_} tokens of a row per program, {block} x {warps} warps"
                              + (", each chunk loaded one iteration ahead" if prefetch else ""),
-                       _triton_variant(None, radix_slice=slice_, radix_block=block, radix_warps=warps,
-                                       radix_prefetch=int(prefetch)))
+                       _triton_variant(None, split_search=0, radix_slice=slice_, radix_block=block,
+                                       radix_warps=warps, radix_prefetch=int(prefetch)))
+    histogram = _HISTOGRAM_NAME.fullmatch(name)
+    if histogram is not None:
+        slice_, block, warps = (int(group) for group in histogram.groups())
+        _slice_shape(name, slice_, block, warps)
+        return _triton(name, f"Triton, the split histogram path (batches given top_p or min_p without top_k) at "
+                             f"{slice_} tokens of a row per program, {block} x {warps} warps",
+                       _triton_variant(None, split_search=1, histogram_slice=slice_, histogram_block=block,
+                                       histogram_warps=warps))
     match = _SHAPE_NAME.fullmatch(name)
     if match is None:
         return None

@@ -20,8 +20,8 @@ Truncation and log-probabilities (``specbench/kernels/truncation.py``, ``specben
 - With any knob given, for every target and draft form: the summaries of the rows a step needs
   (``(m, S, tau, iota)``: the row max, the kept mass, the cutoff in the row's order, no sort) are
   written first to the step's scratch, by the prepass (grid ``B x (K + 1) x sides * slices``; a batch
-  given ``top_k`` that splits) or by the split radix path's ten launches (a batch given no ``top_k``),
-  or found by the step itself as it reaches them (``FUSED``: a batch given ``top_k`` too large to
+  given ``top_k`` that splits) or by the split radix path's ten launches (a batch given no ``top_k``;
+  the launch variants ``triton-histogram-...``: the split histogram path's six), or found by the step itself as it reaches them (``FUSED``: a batch given ``top_k`` too large to
   split); then one program per request (``_verify_truncated_kernel``) verifies the batch, and in a
   batch given no ``top_k`` that splits it leaves each race over a whole row to one more launch split
   across programs (``_truncated_terminal_kernel``, ``DEFER``). Within that call
@@ -70,7 +70,7 @@ import triton
 import triton.language as tl
 
 from specbench.errors import SpecbenchError
-from specbench.kernels import radix, truncation
+from specbench.kernels import histogram, radix, truncation
 from specbench.kernels.block import _block_masses_kernel, _block_race_kernel, _block_rows_kernel, _verify_block_kernel
 from specbench.kernels.cutoffs import MAX_GROUPS
 from specbench.kernels.logprobs import _logprobs_kernel
@@ -189,7 +189,9 @@ SPLIT_LARGE_BATCH = 256
 SPLIT_CHUNK = 16384
 SPLIT_PROGRAMS_PER_SM = 4
 TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk": None, "radix_slice": None,
-                                 "radix_block": None, "radix_warps": None, "radix_prefetch": None}
+                                 "radix_block": None, "radix_warps": None, "radix_prefetch": None,
+                                 "split_search": None, "histogram_slice": None, "histogram_block": None,
+                                 "histogram_warps": None, "histogram_bins": None}
 
 
 @contextlib.contextmanager
@@ -627,6 +629,7 @@ _PREPASS = _Launcher(_truncation_prepass_kernel)
 _TRUNCATED = _Launcher(_verify_truncated_kernel)
 _TRUNCATED_TERMINAL = _Launcher(_truncated_terminal_kernel)
 _SPLIT_RADIX = _Launcher(radix._split_radix_kernel)
+_SPLIT_HISTOGRAM = _Launcher(histogram._split_histogram_kernel)
 _LOGPROBS = _Launcher(_logprobs_kernel)
 # Launch shapes of the truncation kernels (tokens a program reads per chunk, warps), by path: the
 # prepass path of small batches, where a row's cutoff search is one program's work while the others
@@ -721,25 +724,31 @@ class _TruncationScratch(NamedTuple):
     record_i: torch.Tensor
     race_f: torch.Tensor
     race_i: torch.Tensor
+    counts: torch.Tensor
+    candidates_f: torch.Tensor
+    candidates_i: torch.Tensor
 
     @classmethod
     def of(cls, batch: int, num_slots: int, vocab: int, device: torch.device, key,
-           slices: int = 0, race_splits: int = 0) -> _TruncationScratch:
-        # `slices`: the split radix path's slices of a row (0: no room for it); `race_splits`: the
-        # deferred races' slices (0: the step races itself, no records)
+           slices: int = 0, race_splits: int = 0, cap: int = 0) -> _TruncationScratch:
+        # `slices`: a split path's slices of a row (0: no room for one); `race_splits`: the deferred
+        # races' slices (0: the step races itself, no records); `cap`: the histogram path's candidates
+        # per cell (0: no room for its counts and lists; its state and partials are the radix path's)
         cells = batch * num_slots * 2
         groups = -(-vocab // _GROUP)
         state = radix.STATE.value if slices else 0
         record = truncation.RECORD.value if race_splits else 0
+        counts = histogram.COUNTS.value if cap else 0
         f_sizes = [cells * 4, cells * groups, cells * _LIST, cells * _LIST, cells * state,
-                   cells * slices * radix.PART_F.value, batch * record, batch * race_splits * 2]
+                   cells * slices * radix.PART_F.value, batch * record, batch * race_splits * 2, cells * cap]
         i_sizes = [cells, cells * TOP_K_CAP_GROUPS, cells * _LIST, cells * state, cells * slices * radix.PART_I.value,
-                   batch * record, batch * race_splits * 2]
+                   batch * record, batch * race_splits * 2, cells * counts, cells * cap]
         floats = _scratch(sum(f_sizes), torch.float32, device, key)
         ints = _scratch(sum(i_sizes), torch.int32, device, key)
         f = [floats[a:b] for a, b in zip(np.cumsum([0, *f_sizes[:-1]]), np.cumsum(f_sizes), strict=True)]
         i = [ints[a:b] for a, b in zip(np.cumsum([0, *i_sizes[:-1]]), np.cumsum(i_sizes), strict=True)]
-        return cls(f[0], i[0], f[1], i[1], i[2], f[2], f[3], f[4], i[3], f[5], i[4], f[6], i[5], f[7], i[6])
+        return cls(f[0], i[0], f[1], i[1], i[2], f[2], f[3], f[4], i[3], f[5], i[4], f[6], i[5], f[7], i[6], i[7],
+                   f[8], i[8])
 
     @property
     def cutoffs(self) -> tuple[torch.Tensor, ...]:
@@ -804,15 +813,90 @@ def _split_radix(arrivals: torch.Tensor, target_args: tuple, request_args: tuple
     return scratch
 
 
+# The split histogram path (specbench/kernels/histogram.py): a second way for a batch given no top_k to
+# find its cutoffs, taken by the launch variants triton-histogram-SLICExBLOCKxWARPS (SPLIT_SEARCH keeps the
+# radix path the default until the histogram path has run whole under the sanitizers and been timed end to
+# end). Its tokens of a row per program, per chunk, warps on a GPU (the slice the device's, never the
+# batch's); the parts of each level's window (HISTOGRAM_BINS, with as many levels as bring a part to 1/256
+# nat, _histogram_levels); the most candidates a row's list holds (more: one program searches the row,
+# slowly). H200, each launch timed alone, top_p 0.95 on N(0, 1) target rows of 151936 tokens, B = 64 (320
+# rows), µs (results/h200-histogram/): the radix path's ten launches 1,834 (logits) / 1,783 (probs); 32
+# parts, four levels: 929 / 867; 64 parts, three levels: 733 / -; every row found among its candidates
+SPLIT_SEARCH = "radix"
+HISTOGRAM_SHAPE = (4096, 1024, 4)
+HISTOGRAM_BINS = 64
+HISTOGRAM_CAP = 1024
+
+
+def _histogram_shape(vocab: int, device: torch.device) -> tuple[int, int, int]:
+    # (slice, block, warps) of the split histogram path; on a CPU (the interpreter) blocks of 256 tokens
+    if device.type != "cuda":
+        block = min(max(_next_power_of_2(vocab), 16), 256)
+        return block, block, 4
+    slice_, block, num_warps = (TUNING[name] or default for name, default in
+                                zip(("histogram_slice", "histogram_block", "histogram_warps"), HISTOGRAM_SHAPE,
+                                    strict=True))
+    block = min(block, max(_next_power_of_2(vocab), 128))
+    return max(slice_, block), block, min(num_warps, max(block // 32, 1))
+
+
+def _histogram_levels(bins: int) -> int:
+    # levels until a part is at most 1/256 nat: the first level's parts are 32 / bins nats, the second
+    # cuts eight of them into `bins` (the first level's bounds are the loosest: on N(0, 1) and N(0, 16)
+    # logits of 151936 tokens it keeps 2 to 8 parts), each later one four parts of the one before
+    levels, part, kept = 1, 32 / bins, 8
+    while part > 1 / 256:
+        levels, part, kept = levels + 1, part * kept / bins, 4
+    return levels
+
+
+def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: tuple, knobs: tuple, batch: int,
+                     num_slots: int, vocab: int, sides: int, device: torch.device, key, race_splits: int,
+                     **constexprs: object) -> _TruncationScratch:
+    # every cutoff of a batch given no top_k, by the split histogram path's launches: the largest value,
+    # each level's counts, the candidates, the cutoffs (specbench/kernels/histogram.py); its scratch
+    slice_, block, num_warps = _histogram_shape(vocab, device)
+    bins = TUNING["histogram_bins"] or HISTOGRAM_BINS
+    levels = _histogram_levels(bins)
+    if bins & (bins - 1) or not 2 <= bins <= histogram.MAX_BINS or levels > histogram.MAX_LEVELS:
+        raise ValueError(f"the histogram path takes a power of two from 2 to {histogram.MAX_BINS} parts a level "
+                         f"and at most {histogram.MAX_LEVELS} levels, got {bins} parts ({levels} levels)")
+    slices = _cdiv(vocab, slice_)
+    cap = HISTOGRAM_CAP if device.type == "cuda" else min(HISTOGRAM_CAP, 64)  # (the interpreter sorts slowly)
+    scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key, slices, race_splits, cap)
+    zero_share = _cdiv(_cdiv(histogram.COUNTS.value, slices), 256) * 256
+    args = (scratch.radix_state_f, scratch.radix_state_i, scratch.radix_part_f, scratch.radix_part_i, scratch.counts,
+            scratch.candidates_f, scratch.candidates_i, arrivals, scratch.summary_f, scratch.summary_i, *target_args,
+            *request_args, *knobs, vocab, num_slots, slices, zero_share)
+    shape = {"SLICE": slice_, "BLOCK": block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1, "CAP": cap,
+             "P_BLOCK": max(_next_power_of_2(slices), 2), **constexprs}
+    grid = (batch, num_slots, sides * slices)
+    _SPLIT_HISTOGRAM(grid, (*args, 0), num_warps, key, STEP=0, FIRST=False, LAST=False, **shape)
+    for level in range(levels):
+        _SPLIT_HISTOGRAM(grid, (*args, level), num_warps, key, STEP=1, FIRST=level == 0, LAST=level == levels - 1,
+                         **shape)
+    _SPLIT_HISTOGRAM(grid, (*args, 0), num_warps, key, STEP=2, FIRST=False, LAST=False, **shape)
+    _SPLIT_HISTOGRAM((batch, num_slots, sides), (*args, 0), num_warps, key, STEP=3, FIRST=False, LAST=False, **shape)
+    return scratch
+
+
+def _split_search() -> str:
+    # how a batch given no top_k finds its cutoffs: "radix" or "histogram" (a launch variant's, else SPLIT_SEARCH)
+    return SPLIT_SEARCH if TUNING["split_search"] is None else ("radix", "histogram")[TUNING["split_search"]]
+
+
 def _summarize(target_args: tuple, request_args: tuple, knobs: tuple, batch: int, num_slots: int, vocab: int,
-               sides: int, device: torch.device, key, *, split_radix: bool, prepass: bool, num_warps: int,
+               sides: int, device: torch.device, key, *, no_top_k: bool, prepass: bool, num_warps: int,
                group_shape: dict[str, int], race_splits: int = 0, **common: object) -> _TruncationScratch:
-    """The launches that summarise a truncated step's rows before it: the split radix path
-    (``split_radix``: a batch given no top_k), else the prepass (``prepass``), else none (the fused step
-    summarises its own rows); returns the step's scratch, where the summaries are (and room for
+    """The launches that summarise a truncated step's rows before it: the split radix or histogram path
+    (``no_top_k``: a batch given no top_k; ``_split_search`` says which), else the prepass (``prepass``),
+    else none (the fused step summarises its own rows); returns the step's scratch, where the summaries are (and room for
     ``race_splits`` slices of deferred races)."""
     arrivals = _arrival_counters(batch * num_slots * 2, device, key)
-    if split_radix:
+    if no_top_k and _split_search() == "histogram":
+        return _split_histogram(arrivals, target_args, request_args, knobs, batch, num_slots, vocab, sides, device,
+                                key, race_splits, **common)
+    if no_top_k:
         return _split_radix(arrivals, target_args, request_args, knobs, batch, num_slots, vocab, sides, device, key,
                             race_splits, **common)
     scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key, 0, race_splits)
@@ -873,16 +957,17 @@ def _verify_truncated(
     if batch == 0:
         return step.result
     key = _stream_key(device)
-    # a batch given no top_k: every truncated row has top_k off, and the split radix path summarises
-    # it before the step at any batch size (the step then reads summaries, as on the prepass path);
+    # a batch given no top_k: every truncated row has top_k off, and the split radix path (or, in the
+    # launch variants triton-histogram-..., the split histogram path) summarises it before the step at any
+    # batch size (the step then reads summaries, as on the prepass path);
     # otherwise the prepass (small batches) or the step itself (FUSED)
-    split_radix = top_k is None
+    no_top_k = top_k is None
     split = _use_split(batch, num_slots, "probabilistic", device)
-    fused = not split_radix and not split
+    fused = not no_top_k and not split
     # a batch given no top_k that splits defers its races (its rows have no kept list); one given top_k
     # races in the step (its rows with 1 <= top_k <= 64 race over their kept lists, the only rows a
     # batch must have for the deferred race to be worth its launch)
-    defer = split_radix and split
+    defer = no_top_k and split
     block, num_warps = _truncation_shape(vocab, device, fused, batch)
     race_block, race_warps = _race_shape(vocab, device, batch)
     race_splits, race_chunk = _slices(batch, vocab, race_block, device) if defer else (0, 0)
@@ -893,7 +978,7 @@ def _verify_truncated(
     target_args = (target, target.stride(0), target.stride(1), draft, draft.stride(0), draft.stride(1))
     request_args = (num_draft_tokens, temperatures, seeds, positions)
     scratch = _summarize(target_args, request_args, knobs, batch, num_slots, vocab, 2 if truncate_draft else 1,
-                         device, key, split_radix=split_radix, prepass=not fused, num_warps=num_warps,
+                         device, key, no_top_k=no_top_k, prepass=not fused, num_warps=num_warps,
                          group_shape=group_shape, race_splits=race_splits, **common)
     _TRUNCATED((batch,),
                (out, out.stride(0), num_emitted, num_accepted, *target_args, draft_ids, draft_ids.stride(0),
@@ -917,9 +1002,9 @@ def _verify_truncated(
 def truncation_summaries(*, target: torch.Tensor, target_is_probs: bool, temperatures: torch.Tensor,
                          num_draft_tokens: torch.Tensor, top_k: torch.Tensor | None, top_p: torch.Tensor | None,
                          min_p: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """The summaries alone of target rows (for tests and tools; the split radix path when ``top_k`` is
-    not given, else the prepass): ``(m, S, tau, iota, n)``, each ``[B, K + 1]`` (``n`` the kept list's
-    length, 0 for a row a radix path summarised), written for the rows
+    """The summaries alone of target rows (for tests and tools; the split radix or histogram path when
+    ``top_k`` is not given, else the prepass): ``(m, S, tau, iota, n)``, each ``[B, K + 1]`` (``n`` the
+    kept list's length, 0 for a row a radix or histogram path summarised), written for the rows
     a truncated step reads (rows ``0..n`` of non-greedy requests with a knob on); every other entry is
     what the scratch held."""
     batch, num_slots, vocab = target.shape
@@ -930,7 +1015,7 @@ def truncation_summaries(*, target: torch.Tensor, target_is_probs: bool, tempera
     zeros = torch.zeros(batch, dtype=torch.int64, device=device)
     target_args = (target, target.stride(0), target.stride(1), target, target.stride(0), target.stride(1))
     scratch = _summarize(target_args, (num_draft_tokens, temperatures, zeros, zeros), knobs, batch, num_slots, vocab,
-                         1, device, key, split_radix=top_k is None, prepass=True, num_warps=num_warps,
+                         1, device, key, no_top_k=top_k is None, prepass=True, num_warps=num_warps,
                          group_shape=_group_shape(vocab, block), MODE=_MODE_IDS["probabilistic"],
                          TARGET_PROBS=target_is_probs, TRUNCATE_DRAFT=False, **flags)
     fields = scratch.summary_f[:batch * num_slots * 8].view(batch, num_slots, 2, 4)[:, :, 0]

@@ -1,0 +1,491 @@
+"""The split histogram path: the cutoff of every truncated row of a batch given no ``top_k`` (``top_p``
+and/or ``min_p``), found from histograms of token *counts*, each row split across programs. It is a
+second way to the split radix path's summaries (``specbench/kernels/radix.py``: the same kept sets but
+where a token's prefix mass lies within rounding of the boundary, as its sums run in another order), taken
+by the launch variants ``triton-histogram-SLICExBLOCKxWARPS`` (``launch.SPLIT_SEARCH``).
+
+A token's *distance* from its row's largest value ``m``: for logits ``x = 8 (m - z)`` (eighths of a nat;
+the difference rounded once, then scaled exactly), for probabilities ``x = bits(m) - bits(p)`` (the
+difference of the float32 bit patterns, an integer; 2**20 of them an eighth of an octave). It never
+decreases as the value decreases, so a range of distances is a run of the row's order, and tokens of one
+value share every range. A *window* is a range ``[lo, hi)`` of distances cut into ``BINS`` equal parts,
+whose width is a power of two (in units, or of patterns): ``lo`` and every part's edge are multiples of
+it, so ``x - lo`` and the part ``floor((x - lo) / width)`` are exact (a window's distances are below 256
+units, a float32 grid of at most 2**-16, and every number of parts and levels the launcher allows keeps a
+part at least that wide). A part's tokens each have a mass
+(``exp(z - m)``, or ``p``) between the masses at its two edges, which bounds the part's mass from its
+count: that, with ``SLACK`` for ``exp``'s and the sums' rounding, is all the counts are used for.
+
+1. ``STEP_MAX`` (grid ``B x (K + 1) x sides * NUM_SLICES``, one program per slice of ``SLICE`` tokens,
+   the slice the device's, never the batch's): the slices' largest values; the row's last program to
+   arrive (an arrival count per cell, left at zero) takes ``m``, opens the search with the first
+   window (distances 0 to 256 units, the last part also taking every token further) or, for a row with
+   no value of mass, writes the summary (nothing kept). Each program clears its share of the cell's
+   counts for the launches after.
+2. ``STEP_LEVEL``, ``levels`` launches (``launch._histogram_levels``: as many as bring a part to 1/256
+   nat): each program counts its tokens *in play* (a value of mass and ``w >= min_p``, the contract's
+   min-p) per part of the window (``tl.histogram``) and adds them to the cell's counts (integer atomics:
+   the same in any order); at the first level it also sums its mass in play and finds its last token in
+   play (smallest value, largest id), at the others it sums the exact mass of its tokens in play before
+   the window. The last to arrive sums the slices in slice order. At the first level: ``M`` the mass in
+   play and the target ``T = top_p M`` (0 for a row keeping its first token only); ``min_p`` alone
+   (``top_p`` off), or ``T >= M`` (``top_p`` within rounding of 1), keeps every token in play: the
+   summary ``(m, M, last token)`` is written and the search closed. Otherwise it bounds the mass before
+   each part (from the window's start, plus the exact mass before the window; at the first level also
+   as ``M`` less the mass from the part on, the tighter of the two) and keeps the parts that may hold
+   the cutoff (the first token in the order whose mass, with all before it, reaches ``T``): those with a
+   token, with the mass before them possibly ``<= T`` and the mass through them possibly ``>= T``. Their
+   range is the next window, its parts the next power of two of theirs cut into ``BINS``. After the
+   last level that range holds the *candidates*.
+3. ``STEP_GATHER``: each program sums the exact mass of its tokens in play before the candidates and
+   copies its candidates (value, id) to the cell's list (positions from an atomic count; their order
+   there does not matter).
+4. ``STEP_FINISH`` (grid ``B x (K + 1) x sides``, one program per cell): ``A`` the slices' sums in slice
+   order; the list sorted in the row's order (value, largest first, then id; one int64 key), and the
+   first candidate whose running mass ``A + c_j`` reaches ``T`` is the cutoff ``(tau, iota)``, ``S = A +
+   c_j`` (the first candidate where ``T = 0``, when the candidates start at distance 0).
+
+Where the search cannot finish so, the cell is marked (stage ``FALLBACK``), the launches after skip it,
+and the finish step finds its cutoff by the one-program radix search (``cutoffs.truncate_row_radix``:
+exact, about 25 passes over the row, slow): no part may hold the cutoff, or the first level's window
+reaches its open-ended part, or more than ``CAP`` candidates (a row whose tokens all tie), or rounding
+left the cutoff outside the candidates (``A >= T``, or ``A`` plus theirs short of ``T``). Sums are float32
+in this module's order (slices' sums, then slices in order; the list in the row's order), so a token
+whose prefix mass lies within rounding of the boundary can fall either side, as the contract allows.
+
+Scratch (``specbench/kernels/launch.py`` sizes it; the radix path's state and partials are reused):
+per cell ``STATE`` floats (m, M, T, the last token's value, the window of logits) and ints (the stage,
+the last token's id, the window of probabilities), per (cell, slice) ``PART`` floats (largest value,
+mass in play, last value, mass before) and ints (the last token's id), per cell ``COUNTS`` ints (each
+level's counts, then the list's length: cleared by ``STEP_MAX``) and a list of ``CAP`` values and ids.
+Every scratch slot is read only after an earlier launch of the same step, or the same program, wrote it.
+"""
+
+import triton
+import triton.language as tl
+
+from specbench.kernels.cutoffs import _order_key32, load_row, truncate_row_radix, values_of
+from specbench.kernels.decide import request_setup
+from specbench.kernels.split import last_to_arrive
+from specbench.kernels.truncation import request_knobs, store_summary, summary_wanted
+
+STEP_MAX = tl.constexpr(0)
+STEP_LEVEL = tl.constexpr(1)
+STEP_GATHER = tl.constexpr(2)
+STEP_FINISH = tl.constexpr(3)
+MAX_BINS = 64  # the most bins a level's histogram may have (launch.HISTOGRAM_BINS)
+MAX_LEVELS = 6
+COUNTS = tl.constexpr(MAX_BINS * MAX_LEVELS + 1)  # each level's counts, then the list's length
+STATE = tl.constexpr(8)  # state floats and ints per cell
+PART = tl.constexpr(8)  # partial floats and ints per (cell, slice)
+RANGE_UNITS = tl.constexpr(256.0)  # logits: the first level's parts span 256 units (32 nats), the last open-ended
+UNITS_PER_NAT = tl.constexpr(8.0)
+RANGE_BITS = tl.constexpr(1 << 28)  # probabilities: 256 units of 2**20 bit patterns (32 octaves)
+SHORT_LIST = tl.constexpr(128)  # a list of at most this many candidates is sorted at this length, not CAP
+SLACK = tl.constexpr(1e-4)  # the mass bounds' relative slack (exp's and the sums' rounding, with room)
+# stages (I_STAGE)
+CLOSED = tl.constexpr(-1)  # the summary is written
+SEARCH = tl.constexpr(0)
+FALLBACK = tl.constexpr(1)  # the finish step searches the row in one program
+# state fields
+F_M = tl.constexpr(0)
+F_PLAY = tl.constexpr(1)
+F_TARGET = tl.constexpr(2)
+F_LOW = tl.constexpr(3)
+F_LO = tl.constexpr(4)  # logits: the window [lo, hi) in units and its parts' width
+F_HI = tl.constexpr(5)
+F_WIDTH = tl.constexpr(6)
+I_STAGE = tl.constexpr(0)
+I_LOW = tl.constexpr(1)
+I_LO = tl.constexpr(2)  # probabilities: the window [lo, hi) in bit patterns and log2 of its parts' width
+I_HI = tl.constexpr(3)
+I_SHIFT = tl.constexpr(4)
+# partial fields per (cell, slice)
+P_MAX = tl.constexpr(0)
+P_PLAY = tl.constexpr(1)
+P_LOW = tl.constexpr(2)
+P_BEFORE = tl.constexpr(3)
+P_LOW_ID = tl.constexpr(0)
+
+
+@triton.jit
+def _distance(value, m, TARGET_PROBS: tl.constexpr):
+    # a token's distance from m (value <= m): units of an eighth of a nat (float32, a rounded difference
+    # scaled exactly), or the difference of the float32 bit patterns (int32)
+    if TARGET_PROBS:
+        dist = m.to(tl.int32, bitcast=True) - value.to(tl.int32, bitcast=True)
+    else:
+        dist = (m - value) * UNITS_PER_NAT
+    return dist
+
+
+@triton.jit
+def _part(dist, lo, width, TARGET_PROBS: tl.constexpr):
+    # the part of a window starting at lo a distance falls in (parts of `width` units, or of 2**width bit
+    # patterns): exact, as lo and the width are powers of two apart from the distances' own grid
+    if TARGET_PROBS:
+        part = (dist - lo) >> width
+    else:
+        part = ((dist - lo) * (1.0 / width)).to(tl.int32)
+    return part
+
+
+@triton.jit
+def _edge(lo, j, width, TARGET_PROBS: tl.constexpr):
+    # the distance where part j of a window starts
+    if TARGET_PROBS:
+        edge = lo + (j << width)
+    else:
+        edge = lo + j.to(tl.float32) * width
+    return edge
+
+
+@triton.jit
+def _mass_at(dist, m, TARGET_PROBS: tl.constexpr):
+    # the mass of a token at a distance from m (a pattern below 0 is no mass)
+    if TARGET_PROBS:
+        mass = tl.maximum(m.to(tl.int32, bitcast=True) - dist, 0).to(tl.float32, bitcast=True)
+    else:
+        mass = tl.exp(-dist / UNITS_PER_NAT)
+    return mass
+
+
+@triton.jit
+def _in_play(value, mass, minp_threshold):
+    return (value > float("-inf")) & (mass >= minp_threshold)
+
+
+@triton.jit
+def _window(state, istate, TARGET_PROBS: tl.constexpr):
+    # (lo, hi, width) of the cell's window, as _part and _edge take them
+    if TARGET_PROBS:
+        window = tl.load(istate + I_LO), tl.load(istate + I_HI), tl.load(istate + I_SHIFT)
+    else:
+        window = tl.load(state + F_LO), tl.load(state + F_HI), tl.load(state + F_WIDTH)
+    return window
+
+
+@triton.jit
+def _slice_max(row, V, inv_temperature, start, SLICE: tl.constexpr, TARGET_PROBS: tl.constexpr,
+               BLOCK: tl.constexpr):
+    high = tl.full([BLOCK], float("-inf"), tl.float32)
+    for chunk in range(0, SLICE, BLOCK):
+        offs = start + chunk + tl.arange(0, BLOCK)
+        value, _mass = values_of(load_row(row, offs, V, TARGET_PROBS), inv_temperature, 0.0, TARGET_PROBS)
+        high = tl.maximum(high, value)
+    return tl.max(high, axis=0)
+
+
+@triton.jit
+def _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, start, counts, part_f, part_i,
+                 FIRST: tl.constexpr, SLICE: tl.constexpr, BINS: tl.constexpr, TARGET_PROBS: tl.constexpr,
+                 BLOCK: tl.constexpr):
+    # this slice's counts of the window's parts (added to the cell's); at the first level (the window the
+    # whole row, its last part open-ended) its mass in play and last token in play, at the others its mass
+    # in play before the window
+    hist = tl.zeros([BINS], tl.int32)
+    total = tl.zeros([BLOCK], tl.float32)
+    low = tl.full([BLOCK], float("inf"), tl.float32)
+    low_id = tl.full([BLOCK], -1, tl.int32)
+    for chunk in range(0, SLICE, BLOCK):
+        offs = start + chunk + tl.arange(0, BLOCK)
+        value, mass = values_of(load_row(row, offs, V, TARGET_PROBS), inv_temperature, m, TARGET_PROBS)
+        play = _in_play(value, mass, minp_threshold)
+        dist = _distance(value, m, TARGET_PROBS)
+        if FIRST:  # (the last part open-ended: the distance clamped before it is made an integer)
+            if TARGET_PROBS:
+                part = tl.minimum(dist >> width, BINS - 1)
+            else:
+                part = tl.minimum(dist * (1.0 / width), BINS - 1.0).to(tl.int32)
+            hist += tl.histogram(tl.where(play, part, 0), BINS, mask=play)
+            total += tl.where(play, mass, 0.0)
+            later = play & (value <= low)  # ids rise along a lane: a tie moves to the larger id
+            low = tl.where(later, value, low)
+            low_id = tl.where(later, offs, low_id)
+        else:
+            inside = play & (dist >= lo) & (dist < hi)
+            hist += tl.histogram(tl.where(inside, _part(dist, lo, width, TARGET_PROBS), 0), BINS, mask=inside)
+            total += tl.where(play & (dist < lo), mass, 0.0)
+    tl.atomic_add(counts + tl.arange(0, BINS), hist, sem="relaxed")
+    if FIRST:
+        slice_low = tl.min(low, axis=0)
+        tl.store(part_f + P_PLAY, tl.sum(total, axis=0))
+        tl.store(part_f + P_LOW, slice_low)
+        tl.store(part_i + P_LOW_ID, tl.max(tl.where(low == slice_low, low_id, -1), axis=0))
+    else:
+        tl.store(part_f + P_BEFORE, tl.sum(total, axis=0))
+
+
+@triton.jit
+def _finish_level(m, top_p, state, istate, cell_f, cell_i, counts, summary_f_ptr, summary_i_ptr, cell, NUM_SLICES,
+                  FIRST: tl.constexpr, LAST: tl.constexpr, BINS: tl.constexpr, BINS_SHIFT: tl.constexpr,
+                  CAP: tl.constexpr, TARGET_PROBS: tl.constexpr, P_BLOCK: tl.constexpr):
+    # the row's last program of a level: the parts that may hold the cutoff become the next window (or,
+    # after the last level, the candidates); the first level also takes M and T, and writes the summary
+    # where every token in play is kept
+    slices = tl.arange(0, P_BLOCK)
+    present = slices < NUM_SLICES
+    if FIRST:
+        play = tl.sum(tl.load(cell_f + slices * PART + P_PLAY, mask=present, other=0.0), axis=0)
+        lows = tl.load(cell_f + slices * PART + P_LOW, mask=present, other=float("inf"))
+        low = tl.min(lows, axis=0)
+        low_id = tl.max(tl.where(present & (lows == low), tl.load(cell_i + slices * PART + P_LOW_ID, mask=present,
+                                                                  other=-1), -1), axis=0)
+        target = top_p * play
+        tl.store(state + F_PLAY, play)
+        tl.store(state + F_TARGET, target)
+        tl.store(state + F_LOW, low)
+        tl.store(istate + I_LOW, low_id)
+        before = tl.full([], 0.0, tl.float32)
+        keep_all = (top_p >= 1.0) | (target >= play)
+    else:
+        play = tl.load(state + F_PLAY)
+        target = tl.load(state + F_TARGET)
+        low = tl.load(state + F_LOW)
+        low_id = tl.load(istate + I_LOW)
+        before = tl.sum(tl.load(cell_f + slices * PART + P_BEFORE, mask=present, other=0.0), axis=0)
+        keep_all = target < 0.0  # (never: a later level runs only where the first did not keep all)
+    if keep_all:
+        # min_p alone, or the target within rounding of the mass in play: every token in play is kept
+        store_summary(summary_f_ptr, summary_i_ptr, cell, m, play, low, low_id, tl.full([], 0, tl.int32))
+        tl.store(istate + I_STAGE, CLOSED)
+    else:
+        lo, _hi, width = _window(state, istate, TARGET_PROBS)
+        parts = tl.arange(0, BINS)
+        hist = tl.load(counts + parts)
+        many = hist.to(tl.float32)
+        upper = many * _mass_at(_edge(lo, parts, width, TARGET_PROBS), m, TARGET_PROBS) * (1.0 + SLACK)
+        lower = many * _mass_at(_edge(lo, parts + 1, width, TARGET_PROBS), m, TARGET_PROBS) * (1.0 - SLACK)
+        if FIRST:
+            lower = tl.where(parts == BINS - 1, 0.0, lower)  # the open-ended last part
+        # the mass before part j, bounded from the window's start (and at the first level also as M less
+        # the mass from j on, where the tighter)
+        through_lo = before * (1.0 - SLACK) + tl.cumsum(lower, axis=0)
+        through_hi = before * (1.0 + SLACK) + tl.cumsum(upper, axis=0)
+        before_lo = through_lo - lower
+        before_hi = through_hi - upper
+        if FIRST:
+            before_lo = tl.maximum(before_lo, play * (1.0 - SLACK) - (tl.sum(upper, axis=0) - before_hi))
+            before_hi = tl.minimum(before_hi, play * (1.0 + SLACK) - (tl.sum(lower, axis=0) - before_lo))
+        possible = (hist > 0) & (before_lo <= target) & (before_hi + upper >= target)
+        first = tl.min(tl.where(possible, parts, BINS), axis=0)
+        last = tl.max(tl.where(possible, parts, -1), axis=0)
+        # the next window: those parts, cut into BINS parts of a power of two of theirs each
+        span = last - first + 1
+        grow = tl.zeros([], tl.int32)
+        for step in tl.static_range(1, 7):
+            grow = tl.where(span > (1 << (step - 1)), step, grow)  # log2 of span, rounded up
+        if TARGET_PROBS:
+            tl.store(istate + I_LO, _edge(lo, first, width, TARGET_PROBS))
+            tl.store(istate + I_HI, _edge(lo, last + 1, width, TARGET_PROBS))
+            tl.store(istate + I_SHIFT, width + grow - BINS_SHIFT)
+        else:
+            tl.store(state + F_LO, _edge(lo, first, width, TARGET_PROBS))
+            tl.store(state + F_HI, _edge(lo, last + 1, width, TARGET_PROBS))
+            tl.store(state + F_WIDTH, width * (tl.full([], 1, tl.int32) << grow).to(tl.float32) / BINS)
+        fallback = last < 0
+        if FIRST:
+            fallback = fallback | (last == BINS - 1)  # the open-ended part: no parts to cut it into
+        if LAST:
+            fallback = fallback | (tl.sum(tl.where((parts >= first) & (parts <= last), hist, 0), axis=0) > CAP)
+        tl.store(istate + I_STAGE, tl.where(fallback, FALLBACK, SEARCH))
+
+
+@triton.jit
+def _slice_gather(row, V, inv_temperature, m, minp_threshold, lo, hi, start, length, list_f, list_i, part_f,
+                  SLICE: tl.constexpr, CAP: tl.constexpr, TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr):
+    # this slice's mass in play before the candidates, and its candidates copied to the cell's list
+    before = tl.zeros([BLOCK], tl.float32)
+    for chunk in range(0, SLICE, BLOCK):
+        offs = start + chunk + tl.arange(0, BLOCK)
+        value, mass = values_of(load_row(row, offs, V, TARGET_PROBS), inv_temperature, m, TARGET_PROBS)
+        play = _in_play(value, mass, minp_threshold)
+        dist = _distance(value, m, TARGET_PROBS)
+        before += tl.where(play & (dist < lo), mass, 0.0)
+        chosen = play & (dist >= lo) & (dist < hi)
+        if tl.max(chosen.to(tl.int32), axis=0) > 0:  # (most chunks hold none)
+            at = tl.atomic_add(length + tl.zeros([BLOCK], tl.int32), 1, mask=chosen, sem="relaxed")
+            keep = chosen & (at < CAP)
+            tl.store(list_f + at, value, mask=keep)
+            tl.store(list_i + at, offs, mask=keep)
+    tl.store(part_f + P_BEFORE, tl.sum(before, axis=0))
+
+
+@triton.jit
+def _cutoff_in_list(list_f, list_i, size, before, target, m, N: tl.constexpr, TARGET_PROBS: tl.constexpr):
+    # the list's first `size` candidates (size <= N) in the row's order, and the first whose running mass
+    # (before + theirs through it) reaches target: (its place, or N if none does; S; tau; iota)
+    at = tl.arange(0, N)
+    present = at < size
+    value = tl.load(list_f + at, mask=present, other=0.0)
+    ids = tl.load(list_i + at, mask=present, other=0)
+    # the row's order as one ascending int64: value largest first (its order key inverted), then id
+    order = tl.where(present, ((~_order_key32(value)).to(tl.int64) << 32) | ids.to(tl.int64),
+                     9223372036854775807)
+    order = tl.sort(order)
+    key = ~((order >> 32).to(tl.int32))
+    value = tl.where(key >= 0, key, key ^ 0x7FFFFFFF).to(tl.float32, bitcast=True)
+    ids = (order & 0xFFFFFFFF).to(tl.int32)
+    if TARGET_PROBS:
+        mass = value
+    else:
+        mass = tl.exp(value - m)
+    through = before + tl.cumsum(tl.where(present, mass, 0.0), axis=0)
+    j = tl.min(tl.where(present & (through >= target), at, N), axis=0)
+    j = tl.where(target <= 0.0, 0, j)  # a row keeping its first token only
+    pick = at == j
+    return (j, tl.max(tl.where(pick, through, float("-inf")), axis=0),
+            tl.max(tl.where(pick, value, float("-inf")), axis=0), tl.max(tl.where(pick, ids, -1), axis=0))
+
+
+@triton.jit
+def _finish(row, V, inv_temperature, k, top_p, min_p, m, stage, state, istate, cell_f, counts, list_f, list_i,
+            summary_f_ptr, summary_i_ptr, cell, NUM_SLICES, CAP: tl.constexpr, TARGET_PROBS: tl.constexpr,
+            BLOCK: tl.constexpr, P_BLOCK: tl.constexpr):
+    # the cutoff among the candidates, or, where the search could not finish there, by one program
+    found = stage == SEARCH
+    if stage == SEARCH:
+        slices = tl.arange(0, P_BLOCK)
+        before = tl.sum(tl.load(cell_f + slices * PART + P_BEFORE, mask=slices < NUM_SLICES, other=0.0), axis=0)
+        target = tl.load(state + F_TARGET)
+        size = tl.load(counts + COUNTS - 1)
+        if SHORT_LIST < CAP:
+            if size <= SHORT_LIST:  # the usual list: a short sort
+                j, mass, tau, iota = _cutoff_in_list(list_f, list_i, size, before, target, m, SHORT_LIST,
+                                                     TARGET_PROBS)
+            else:
+                j, mass, tau, iota = _cutoff_in_list(list_f, list_i, size, before, target, m, CAP, TARGET_PROBS)
+        else:
+            j, mass, tau, iota = _cutoff_in_list(list_f, list_i, size, before, target, m, CAP, TARGET_PROBS)
+        lo, _hi, _width = _window(state, istate, TARGET_PROBS)
+        if target <= 0.0:
+            found = lo == 0  # the first token: among the candidates iff they start at the row's largest value
+        else:
+            # (rounding can leave the cutoff outside: the mass before them reaching T, or theirs short of it)
+            found = (before < target) & (j < size) & (size <= CAP)
+        if found:
+            store_summary(summary_f_ptr, summary_i_ptr, cell, m, mass, tau, iota, tl.full([], 0, tl.int32))
+    if not found:
+        _m, mass, tau, iota = truncate_row_radix(row, V, inv_temperature, k, top_p, min_p, TARGET_PROBS, BLOCK)
+        store_summary(summary_f_ptr, summary_i_ptr, cell, m, mass, tau, iota, tl.full([], 0, tl.int32))
+
+
+@triton.jit
+def _histogram_row(row, cell, s, V, inv_temperature, k, top_p, min_p, level, state_f, state_i, part_f, part_i,
+                   counts_ptr, list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES,
+                   ZERO_SHARE, STEP: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr, SLICE: tl.constexpr,
+                   BINS: tl.constexpr, BINS_SHIFT: tl.constexpr, CAP: tl.constexpr, TARGET_PROBS: tl.constexpr,
+                   BLOCK: tl.constexpr, P_BLOCK: tl.constexpr):
+    # one program's share of one step for one cell (row `row`, slice s); top_p the request's (the search
+    # takes 0 for a row keeping its first token only, k = 1; the fallback the knobs as they are)
+    state = state_f + cell * STATE
+    istate = state_i + cell * STATE
+    cell_f = part_f + cell * NUM_SLICES * PART
+    cell_i = part_i + cell * NUM_SLICES * PART
+    counts = counts_ptr + cell * COUNTS
+    list_f = list_f_ptr + cell * CAP
+    list_i = list_i_ptr + cell * CAP
+    if STEP == STEP_MAX:
+        for zero in range(s * ZERO_SHARE, (s + 1) * ZERO_SHARE, 256):  # this program's share of the counts
+            lanes = zero + tl.arange(0, 256)
+            tl.store(counts + lanes, tl.zeros([256], tl.int32), mask=(lanes < (s + 1) * ZERO_SHARE) & (lanes < COUNTS))
+        tl.store(cell_f + s * PART + P_MAX, _slice_max(row, V, inv_temperature, s * SLICE, SLICE, TARGET_PROBS,
+                                                       BLOCK))
+        if last_to_arrive(arrivals_ptr, cell, NUM_SLICES):
+            slices = tl.arange(0, P_BLOCK)
+            m = tl.max(tl.load(cell_f + slices * PART + P_MAX, mask=slices < NUM_SLICES, other=float("-inf")), axis=0)
+            tl.store(state + F_M, m)
+            # the first window: the whole row, in BINS parts
+            tl.store(state + F_LO, 0.0)
+            tl.store(state + F_HI, float("inf"))
+            tl.store(state + F_WIDTH, RANGE_UNITS / BINS)
+            tl.store(istate + I_LO, 0)
+            tl.store(istate + I_HI, 2147483647)
+            tl.store(istate + I_SHIFT, 28 - BINS_SHIFT)  # log2(RANGE_BITS / BINS)
+            open_search = m > float("-inf")
+            tl.store(istate + I_STAGE, tl.where(open_search, SEARCH, CLOSED))
+            if not open_search:  # no value of mass: nothing kept
+                store_summary(summary_f_ptr, summary_i_ptr, cell, m, tl.full([], 0.0, tl.float32),
+                              tl.full([], float("inf"), tl.float32), tl.full([], -1, tl.int32),
+                              tl.full([], 0, tl.int32))
+    else:
+        stage = tl.load(istate + I_STAGE)  # the launch before wrote it
+        if stage >= SEARCH:
+            m = tl.load(state + F_M)
+            minp_threshold = min_p
+            if TARGET_PROBS:
+                minp_threshold = min_p * m
+            if STEP == STEP_FINISH:
+                _finish(row, V, inv_temperature, k, top_p, min_p, m, stage, state, istate, cell_f, counts, list_f,
+                        list_i, summary_f_ptr, summary_i_ptr, cell, NUM_SLICES, CAP, TARGET_PROBS, BLOCK, P_BLOCK)
+            elif stage == SEARCH:
+                lo, hi, width = _window(state, istate, TARGET_PROBS)
+                if STEP == STEP_LEVEL:
+                    _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, s * SLICE,
+                                 counts + level * BINS, cell_f + s * PART, cell_i + s * PART, FIRST, SLICE, BINS,
+                                 TARGET_PROBS, BLOCK)
+                    if last_to_arrive(arrivals_ptr, cell, NUM_SLICES):
+                        _finish_level(m, tl.where(k == 1, 0.0, top_p), state, istate, cell_f, cell_i,
+                                      counts + level * BINS, summary_f_ptr, summary_i_ptr, cell, NUM_SLICES, FIRST,
+                                      LAST, BINS, BINS_SHIFT, CAP, TARGET_PROBS, P_BLOCK)
+                else:
+                    _slice_gather(row, V, inv_temperature, m, minp_threshold, lo, hi, s * SLICE, counts + COUNTS - 1,
+                                  list_f, list_i, cell_f + s * PART, SLICE, CAP, TARGET_PROBS, BLOCK)
+
+
+@triton.jit
+def _split_histogram_kernel(
+    state_f_ptr, state_i_ptr,  # [B * (K + 1) * 2, STATE] float32 and int32 scratch
+    part_f_ptr, part_i_ptr,  # [B * (K + 1) * 2, NUM_SLICES, PART] float32 and int32 scratch
+    counts_ptr,  # [B * (K + 1) * 2, COUNTS] int32 scratch (cleared by STEP_MAX)
+    list_f_ptr, list_i_ptr,  # [B * (K + 1) * 2, CAP] float32 and int32 scratch
+    arrivals_ptr,  # [B * (K + 1) * 2] int32, zero on entry and exit
+    summary_f_ptr, summary_i_ptr,  # the summaries [B, K + 1, 2, 4] float32 and [B, K + 1, 2] int32
+    target_ptr, target_stride_b, target_stride_k,  # [B, K + 1, V] logits, or probabilities (TARGET_PROBS)
+    draft_ptr, draft_stride_b, draft_stride_k,  # [B, K, V] draft logits (read only with TRUNCATE_DRAFT)
+    num_draft_ptr, temperature_ptr, seed_ptr, position_ptr,  # [B]
+    top_k_ptr, top_p_ptr, min_p_ptr,  # [B] int32, float32, float32 (read only where HAS_*)
+    V, NUM_SLOTS, NUM_SLICES,
+    ZERO_SHARE,  # STEP_MAX: the counts each program clears, a multiple of 256
+    level,  # STEP_LEVEL: which level, from 0
+    MODE: tl.constexpr,
+    TARGET_PROBS: tl.constexpr,
+    TRUNCATE_DRAFT: tl.constexpr,
+    HAS_TOP_K: tl.constexpr,
+    HAS_TOP_P: tl.constexpr,
+    HAS_MIN_P: tl.constexpr,
+    STEP: tl.constexpr,  # STEP_MAX, STEP_LEVEL, STEP_GATHER or STEP_FINISH
+    FIRST: tl.constexpr,  # STEP_LEVEL: the first level
+    LAST: tl.constexpr,  # STEP_LEVEL: the last level
+    SLICE: tl.constexpr,  # tokens of a row per program (a multiple of BLOCK)
+    BLOCK: tl.constexpr,  # tokens per chunk
+    BINS: tl.constexpr,  # parts of a level's window (a power of two, at most MAX_BINS)
+    BINS_SHIFT: tl.constexpr,  # log2(BINS)
+    CAP: tl.constexpr,  # the most candidates a row's list holds (a power of two)
+    P_BLOCK: tl.constexpr,  # a power of two >= NUM_SLICES
+):
+    # grid (B, K + 1, sides * NUM_SLICES); STEP_FINISH (B, K + 1, sides)
+    b = tl.program_id(0).to(tl.int64)
+    r = tl.program_id(1)
+    if STEP == STEP_FINISH:
+        side = tl.program_id(2)
+        s = 0
+    else:
+        side = tl.program_id(2) // NUM_SLICES
+        s = tl.program_id(2) % NUM_SLICES
+    n, greedy, inv_temperature, _position, _key = request_setup(
+        b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE)
+    truncated, k, top_p, min_p = request_knobs(b, top_k_ptr, top_p_ptr, min_p_ptr, V, HAS_TOP_K, HAS_TOP_P,
+                                               HAS_MIN_P)
+    if summary_wanted(truncated, greedy, r, n, side, TRUNCATE_DRAFT):
+        cell = (b * NUM_SLOTS + r) * 2 + side
+        if side == 0:
+            _histogram_row(target_ptr + b * target_stride_b + r * target_stride_k, cell, s, V, inv_temperature, k,
+                           top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr,
+                           list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES, ZERO_SHARE,
+                           STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, TARGET_PROBS, BLOCK, P_BLOCK)
+        else:
+            _histogram_row(draft_ptr + b * draft_stride_b + r * draft_stride_k, cell, s, V, inv_temperature, k,
+                           top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr,
+                           list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES, ZERO_SHARE,
+                           STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, False, BLOCK, P_BLOCK)

@@ -14,7 +14,8 @@ it, so ``x - lo`` and the part ``floor((x - lo) / width)`` are exact (a window's
 units, a float32 grid of at most 2**-16, and every number of parts and levels the launcher allows keeps a
 part at least that wide). A part's tokens each have a mass
 (``exp(z - m)``, or ``p``) between the masses at its two edges, which bounds the part's mass from its
-count: that, with ``SLACK`` for ``exp``'s and the sums' rounding, is all the counts are used for.
+count: that, with slack for ``exp``'s and the sums' rounding (``SLACK``, ``SUM_SLACK``), is all the counts
+are used for.
 
 1. ``STEP_MAX`` (grid ``B x (K + 1) x sides * NUM_SLICES``, one program per slice of ``SLICE`` tokens,
    the slice the device's, never the batch's): the slices' largest values; the row's last program to
@@ -82,7 +83,10 @@ RANGE_UNITS = tl.constexpr(256.0)  # logits: the first level's parts span 256 un
 UNITS_PER_NAT = tl.constexpr(8.0)
 RANGE_BITS = tl.constexpr(1 << 28)  # probabilities: 256 units of 2**20 bit patterns (32 octaves)
 SHORT_LIST = tl.constexpr(128)  # a list of at most this many candidates is sorted at this length, not CAP
-SLACK = tl.constexpr(1e-4)  # the mass bounds' relative slack (exp's and the sums' rounding, with room)
+SLACK = tl.constexpr(1e-4)  # a part's mass bounds' relative slack (exp's rounding and the bounds' sums, with room)
+SUM_SLACK = tl.constexpr(1e-5)  # the exact sums' (M, the mass before a window): float32 sums of at most ~2**18
+# tokens, per lane, then across lanes and slices (1e-4 here kept ten parts at a level on rows whose top_p
+# tail is 1e-3 of M, where this keeps two to four: results/h200-histogram/README.md)
 # stages (I_STAGE)
 CLOSED = tl.constexpr(-1)  # the summary is written
 SEARCH = tl.constexpr(0)
@@ -260,13 +264,13 @@ def _finish_level(m, top_p, state, istate, cell_f, cell_i, counts, summary_f_ptr
             lower = tl.where(parts == BINS - 1, 0.0, lower)  # the open-ended last part
         # the mass before part j, bounded from the window's start (and at the first level also as M less
         # the mass from j on, where the tighter)
-        through_lo = before * (1.0 - SLACK) + tl.cumsum(lower, axis=0)
-        through_hi = before * (1.0 + SLACK) + tl.cumsum(upper, axis=0)
+        through_lo = before * (1.0 - SUM_SLACK) + tl.cumsum(lower, axis=0)
+        through_hi = before * (1.0 + SUM_SLACK) + tl.cumsum(upper, axis=0)
         before_lo = through_lo - lower
         before_hi = through_hi - upper
         if FIRST:
-            before_lo = tl.maximum(before_lo, play * (1.0 - SLACK) - (tl.sum(upper, axis=0) - before_hi))
-            before_hi = tl.minimum(before_hi, play * (1.0 + SLACK) - (tl.sum(lower, axis=0) - before_lo))
+            before_lo = tl.maximum(before_lo, play * (1.0 - SUM_SLACK) - (tl.sum(upper, axis=0) - before_hi))
+            before_hi = tl.minimum(before_hi, play * (1.0 + SUM_SLACK) - (tl.sum(lower, axis=0) - before_lo))
         possible = (hist > 0) & (before_lo <= target) & (before_hi + upper >= target)
         first = tl.min(tl.where(possible, parts, BINS), axis=0)
         last = tl.max(tl.where(possible, parts, -1), axis=0)

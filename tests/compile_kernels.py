@@ -207,8 +207,10 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                                           "HAS_TOP_K": 0, "HAS_TOP_P": 1, "HAS_MIN_P": 1, **step, "SLICE": slice_,
                                           "BLOCK": radix_block, "P_BLOCK": 32, "PREFETCH": prefetch}, radix_warps,
                     "fp32") for step in chosen)
-    # the split histogram path (the default for batches given no top_k): each step (the first, a middle and
-    # the last level), target logits with truncated draft logits, and target probabilities (integer distances)
+    # the split histogram path (launch variants triton-histogram-...): each step (the first, a middle and the
+    # last level), target logits with truncated draft logits, and target probabilities (integer distances)
+    # but for the finish step (its sorts and the one-program fallback take 13-15 s of a core to compile; with
+    # probabilities only its masses differ)
     slice_, hist_block, hist_warps = launch._histogram_shape(1 << 17, _GPU)
     bins = launch.HISTOGRAM_BINS
     hist_steps = [{"STEP": 0, "FIRST": 0, "LAST": 0}, {"STEP": 1, "FIRST": 1, "LAST": 0},
@@ -218,7 +220,7 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                                           "HAS_TOP_K": 0, "HAS_TOP_P": 1, "HAS_MIN_P": 1, **step, "SLICE": slice_,
                                           "BLOCK": hist_block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1,
                                           "CAP": launch.HISTOGRAM_CAP, "P_BLOCK": 32}, hist_warps, "fp32")
-               for target_probs in (0, 1) for step in hist_steps)
+               for target_probs in (0, 1) for step in hist_steps if not (target_probs and step["STEP"] == 3))
     block, warps = launch._program_shape(1 << 17, _GPU, *launch.ROW_PROGRAM_SHAPE)  # the log-probability epilogue
     for mode in ("greedy", "probabilistic"):
         for target_probs in (0, 1):

@@ -20,7 +20,8 @@ non-greedy requests with a knob on. Three ways to run a step:
 
 3. A batch given ``top_p`` or ``min_p`` but no ``top_k`` (any batch size): the split radix path
    (``specbench/kernels/radix.py``) writes every such row's summary first, in ten launches with each
-   row split across programs, and the step reads them as on the prepass path.
+   row split across programs, and the step reads them as on the prepass path. (The launch variants
+   ``triton-histogram-...`` write the same summaries by the split histogram path, ``histogram.py``.)
 
 ``_verify_truncated_kernel`` (grid ``B``): one program per request for every mode, target form and
 draft form once any knob is given. A request with every knob off, or a greedy one, takes today's

@@ -106,6 +106,12 @@ def _order_key32(value):
 
 
 @triton.jit
+def value_of_key32(key):
+    # the float32 value of an _order_key32 (the map is its own inverse on the bit patterns)
+    return tl.where(key >= 0, key, key ^ 0x7FFFFFFF).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _order_key(value):
     # float32 -> int64 in [0, 2**32), in the same order as the values (the radix path's digits need
     # them unsigned): _order_key32 shifted up by 2**31

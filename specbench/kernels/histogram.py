@@ -55,8 +55,8 @@ in this module's order (slices' sums, then slices in order; the list in the row'
 whose prefix mass lies within rounding of the boundary can fall either side, as the contract allows.
 
 Scratch (``specbench/kernels/launch.py`` sizes it; the radix path's state and partials are reused):
-per cell ``STATE`` floats (m, M, T, the last token's value, the window of logits) and ints (the stage,
-the last token's id, the window of probabilities), per (cell, slice) ``PART`` floats (largest value,
+per cell ``STATE`` floats (m, M, T, the window of logits) and ints (the stage, the window of
+probabilities), per (cell, slice) ``PART`` floats (largest value,
 mass in play, last value, mass before) and ints (the last token's id), per cell ``COUNTS`` ints (each
 level's counts, then the list's length: cleared by ``STEP_MAX``) and a list of ``CAP`` values and ids.
 Every scratch slot is read only after an earlier launch of the same step, or the same program, wrote it.
@@ -65,8 +65,9 @@ Every scratch slot is read only after an earlier launch of the same step, or the
 import triton
 import triton.language as tl
 
-from specbench.kernels.cutoffs import _order_key32, load_row, truncate_row_radix, values_of
+from specbench.kernels.cutoffs import _order_key32, load_row, truncate_row_radix, value_of_key32, values_of
 from specbench.kernels.decide import request_setup
+from specbench.kernels.radix import _slice_max
 from specbench.kernels.split import last_to_arrive
 from specbench.kernels.truncation import request_knobs, store_summary, summary_wanted
 
@@ -81,7 +82,7 @@ STATE = tl.constexpr(8)  # state floats and ints per cell
 PART = tl.constexpr(8)  # partial floats and ints per (cell, slice)
 RANGE_UNITS = tl.constexpr(256.0)  # logits: the first level's parts span 256 units (32 nats), the last open-ended
 UNITS_PER_NAT = tl.constexpr(8.0)
-RANGE_BITS = tl.constexpr(1 << 28)  # probabilities: 256 units of 2**20 bit patterns (32 octaves)
+RANGE_SHIFT = tl.constexpr(28)  # probabilities: the first level spans 2**28 bit patterns (256 units of 2**20, 32 octaves)
 SHORT_LIST = tl.constexpr(128)  # a list of at most this many candidates is sorted at this length, not CAP
 SLACK = tl.constexpr(1e-4)  # a part's mass bounds' relative slack (exp's rounding and the bounds' sums, with room)
 SUM_SLACK = tl.constexpr(1e-5)  # the exact sums' (M, the mass before a window): float32 sums of at most ~2**18
@@ -95,12 +96,10 @@ FALLBACK = tl.constexpr(1)  # the finish step searches the row in one program
 F_M = tl.constexpr(0)
 F_PLAY = tl.constexpr(1)
 F_TARGET = tl.constexpr(2)
-F_LOW = tl.constexpr(3)
 F_LO = tl.constexpr(4)  # logits: the window [lo, hi) in units and its parts' width
 F_HI = tl.constexpr(5)
 F_WIDTH = tl.constexpr(6)
 I_STAGE = tl.constexpr(0)
-I_LOW = tl.constexpr(1)
 I_LO = tl.constexpr(2)  # probabilities: the window [lo, hi) in bit patterns and log2 of its parts' width
 I_HI = tl.constexpr(3)
 I_SHIFT = tl.constexpr(4)
@@ -170,17 +169,6 @@ def _window(state, istate, TARGET_PROBS: tl.constexpr):
 
 
 @triton.jit
-def _slice_max(row, V, inv_temperature, start, SLICE: tl.constexpr, TARGET_PROBS: tl.constexpr,
-               BLOCK: tl.constexpr):
-    high = tl.full([BLOCK], float("-inf"), tl.float32)
-    for chunk in range(0, SLICE, BLOCK):
-        offs = start + chunk + tl.arange(0, BLOCK)
-        value, _mass = values_of(load_row(row, offs, V, TARGET_PROBS), inv_temperature, 0.0, TARGET_PROBS)
-        high = tl.maximum(high, value)
-    return tl.max(high, axis=0)
-
-
-@triton.jit
 def _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, start, counts, part_f, part_i,
                  FIRST: tl.constexpr, SLICE: tl.constexpr, BINS: tl.constexpr, TARGET_PROBS: tl.constexpr,
                  BLOCK: tl.constexpr):
@@ -238,22 +226,18 @@ def _finish_level(m, top_p, state, istate, cell_f, cell_i, counts, summary_f_ptr
         target = top_p * play
         tl.store(state + F_PLAY, play)
         tl.store(state + F_TARGET, target)
-        tl.store(state + F_LOW, low)
-        tl.store(istate + I_LOW, low_id)
         before = tl.full([], 0.0, tl.float32)
         keep_all = (top_p >= 1.0) | (target >= play)
-    else:
+        if keep_all:
+            # min_p alone, or the target within rounding of the mass in play: every token in play is kept
+            store_summary(summary_f_ptr, summary_i_ptr, cell, m, play, low, low_id, tl.full([], 0, tl.int32))
+            tl.store(istate + I_STAGE, CLOSED)
+    else:  # (a later level runs only where the first kept a search open)
         play = tl.load(state + F_PLAY)
         target = tl.load(state + F_TARGET)
-        low = tl.load(state + F_LOW)
-        low_id = tl.load(istate + I_LOW)
         before = tl.sum(tl.load(cell_f + slices * PART + P_BEFORE, mask=present, other=0.0), axis=0)
-        keep_all = target < 0.0  # (never: a later level runs only where the first did not keep all)
-    if keep_all:
-        # min_p alone, or the target within rounding of the mass in play: every token in play is kept
-        store_summary(summary_f_ptr, summary_i_ptr, cell, m, play, low, low_id, tl.full([], 0, tl.int32))
-        tl.store(istate + I_STAGE, CLOSED)
-    else:
+        keep_all = tl.full([], 0, tl.int1)
+    if not keep_all:
         lo, _hi, width = _window(state, istate, TARGET_PROBS)
         parts = tl.arange(0, BINS)
         hist = tl.load(counts + parts)
@@ -327,8 +311,7 @@ def _cutoff_in_list(list_f, list_i, size, before, target, m, N: tl.constexpr, TA
     order = tl.where(present, ((~_order_key32(value)).to(tl.int64) << 32) | ids.to(tl.int64),
                      9223372036854775807)
     order = tl.sort(order)
-    key = ~((order >> 32).to(tl.int32))
-    value = tl.where(key >= 0, key, key ^ 0x7FFFFFFF).to(tl.float32, bitcast=True)
+    value = value_of_key32(~((order >> 32).to(tl.int32)))
     ids = (order & 0xFFFFFFFF).to(tl.int32)
     if TARGET_PROBS:
         mass = value
@@ -394,7 +377,7 @@ def _histogram_row(row, cell, s, V, inv_temperature, k, top_p, min_p, level, sta
             lanes = zero + tl.arange(0, 256)
             tl.store(counts + lanes, tl.zeros([256], tl.int32), mask=(lanes < (s + 1) * ZERO_SHARE) & (lanes < COUNTS))
         tl.store(cell_f + s * PART + P_MAX, _slice_max(row, V, inv_temperature, s * SLICE, SLICE, TARGET_PROBS,
-                                                       BLOCK))
+                                                       BLOCK, False))
         if last_to_arrive(arrivals_ptr, cell, NUM_SLICES):
             slices = tl.arange(0, P_BLOCK)
             m = tl.max(tl.load(cell_f + slices * PART + P_MAX, mask=slices < NUM_SLICES, other=float("-inf")), axis=0)
@@ -405,7 +388,7 @@ def _histogram_row(row, cell, s, V, inv_temperature, k, top_p, min_p, level, sta
             tl.store(state + F_WIDTH, RANGE_UNITS / BINS)
             tl.store(istate + I_LO, 0)
             tl.store(istate + I_HI, 2147483647)
-            tl.store(istate + I_SHIFT, 28 - BINS_SHIFT)  # log2(RANGE_BITS / BINS)
+            tl.store(istate + I_SHIFT, RANGE_SHIFT - BINS_SHIFT)
             open_search = m > float("-inf")
             tl.store(istate + I_STAGE, tl.where(open_search, SEARCH, CLOSED))
             if not open_search:  # no value of mass: nothing kept

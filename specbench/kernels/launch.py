@@ -774,15 +774,21 @@ RADIX_SHAPE = (4096, 512, 4)
 RADIX_PREFETCH = False
 
 
-def _radix_shape(vocab: int, device: torch.device) -> tuple[int, int, int]:
-    # (slice, block, warps) of the split radix path; on a CPU (the interpreter) blocks of 256 tokens
+def _slice_shape(vocab: int, device: torch.device, path: str, default: tuple[int, int, int]) -> tuple[int, int, int]:
+    # (slice, block, warps) of a split search (`path`: "radix" or "histogram", its TUNING keys' prefix); on a
+    # CPU (the interpreter) blocks of 256 tokens
     if device.type != "cuda":
         block = min(max(_next_power_of_2(vocab), 16), 256)
         return block, block, 4
-    slice_, block, num_warps = (TUNING[name] or default for name, default in
-                                zip(("radix_slice", "radix_block", "radix_warps"), RADIX_SHAPE, strict=True))
+    slice_, block, num_warps = (TUNING[f"{path}_{name}"] or value for name, value in
+                                zip(("slice", "block", "warps"), default, strict=True))
     block = min(block, max(_next_power_of_2(vocab), 128))
     return max(slice_, block), block, min(num_warps, max(block // 32, 1))
+
+
+def _radix_shape(vocab: int, device: torch.device) -> tuple[int, int, int]:
+    # (slice, block, warps) of the split radix path
+    return _slice_shape(vocab, device, "radix", RADIX_SHAPE)
 
 
 def _race_shape(vocab: int, device: torch.device, batch: int) -> tuple[int, int]:
@@ -829,15 +835,8 @@ HISTOGRAM_CAP = 1024
 
 
 def _histogram_shape(vocab: int, device: torch.device) -> tuple[int, int, int]:
-    # (slice, block, warps) of the split histogram path; on a CPU (the interpreter) blocks of 256 tokens
-    if device.type != "cuda":
-        block = min(max(_next_power_of_2(vocab), 16), 256)
-        return block, block, 4
-    slice_, block, num_warps = (TUNING[name] or default for name, default in
-                                zip(("histogram_slice", "histogram_block", "histogram_warps"), HISTOGRAM_SHAPE,
-                                    strict=True))
-    block = min(block, max(_next_power_of_2(vocab), 128))
-    return max(slice_, block), block, min(num_warps, max(block // 32, 1))
+    # (slice, block, warps) of the split histogram path
+    return _slice_shape(vocab, device, "histogram", HISTOGRAM_SHAPE)
 
 
 def _histogram_levels(bins: int) -> int:

@@ -45,7 +45,7 @@ step, or the same program, wrote it.
 import triton
 import triton.language as tl
 
-from specbench.kernels.cutoffs import _order_key32, load_row, row_values, values_of
+from specbench.kernels.cutoffs import _order_key32, load_row, row_values, value_of_key32, values_of
 from specbench.kernels.decide import request_setup
 from specbench.kernels.split import last_to_arrive
 from specbench.kernels.truncation import request_knobs, store_summary, summary_wanted
@@ -81,9 +81,7 @@ def _radix_key(value):
 @triton.jit
 def _value_of_key(key):
     # the float32 value of a _radix_key
-    signed = key ^ -2147483648
-    bits = tl.where(signed >= 0, signed, signed ^ 0x7FFFFFFF)
-    return bits.to(tl.float32, bitcast=True)
+    return value_of_key32(key ^ -2147483648)
 
 
 @triton.jit

@@ -22,7 +22,7 @@ with negative, above-1 and NaN entries and rows with no mass, draft-logit rows w
 value, ``K = 0``, a vocabulary of one token, and the sweep's simulation kernel; then truncation and
 log-probabilities on the same inputs with ties (``truncation_knobs``: knobs in range, off and out of
 range, per request), with and without truncated draft logits, the same knobs without ``top_k`` (the
-split radix path), and log-probabilities alone. Each
+split histogram path, or the radix path with ``--split-search radix``), and log-probabilities alone. Each
 call runs twice, the second through the launcher's direct path to the compiled kernel.
 """
 
@@ -177,7 +177,7 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1)) -> int:
                             verify(mode=mode, backend="triton", check_values=False, logprobs=logprobs,
                                    temperatures=sampling.temperatures, **kwargs)  # logprobs alone
                             calls += 2
-            # a batch given no top_k: the split radix path (specbench/kernels/radix.py) summarises its rows; the
+            # a batch given no top_k: a split path (histogram.py, or radix.py) summarises its rows; the
             # step races itself ("sequential") or leaves its races over whole rows to the split terminal ("split")
             no_top_k = SamplingParams(temperatures=sampling.temperatures, top_p=sampling.top_p, min_p=sampling.min_p)
             for strategy in ("split", "sequential"):
@@ -311,7 +311,7 @@ def main() -> int:
     parser.add_argument("--workload", action="store_true", help="run the kernels (what the tools watch)")
     parser.add_argument("--part", choices=("all", "truncation", "radix", "trees", "block"), default="all",
                         help="truncation: only the truncation and log-probability kernels and the simulations; "
-                             "radix: only the truncated calls given no top_k (the split radix path), probabilistic; "
+                             "radix: only the truncated calls given no top_k (the split paths), probabilistic; "
                              "trees: only the tree kernels; block: only block verification's")
     parser.add_argument("--split-search", choices=("radix", "histogram"), default=None,
                         help="how a batch given no top_k searches its cutoffs (launch.TUNING's split_search; "

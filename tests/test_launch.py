@@ -102,15 +102,16 @@ def test_a_launch_variant_name_spells_its_shape():
 
 
 def test_the_split_searches_follow_a_launch_variant(h100):
-    """The radix path is the default search of a batch given no top_k; a triton-radix-... variant sets its
-    shape, a triton-histogram-... variant takes the histogram path at its shape."""
+    """The histogram path is the default search of a batch given no top_k; a triton-radix-... variant takes
+    the radix path at its shape, a triton-histogram-... variant sets the histogram path's shape."""
     assert launch._radix_shape(128256, h100) == launch.RADIX_SHAPE
     assert launch._histogram_shape(128256, h100) == launch.HISTOGRAM_SHAPE
-    assert launch._split_search() == "radix"
+    assert launch._split_search() == "histogram"
     saved = dict(launch.TUNING)
     try:
-        launch.TUNING.update(radix_slice=2048, radix_block=256, radix_warps=8)
+        launch.TUNING.update(radix_slice=2048, radix_block=256, radix_warps=8, split_search=0)
         assert launch._radix_shape(128256, h100) == (2048, 256, 8)
+        assert launch._split_search() == "radix"
         launch.TUNING.update(histogram_slice=8192, histogram_block=2048, histogram_warps=8, split_search=1)
         assert launch._histogram_shape(128256, h100) == (8192, 2048, 8)
         assert launch._split_search() == "histogram"

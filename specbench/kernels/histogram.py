@@ -1,8 +1,9 @@
 """The split histogram path: the cutoff of every truncated row of a batch given no ``top_k`` (``top_p``
 and/or ``min_p``), found from histograms of token *counts*, each row split across programs. It is a
-second way to the split radix path's summaries (``specbench/kernels/radix.py``: the same kept sets but
-where a token's prefix mass lies within rounding of the boundary, as its sums run in another order), taken
-by the launch variants ``triton-histogram-SLICExBLOCKxWARPS`` (``launch.SPLIT_SEARCH``).
+faster way to the split radix path's summaries (``specbench/kernels/radix.py``: the same kept sets but
+where a token's prefix mass lies within rounding of the boundary, as its sums run in another order), and
+the one such a batch takes (``launch.SPLIT_SEARCH``; the launch variants ``triton-radix-...`` take the
+radix path, ``triton-histogram-SLICExBLOCKxWARPS`` set this one's shape).
 
 A token's *distance* from its row's largest value ``m``: for logits ``x = 8 (m - z)`` (eighths of a nat;
 the difference rounded once, then scaled exactly), for probabilities ``x = bits(m) - bits(p)`` (the

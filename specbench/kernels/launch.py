@@ -20,9 +20,9 @@ Truncation and log-probabilities (``specbench/kernels/truncation.py``, ``specben
 - With any knob given, for every target and draft form: the summaries of the rows a step needs
   (``(m, S, tau, iota)``: the row max, the kept mass, the cutoff in the row's order, no sort) are
   written first to the step's scratch, by the prepass (grid ``B x (K + 1) x sides * slices``; a batch
-  given ``top_k`` that splits) or by the split radix path's ten launches (a batch given no ``top_k``;
-  the launch variants ``triton-histogram-...``: the split histogram path's six), or found by the step itself as it reaches them (``FUSED``: a batch given ``top_k`` too large to
-  split); then one program per request (``_verify_truncated_kernel``) verifies the batch, and in a
+  given ``top_k`` that splits) or by the split histogram path's six launches (a batch given no ``top_k``;
+  the launch variants ``triton-radix-...``: the split radix path's ten), or found by the step itself as it
+  reaches them (``FUSED``: a batch given ``top_k`` too large to split); then one program per request (``_verify_truncated_kernel``) verifies the batch, and in a
   batch given no ``top_k`` that splits it leaves each race over a whole row to one more launch split
   across programs (``_truncated_terminal_kernel``, ``DEFER``). Within that call
   a request with every knob off, and a greedy one, is decided by today's arithmetic (the helpers
@@ -707,7 +707,8 @@ class _TruncationScratch(NamedTuple):
     """The truncation kernels' scratch (``specbench/kernels/truncation.py``): the summaries first (at
     the start of the step's float32 and int32 scratch, where ``_summaries`` finds them), then per cell
     the group maxima, the gathered group ids and the kept list (ids, values, masses), then the split
-    radix path's state per cell and partials per (cell, slice) (``specbench/kernels/radix.py``)."""
+    paths' state per cell and partials per (cell, slice) (``specbench/kernels/radix.py``), the deferred
+    races' records and partials, and the split histogram path's counts and candidates per cell."""
 
     summary_f: torch.Tensor
     summary_i: torch.Tensor
@@ -819,16 +820,18 @@ def _split_radix(arrivals: torch.Tensor, target_args: tuple, request_args: tuple
     return scratch
 
 
-# The split histogram path (specbench/kernels/histogram.py): a second way for a batch given no top_k to
-# find its cutoffs, taken by the launch variants triton-histogram-SLICExBLOCKxWARPS (SPLIT_SEARCH keeps the
-# radix path the default until the histogram path has run whole under the sanitizers and been timed end to
-# end). Its tokens of a row per program, per chunk, warps on a GPU (the slice the device's, never the
-# batch's); the parts of each level's window (HISTOGRAM_BINS, with as many levels as bring a part to 1/256
-# nat, _histogram_levels); the most candidates a row's list holds (more: one program searches the row,
-# slowly). H200, each launch timed alone, top_p 0.95 on N(0, 1) target rows of 151936 tokens, B = 64 (320
-# rows), µs (results/h200-histogram/): the radix path's ten launches 1,834 (logits) / 1,783 (probs); 32
-# parts, four levels: 929 / 867; 64 parts, three levels: 733 / -; every row found among its candidates
-SPLIT_SEARCH = "radix"
+# The split histogram path (specbench/kernels/histogram.py): how a batch given no top_k finds its cutoffs
+# (SPLIT_SEARCH; the launch variants triton-radix-SLICExBLOCKxWARPS take the split radix path instead, and
+# triton-histogram-SLICExBLOCKxWARPS set this path's shape). Its tokens of a row per program, per chunk,
+# warps on a GPU (the slice the device's, never the batch's); the parts of each level's window
+# (HISTOGRAM_BINS, with as many levels as bring a part to 1/256 nat, _histogram_levels); the most
+# candidates a row's list holds (more: one program searches the row, slowly). H200, each launch timed
+# alone, top_p 0.95 on N(0, 1) target rows of 151936 tokens, B = 64 (320 rows), µs: the radix path's ten
+# launches 1,834 (logits) / 1,783 (probs); 32 parts, four levels: 929 / 867; 64 parts, three levels: 733 / -;
+# every row found among its candidates. End to end (CUDA graph, top_p 0.95, draft logits), radix ->
+# histogram: 91.7 -> 50.9 at B = 1, 306.8 -> 164.5 at B = 8, 3,315.9 -> 1,288.0 at B = 64, 21,871 -> 8,309
+# at B = 256; min_p 0.05 1.3x faster at B >= 64 (results/h200-histogram/end-to-end/)
+SPLIT_SEARCH = "histogram"
 HISTOGRAM_SHAPE = (4096, 1024, 4)
 HISTOGRAM_BINS = 64
 HISTOGRAM_CAP = 1024
@@ -956,8 +959,8 @@ def _verify_truncated(
     if batch == 0:
         return step.result
     key = _stream_key(device)
-    # a batch given no top_k: every truncated row has top_k off, and the split radix path (or, in the
-    # launch variants triton-histogram-..., the split histogram path) summarises it before the step at any
+    # a batch given no top_k: every truncated row has top_k off, and the split histogram path (or, in the
+    # launch variants triton-radix-..., the split radix path) summarises it before the step at any
     # batch size (the step then reads summaries, as on the prepass path);
     # otherwise the prepass (small batches) or the step itself (FUSED)
     no_top_k = top_k is None

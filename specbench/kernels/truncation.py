@@ -18,10 +18,10 @@ non-greedy requests with a knob on. Three ways to run a step:
    first needs it, in the order it verifies them, so rows after a request's first rejection are
    never read, as without truncation.
 
-3. A batch given ``top_p`` or ``min_p`` but no ``top_k`` (any batch size): the split radix path
-   (``specbench/kernels/radix.py``) writes every such row's summary first, in ten launches with each
+3. A batch given ``top_p`` or ``min_p`` but no ``top_k`` (any batch size): the split histogram path
+   (``specbench/kernels/histogram.py``) writes every such row's summary first, in six launches with each
    row split across programs, and the step reads them as on the prepass path. (The launch variants
-   ``triton-histogram-...`` write the same summaries by the split histogram path, ``histogram.py``.)
+   ``triton-radix-...`` write the same summaries by the split radix path, ``radix.py``, in ten.)
 
 ``_verify_truncated_kernel`` (grid ``B``): one program per request for every mode, target form and
 draft form once any knob is given. A request with every knob off, or a greedy one, takes today's
@@ -32,7 +32,7 @@ p'(x)`` and races over ``max(p' - q', 0)`` or ``p'``: over the kept list when th
 token outside it has ``p' = 0``, and each token's race value depends only on its id, so the winner
 is the row race's), otherwise over the row with the tokens outside the cutoff left out.
 
-``DEFER`` (a step from the split radix path's summaries, way 3, in a batch that splits as the
+``DEFER`` (a step from the split histogram or radix path's summaries, way 3, in a batch that splits as the
 untruncated step does; a batch given ``top_k`` races over its kept lists in the step):
 a race over a whole row (a row with no kept list) is not run by the request's one program, which
 writes instead a record of it (the row, what it races, the token it leaves out, the token emitted
@@ -46,8 +46,9 @@ Scratch (float32 / int32, ``R = K + 1``, a *cell* per (request, row, side), side
 and 1 the draft row): the summaries ``[B, R, 2, 4]`` (m, S, tau, n) and ``[B, R, 2]`` (iota) first
 (the log-probability epilogue, ``logprobs.py``, reads them there), then per cell ``ceil(V / 32)``
 group maxima, ``CAP_GROUPS`` gathered group ids, and the kept list: ``MAX_FAST_K`` ids, values (the
-compaction's) and masses; after the split radix path's (``radix.py``), with ``DEFER`` the records
-``[B, RECORD]`` and the terminal race's partials ``[B, S, 2]``. A cell's scratch is read only after it
+compaction's) and masses; after the split paths' state and partials (``radix.py``), with ``DEFER`` the
+records ``[B, RECORD]`` and the terminal race's partials ``[B, S, 2]``, then the split histogram path's
+counts and candidate lists (``histogram.py``). A cell's scratch is read only after it
 was written in the same step.
 """
 

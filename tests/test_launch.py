@@ -84,6 +84,7 @@ def test_races_are_screened_where_they_are_bound_by_issue(h100):
     ("triton-radix-1000x512x4", "divide the tokens per program"),
     ("triton-radix-4096x512x32", "warps per program"),
     ("triton-histogram-4096x3000x4", "power of two"),
+    ("triton-histogram-4096x1024x4-bins8", "parts per level"),
 ])
 def test_a_launch_variant_name_that_cannot_launch_is_refused(name, message):
     with pytest.raises(SpecbenchError, match=message):
@@ -99,6 +100,34 @@ def test_a_launch_variant_name_spells_its_shape():
     assert "ahead" not in radix.description
     assert "each chunk loaded one iteration ahead" in resolve("triton-radix-4096x512x4-prefetch").description
     assert "the split histogram path" in resolve("triton-histogram-4096x1024x4").description
+    assert "parts a level" not in resolve("triton-histogram-4096x1024x4").description
+    assert "1024 x 4 warps, 32 parts a level" in resolve("triton-histogram-4096x1024x4-bins32").description
+
+
+def test_a_histogram_variant_takes_its_parts_per_level_inside_its_call(monkeypatch):
+    """A triton-histogram-...-binsN variant's parts reach the launcher during its call, and only then."""
+    from specbench.verification import SamplingParams
+
+    class Stop(Exception):
+        pass
+
+    seen = []
+
+    def levels(bins):
+        seen.append(bins)
+        raise Stop
+
+    monkeypatch.setattr(launch, "_histogram_levels", levels)
+    generator = torch.Generator().manual_seed(3)
+    kwargs = {"target_logits": torch.randn(2, 3, 50, generator=generator),
+              "draft_token_ids": torch.randint(0, 50, (2, 2), generator=generator),
+              "draft_logits": torch.randn(2, 2, 50, generator=generator), "seeds": torch.arange(2),
+              "sampling": SamplingParams(temperatures=torch.ones(2), top_p=torch.full((2,), 0.9))}
+    for name, bins in (("triton-histogram-4096x1024x4-bins32", 32), ("triton-histogram-4096x1024x4", 64)):
+        with pytest.raises(Stop):
+            resolve(name).prepare(dict(kwargs))()
+        assert seen[-1] == bins
+    assert launch.TUNING["histogram_bins"] is None
 
 
 def test_the_split_searches_follow_a_launch_variant(h100):

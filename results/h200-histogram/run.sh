@@ -5,6 +5,8 @@
 #   bash results/h200-histogram/run.sh cutoffs   # check_cutoffs.py: both paths' cutoffs on rows of 151936 tokens
 #   bash results/h200-histogram/run.sh time      # KNOBS (default top_p 0.95; min_p 0.05), draft logits and probs:
 #                                                # IMPLS (default triton, the histogram variant)
+#   bash results/h200-histogram/run.sh shapes    # top_p 0.95, draft logits: the default (`triton`) beside other
+#                                                # shapes and parts a level (SHAPE_IMPLS); min_p 0.05 at B <= 8
 #   bash results/h200-histogram/run.sh check     # the GPU tests and `verify` of the Triton kernels (probabilistic)
 #   bash results/h200-histogram/run.sh sanitize  # --part radix (the calls given no top_k) under memcheck,
 #                                                # initcheck and racecheck, three shards each; SEARCH=histogram
@@ -34,6 +36,14 @@ for step in "$@"; do
             >> "$out/$name.txt" 2>&1; echo "$name $shape exit $?"
         done
       done ;;
+    shapes)
+      impls=${SHAPE_IMPLS:-triton,triton-histogram-4096x1024x4-bins32,triton-histogram-8192x1024x4,triton-histogram-4096x2048x8,triton-histogram-4096x512x4,triton-histogram-2048x1024x4,triton-histogram-8192x2048x8}
+      for shape in "${SHAPES[@]:1:2}" "${SHAPES[0]}"; do
+        timeout ${LIMIT:-170} $K --top-p 0.95 --draft logits --impl $impls $shape -o $out/shapes --resume \
+          >> "$out/shapes.txt" 2>&1; echo "shapes $shape exit $?"
+      done
+      timeout ${LIMIT:-170} $K --min-p 0.05 --draft logits,probs --impl triton,triton-radix-4096x512x4 ${SHAPES[0]} \
+        -o $out/minp-small --resume >> "$out/minp-small.txt" 2>&1; echo "min_p ${SHAPES[0]} exit $?" ;;
     check)
       timeout 300 python3 -m pytest -x -q -p no:cacheprovider tests/test_truncation_kernels.py \
         tests/test_exactness_truncation.py tests/test_truncation.py tests/test_launch.py > "$out/tests.txt" 2>&1
@@ -48,6 +58,6 @@ for step in "$@"; do
         done
       done
       wait; tail -n 1 "$out"/radix-*.txt ;;
-    *) echo "usage: run.sh cutoffs|time|check|sanitize ..." >&2; exit 2 ;;
+    *) echo "usage: run.sh cutoffs|time|shapes|check|sanitize ..." >&2; exit 2 ;;
   esac
 done

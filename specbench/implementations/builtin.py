@@ -54,7 +54,8 @@ def _triton_variant(strategy: str | None, **tuning: int | None):
 
 _SHAPE_NAME = re.compile(r"triton-(sequential|split)-(\d+)x(\d+)(?:-chunk(\d+))?")
 _RADIX_NAME = re.compile(r"triton-radix-(\d+)x(\d+)x(\d+)(-prefetch)?")
-_HISTOGRAM_NAME = re.compile(r"triton-histogram-(\d+)x(\d+)x(\d+)")
+_HISTOGRAM_BINS = (16, 32, 64)  # parts a level the histogram path takes (launch._histogram_levels)
+_HISTOGRAM_NAME = re.compile(r"triton-histogram-(\d+)x(\d+)x(\d+)(?:-bins(\d+))?")
 
 
 def _slice_shape(name: str, slice_: int, block: int, warps: int) -> None:
@@ -73,8 +74,8 @@ def launch_variant(name: str) -> Implementation | None:
     or ``triton-radix-4096x1024x8`` (batches given top_p or min_p without top_k search their cutoffs by the
     split radix path instead of the split histogram path, at that many tokens of a row per program, per
     chunk, and warps; ``-prefetch``: its passes load each chunk one iteration ahead), or
-    ``triton-histogram-4096x1024x4`` (the split histogram path at that shape), None for a name of another
-    form; a shape Triton cannot launch is a ``SpecbenchError``."""
+    ``triton-histogram-4096x1024x4`` (the split histogram path at that shape; ``-bins32``: parts per level),
+    None for a name of another form; a shape Triton cannot launch is a ``SpecbenchError``."""
     radix = _RADIX_NAME.fullmatch(name)
     if radix is not None:
         slice_, block, warps = (int(group) for group in radix.groups()[:3])
@@ -87,12 +88,17 @@ def launch_variant(name: str) -> Implementation | None:
                                        radix_warps=warps, radix_prefetch=int(prefetch)))
     histogram = _HISTOGRAM_NAME.fullmatch(name)
     if histogram is not None:
-        slice_, block, warps = (int(group) for group in histogram.groups())
+        slice_, block, warps = (int(group) for group in histogram.groups()[:3])
+        bins = int(histogram.group(4)) if histogram.group(4) else None
         _slice_shape(name, slice_, block, warps)
+        if bins is not None and bins not in _HISTOGRAM_BINS:
+            raise SpecbenchError(f"{name}: parts per level must be one of {', '.join(map(str, _HISTOGRAM_BINS))}, "
+                                 f"got {bins}")
         return _triton(name, f"Triton, the split histogram path (batches given top_p or min_p without top_k) at "
-                             f"{slice_} tokens of a row per program, {block} x {warps} warps",
+                             f"{slice_} tokens of a row per program, {block} x {warps} warps"
+                             + (f", {bins} parts a level" if bins else ""),
                        _triton_variant(None, split_search=1, histogram_slice=slice_, histogram_block=block,
-                                       histogram_warps=warps))
+                                       histogram_warps=warps, histogram_bins=bins))
     match = _SHAPE_NAME.fullmatch(name)
     if match is None:
         return None

@@ -859,10 +859,11 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
     # each level's counts, the candidates, the cutoffs (specbench/kernels/histogram.py); its scratch
     slice_, block, num_warps = _histogram_shape(vocab, device)
     bins = TUNING["histogram_bins"] or HISTOGRAM_BINS
+    # (fewer than 16 parts would not narrow the window: eight kept parts of eight are the whole window)
+    if bins & (bins - 1) or not 16 <= bins <= histogram.MAX_BINS:
+        raise ValueError(f"the histogram path takes a power of two from 16 to {histogram.MAX_BINS} parts a level, "
+                         f"got {bins}")
     levels = _histogram_levels(bins)
-    if bins & (bins - 1) or not 2 <= bins <= histogram.MAX_BINS or levels > histogram.MAX_LEVELS:
-        raise ValueError(f"the histogram path takes a power of two from 2 to {histogram.MAX_BINS} parts a level "
-                         f"and at most {histogram.MAX_LEVELS} levels, got {bins} parts ({levels} levels)")
     slices = _cdiv(vocab, slice_)
     cap = HISTOGRAM_CAP if device.type == "cuda" else min(HISTOGRAM_CAP, 64)  # (the interpreter sorts slowly)
     scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key, slices, race_splits, cap)

@@ -185,14 +185,15 @@ def test_prepass_cutoffs_keep_what_a_sort_keeps(small_blocks, is_probs):
 
 
 @pytest.mark.parametrize("is_probs", [False, True])
-@pytest.mark.parametrize("search", ["histogram", "histogram-fallback", "radix"])
+@pytest.mark.parametrize("search", ["histogram", "histogram-no-min-p", "histogram-fallback", "radix"])
 def test_split_cutoffs_keep_what_a_sort_keeps(small_blocks, monkeypatch, is_probs, search):
-    """A batch given no top_k, by the split histogram path (specbench/kernels/histogram.py; and with
-    lists of 2 candidates, so most rows take its one-program fallback) and the split radix path
-    (radix.py), in slices of 16 tokens: three programs a row of 40, the last one short. Ties at the
-    top_p boundary (values on a grid of 0.5), a tie at the top, +inf logits, a row with no value,
-    first-token-only rows (top_p <= 0, min_p > 1), min_p alone, top_p NaN (off) with min_p, top_p within
-    rounding of 1, a temperature of +inf: the cutoffs keep what a sort keeps, and S is the kept mass."""
+    """A batch given no top_k, by the split histogram path (specbench/kernels/histogram.py; given no
+    min_p, whose later levels skip the in-play test for logits; and with lists of 2 candidates, so most
+    rows take its one-program fallback) and the split radix path (radix.py), in slices of 16 tokens:
+    three programs a row of 40, the last one short. Ties at the top_p boundary (values on a grid of 0.5),
+    a NaN and a -inf in every row, a tie at the top, +inf logits, a row with no value, first-token-only
+    rows (top_p <= 0, min_p > 1), min_p alone, top_p NaN (off) with min_p, top_p within rounding of 1, a
+    temperature of +inf: the cutoffs keep what a sort keeps, and S is the kept mass."""
     launch = small_blocks
     monkeypatch.setattr(launch, "_radix_shape", lambda vocab, device: (16, 16, 4))
     monkeypatch.setitem(launch.TUNING, "split_search", 0 if search == "radix" else 1)
@@ -209,10 +210,24 @@ def test_split_cutoffs_keep_what_a_sort_keeps(small_blocks, monkeypatch, is_prob
     values = _hostile_values(logits, is_probs)
     top_p = torch.tensor([0.3, 0.6, 0.95, 1.0, -0.5, 0.5, 0.999, float("nan"), 0.9999999, 0.7])
     min_p = torch.tensor([0.0, 0.1, 0.0, 0.3, 0.0, 2.0, 0.01, 0.05, 0.0, 0.0])
+    given_min_p = min_p
+    if search == "histogram-no-min-p":  # (top_p 0.8 for the rows that had only min_p: each row is truncated)
+        given_min_p, min_p = None, torch.zeros(batch)
+        top_p = torch.where(top_p.isnan() | (top_p >= 1.0), 0.8, top_p)
+    scratches = []
+    split_histogram = launch._split_histogram
+    monkeypatch.setattr(launch, "_split_histogram", lambda *a, **k: scratches.append(split_histogram(*a, **k))
+                        or scratches[-1])
     m, mass, tau, iota, length = launch.truncation_summaries(
         target=values, target_is_probs=is_probs, temperatures=temperatures,
-        num_draft_tokens=torch.ones(batch, dtype=torch.int32), top_k=None, top_p=top_p, min_p=min_p)
+        num_draft_tokens=torch.ones(batch, dtype=torch.int32), top_k=None, top_p=top_p, min_p=given_min_p)
     assert not bool(length.any())  # no kept lists on this path
+    if search != "radix":  # every row here fits a list: the levels narrowed to it (a level's wrong sums or
+        # bounds end in the exact but slow fallback, which the kept sets alone would not show)
+        from specbench.kernels import histogram
+        stage = scratches[0].radix_state_i[:batch * 2 * 2 * histogram.STATE.value].view(batch, 2, 2, -1)[..., 0]
+        fell_back = int((stage == histogram.FALLBACK.value).sum())
+        assert fell_back > 0 if search == "histogram-fallback" else fell_back == 0
     no_k = torch.zeros(batch, dtype=torch.int32)
     _check_summaries((m, mass, tau, iota), values, temperatures, no_k, top_p, min_p, is_probs)
 

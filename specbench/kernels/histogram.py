@@ -69,6 +69,7 @@ import triton.language as tl
 from specbench.kernels.cutoffs import _order_key32, load_row, truncate_row_radix, value_of_key32, values_of
 from specbench.kernels.decide import request_setup
 from specbench.kernels.radix import _slice_max
+from specbench.kernels.rows import clean
 from specbench.kernels.split import last_to_arrive
 from specbench.kernels.truncation import request_knobs, store_summary, summary_wanted
 
@@ -155,8 +156,13 @@ def _mass_at(dist, m, TARGET_PROBS: tl.constexpr):
 
 
 @triton.jit
-def _in_play(value, mass, minp_threshold):
-    return (value > float("-inf")) & (mass >= minp_threshold)
+def _in_play(value, mass, minp_threshold, HAS_MIN_P: tl.constexpr):
+    # a token with a value of mass, kept by min_p (without HAS_MIN_P the threshold is 0, which every such
+    # token's mass meets)
+    play = value > float("-inf")
+    if HAS_MIN_P:
+        play = play & (mass >= minp_threshold)
+    return play
 
 
 @triton.jit
@@ -172,18 +178,26 @@ def _window(state, istate, TARGET_PROBS: tl.constexpr):
 @triton.jit
 def _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, start, counts, part_f, part_i,
                  FIRST: tl.constexpr, SLICE: tl.constexpr, BINS: tl.constexpr, TARGET_PROBS: tl.constexpr,
-                 BLOCK: tl.constexpr):
+                 HAS_MIN_P: tl.constexpr, BLOCK: tl.constexpr):
     # this slice's counts of the window's parts (added to the cell's); at the first level (the window the
     # whole row, its last part open-ended) its mass in play and last token in play, at the others its mass
-    # in play before the window
+    # in play before the window. The later levels of logits take the fewest instructions a token (they
+    # bound the search's cost, ncu on an H200): a logit of -inf (NaN cleaned to it) is at distance +inf,
+    # inside no window and before none, so only min_p decides whether a token is in play there, and -0 and
+    # +0 have the same distance and mass, so the value is not normalised
     hist = tl.zeros([BINS], tl.int32)
     total = tl.zeros([BLOCK], tl.float32)
     low = tl.full([BLOCK], float("inf"), tl.float32)
     low_id = tl.full([BLOCK], -1, tl.int32)
     for chunk in range(0, SLICE, BLOCK):
         offs = start + chunk + tl.arange(0, BLOCK)
-        value, mass = values_of(load_row(row, offs, V, TARGET_PROBS), inv_temperature, m, TARGET_PROBS)
-        play = _in_play(value, mass, minp_threshold)
+        if FIRST or TARGET_PROBS:
+            value, mass = values_of(load_row(row, offs, V, TARGET_PROBS), inv_temperature, m, TARGET_PROBS)
+            play = _in_play(value, mass, minp_threshold, HAS_MIN_P)
+        else:
+            value = clean(load_row(row, offs, V, False) * inv_temperature)
+            mass = tl.exp(value - m)
+            play = mass >= minp_threshold  # (only read with HAS_MIN_P)
         dist = _distance(value, m, TARGET_PROBS)
         if FIRST:  # (the last part open-ended: the distance clamped before it is made an integer)
             if TARGET_PROBS:
@@ -196,9 +210,13 @@ def _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, star
             low = tl.where(later, value, low)
             low_id = tl.where(later, offs, low_id)
         else:
-            inside = play & (dist >= lo) & (dist < hi)
+            inside = (dist >= lo) & (dist < hi)
+            before = dist < lo
+            if TARGET_PROBS or HAS_MIN_P:
+                inside = inside & play
+                before = before & play
             hist += tl.histogram(tl.where(inside, _part(dist, lo, width, TARGET_PROBS), 0), BINS, mask=inside)
-            total += tl.where(play & (dist < lo), mass, 0.0)
+            total += tl.where(before, mass, 0.0)
     tl.atomic_add(counts + tl.arange(0, BINS), hist, sem="relaxed")
     if FIRST:
         slice_low = tl.min(low, axis=0)
@@ -282,13 +300,14 @@ def _finish_level(m, top_p, state, istate, cell_f, cell_i, counts, summary_f_ptr
 
 @triton.jit
 def _slice_gather(row, V, inv_temperature, m, minp_threshold, lo, hi, start, length, list_f, list_i, part_f,
-                  SLICE: tl.constexpr, CAP: tl.constexpr, TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr):
+                  SLICE: tl.constexpr, CAP: tl.constexpr, TARGET_PROBS: tl.constexpr, HAS_MIN_P: tl.constexpr,
+                  BLOCK: tl.constexpr):
     # this slice's mass in play before the candidates, and its candidates copied to the cell's list
     before = tl.zeros([BLOCK], tl.float32)
     for chunk in range(0, SLICE, BLOCK):
         offs = start + chunk + tl.arange(0, BLOCK)
         value, mass = values_of(load_row(row, offs, V, TARGET_PROBS), inv_temperature, m, TARGET_PROBS)
-        play = _in_play(value, mass, minp_threshold)
+        play = _in_play(value, mass, minp_threshold, HAS_MIN_P)
         dist = _distance(value, m, TARGET_PROBS)
         before += tl.where(play & (dist < lo), mass, 0.0)
         chosen = play & (dist >= lo) & (dist < hi)
@@ -363,7 +382,7 @@ def _histogram_row(row, cell, s, V, inv_temperature, k, top_p, min_p, level, sta
                    counts_ptr, list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES,
                    ZERO_SHARE, STEP: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr, SLICE: tl.constexpr,
                    BINS: tl.constexpr, BINS_SHIFT: tl.constexpr, CAP: tl.constexpr, TARGET_PROBS: tl.constexpr,
-                   BLOCK: tl.constexpr, P_BLOCK: tl.constexpr):
+                   HAS_MIN_P: tl.constexpr, BLOCK: tl.constexpr, P_BLOCK: tl.constexpr):
     # one program's share of one step for one cell (row `row`, slice s); top_p the request's (the search
     # takes 0 for a row keeping its first token only, k = 1; the fallback the knobs as they are)
     state = state_f + cell * STATE
@@ -411,14 +430,14 @@ def _histogram_row(row, cell, s, V, inv_temperature, k, top_p, min_p, level, sta
                 if STEP == STEP_LEVEL:
                     _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, s * SLICE,
                                  counts + level * BINS, cell_f + s * PART, cell_i + s * PART, FIRST, SLICE, BINS,
-                                 TARGET_PROBS, BLOCK)
+                                 TARGET_PROBS, HAS_MIN_P, BLOCK)
                     if last_to_arrive(arrivals_ptr, cell, NUM_SLICES):
                         _finish_level(m, tl.where(k == 1, 0.0, top_p), state, istate, cell_f, cell_i,
                                       counts + level * BINS, summary_f_ptr, summary_i_ptr, cell, NUM_SLICES, FIRST,
                                       LAST, BINS, BINS_SHIFT, CAP, TARGET_PROBS, P_BLOCK)
                 else:
                     _slice_gather(row, V, inv_temperature, m, minp_threshold, lo, hi, s * SLICE, counts + COUNTS - 1,
-                                  list_f, list_i, cell_f + s * PART, SLICE, CAP, TARGET_PROBS, BLOCK)
+                                  list_f, list_i, cell_f + s * PART, SLICE, CAP, TARGET_PROBS, HAS_MIN_P, BLOCK)
 
 
 @triton.jit
@@ -471,9 +490,9 @@ def _split_histogram_kernel(
             _histogram_row(target_ptr + b * target_stride_b + r * target_stride_k, cell, s, V, inv_temperature, k,
                            top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr,
                            list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES, ZERO_SHARE,
-                           STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, TARGET_PROBS, BLOCK, P_BLOCK)
+                           STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, TARGET_PROBS, HAS_MIN_P, BLOCK, P_BLOCK)
         else:
             _histogram_row(draft_ptr + b * draft_stride_b + r * draft_stride_k, cell, s, V, inv_temperature, k,
                            top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr,
                            list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES, ZERO_SHARE,
-                           STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, False, BLOCK, P_BLOCK)
+                           STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, False, HAS_MIN_P, BLOCK, P_BLOCK)

@@ -214,6 +214,13 @@ def test_split_cutoffs_keep_what_a_sort_keeps(small_blocks, monkeypatch, is_prob
     if search == "histogram-no-min-p":  # (top_p 0.8 for the rows that had only min_p: each row is truncated)
         given_min_p, min_p = None, torch.zeros(batch)
         top_p = torch.where(top_p.isnan() | (top_p >= 1.0), 0.8, top_p)
+    from specbench.kernels import histogram
+
+    # fresh scratch whose every int reads as a fallback: a target cell whose stage the search never wrote
+    # fails the fallback check below
+    monkeypatch.setattr(launch, "_scratch_cache", {})
+    monkeypatch.setattr(launch, "_alloc_scratch", lambda shape, dtype, device: torch.full(
+        shape, float("nan") if dtype.is_floating_point else histogram.FALLBACK.value, dtype=dtype, device=device))
     scratches = []
     split_histogram = launch._split_histogram
     monkeypatch.setattr(launch, "_split_histogram", lambda *a, **k: scratches.append(split_histogram(*a, **k))
@@ -223,9 +230,9 @@ def test_split_cutoffs_keep_what_a_sort_keeps(small_blocks, monkeypatch, is_prob
         num_draft_tokens=torch.ones(batch, dtype=torch.int32), top_k=None, top_p=top_p, min_p=given_min_p)
     assert not bool(length.any())  # no kept lists on this path
     if search != "radix":  # every row here fits a list: the levels narrowed to it (a level's wrong sums or
-        # bounds end in the exact but slow fallback, which the kept sets alone would not show)
-        from specbench.kernels import histogram
-        stage = scratches[0].radix_state_i[:batch * 2 * 2 * histogram.STATE.value].view(batch, 2, 2, -1)[..., 0]
+        # bounds end in the exact but slow fallback, which the kept sets alone would not show); each
+        # request's two target cells (side 0: the draft cells are never searched here)
+        stage = scratches[0].radix_state_i[:batch * 2 * 2 * histogram.STATE.value].view(batch, 2, 2, -1)[:, :, 0, 0]
         fell_back = int((stage == histogram.FALLBACK.value).sum())
         assert fell_back > 0 if search == "histogram-fallback" else fell_back == 0
     no_k = torch.zeros(batch, dtype=torch.int32)

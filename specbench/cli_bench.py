@@ -373,7 +373,9 @@ def kernels_command(
     impl: Annotated[str | None, typer.Option(
         "--impl", metavar="NAMES", help="Implementations to time, comma-separated: torch, triton, triton-split, "
         "triton-sequential, flashinfer, flashinfer-truncated, vllm, vllm-mrv2, sglang, a plugin's name, "
-        "module:function or file.py:function (default torch, triton where they run).", show_default=False)] = None,
+        "module:function or file.py:function (default torch, triton where they run); Triton launch variants: "
+        "triton-split-BLOCKxWARPS[-chunkN], triton-sequential-BLOCKxWARPS, triton-radix-SLICExBLOCKxWARPS"
+        "[-prefetch], triton-histogram-SLICExBLOCKxWARPS[-binsN].", show_default=False)] = None,
     top_k: Annotated[str | None, typer.Option(
         "--top-k", metavar="K", help="Keep each request's K most likely tokens (exactly K: ties to the lowest ids); "
         "0 is off. Truncation applies to every non-greedy case; greedy cases run untruncated (truncation cannot "

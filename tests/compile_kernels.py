@@ -192,8 +192,8 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
             "OUT_BLOCK": 8, "FUSED": 1, "DEFER": 0, "SUMMARIZE_EMITTED": 0,
             **launch._group_shape(1 << 17, wide_block, True)}
     out.append((_verify_truncated_kernel, wide, wide_warps, "fp32"))
-    # the split radix path (batches given no top_k): each step, target logits with truncated draft
-    # logits
+    # the split radix path (the launch variants triton-radix-...; batches given no top_k take the histogram
+    # path): each step, target logits with truncated draft logits
     slice_, radix_block, radix_warps = launch._radix_shape(1 << 17, _GPU)
     # (digit 1 as a constant, as a launch specialises an integer argument of 1)
     steps = [{"STEP": 0, "FIRST": 0, "LAST": 0}, {"STEP": 1, "FIRST": 1, "LAST": 0},
@@ -207,7 +207,7 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                                           "HAS_TOP_K": 0, "HAS_TOP_P": 1, "HAS_MIN_P": 1, **step, "SLICE": slice_,
                                           "BLOCK": radix_block, "P_BLOCK": 32, "PREFETCH": prefetch}, radix_warps,
                     "fp32") for step in chosen)
-    # the split histogram path (launch variants triton-histogram-...): each step (the first, a middle and the
+    # the split histogram path (batches given no top_k): each step (the first, a middle and the
     # last level), target logits with truncated draft logits, and target probabilities (integer distances)
     # but for the finish step (its sorts and the one-program fallback take 13-15 s of a core to compile; with
     # probabilities only its masses differ)
@@ -221,6 +221,11 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                                           "BLOCK": hist_block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1,
                                           "CAP": launch.HISTOGRAM_CAP, "P_BLOCK": 32}, hist_warps, "fp32")
                for target_probs in (0, 1) for step in hist_steps if not (target_probs and step["STEP"] == 3))
+    # a middle level given no min_p (top_p alone: no in-play test for logits)
+    middle = next(constexprs for kernel, constexprs, _w, _d in out if kernel is _split_histogram_kernel
+                  and constexprs["STEP"] == 1 and not constexprs["FIRST"] and not constexprs["LAST"]
+                  and not constexprs["TARGET_PROBS"])
+    out.append((_split_histogram_kernel, {**middle, "HAS_MIN_P": 0}, hist_warps, "fp32"))
     block, warps = launch._program_shape(1 << 17, _GPU, *launch.ROW_PROGRAM_SHAPE)  # the log-probability epilogue
     for mode in ("greedy", "probabilistic"):
         for target_probs in (0, 1):

@@ -22,7 +22,7 @@ with negative, above-1 and NaN entries and rows with no mass, draft-logit rows w
 value, ``K = 0``, a vocabulary of one token, and the sweep's simulation kernel; then truncation and
 log-probabilities on the same inputs with ties (``truncation_knobs``: knobs in range, off and out of
 range, per request), with and without truncated draft logits, the same knobs without ``top_k`` (the
-split histogram path, or the radix path with ``--split-search radix``), and log-probabilities alone. Each
+split histogram path, or the radix path with ``--split-search radix``) and ``top_p`` alone, and log-probabilities alone. Each
 call runs twice, the second through the launcher's direct path to the compiled kernel.
 """
 
@@ -179,11 +179,13 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1)) -> int:
                             calls += 2
             # a batch given no top_k: a split path (histogram.py, or radix.py) summarises its rows; the
             # step races itself ("sequential") or leaves its races over whole rows to the split terminal ("split")
+            # (and top_p alone once, split: kernels compiled without min_p's in-play test)
             no_top_k = SamplingParams(temperatures=sampling.temperatures, top_p=sampling.top_p, min_p=sampling.min_p)
-            for strategy in ("split", "sequential"):
+            top_p_alone = SamplingParams(temperatures=sampling.temperatures, top_p=sampling.top_p)
+            for strategy, knobs in (("split", no_top_k), ("sequential", no_top_k), ("split", top_p_alone)):
                 with launch.strategy(strategy):
                     for _ in range(2):  # the JIT launch, then the direct one
-                        verify(mode=mode, backend="triton", check_values=False, sampling=no_top_k,
+                        verify(mode=mode, backend="triton", check_values=False, sampling=knobs,
                                truncate_draft_logits=True, logprobs="processed", **kwargs)
                         calls += 1
         torch.cuda.synchronize()

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # The split histogram path (specbench/kernels/histogram.py: a batch given top_p or min_p without top_k finds its
-# cutoffs from histograms of counts; the launch variants triton-histogram-...) beside the split radix path (the
-# default), on the GPU machine from the repository root with OUT set:
+# cutoffs from histograms of counts; the default since fd953c5, before it the launch variants
+# triton-histogram-...) beside the split radix path (the default before fd953c5, since then the launch variants
+# triton-radix-...), on the GPU machine from the repository root with OUT set:
 #   bash results/h200-histogram/run.sh cutoffs   # check_cutoffs.py: both paths' cutoffs on rows of 151936 tokens
 #   bash results/h200-histogram/run.sh time      # KNOBS (default top_p 0.95; min_p 0.05), draft logits and probs:
-#                                                # IMPLS (default triton, the histogram variant)
+#                                                # IMPLS (default: the radix variant, then triton; before
+#                                                # fd953c5 this folder ran triton,triton-histogram-4096x1024x4)
 #   bash results/h200-histogram/run.sh shapes    # top_p 0.95, draft logits: the default (`triton`) beside other
 #                                                # shapes and parts a level (SHAPE_IMPLS); min_p 0.05 at B <= 8
 #   bash results/h200-histogram/run.sh check     # the GPU tests and `verify` of the Triton kernels (probabilistic)
 #   bash results/h200-histogram/run.sh sanitize  # --part radix (the calls given no top_k) under memcheck,
-#                                                # initcheck and racecheck, three shards each; SEARCH=histogram
-#                                                # for the histogram path
+#                                                # initcheck and racecheck, three shards each; SEARCH=radix
+#                                                # or histogram forces a path (before fd953c5 the default was
+#                                                # the radix path, so its runs here set SEARCH=histogram)
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-/tmp/specbench-pycache}
 unset PYTHONDONTWRITEBYTECODE
@@ -31,7 +34,7 @@ for step in "$@"; do
       for knobs in "${sets[@]}"; do
         name=$(echo "$knobs" | tr -d ' -')
         for shape in "${SHAPES[@]}"; do
-          impls=${IMPLS:-triton,triton-histogram-4096x1024x4}
+          impls=${IMPLS:-triton-radix-4096x512x4,triton}
           timeout ${LIMIT:-100} $K $knobs --draft logits,probs --impl $impls $shape -o $out/$name --resume \
             >> "$out/$name.txt" 2>&1; echo "$name $shape exit $?"
         done

@@ -55,7 +55,7 @@ def _triton_variant(strategy: str | None, **tuning: int | None):
 _SHAPE_NAME = re.compile(r"triton-(sequential|split)-(\d+)x(\d+)(?:-chunk(\d+))?")
 _RADIX_NAME = re.compile(r"triton-radix-(\d+)x(\d+)x(\d+)(-prefetch)?")
 _HISTOGRAM_BINS = (16, 32, 64)  # parts a level the histogram path takes (launch._histogram_levels)
-_HISTOGRAM_NAME = re.compile(r"triton-histogram-(\d+)x(\d+)x(\d+)(?:-bins(\d+))?")
+_HISTOGRAM_NAME = re.compile(r"triton-histogram-(\d+)x(\d+)x(\d+)(?:-bins([1-9]\d*))?")
 
 
 def _slice_shape(name: str, slice_: int, block: int, warps: int) -> None:

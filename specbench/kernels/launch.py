@@ -864,6 +864,8 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
         raise ValueError(f"the histogram path takes a power of two from 16 to {histogram.MAX_BINS} parts a level, "
                          f"got {bins}")
     levels = _histogram_levels(bins)
+    if levels > histogram.MAX_LEVELS:  # (the counts hold MAX_LEVELS levels; 16 parts take six)
+        raise ValueError(f"the histogram path takes at most {histogram.MAX_LEVELS} levels, got {levels}")
     slices = _cdiv(vocab, slice_)
     cap = HISTOGRAM_CAP if device.type == "cuda" else min(HISTOGRAM_CAP, 64)  # (the interpreter sorts slowly)
     scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key, slices, race_splits, cap)

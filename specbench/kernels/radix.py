@@ -1,6 +1,7 @@
 """The split radix path: the cutoff of every truncated row of a batch given no ``top_k`` (``top_p`` and/or
-``min_p``), found by programs that each read one slice of the row, one launch per step of the search.
-(A batch given ``top_k`` takes the prepass or the step's own search, ``specbench/kernels/truncation.py``,
+``min_p``), found by programs that each read one slice of the row, one launch per step of the search:
+the launch variants ``triton-radix-...`` (``launch.SPLIT_SEARCH``; such a batch takes the split histogram
+path, ``histogram.py``, by default). (A batch given ``top_k`` takes the prepass or the step's own search, ``specbench/kernels/truncation.py``,
 for every row.) A row that keeps only its first token (``top_p <= 0``, ``min_p > 1``) is searched with
 a target mass of 0: the search ends at the row's largest value, and of its tokens the first by id.
 

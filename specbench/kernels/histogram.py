@@ -67,11 +67,10 @@ import triton
 import triton.language as tl
 
 from specbench.kernels.cutoffs import _order_key32, load_row, truncate_row_radix, value_of_key32, values_of
-from specbench.kernels.decide import request_setup
 from specbench.kernels.radix import _slice_max
 from specbench.kernels.rows import clean
 from specbench.kernels.split import last_to_arrive
-from specbench.kernels.truncation import request_knobs, store_summary, summary_wanted
+from specbench.kernels.truncation import cell_program, store_summary, summary_wanted
 
 STEP_MAX = tl.constexpr(0)
 STEP_LEVEL = tl.constexpr(1)
@@ -472,18 +471,9 @@ def _split_histogram_kernel(
     P_BLOCK: tl.constexpr,  # a power of two >= NUM_SLICES
 ):
     # grid (B, K + 1, sides * NUM_SLICES); STEP_FINISH (B, K + 1, sides)
-    b = tl.program_id(0).to(tl.int64)
-    r = tl.program_id(1)
-    if STEP == STEP_FINISH:
-        side = tl.program_id(2)
-        s = 0
-    else:
-        side = tl.program_id(2) // NUM_SLICES
-        s = tl.program_id(2) % NUM_SLICES
-    n, greedy, inv_temperature, _position, _key = request_setup(
-        b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE)
-    truncated, k, top_p, min_p = request_knobs(b, top_k_ptr, top_p_ptr, min_p_ptr, V, HAS_TOP_K, HAS_TOP_P,
-                                               HAS_MIN_P)
+    b, r, side, s, n, greedy, inv_temperature, truncated, k, top_p, min_p = cell_program(
+        num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, top_k_ptr, top_p_ptr, min_p_ptr, V, NUM_SLOTS,
+        NUM_SLICES, STEP == STEP_FINISH, MODE, HAS_TOP_K, HAS_TOP_P, HAS_MIN_P)
     if summary_wanted(truncated, greedy, r, n, side, TRUNCATE_DRAFT):
         cell = (b * NUM_SLOTS + r) * 2 + side
         if side == 0:

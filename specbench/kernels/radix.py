@@ -47,9 +47,8 @@ import triton
 import triton.language as tl
 
 from specbench.kernels.cutoffs import _order_key32, load_row, row_values, value_of_key32, values_of
-from specbench.kernels.decide import request_setup
 from specbench.kernels.split import last_to_arrive
-from specbench.kernels.truncation import request_knobs, store_summary, summary_wanted
+from specbench.kernels.truncation import cell_program, store_summary, summary_wanted
 
 STEP_MAX = tl.constexpr(0)
 STEP_DIGIT = tl.constexpr(1)
@@ -303,18 +302,9 @@ def _split_radix_kernel(
     PREFETCH: tl.constexpr,  # STEP_MAX and STEP_DIGIT load each chunk one iteration ahead
 ):
     # grid (B, K + 1, sides * NUM_SLICES) for STEP_MAX and STEP_DIGIT, (B, K + 1, sides) for STEP_ID
-    b = tl.program_id(0).to(tl.int64)
-    r = tl.program_id(1)
-    if STEP == STEP_ID:
-        side = tl.program_id(2)
-        s = 0
-    else:
-        side = tl.program_id(2) // NUM_SLICES
-        s = tl.program_id(2) % NUM_SLICES
-    n, greedy, inv_temperature, _position, _key = request_setup(
-        b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE)
-    truncated, k, top_p, min_p = request_knobs(b, top_k_ptr, top_p_ptr, min_p_ptr, V, HAS_TOP_K, HAS_TOP_P,
-                                               HAS_MIN_P)
+    b, r, side, s, n, greedy, inv_temperature, truncated, k, top_p, min_p = cell_program(
+        num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, top_k_ptr, top_p_ptr, min_p_ptr, V, NUM_SLOTS,
+        NUM_SLICES, STEP == STEP_ID, MODE, HAS_TOP_K, HAS_TOP_P, HAS_MIN_P)
     top_p = tl.where(k == 1, 0.0, top_p)  # the first token only (request_knobs' k = 1): the target's mass 0
     if summary_wanted(truncated, greedy, r, n, side, TRUNCATE_DRAFT):
         cell = (b * NUM_SLOTS + r) * 2 + side

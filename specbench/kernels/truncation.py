@@ -194,6 +194,28 @@ def _row_summary(cell, row, V, inv_temperature, k, top_p, min_p, summary_f_ptr, 
 
 
 @triton.jit
+def cell_program(num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, top_k_ptr, top_p_ptr, min_p_ptr, V,
+                  NUM_SLOTS, NUM_SLICES, ONE_PER_CELL: tl.constexpr, MODE: tl.constexpr, HAS_TOP_K: tl.constexpr,
+                  HAS_TOP_P: tl.constexpr, HAS_MIN_P: tl.constexpr):
+    # a program of the launches that summarise cells before a step (the prepass, radix.py, histogram.py):
+    # grid (B, K + 1, sides * NUM_SLICES), or (B, K + 1, sides) for a step of one program per cell (slice 0);
+    # (b, r, side, s), the request's draft count, greediness and 1 / temperature, and its knobs (request_knobs)
+    b = tl.program_id(0).to(tl.int64)
+    r = tl.program_id(1)
+    if ONE_PER_CELL:
+        side = tl.program_id(2)
+        s = 0
+    else:
+        side = tl.program_id(2) // NUM_SLICES
+        s = tl.program_id(2) % NUM_SLICES
+    n, greedy, inv_temperature, _position, _key = request_setup(
+        b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE)
+    truncated, k, top_p, min_p = request_knobs(b, top_k_ptr, top_p_ptr, min_p_ptr, V, HAS_TOP_K, HAS_TOP_P,
+                                               HAS_MIN_P)
+    return b, r, side, s, n, greedy, inv_temperature, truncated, k, top_p, min_p
+
+
+@triton.jit
 def _truncation_prepass_kernel(
     summary_f_ptr, summary_i_ptr,  # [B, K + 1, 2, 4] float32 and [B, K + 1, 2] int32 scratch
     group_max_ptr, group_ids_ptr,  # [B, K + 1, 2, ceil(V / GROUP)] float32, [B, K + 1, 2, CAP_GROUPS] int32 scratch
@@ -216,14 +238,9 @@ def _truncation_prepass_kernel(
     GROUP_BLOCK: tl.constexpr,  # a power of two >= the row's groups (up to MAX_GROUPS; more: the radix path)
     CAP_GROUPS: tl.constexpr,  # the most groups the top-k path gathers
 ):
-    b = tl.program_id(0).to(tl.int64)
-    r = tl.program_id(1)
-    side = tl.program_id(2) // SLICES
-    s = tl.program_id(2) % SLICES
-    n, greedy, inv_temperature, _position, _key = request_setup(
-        b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE)
-    truncated, k, top_p, min_p = request_knobs(b, top_k_ptr, top_p_ptr, min_p_ptr, V, HAS_TOP_K, HAS_TOP_P,
-                                               HAS_MIN_P)
+    b, r, side, s, n, greedy, inv_temperature, truncated, k, top_p, min_p = cell_program(
+        num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, top_k_ptr, top_p_ptr, min_p_ptr, V, NUM_SLOTS,
+        SLICES, False, MODE, HAS_TOP_K, HAS_TOP_P, HAS_MIN_P)
     if summary_wanted(truncated, greedy, r, n, side, TRUNCATE_DRAFT):
         cell = (b * NUM_SLOTS + r) * 2 + side
         num_groups = tl.cdiv(V, GROUP)

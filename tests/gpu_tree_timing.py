@@ -1,8 +1,8 @@
 """On a GPU: the Triton tree kernel timed beside the Triton chain on the same target rows (CUDA graph, µs).
 
-    python tests/gpu_tree_timing.py [--out FILE.json]
+    python tests/gpu_tree_timing.py [--out FILE.json] [--batches 1,8]
 
-V = 128256, float32, draft logits, temperature 1, B = 1, 8, 64, 256. Rows (each a 2x2 tree, N = 6 nodes, depth
+V = 128256, float32, draft logits, temperature 1, B = 1, 8, 64, 256 (or ``--batches``). Rows (each a 2x2 tree, N = 6 nodes, depth
 2, or a chain):
 
 - ``tree 2x2, q = p``: every node's draft row is its parent's target row, so the first child at each place is
@@ -61,13 +61,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--shapes", action="store_true", help="also time the trees at 4096 tokens x 16 warps")
+    parser.add_argument("--batches", default="1,8,64,256", help="batch sizes, comma-separated (default 1,8,64,256)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("no CUDA GPU here", file=sys.stderr)
         return 2
     config = timing.TimingConfig(warmup=3, min_samples=30, max_samples=100, max_ms=300.0, cuda_graph=True)
     rows = []
-    for batch in (1, 8, 64, 256):
+    for batch in (int(size) for size in args.batches.split(",")):
         generator = torch.Generator(device="cuda").manual_seed(batch)
         calls, accepted = {}, {}
         for regime in ("q = p", "drafts off"):

@@ -5,6 +5,7 @@ chain kernels; a tree of no nodes emits the bonus. Under the interpreter (no GPU
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import pytest
@@ -105,6 +106,8 @@ def test_the_split_tree_path_is_the_reference_bit_for_bit(form):
     for field in ("output_token_ids", "num_emitted", "num_accepted", "accepted_nodes"):
         assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), (form, field)
     assert 0 < int(want.num_accepted.sum()) and int((want.num_emitted > want.num_accepted).sum()) > 0
+    # the launch leaves its counters (the ticket, each part's arrivals, the requests' states) at zero
+    assert all(int(counters.abs().sum()) == 0 for counters in launch._arrivals.values())
 
 
 @pytest.mark.parametrize("form", ["greedy", "draft logits", "target probs, one-hot", "synthetic"])
@@ -148,30 +151,47 @@ def test_a_tree_whose_node_count_is_a_power_of_two_fills_its_last_slot():
     assert result.num_emitted.tolist() == [5] * 3 and result.accepted_nodes.cpu().tolist() == [[0, 1, 2, 3]] * 3
 
 
-@pytest.mark.parametrize("form", ["draft logits", "without replacement, draft probs"])
-def test_the_split_tree_path_sums_the_first_rejection_across_programs(form):
+@pytest.mark.parametrize(("form", "shape"), [("draft logits", "three at the root"),
+                                           ("without replacement, draft probs", "three at the root"),
+                                           ("draft logits", "2x2"), ("target probs, draft logits", "2x2")])
+def test_the_split_tree_path_sums_the_first_rejection_across_programs(form, shape, monkeypatch):
     # every request's first child at the root drafts the root row's least likely token (rejected), so its second
-    # child is tested against the mass left after the first, which the split path sums across programs before
-    # the walk (_tree_masses_kernel); the third child needs the next mass, from a pass in the walk
+    # child is tested against the mass left after the first, which the split path sums across programs (the
+    # walk stops for it, the finish kernel sums it and resumes the walk); with three children at the root the third
+    # needs the next mass, a pass in the walk's one program. In the 2x2 tree node 1, the second child, has a
+    # first child rejected in turn: its mass is summed with the root's, and no mass is a pass in one program.
     launch = triton_launch()
+    tree_kernels = importlib.import_module("specbench.kernels.tree")
     device = device_for("triton")
-    parents = [-1, -1, -1, 1]
+    parents = [-1, -1, -1, 1] if shape == "three at the root" else TREES["2x2"]
     kwargs, tree = _tree_call(form, parents, 16, seed=8, vocab=2100)
     kwargs.update(num_draft_tokens=torch.full((16,), len(parents)), temperatures=torch.full((16,), 0.9))
     target = kwargs.get("target_logits", kwargs.get("target_probs"))
-    # the first child's row puts much of its mass on the root row's least likely token, and drafts it: rejected,
+    # the first child's row puts much of its mass on its place's least likely token, and drafts it: rejected,
     # leaving a mass well below 1 that decides the second child's test
-    unlikely = target[:, 0].argmin(-1)
-    kwargs["draft_token_ids"][:, 0] = unlikely
-    if "draft_logits" in kwargs:
-        kwargs["draft_logits"][torch.arange(16), 0, unlikely] += 4.0
-    else:
-        spike = torch.nn.functional.one_hot(unlikely, 2100).float()
-        kwargs["draft_probs"][:, 0] = 0.5 * kwargs["draft_probs"][:, 0] + 0.5 * spike
+    first_children = [(0, 0)] if shape == "three at the root" else [(0, 0), (4, 2)]  # (node, its place's row)
+    for node, row in first_children:
+        unlikely = target[:, row].argmin(-1)
+        kwargs["draft_token_ids"][:, node] = unlikely
+        if "draft_logits" in kwargs:
+            kwargs["draft_logits"][torch.arange(16), node, unlikely] += 4.0
+        else:
+            spike = torch.nn.functional.one_hot(unlikely, 2100).float()
+            kwargs["draft_probs"][:, node] = 0.5 * kwargs["draft_probs"][:, node] + 0.5 * spike
+    if shape == "2x2":
+        kwargs["draft_token_ids"][::2, 1] = target[::2, 0].argmax(-1)  # node 1 accepted in about half the batch
     want = verify(**kwargs, tree=tree, backend="torch")
+    passes = []
+    if interpreted("triton"):  # count the walk's passes over a row in one program
+        one_program_pass = tree_kernels._residual_mass
+        monkeypatch.setattr(tree_kernels, "_residual_mass", lambda *a: passes.append(1) or one_program_pass(*a))
     with launch.strategy("split"):
         got = verify(**_on(device, kwargs), tree=DraftTree(tree.parents.to(device), tree.candidates), backend="triton")
     for field in ("output_token_ids", "num_emitted", "num_accepted", "accepted_nodes"):
         assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), (form, field)
     second = want.accepted_nodes[:, 0] == 1
     assert 0 < int(second.sum()) < 16  # the second child's test both passes and fails across the batch
+    if shape == "2x2":
+        assert int((want.accepted_nodes[second, 1] == 5).sum()) > 0  # node 5 tested after its elder was rejected
+    if interpreted("triton"):
+        assert (len(passes) > 0) == (shape == "three at the root")

@@ -41,9 +41,10 @@ whatever the method.
 
 Trees (``tree_parents``, "Trees" in ``specbench/verification.py``; ``specbench/kernels/tree.py``): one
 launch, one program per request walking its tree, at the chain's one-program shape, or the split path
-(greedy and probabilistic): every row's statistics split across programs, the masses after each place's
-first rejected child summed across programs, the walk in each request's last program, then the final
-race split. ``auto`` takes the split path on a GPU up to ``TREE_SPLIT_MAX_BATCH`` requests;
+(greedy and probabilistic): every row's statistics split across programs and the walk in each request's
+last program; then, in the probabilistic mode, one more launch for the masses after a first rejected
+child that the walk stopped for (summed across programs, the walk resumed) and the final race split.
+``auto`` takes the split path on a GPU up to ``TREE_SPLIT_MAX_BATCH`` requests;
 ``strategy("split")`` forces it. Truncation, logprobs and other methods are refused before here.
 
 No launch reads a value on the host, and scratch comes from ``_scratch``: a step can be captured
@@ -77,7 +78,7 @@ from specbench.kernels.logprobs import _logprobs_kernel
 from specbench.kernels.sequential import _verify_sequential_kernel
 from specbench.kernels.split import _split_rows_kernel, _split_terminal_kernel
 from specbench.kernels.synthetic import _simulate_kernel, _simulate_mixture_kernel
-from specbench.kernels.tree import _tree_masses_kernel, _tree_race_kernel, _tree_rows_kernel, _verify_tree_kernel
+from specbench.kernels.tree import _tree_finish_kernel, _tree_rows_kernel, _verify_tree_kernel
 from specbench.kernels.truncation import (
     _truncated_terminal_kernel,
     _truncation_prepass_kernel,
@@ -239,10 +240,11 @@ def _slices(programs_per_split: int, vocab: int, block: int, device: torch.devic
 # parallel, while B is at most half the multiprocessors (B = 64 splits at K = 4 and 7, B = 96 not).
 SPLIT_ROWS_PER_SM = {"greedy": 2.5}
 SPLIT_REQUESTS_PER_SM = 0.5
-# Trees split up to this batch: a 2x2 tree of Llama 3 rows on an H200 (graph, results/h200-split-paths/README.md)
-# took 23.5 / 58.8 µs split against 85.3 / 89.7 in one program per request at B = 1 / 8 with its first children
-# accepted, 25.1 / 68.7 against 146.1 / 166.3 with them rejected; at B = 64 one program was faster (107.9
-# against 213.1 accepted) or level (244.0 against 245.7 rejected).
+# Trees split up to this batch: a 2x2 tree of Llama 3 rows on an H200 (graph, results/h200-split-paths/README.md,
+# the split path in three launches then) took 23.5 / 58.8 µs split against 85.3 / 89.7 in one program per request
+# at B = 1 / 8 with its first children accepted, 25.1 / 68.7 against 146.1 / 166.3 with them rejected; at B = 64
+# one program was faster (107.9 against 213.1 accepted) or level (244.0 against 245.7 rejected). In two launches
+# (results/h200-tree-launches/) the split path takes 18.6 / 32.7 and 27.8 / 52.2 at B = 1 / 8.
 TREE_SPLIT_MAX_BATCH = 8
 
 
@@ -472,9 +474,9 @@ def _verify_tree(*, mode, target_logits, target_probs, draft_token_ids, num_draf
                  temperatures, seeds, positions, conditional_rates, tree_parents, tree_candidates) -> VerifyResult:
     # a tree step (specbench/kernels/tree.py): one program per request walks its tree, at the chain's
     # one-program launch shape; or (greedy and probabilistic; the synthetic mode always walks in one program)
-    # the split path: the rows' statistics split across programs, in the probabilistic mode the mass left after
-    # each place's first rejected child summed across programs, the walk in each request's last program, then
-    # the final race split again. "auto" splits on a GPU while B <= TREE_SPLIT_MAX_BATCH.
+    # the split path: the rows' statistics split across programs and the walk in each request's last program,
+    # then in the probabilistic mode the masses the walk stopped for and the final race, split again. "auto"
+    # splits on a GPU while B <= TREE_SPLIT_MAX_BATCH.
     step = _Step.of(target_logits, target_probs, draft_logits, draft_probs, draft_token_ids)
     target, draft, draft_ids = step.target, step.draft, step.draft_ids
     batch, num_slots, vocab = target.shape
@@ -506,24 +508,20 @@ def _verify_tree(*, mode, target_logits, target_probs, draft_token_ids, num_draf
     row_splits, row_chunk = _slices(batch * num_slots, vocab, block, device)
     race_splits, race_chunk = _slices(batch, vocab, block, device)
     row_block = _next_power_of_2(num_slots)
-    scratch_f = _scratch(batch * (num_slots * row_splits * 5 + race_splits * 2 + 2 + 4 * node_block + 4 * row_block),
-                         torch.float32, device, key)
-    scratch_i = _scratch(batch * (num_slots * row_splits + race_splits * 2 + 4 + 3 * node_block + row_block),
+    scratch_f = _scratch(batch * (num_slots * row_splits * 4 + row_block * race_splits + race_splits * 2 + 2
+                                  + 4 * node_block + 4 * row_block), torch.float32, device, key)
+    scratch_i = _scratch(batch * (num_slots * row_splits + race_splits * 2 + 5 + 4 * node_block + 2 * row_block),
                          torch.int32, device, key)
-    arrivals = _arrival_counters(batch, device, key)
+    counters = _arrival_counters(1 + 2 * batch, device, key)
+    args = (scratch_f, scratch_i, counters, *outputs, *rows, draft_ids, draft_ids.stride(0), parents,
+            parents.stride(0), *requests, vocab, num_nodes, row_splits, race_splits)
     sizes = {"BLOCK": block, "ROW_BLOCK": row_block, "S_BLOCK": _next_power_of_2(max(row_splits, race_splits)),
              **common}
-    # the rows' statistics (the greedy mode walks there); the first rejections' masses and the walk; the race
-    for launcher in (_TREE_ROWS,) if mode == "greedy" else (_TREE_ROWS, _TREE_MASSES):
-        launcher((batch, num_slots, row_splits),
-                 (scratch_f, scratch_i, arrivals, *outputs, *rows, draft_ids, draft_ids.stride(0), parents,
-                  parents.stride(0), *requests, vocab, num_nodes, row_splits, race_splits, row_chunk),
-                 num_warps, key, **sizes)
+    # the rows' statistics and the walk (to the end in the greedy mode); then the masses the walk stopped for, the
+    # walk's end and the final race (tree.py)
+    _TREE_ROWS((batch, num_slots, row_splits), (*args, row_chunk), num_warps, key, **sizes)
     if mode != "greedy":
-        _TREE_RACE((batch, race_splits),
-                   (scratch_f, scratch_i, arrivals, out, out.stride(0), num_emitted, *rows, *requests, vocab, num_nodes,
-                    row_splits, race_splits, race_chunk),
-                   num_warps, key, **sizes)
+        _TREE_FINISH((2 * batch * race_splits,), (*args, race_chunk), num_warps, key, **sizes)
     return result
 
 
@@ -621,8 +619,7 @@ _BLOCK_MASSES = _Launcher(_block_masses_kernel)
 _BLOCK_RACE = _Launcher(_block_race_kernel)
 _TREE = _Launcher(_verify_tree_kernel)
 _TREE_ROWS = _Launcher(_tree_rows_kernel)
-_TREE_MASSES = _Launcher(_tree_masses_kernel)
-_TREE_RACE = _Launcher(_tree_race_kernel)
+_TREE_FINISH = _Launcher(_tree_finish_kernel)
 _ROWS = _Launcher(_split_rows_kernel)
 _TERMINAL = _Launcher(_split_terminal_kernel)
 _PREPASS = _Launcher(_truncation_prepass_kernel)

@@ -80,6 +80,46 @@ def last_to_arrive(arrivals_ptr, b, expected):
 
 
 @triton.jit
+def take_ticket(counter_ptr, programs):
+    # This program's place in the order the launch's programs started. A program that waits only for work of
+    # programs with lower tickets waits for programs already running, so the launch finishes however the GPU
+    # schedules it (and in program order under the interpreter). The last of `programs` to draw one leaves the
+    # counter at zero for the next launch.
+    ticket = tl.atomic_add(counter_ptr, 1, sem="relaxed")
+    if ticket == programs - 1:
+        tl.atomic_xchg(counter_ptr, 0, sem="relaxed")
+    return ticket
+
+
+@triton.jit
+def publish(state_ptr, state):
+    # Set a request's state once every thread's stores are done (they precede the release).
+    tl.debug_barrier()
+    tl.atomic_xchg(state_ptr, state, sem="release")
+
+
+@triton.jit
+def _nap(value):
+    # 0, after the warp sleeps about 100 ns (PTX nanosleep), so that waiting programs leave the multiprocessor's
+    # issue slots and the memory system to the programs they wait for (never reached under the interpreter,
+    # where a program waits only for programs that have finished)
+    return tl.inline_asm_elementwise("nanosleep.u32 100;\n mov.u32 $0, 0;", "=r,r", [value], dtype=tl.int32,
+                                     is_pure=False, pack=1)
+
+
+@triton.jit
+def wait_until(state_ptr, at_least):
+    # Spin until a request's state reaches `at_least` (volatile loads, which skip the L1 cache), then take
+    # it with an acquire, so this program's later loads see what was stored before it was published.
+    seen = tl.load(state_ptr, volatile=True)
+    while seen < at_least:
+        seen = tl.load(state_ptr + _nap(seen), volatile=True)
+    seen = tl.atomic_add(state_ptr, 0, sem="acquire")
+    tl.debug_barrier()
+    return seen
+
+
+@triton.jit
 def store_row_partial(f_out, i_out, v0, v1, v2, v3, idx):
     tl.store(f_out + 0, v0)
     tl.store(f_out + 1, v1)

@@ -18,6 +18,10 @@ target row as the chain kernels do and tests the children one by one:
 
 The bonus (a leaf) is the ``SAMPLE`` race over ``p``; after rejected children, the ``RESIDUAL`` race over the
 replayed residual (over ``p`` with the same stream when nothing is left).
+
+The split path (for batches that do not fill the GPU; the comment above ``_tree_rows_kernel``) walks with the
+same ``_walk`` from row statistics merged across programs, in two launches: the rows and the walk; then the
+masses the walk stopped for and the final race, each split across programs.
 """
 
 import triton
@@ -43,12 +47,21 @@ from specbench.kernels.decide import (
 )
 from specbench.kernels.rng import hash_word, neg_log_of_uniform, stream_key, uniform_at, uniform_of
 from specbench.kernels.rows import argmax_slice, race_lanes, ratio_best, softmax_stats_slice
-from specbench.kernels.split import last_to_arrive, merge_race, store_race, store_row_partial
+from specbench.kernels.split import (
+    last_to_arrive,
+    merge_race,
+    publish,
+    store_race,
+    store_row_partial,
+    take_ticket,
+    wait_until,
+)
 
 # what is left to emit when a walk stops (_walk)
 FINAL_DONE = tl.constexpr(0)  # the token is known (greedy rows, invalid rows)
 FINAL_BONUS = tl.constexpr(1)  # the race over p (a leaf's bonus; the synthetic mode's own token)
 FINAL_RESIDUAL = tl.constexpr(2)  # the race over the residual after rejected children
+FINAL_MASS = tl.constexpr(3)  # (split path) the walk stopped for a mass not yet summed across programs
 
 
 @triton.jit
@@ -146,18 +159,23 @@ def _elder_mass(d_row, inv_temperature, md, sd, x, lanes, k, sib_token, sib_vali
 @triton.jit
 def _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens, token_valid,
           t_base, t_stride, d_base, d_stride, rates_ptr, RATE_DEPTHS, RATE_WIDTH, V, N,
-          merged_best, merged_m, merged_s, merged_md, merged_sd, merged_r1, row_lanes,
+          merged_best, merged_m, merged_s, merged_md, merged_sd, merged_r1, summed_r1, row_lanes, resume_place,
+          start_path, start_length,
           MODE: tl.constexpr, DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr, WITHOUT_REPLACEMENT: tl.constexpr,
-          SPLIT: tl.constexpr, BLOCK: tl.constexpr, NODE_BLOCK: tl.constexpr):
+          SPLIT: tl.constexpr, STOP_FOR_MASS: tl.constexpr, BLOCK: tl.constexpr, NODE_BLOCK: tl.constexpr):
     # A request's walk down its tree (module docstring), up to the final token. The row statistics come from
     # passes over the rows here, or (SPLIT) from the merged slices of every row: lane r of merged_* holds
-    # target row r's argmax or (m, s), node r - 1's draft (md, sd), and the mass R left at place r - 1 after its
-    # first child is rejected (_tree_masses_kernel; read only where that kernel computed it). Returns the path, its length, the stop
-    # place, what is left to emit (FINAL_DONE: `token`; FINAL_BONUS: the race over p; FINAL_RESIDUAL: the
-    # race over the residual after the `rejected` children in the sibling lanes), the stop row's (m, s).
-    path = tl.full([NODE_BLOCK], -1, tl.int32)
-    length = 0  # accepted nodes; the current place's children are tested at position + length
-    place = -1  # the current place: -1 the root, else a node
+    # target row r's argmax or (m, s), node r - 1's draft (md, sd), and, where lane r of summed_r1 is not 0, the
+    # mass R left at place r - 1 after its first child is rejected (summed across programs by the split path's
+    # masses part). Where a later sibling's test needs a mass not summed, the walk takes a pass over the rows
+    # in this program, or (STOP_FOR_MASS) stops there: FINAL_MASS, the place in `place`. Returns the path, its
+    # length, the stop place, what is left to emit (FINAL_DONE: `token`; FINAL_BONUS: the race over p;
+    # FINAL_RESIDUAL: the race over the residual after the `rejected` children in the sibling lanes), the stop
+    # row's (m, s). A walk that stopped for a mass resumes (SPLIT, resume_place >= -1) where it stopped: at that
+    # place, its first child rejected, the path and its length given, the next child tested against the mass.
+    path = start_path
+    length = start_length  # accepted nodes; the current place's children are tested at position + length
+    place = tl.maximum(resume_place, -1)  # the current place: -1 the root, else a node
     token = tl.sum(tokens * 0, axis=0) - 1  # int64 -1: what the request emits last, when known here
     final = FINAL_DONE
     m = 0.0
@@ -242,6 +260,29 @@ def _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, att
             sib_div = tl.zeros([NODE_BLOCK], tl.float32)
             mass = 1.0  # R
             k = 0
+            stopped = 0
+            if SPLIT:  # noqa: SIM102 (a constexpr test, then a runtime one)
+                if place == resume_place:  # a walk visits a place once: only where it resumes
+                    # the first child, rejected before the walk stopped, in lane 0 of the siblings as the test
+                    # below leaves it (a valid token; its divisor 1, no elder sibling), then the next child
+                    here = lanes == 0
+                    md = float("-inf")
+                    sd = 0.0
+                    if DRAFT == DRAFT_LOGITS:
+                        md = _lane(merged_md, row_lanes, first + 1)
+                        sd = _lane(merged_sd, row_lanes, first + 1)
+                    if DRAFT == DRAFT_PROBS:
+                        md = 0.0
+                    sib_node = tl.where(here, first, sib_node)
+                    sib_token = tl.where(here, _lane(tokens, lanes, first), sib_token)
+                    sib_valid = tl.where(here, 1, sib_valid)
+                    sib_mass = tl.where(here, 1.0, sib_mass)
+                    sib_md = tl.where(here, md, sib_md)
+                    sib_sd = tl.where(here, sd, sib_sd)
+                    sib_div = tl.where(here, 1.0, sib_div)
+                    k = 1
+                    mass = _lane(merged_r1, row_lanes, place + 1)
+                    c = tl.min(tl.where(kids & (lanes > first), lanes, NODE_BLOCK), axis=0)
             while (c < NODE_BLOCK) & (moved_to < 0):
                 x = _lane(tokens, lanes, c)
                 valid = (x >= 0) & (x < V)
@@ -293,19 +334,23 @@ def _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, att
                     k += 1
                     c = tl.min(tl.where(kids & (lanes > c), lanes, NODE_BLOCK), axis=0)
                     if valid & (c < NODE_BLOCK):  # the next sibling's test needs the new mass
-                        if SPLIT:
-                            summed = k == 1  # after the first child: summed across programs beforehand
-                        else:
-                            summed = k < 0  # never
+                        summed = k < 0  # never, in one program
+                        if SPLIT:  # after the first child, where it was summed across programs
+                            summed = (k == 1) & (_lane(summed_r1, row_lanes, place + 1) != 0)
                         if summed:
                             mass = _lane(merged_r1, row_lanes, place + 1)
+                        elif STOP_FOR_MASS & (k == 1):
+                            stopped = 1
+                            c = NODE_BLOCK
                         else:
                             mass = _residual_mass(t_row, d_base, d_stride, V, inv_temperature, m, s, k, lanes,
                                                   sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div,
                                                   DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK)
             rejected = k
             if moved_to < 0:
-                if first == NODE_BLOCK:
+                if stopped != 0:
+                    final = FINAL_MASS
+                elif first == NODE_BLOCK:
                     final = FINAL_BONUS  # a leaf: the bonus, the race over p (-1 where the row is invalid)
                 elif m == float("-inf"):
                     token = token * 0 - 1
@@ -383,8 +428,9 @@ def _verify_tree_kernel(
     (path, length, place, final, token, m, s, rejected, sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd,
      sib_div) = _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
                       token_valid, t_base, target_stride_k, d_base, draft_stride_k, rates_ptr, RATE_DEPTHS,
-                      RATE_WIDTH, V, N, unused.to(tl.int32), unused, unused, unused, unused, unused, tl.arange(0, 2),
-                      MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, False, BLOCK, NODE_BLOCK)
+                      RATE_WIDTH, V, N, unused.to(tl.int32), unused, unused, unused, unused, unused, unused.to(tl.int32),
+                      tl.arange(0, 2), -2, tl.full([NODE_BLOCK], -1, tl.int32), 0, MODE, DRAFT, TARGET_PROBS,
+                      WITHOUT_REPLACEMENT, False, False, BLOCK, NODE_BLOCK)
     t_row = t_base + (place + 1).to(tl.int64) * target_stride_k
     t = position + length
     if final == FINAL_BONUS:
@@ -403,12 +449,28 @@ def _verify_tree_kernel(
                    draft_ids_stride, lanes, path, length, token, request_valid(inv_temperature), N, NODE_BLOCK)
 
 
-# the split path's scratch, per request (float32 and int32 buffers; R = N + 1 row slots, S the rows kernel's
-# slices, S2 the race kernel's): row partials [R, S, 4] / [R, S], then the first-rejection mass partials [R, S],
-# then race partials [S2, 2] / [S2, 2], then the record: (m, s) and the sibling lanes (mass, md, sd, div) x
-# NODE_BLOCK, then the merged rows (m, s, md, sd) x ROW_BLOCK / (final, place, rejected, length), the sibling
-# lanes (node, token, valid) x NODE_BLOCK, then the merged rows' argmax x ROW_BLOCK
+# The split path: two launches. _tree_rows_kernel (grid B x (N + 1) x S): slot r's slice of target row r and of
+# node r - 1's draft row; the request's last program merges the rows and walks, in the probabilistic mode only
+# until a sibling's test needs a mass not yet summed, and records the request's state: WALKED, or MASSES (the
+# walk stopped for them). _tree_finish_kernel (probabilistic mode; 2 B x S2 programs, a program's role by the
+# ticket it draws when it starts, split.take_ticket): the first B x S2 take the race's slices of a WALKED request
+# (the last writes the token) or the masses' slices of a MASSES one (the last sums them, resumes the walk
+# where it stopped and sets RACING); the second B x S2 leave a WALKED request at once and race for the others once RACING.
+# A program waits only for programs with lower tickets, which have all started: the launch finishes however the
+# GPU schedules it (and in id order under the interpreter). Counters (int32, zero on entry, left at zero on exit):
+# the finish kernel's ticket, then per request the arrivals (rows, then masses) and the race's arrivals.
+MASSES = tl.constexpr(1)
+WALKED = tl.constexpr(2)
+RACING = tl.constexpr(3)
+
+# The scratch, per request (float32 and int32 buffers; R = N + 1 row slots, S the rows kernel's slices, S2 the
+# finish kernel's): row partials [R, S, 4] / [R, S], then the mass partials [ROW_BLOCK, S2], then race partials
+# [S2, 2] / [S2, 2], then the record: (m, s) and the sibling lanes (mass, md, sd, div) x NODE_BLOCK, then the
+# merged rows (m, s, md, sd) x ROW_BLOCK / (final, place, rejected, length, state), the sibling lanes (node,
+# token, valid) x NODE_BLOCK, then the merged rows' argmax x ROW_BLOCK, the places to sum x ROW_BLOCK and the
+# walk's path x NODE_BLOCK.
 _ROW_FIELDS = tl.constexpr(4)
+_HEAD = tl.constexpr(5)
 
 
 @triton.jit
@@ -417,37 +479,43 @@ def _record_bases(scratch_f_ptr, scratch_i_ptr, b, batch, N, ROW_SPLITS, RACE_SP
     # where request b's mass partials, race partials, walk record and merged rows start in the scratch
     rows_f = batch * (N + 1) * ROW_SPLITS * _ROW_FIELDS
     rows_i = batch * (N + 1) * ROW_SPLITS
-    masses = scratch_f_ptr + rows_f + b * (N + 1) * ROW_SPLITS
-    after_f = rows_f + batch * (N + 1) * ROW_SPLITS
+    masses = scratch_f_ptr + rows_f + b * ROW_BLOCK * RACE_SPLITS
+    after_f = rows_f + batch * ROW_BLOCK * RACE_SPLITS
     race_f = scratch_f_ptr + after_f + b * RACE_SPLITS * 2
     race_i = scratch_i_ptr + rows_i + b * RACE_SPLITS * 2
     record_f = scratch_f_ptr + after_f + batch * RACE_SPLITS * 2 + b * (2 + 4 * NODE_BLOCK + 4 * ROW_BLOCK)
-    record_i = scratch_i_ptr + rows_i + batch * RACE_SPLITS * 2 + b * (4 + 3 * NODE_BLOCK + ROW_BLOCK)
+    record_i = scratch_i_ptr + rows_i + batch * RACE_SPLITS * 2 + b * (_HEAD + 4 * NODE_BLOCK + 2 * ROW_BLOCK)
     return masses, race_f, race_i, record_f, record_i
 
 
 @triton.jit
 def _walk_and_record(b, batch, n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
                      token_valid, t_base, t_stride, d_base, d_stride, scratch_f_ptr, scratch_i_ptr, V, N, ROW_SPLITS,
-                     RACE_SPLITS, best, merged_m, merged_s, merged_md, merged_sd, merged_r1,
+                     RACE_SPLITS, best, merged_m, merged_s, merged_md, merged_sd, merged_r1, summed_r1,
+                     resume_place, start_path, start_length,
                      out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr, draft_ids_ptr,
                      draft_ids_stride, MODE: tl.constexpr, DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr,
-                     WITHOUT_REPLACEMENT: tl.constexpr, BLOCK: tl.constexpr, NODE_BLOCK: tl.constexpr,
-                     ROW_BLOCK: tl.constexpr):
-    # the split path's walk from the merged rows: the path and the counts written, the race's record left
+                     WITHOUT_REPLACEMENT: tl.constexpr, STOP_FOR_MASS: tl.constexpr, BLOCK: tl.constexpr,
+                     NODE_BLOCK: tl.constexpr, ROW_BLOCK: tl.constexpr):
+    # the split path's walk from the merged rows (from the root, or resumed where it stopped for a mass): the path
+    # and the counts written (unless it stopped for a mass), the race's record left (with the path, to resume);
+    # returns what is left (FINAL_*) and the stop place
     (path, length, place, final, token, m, s, rejected, sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd,
      sib_div) = _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
                       token_valid, t_base, t_stride, d_base, d_stride,
                       scratch_f_ptr, 0, 0, V, N,  # no rates table: the synthetic mode never takes this path
-                      best, merged_m, merged_s, merged_md, merged_sd, merged_r1, tl.arange(0, ROW_BLOCK),
-                      MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, True, BLOCK, NODE_BLOCK)
+                      best, merged_m, merged_s, merged_md, merged_sd, merged_r1, summed_r1, tl.arange(0, ROW_BLOCK),
+                      resume_place, start_path, start_length, MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, True,
+                      STOP_FOR_MASS, BLOCK, NODE_BLOCK)
     valid_request = request_valid(inv_temperature)
-    _store_request(b, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
-                   draft_ids_ptr, draft_ids_stride, lanes, path, length, token, valid_request, N, NODE_BLOCK)
-    # the record the race kernel reads (for every request: DONE where nothing is left to race)
+    if final != FINAL_MASS:
+        _store_request(b, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
+                       draft_ids_ptr, draft_ids_stride, lanes, path, length, token, valid_request, N, NODE_BLOCK)
+    # the record the race part reads (for every request: DONE where nothing is left to race)
     _masses, _race_f, _race_i, record_f, record_i = _record_bases(scratch_f_ptr, scratch_i_ptr, b, batch, N,
                                                                   ROW_SPLITS, RACE_SPLITS, NODE_BLOCK, ROW_BLOCK)
-    tl.store(record_i + 0, tl.where(valid_request, final, FINAL_DONE))
+    final = tl.where(valid_request | (final == FINAL_MASS), final, FINAL_DONE)
+    tl.store(record_i + 0, final)
     tl.store(record_i + 1, place)
     tl.store(record_i + 2, rejected)
     tl.store(record_i + 3, length)
@@ -457,15 +525,39 @@ def _walk_and_record(b, batch, n, greedy, inv_temperature, position, key_of_seed
     tl.store(record_f + 2 + NODE_BLOCK + lanes, sib_md)
     tl.store(record_f + 2 + 2 * NODE_BLOCK + lanes, sib_sd)
     tl.store(record_f + 2 + 3 * NODE_BLOCK + lanes, sib_div)
-    tl.store(record_i + 4 + lanes, sib_node)
-    tl.store(record_i + 4 + NODE_BLOCK + lanes, sib_token.to(tl.int32))
-    tl.store(record_i + 4 + 2 * NODE_BLOCK + lanes, sib_valid)
+    tl.store(record_i + _HEAD + lanes, sib_node)
+    tl.store(record_i + _HEAD + NODE_BLOCK + lanes, sib_token.to(tl.int32))
+    tl.store(record_i + _HEAD + 2 * NODE_BLOCK + lanes, sib_valid)
+    tl.store(record_i + _HEAD + 3 * NODE_BLOCK + 2 * ROW_BLOCK + lanes, path)
+    return final, place
+
+
+@triton.jit
+def _places_to_sum(place, lanes, parents, attached, token_valid, merged_m, row_lanes, TARGET_PROBS: tl.constexpr,
+                   NODE_BLOCK: tl.constexpr):
+    # (a ROW_BLOCK vector, 1 at row r for place r - 1) the places whose first-rejection mass the masses part
+    # sums after the walk stopped at `place`: that place, and each later child of it whose own walk could need
+    # one once accepted (two or more children, a valid first one, a valid row), so that a walk going on from
+    # there rarely needs a pass in one program
+    wanted = tl.where(row_lanes == place + 1, 1, 0)
+    kids = attached & (parents == place)
+    first = tl.min(tl.where(kids, lanes, NODE_BLOCK), axis=0)
+    c = tl.min(tl.where(kids & (lanes > first), lanes, NODE_BLOCK), axis=0)
+    while c < NODE_BLOCK:
+        grandkids = attached & (parents == c)
+        c_first = tl.min(tl.where(grandkids, lanes, NODE_BLOCK), axis=0)
+        ok = (tl.sum(grandkids.to(tl.int32), axis=0) >= 2) & (_lane(token_valid.to(tl.int32), lanes, c_first) != 0)
+        if not TARGET_PROBS:
+            ok = ok & (_lane(merged_m, row_lanes, c + 1) != float("-inf"))
+        wanted = tl.where((row_lanes == c + 1) & ok, 1, wanted)
+        c = tl.min(tl.where(kids & (lanes > c), lanes, NODE_BLOCK), axis=0)
+    return wanted
 
 
 @triton.jit
 def _tree_rows_kernel(
     scratch_f_ptr, scratch_i_ptr,  # float32 and int32 scratch (layout above)
-    arrivals_ptr,  # [B] int32, zero on entry; left at zero on exit
+    counters_ptr,  # [1 + 2 B] int32, zero on entry; left at zero on exit (layout above)
     out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
     target_ptr, target_stride_b, target_stride_k,
     draft_ptr, draft_stride_b, draft_stride_k,
@@ -482,11 +574,9 @@ def _tree_rows_kernel(
     ROW_BLOCK: tl.constexpr,
     S_BLOCK: tl.constexpr,
 ):
-    # The split path's first launch (grid B x (N + 1) x S): slot r's slice of target row r (its argmax for a
-    # greedy request; its softmax statistics where place r - 1 has children, target logits) and of node r - 1's
-    # draft row (draft logits). The request's last program merges the slices; in the greedy mode it walks the
-    # tree (and the request ends there), in the probabilistic mode it records the merged rows for
-    # _tree_masses_kernel, which walks.
+    # slot r's slice of target row r (its argmax for a greedy request; its softmax statistics where place r - 1
+    # has children, target logits) and of node r - 1's draft row (draft logits); the request's last program
+    # merges the slices and walks (greedy: to the end; probabilistic: until a mass not summed is needed)
     b = tl.program_id(0).to(tl.int64)
     r = tl.program_id(1)
     split = tl.program_id(2)
@@ -528,57 +618,58 @@ def _tree_rows_kernel(
     rows_i = scratch_i_ptr + b * (N + 1) * ROW_SPLITS
     cell = r * ROW_SPLITS + split
     store_row_partial(rows_f + cell * _ROW_FIELDS, rows_i + cell, v0, v1, v2, v3, idx)
-    if last_to_arrive(arrivals_ptr, b, (N + 1) * ROW_SPLITS):
+    if last_to_arrive(counters_ptr + 1, b, (N + 1) * ROW_SPLITS):
         best, merged_m, merged_s, merged_md, merged_sd = merge_rows(rows_f, rows_i, N + 1, ROW_SPLITS, _ROW_FIELDS,
                                                                     ROW_BLOCK, S_BLOCK)
+        row_lanes = tl.arange(0, ROW_BLOCK)
+        none_summed = row_lanes * 0
         if MODE == MODE_GREEDY:
             _walk_and_record(b, batch, n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached,
                              tokens, token_valid, t_base, target_stride_k, d_base, draft_stride_k, scratch_f_ptr,
                              scratch_i_ptr, V, N, ROW_SPLITS, RACE_SPLITS, best, merged_m, merged_s, merged_md,
-                             merged_sd, merged_m, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr,
-                             num_accepted_ptr, draft_ids_ptr, draft_ids_stride, MODE, DRAFT, TARGET_PROBS,
-                             WITHOUT_REPLACEMENT, BLOCK, NODE_BLOCK, ROW_BLOCK)
+                             merged_sd, merged_m, none_summed, -2, lanes * 0 - 1, 0, out_ptr, out_stride, nodes_ptr,
+                             nodes_stride,
+                             num_emitted_ptr, num_accepted_ptr, draft_ids_ptr, draft_ids_stride, MODE, DRAFT,
+                             TARGET_PROBS, WITHOUT_REPLACEMENT, False, BLOCK, NODE_BLOCK, ROW_BLOCK)
         else:
             _masses, _race_f, _race_i, record_f, record_i = _record_bases(
                 scratch_f_ptr, scratch_i_ptr, b, batch, N, ROW_SPLITS, RACE_SPLITS, NODE_BLOCK, ROW_BLOCK)
-            row_lanes = tl.arange(0, ROW_BLOCK)
             merged = record_f + 2 + 4 * NODE_BLOCK
             tl.store(merged + row_lanes, merged_m)
             tl.store(merged + ROW_BLOCK + row_lanes, merged_s)
             tl.store(merged + 2 * ROW_BLOCK + row_lanes, merged_md)
             tl.store(merged + 3 * ROW_BLOCK + row_lanes, merged_sd)
-            tl.store(record_i + 4 + 3 * NODE_BLOCK + row_lanes, best)
+            tl.store(record_i + _HEAD + 3 * NODE_BLOCK + row_lanes, best)
+            final, place = _walk_and_record(
+                b, batch, n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
+                token_valid, t_base, target_stride_k, d_base, draft_stride_k, scratch_f_ptr, scratch_i_ptr, V, N,
+                ROW_SPLITS, RACE_SPLITS, best, merged_m, merged_s, merged_md, merged_sd, merged_m, none_summed, -2,
+                lanes * 0 - 1, 0, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr, draft_ids_ptr,
+                draft_ids_stride, MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, True, BLOCK, NODE_BLOCK, ROW_BLOCK)
+            state = WALKED
+            if final == FINAL_MASS:
+                wanted = _places_to_sum(place, lanes, parents, attached, token_valid, merged_m, row_lanes,
+                                        TARGET_PROBS, NODE_BLOCK)
+                tl.store(record_i + _HEAD + 3 * NODE_BLOCK + ROW_BLOCK + row_lanes, wanted)
+                state = MASSES
+            tl.store(record_i + 4, state)
 
 
 @triton.jit
-def _tree_masses_kernel(
-    scratch_f_ptr, scratch_i_ptr,  # float32 and int32 scratch (layout above)
-    arrivals_ptr,  # [B] int32, zero on entry; left at zero on exit
-    out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
-    target_ptr, target_stride_b, target_stride_k,
-    draft_ptr, draft_stride_b, draft_stride_k,
-    draft_ids_ptr, draft_ids_stride,
-    parents_ptr, parents_stride,
-    num_draft_ptr, temperature_ptr, seed_ptr, position_ptr,
-    V, N, ROW_SPLITS, RACE_SPLITS, CHUNK,
-    MODE: tl.constexpr,
-    DRAFT: tl.constexpr,
-    TARGET_PROBS: tl.constexpr,
-    WITHOUT_REPLACEMENT: tl.constexpr,
-    BLOCK: tl.constexpr,
-    NODE_BLOCK: tl.constexpr,
-    ROW_BLOCK: tl.constexpr,
-    S_BLOCK: tl.constexpr,
-):
-    # The split path's second launch in the probabilistic mode (grid B x (N + 1) x S): for place r - 1 with two
-    # or more children, a valid first child and a valid row, a slice of the mass R = sum max(p - q_0, 0) left
-    # after its first child is rejected (the walk's _residual_mass after one sibling, the same arithmetic per
-    # token), whether or not the walk will need it: a tree whose first children are rejected then walks without
-    # a pass over a row in one program. The request's last program sums the slices and walks.
-    b = tl.program_id(0).to(tl.int64)
-    r = tl.program_id(1)
-    split = tl.program_id(2)
-    batch = tl.num_programs(0)
+def _masses_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch,
+                 out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
+                 target_ptr, target_stride_b, target_stride_k, draft_ptr, draft_stride_b, draft_stride_k,
+                 draft_ids_ptr, draft_ids_stride, parents_ptr, parents_stride,
+                 num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, V, N, ROW_SPLITS, RACE_SPLITS, CHUNK,
+                 MODE: tl.constexpr, DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr,
+                 WITHOUT_REPLACEMENT: tl.constexpr, BLOCK: tl.constexpr, NODE_BLOCK: tl.constexpr,
+                 ROW_BLOCK: tl.constexpr, S_BLOCK: tl.constexpr):
+    # once the rows kernel's walk stopped for masses: a slice of each mass R = sum max(p - q_0, 0) left at a
+    # place to sum after its first child is rejected (the walk's _residual_mass after one sibling, the same
+    # arithmetic per token); the request's last program sums the slices, resumes the walk where it stopped and
+    # sets RACING
+    b = (job // RACE_SPLITS).to(tl.int64)
+    split = job % RACE_SPLITS
     n, greedy, inv_temperature, position, key_of_seed = request_setup(
         b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, N + 1, MODE)
     lanes, parents, attached, tokens, token_valid = _tree_setup(b, parents_ptr, parents_stride, draft_ids_ptr,
@@ -588,84 +679,70 @@ def _tree_masses_kernel(
     masses, _race_f, _race_i, record_f, record_i = _record_bases(scratch_f_ptr, scratch_i_ptr, b, batch, N,
                                                                  ROW_SPLITS, RACE_SPLITS, NODE_BLOCK, ROW_BLOCK)
     merged = record_f + 2 + 4 * NODE_BLOCK
-    kids = attached & (parents == r - 1)
-    first = tl.min(tl.where(kids, lanes, NODE_BLOCK), axis=0)
-    m = 0.0
-    s = 1.0
-    if not TARGET_PROBS:
-        m = tl.load(merged + r)
-        s = tl.load(merged + ROW_BLOCK + r)
-    needed = (~greedy) & (tl.sum(kids.to(tl.int32), axis=0) >= 2) & (m != float("-inf"))
-    needed = needed & (_lane(token_valid.to(tl.int32), lanes, first) != 0)
-    partial = 0.0
-    if needed:
-        # the first child as the walk records it once rejected: lane 0 of the sibling vectors
+    row_lanes = tl.arange(0, ROW_BLOCK)
+    wanted = tl.load(record_i + _HEAD + 3 * NODE_BLOCK + ROW_BLOCK + row_lanes)
+    merged_m = tl.load(merged + row_lanes)
+    merged_s = tl.load(merged + ROW_BLOCK + row_lanes)
+    merged_md = tl.load(merged + 2 * ROW_BLOCK + row_lanes)
+    merged_sd = tl.load(merged + 3 * ROW_BLOCK + row_lanes)
+    start = split * CHUNK
+    stop = tl.where(split == RACE_SPLITS - 1, V, start + CHUNK)
+    at_0 = lanes == 0
+    r = tl.min(tl.where(wanted != 0, row_lanes, ROW_BLOCK), axis=0)
+    while r < ROW_BLOCK:  # each place to sum (row r, place r - 1), its first child as lane 0 of the sibling vectors
+        first = tl.min(tl.where(attached & (parents == r - 1), lanes, NODE_BLOCK), axis=0)
+        m = 0.0
+        s = 1.0
+        if not TARGET_PROBS:
+            m = _lane(merged_m, row_lanes, r)
+            s = _lane(merged_s, row_lanes, r)
         md = float("-inf")
         sd = 0.0
         if DRAFT == DRAFT_LOGITS:
-            md = tl.load(merged + 2 * ROW_BLOCK + first + 1)
-            sd = tl.load(merged + 3 * ROW_BLOCK + first + 1)
+            md = _lane(merged_md, row_lanes, first + 1)
+            sd = _lane(merged_sd, row_lanes, first + 1)
         if DRAFT == DRAFT_PROBS:
             md = 0.0
-        at_0 = lanes == 0
-        sib_node = tl.where(at_0, first, 0)
-        sib_token = tl.where(at_0, _lane(tokens, lanes, first), 0)
-        sib_valid = tl.where(at_0, 1, 0)
-        sib_mass = tl.where(at_0, 1.0, 0.0)
-        sib_md = tl.where(at_0, md, 0.0)
-        sib_sd = tl.where(at_0, sd, 0.0)
-        sib_div = tl.where(at_0, 1.0, 0.0)
         t_row = t_base + r.to(tl.int64) * target_stride_k
-        start = split * CHUNK
-        stop = tl.where(split == ROW_SPLITS - 1, V, start + CHUNK)
         total = tl.zeros([BLOCK], tl.float32)
         for chunk in range(start, stop, BLOCK):
             offs = chunk + tl.arange(0, BLOCK)
             total += _residual_chunk(t_row, d_base, draft_stride_k, offs, stop, inv_temperature, m, s, 1, lanes,
-                                     sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div, DRAFT,
-                                     TARGET_PROBS, WITHOUT_REPLACEMENT)
-        partial = tl.sum(total, axis=0)
-    tl.store(masses + r * ROW_SPLITS + split, partial)  # 0 where not needed: every cell is written
-    if last_to_arrive(arrivals_ptr, b, (N + 1) * ROW_SPLITS):
-        row_lanes = tl.arange(0, ROW_BLOCK)
+                                     tl.where(at_0, first, 0), tl.where(at_0, _lane(tokens, lanes, first), 0),
+                                     tl.where(at_0, 1, 0), tl.where(at_0, 1.0, 0.0), tl.where(at_0, md, 0.0),
+                                     tl.where(at_0, sd, 0.0), tl.where(at_0, 1.0, 0.0), DRAFT, TARGET_PROBS,
+                                     WITHOUT_REPLACEMENT)
+        tl.store(masses + r * RACE_SPLITS + split, tl.sum(total, axis=0))
+        r = tl.min(tl.where((wanted != 0) & (row_lanes > r), row_lanes, ROW_BLOCK), axis=0)
+    if last_to_arrive(counters_ptr + 1, b, RACE_SPLITS):
         splits = tl.arange(0, S_BLOCK)
-        cells = masses + row_lanes[:, None] * ROW_SPLITS + splits[None, :]
-        merged_r1 = tl.sum(tl.load(cells, mask=(row_lanes[:, None] < N + 1) & (splits[None, :] < ROW_SPLITS),
-                                   other=0.0), axis=1)
+        cells = masses + row_lanes[:, None] * RACE_SPLITS + splits[None, :]
+        merged_r1 = tl.sum(tl.load(cells, mask=(wanted[:, None] != 0) & (splits[None, :] < RACE_SPLITS), other=0.0),
+                           axis=1)
         _walk_and_record(b, batch, n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached,
                          tokens, token_valid, t_base, target_stride_k, d_base, draft_stride_k, scratch_f_ptr,
-                         scratch_i_ptr, V, N, ROW_SPLITS, RACE_SPLITS, tl.load(record_i + 4 + 3 * NODE_BLOCK + row_lanes),
-                         tl.load(merged + row_lanes), tl.load(merged + ROW_BLOCK + row_lanes),
-                         tl.load(merged + 2 * ROW_BLOCK + row_lanes), tl.load(merged + 3 * ROW_BLOCK + row_lanes),
-                         merged_r1, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
-                         draft_ids_ptr, draft_ids_stride, MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK,
-                         NODE_BLOCK, ROW_BLOCK)
+                         scratch_i_ptr, V, N, ROW_SPLITS, RACE_SPLITS,
+                         tl.load(record_i + _HEAD + 3 * NODE_BLOCK + row_lanes), merged_m, merged_s, merged_md,
+                         merged_sd, merged_r1, wanted, tl.load(record_i + 1),
+                         tl.load(record_i + _HEAD + 3 * NODE_BLOCK + 2 * ROW_BLOCK + lanes), tl.load(record_i + 3),
+                         out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr,
+                         num_accepted_ptr, draft_ids_ptr, draft_ids_stride, MODE, DRAFT, TARGET_PROBS,
+                         WITHOUT_REPLACEMENT, False, BLOCK, NODE_BLOCK, ROW_BLOCK)
+        publish(record_i + 4, RACING)
 
 
 @triton.jit
-def _tree_race_kernel(
-    scratch_f_ptr, scratch_i_ptr,  # float32 and int32 scratch (layout above)
-    arrivals_ptr,  # [B] int32, zero on entry; left at zero on exit
-    out_ptr, out_stride, num_emitted_ptr,
-    target_ptr, target_stride_b, target_stride_k,
-    draft_ptr, draft_stride_b, draft_stride_k,
-    num_draft_ptr, temperature_ptr, seed_ptr, position_ptr,
-    V, N, ROW_SPLITS, RACE_SPLITS, CHUNK,
-    MODE: tl.constexpr,
-    DRAFT: tl.constexpr,
-    TARGET_PROBS: tl.constexpr,
-    WITHOUT_REPLACEMENT: tl.constexpr,
-    BLOCK: tl.constexpr,
-    NODE_BLOCK: tl.constexpr,
-    ROW_BLOCK: tl.constexpr,
-    S_BLOCK: tl.constexpr,
-):
-    # The split path's last launch (grid B x S2): the final race of a walk that left one (the bonus over p at
-    # a leaf, the residual after rejected children), one slice per program; the last program merges the
-    # slices (over p, with the same stream, when the residual has no mass anywhere) and writes the token.
-    b = tl.program_id(0).to(tl.int64)
-    split = tl.program_id(1)
-    batch = tl.num_programs(0)
+def _race_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch, out_ptr, out_stride, num_emitted_ptr,
+               target_ptr, target_stride_b, target_stride_k, draft_ptr, draft_stride_b, draft_stride_k,
+               num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, V, N, ROW_SPLITS, RACE_SPLITS, CHUNK,
+               MODE: tl.constexpr, DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr,
+               WITHOUT_REPLACEMENT: tl.constexpr, BLOCK: tl.constexpr, NODE_BLOCK: tl.constexpr,
+               ROW_BLOCK: tl.constexpr, S_BLOCK: tl.constexpr):
+    # once the request's walk is done: the final race of a walk that left one (the bonus over p at a leaf, the
+    # residual after rejected children), one slice per program; the last program merges the slices (over p,
+    # with the same stream, when the residual has no mass anywhere) and writes the token
+    b = (job // RACE_SPLITS).to(tl.int64)
+    split = job % RACE_SPLITS
     _masses, race_f, race_i, record_f, record_i = _record_bases(scratch_f_ptr, scratch_i_ptr, b, batch, N, ROW_SPLITS,
                                                                  RACE_SPLITS, NODE_BLOCK, ROW_BLOCK)
     final = tl.load(record_i + 0)
@@ -687,17 +764,66 @@ def _tree_race_kernel(
             key = stream_key(key_of_seed, t, RESIDUAL)
             z, g, idx = _residual_race(t_row, draft_ptr + b * draft_stride_b, draft_stride_k, start, stop, V,
                                        inv_temperature, tl.load(record_f + 0), tl.load(record_f + 1), rejected, lanes,
-                                       tl.load(record_i + 4 + lanes), tl.load(record_i + 4 + NODE_BLOCK + lanes).to(tl.int64),
-                                       tl.load(record_i + 4 + 2 * NODE_BLOCK + lanes), tl.load(record_f + 2 + lanes),
+                                       tl.load(record_i + _HEAD + lanes), tl.load(record_i + _HEAD + NODE_BLOCK + lanes).to(tl.int64),
+                                       tl.load(record_i + _HEAD + 2 * NODE_BLOCK + lanes), tl.load(record_f + 2 + lanes),
                                        tl.load(record_f + 2 + NODE_BLOCK + lanes),
                                        tl.load(record_f + 2 + 2 * NODE_BLOCK + lanes),
                                        tl.load(record_f + 2 + 3 * NODE_BLOCK + lanes), key, DRAFT, TARGET_PROBS,
                                        WITHOUT_REPLACEMENT, BLOCK)
         store_race(race_f, race_i, split, z, g, idx, -1)
-        if last_to_arrive(arrivals_ptr, b, RACE_SPLITS):
+        if last_to_arrive(counters_ptr + 1 + batch, b, RACE_SPLITS):
             token = merge_race(race_f, race_i, RACE_SPLITS, S_BLOCK)
             if (token < 0) & (final == FINAL_RESIDUAL):  # nothing left: the race over p with the same stream
                 _z, _g, index = sample_row(t_row, 0, V, inv_temperature, key, TARGET_PROBS, False, BLOCK)
                 token = index.to(tl.int64)
             tl.store(out_ptr + b * out_stride + length, token)
             tl.store(num_emitted_ptr + b, length + (token >= 0).to(tl.int32))
+
+
+@triton.jit
+def _tree_finish_kernel(
+    scratch_f_ptr, scratch_i_ptr,  # float32 and int32 scratch (layout above)
+    counters_ptr,  # [1 + 2 B] int32, zero on entry; left at zero on exit (layout above)
+    out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
+    target_ptr, target_stride_b, target_stride_k,
+    draft_ptr, draft_stride_b, draft_stride_k,
+    draft_ids_ptr, draft_ids_stride,
+    parents_ptr, parents_stride,
+    num_draft_ptr, temperature_ptr, seed_ptr, position_ptr,
+    V, N, ROW_SPLITS, RACE_SPLITS, CHUNK,
+    MODE: tl.constexpr,
+    DRAFT: tl.constexpr,
+    TARGET_PROBS: tl.constexpr,
+    WITHOUT_REPLACEMENT: tl.constexpr,
+    BLOCK: tl.constexpr,
+    NODE_BLOCK: tl.constexpr,
+    ROW_BLOCK: tl.constexpr,
+    S_BLOCK: tl.constexpr,
+):
+    # The split path's second launch in the probabilistic mode (the comment above): 2 B x S2 programs, the first
+    # half racing (WALKED) or summing masses (MASSES), the second half racing once the masses are in (RACING).
+    batch = tl.num_programs(0) // (2 * RACE_SPLITS)
+    ticket = take_ticket(counters_ptr, 2 * batch * RACE_SPLITS)
+    first = ticket < batch * RACE_SPLITS
+    job = tl.where(first, ticket, ticket - batch * RACE_SPLITS)
+    _masses, _race_f, _race_i, _record_f, record_i = _record_bases(
+        scratch_f_ptr, scratch_i_ptr, (job // RACE_SPLITS).to(tl.int64), batch, N, ROW_SPLITS, RACE_SPLITS,
+        NODE_BLOCK, ROW_BLOCK)
+    state = tl.load(record_i + 4, volatile=True)  # MASSES or WALKED (the rows kernel's), RACING once summed
+    race = first & (state == WALKED)
+    if (not first) & (state != WALKED):
+        wait_until(record_i + 4, RACING)
+        race = True
+    if first & (state == MASSES):
+        _masses_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch, out_ptr, out_stride,
+                     nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr, target_ptr, target_stride_b,
+                     target_stride_k, draft_ptr, draft_stride_b, draft_stride_k, draft_ids_ptr, draft_ids_stride,
+                     parents_ptr, parents_stride, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, V, N,
+                     ROW_SPLITS, RACE_SPLITS, CHUNK, MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK,
+                     NODE_BLOCK, ROW_BLOCK, S_BLOCK)
+    if race:
+        _race_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch, out_ptr, out_stride,
+                   num_emitted_ptr, target_ptr, target_stride_b, target_stride_k, draft_ptr, draft_stride_b,
+                   draft_stride_k, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, V, N, ROW_SPLITS,
+                   RACE_SPLITS, CHUNK, MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK, NODE_BLOCK,
+                   ROW_BLOCK, S_BLOCK)

@@ -37,6 +37,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+# the checkout's specbench, however the script is started (the workload runs it again as a subprocess)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 TOOLS = ("memcheck", "initcheck", "racecheck")
 # memcheck and initcheck end with "ERROR SUMMARY: N errors", racecheck with "RACECHECK SUMMARY: N hazards
 # displayed (E errors, W warnings)": a report is any error or warning

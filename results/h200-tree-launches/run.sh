@@ -6,6 +6,7 @@
 # repository root with OUT set, and for `time` the code before the change unpacked in ab_old/, e.g.
 #   mkdir ab_old && git archive ddb235b specbench tests | tar -x -C ab_old
 #   bash results/h200-tree-launches/run.sh time check
+# (`breakdown` needs no ab_old/.)
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-/tmp/specbench-pycache}
 unset PYTHONDONTWRITEBYTECODE
@@ -38,6 +39,16 @@ for step in "$@"; do
         done
       done
       wait; tail -n 3 "$out/pytest-trees.txt" "$out/verify-tree.txt"; tail -n 1 "$out"/trees-*.txt ;;
-    *) echo "usage: run.sh time|check ..." >&2; exit 2 ;;
+    breakdown)  # kernel by kernel (tests/gpu_kernel_breakdown.py: cold calls, torch.profiler), the 2x2 tree with
+                # its path accepted (L = 3) and stopping at node 0 (L = 2), beside chain K = 6
+      for batch in 1 8; do
+        for acceptance in 3 2; do
+          timeout 120 python3 tests/gpu_kernel_breakdown.py --batch $batch --model llama3 --draft logits --tree 2x2 \
+            --acceptance $acceptance
+        done
+        timeout 120 python3 tests/gpu_kernel_breakdown.py --batch $batch --k 6 --model llama3 --draft logits \
+          --acceptance full
+      done > "$out/breakdown.txt" 2>&1; grep -v "^  \|Warning" "$out/breakdown.txt" ;;
+    *) echo "usage: run.sh time|check|breakdown ..." >&2; exit 2 ;;
   esac
 done

@@ -53,7 +53,8 @@ from specbench.kernels.truncation import (
 POINTERS = {
     "out_ptr": "*i64", "num_emitted_ptr": "*i32", "num_accepted_ptr": "*i32", "draft_ids_ptr": "*i64",
     "num_draft_ptr": "*i32", "temperature_ptr": "*fp32", "seed_ptr": "*i64", "position_ptr": "*i64",
-    "conditional_rates_ptr": "*fp32", "scratch_f_ptr": "*fp32", "scratch_i_ptr": "*i32", "arrivals_ptr": "*i32", "counters_ptr": "*i32",
+    "conditional_rates_ptr": "*fp32", "scratch_f_ptr": "*fp32", "scratch_i_ptr": "*i32", "arrivals_ptr": "*i32",
+    "counters_ptr": "*i32",
     "top_k_ptr": "*i32", "top_p_ptr": "*fp32", "min_p_ptr": "*fp32", "summary_f_ptr": "*fp32", "summary_i_ptr": "*i32",
     "logprobs_ptr": "*fp32", "group_max_ptr": "*fp32", "group_ids_ptr": "*i32", "list_ids_ptr": "*i32",
     "list_v_ptr": "*fp32", "list_w_ptr": "*fp32", "state_f_ptr": "*fp32", "state_i_ptr": "*i32",
@@ -109,7 +110,8 @@ def variants() -> list[tuple[object, dict[str, int], int, str]]:
 def tree_variants() -> list[tuple[object, dict[str, int], int, str]]:
     """The tree kernel at its launch shape (the chain's one-program shape at B = 256) for trees of up to 8 nodes:
     every mode, target and draft form, both candidate rules where they differ (the probabilistic mode), in
-    float32, and target and draft logits in bfloat16; the split path's kernels (rows; finish: masses and race) in float32."""
+    float32, and target and draft logits in bfloat16; the split path's kernels (rows; finish: masses and race) in
+    float32."""
     out = []
     for mode, mode_id in MODES.items():
         block, warps = launch._launch_shape(1 << 17, _GPU, False, mode, 256)

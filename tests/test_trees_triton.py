@@ -10,7 +10,7 @@ import math
 
 import pytest
 import torch
-from conftest import device_for, interpreted, triton_launch
+from conftest import _backend_context, device_for, interpreted, triton_launch
 
 from specbench.trees import DraftTree, batched
 from specbench.verification import verify
@@ -106,7 +106,7 @@ def test_the_split_tree_path_is_the_reference_bit_for_bit(form):
     for field in ("output_token_ids", "num_emitted", "num_accepted", "accepted_nodes"):
         assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), (form, field)
     assert 0 < int(want.num_accepted.sum()) and int((want.num_emitted > want.num_accepted).sum()) > 0
-    # the launch leaves its counters (the ticket, each part's arrivals, the requests' states) at zero
+    # the launches leave their counters (the finish kernel's ticket, the arrivals) at zero
     assert all(int(counters.abs().sum()) == 0 for counters in launch._arrivals.values())
 
 
@@ -166,6 +166,9 @@ def test_the_split_tree_path_sums_the_first_rejection_across_programs(form, shap
     parents = [-1, -1, -1, 1] if shape == "three at the root" else TREES["2x2"]
     kwargs, tree = _tree_call(form, parents, 16, seed=8, vocab=2100)
     kwargs.update(num_draft_tokens=torch.full((16,), len(parents)), temperatures=torch.full((16,), 0.9))
+    # beside them an invalid request (NaN temperature: its walk stops for a mass too, and it emits nothing), a
+    # greedy one and one with no nodes
+    kwargs["temperatures"][3], kwargs["temperatures"][5], kwargs["num_draft_tokens"][7] = math.nan, 0.0, 0
     target = kwargs.get("target_logits", kwargs.get("target_probs"))
     # the first child's row puts much of its mass on its place's least likely token, and drafts it: rejected,
     # leaving a mass well below 1 that decides the second child's test
@@ -185,10 +188,12 @@ def test_the_split_tree_path_sums_the_first_rejection_across_programs(form, shap
     if interpreted("triton"):  # count the walk's passes over a row in one program
         one_program_pass = tree_kernels._residual_mass
         monkeypatch.setattr(tree_kernels, "_residual_mass", lambda *a: passes.append(1) or one_program_pass(*a))
-    with launch.strategy("split"):
+    with _backend_context("triton-split", monkeypatch):  # the split path, on poisoned scratch
         got = verify(**_on(device, kwargs), tree=DraftTree(tree.parents.to(device), tree.candidates), backend="triton")
     for field in ("output_token_ids", "num_emitted", "num_accepted", "accepted_nodes"):
         assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), (form, field)
+    assert int(want.num_emitted[3]) == 0 and int(want.num_emitted[7]) == 1
+    assert all(int(counters.abs().sum()) == 0 for counters in launch._arrivals.values())
     second = want.accepted_nodes[:, 0] == 1
     assert 0 < int(second.sum()) < 16  # the second child's test both passes and fails across the batch
     if shape == "2x2":

@@ -168,7 +168,8 @@ def _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, att
     # target row r's argmax or (m, s), node r - 1's draft (md, sd), and, where lane r of summed_r1 is not 0, the
     # mass R left at place r - 1 after its first child is rejected (summed across programs by the split path's
     # masses part). Where a later sibling's test needs a mass not summed, the walk takes a pass over the rows
-    # in this program, or (STOP_FOR_MASS) stops there: FINAL_MASS, the place in `place`. Returns the path, its
+    # in this program, or (STOP_FOR_MASS, after the first sibling only) stops there: FINAL_MASS, the place in
+    # `place`. Returns the path, its
     # length, the stop place, what is left to emit (FINAL_DONE: `token`; FINAL_BONUS: the race over p;
     # FINAL_RESIDUAL: the race over the residual after the `rejected` children in the sibling lanes), the stop
     # row's (m, s). A walk that stopped for a mass resumes (SPLIT, resume_place >= -1) where it stopped: at that
@@ -428,9 +429,9 @@ def _verify_tree_kernel(
     (path, length, place, final, token, m, s, rejected, sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd,
      sib_div) = _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
                       token_valid, t_base, target_stride_k, d_base, draft_stride_k, rates_ptr, RATE_DEPTHS,
-                      RATE_WIDTH, V, N, unused.to(tl.int32), unused, unused, unused, unused, unused, unused.to(tl.int32),
-                      tl.arange(0, 2), -2, tl.full([NODE_BLOCK], -1, tl.int32), 0, MODE, DRAFT, TARGET_PROBS,
-                      WITHOUT_REPLACEMENT, False, False, BLOCK, NODE_BLOCK)
+                      RATE_WIDTH, V, N, unused.to(tl.int32), unused, unused, unused, unused, unused,
+                      unused.to(tl.int32), tl.arange(0, 2), -2, tl.full([NODE_BLOCK], -1, tl.int32), 0, MODE, DRAFT,
+                      TARGET_PROBS, WITHOUT_REPLACEMENT, False, False, BLOCK, NODE_BLOCK)
     t_row = t_base + (place + 1).to(tl.int64) * target_stride_k
     t = position + length
     if final == FINAL_BONUS:
@@ -451,14 +452,17 @@ def _verify_tree_kernel(
 
 # The split path: two launches. _tree_rows_kernel (grid B x (N + 1) x S): slot r's slice of target row r and of
 # node r - 1's draft row; the request's last program merges the rows and walks, in the probabilistic mode only
-# until a sibling's test needs a mass not yet summed, and records the request's state: WALKED, or MASSES (the
-# walk stopped for them). _tree_finish_kernel (probabilistic mode; 2 B x S2 programs, a program's role by the
-# ticket it draws when it starts, split.take_ticket): the first B x S2 take the race's slices of a WALKED request
-# (the last writes the token) or the masses' slices of a MASSES one (the last sums them, resumes the walk
-# where it stopped and sets RACING); the second B x S2 leave a WALKED request at once and race for the others once RACING.
-# A program waits only for programs with lower tickets, which have all started: the launch finishes however the
-# GPU schedules it (and in id order under the interpreter). Counters (int32, zero on entry, left at zero on exit):
-# the finish kernel's ticket, then per request the arrivals (rows, then masses) and the race's arrivals.
+# until a sibling's test needs a mass not yet summed (after one rejected sibling; later ones still take a pass
+# in the walk's program), and records the request's state: WALKED, or MASSES (the walk stopped for them).
+# _tree_finish_kernel (probabilistic mode; 2 B x S2 programs, a program's role by the ticket it draws when it
+# starts, split.take_ticket, not by its program id): the programs with the first B x S2 tickets take the race's
+# slices of a WALKED request (the last writes the token) or the masses' slices of a MASSES one (the last sums
+# them, resumes the walk where it stopped and sets RACING); those with the other B x S2 leave a WALKED request at
+# once and race for the others once RACING. A program waits only for programs with lower tickets, which have all
+# started: the launch finishes however the GPU schedules it (and in id order under the interpreter, where nothing
+# waits). Counters (int32, zero on entry, left at zero on exit): [0] the finish kernel's ticket, [1, 1 + B) each
+# request's arrivals (the rows kernel's, then the masses'), [1 + B, 1 + 2 B) each request's race arrivals. The
+# states live in the scratch record, written by the rows kernel for every request before the finish kernel reads.
 MASSES = tl.constexpr(1)
 WALKED = tl.constexpr(2)
 RACING = tl.constexpr(3)
@@ -511,7 +515,7 @@ def _walk_and_record(b, batch, n, greedy, inv_temperature, position, key_of_seed
     if final != FINAL_MASS:
         _store_request(b, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
                        draft_ids_ptr, draft_ids_stride, lanes, path, length, token, valid_request, N, NODE_BLOCK)
-    # the record the race part reads (for every request: DONE where nothing is left to race)
+    # the record the masses and race parts read (for every request: DONE where nothing is left to race)
     _masses, _race_f, _race_i, record_f, record_i = _record_bases(scratch_f_ptr, scratch_i_ptr, b, batch, N,
                                                                   ROW_SPLITS, RACE_SPLITS, NODE_BLOCK, ROW_BLOCK)
     final = tl.where(valid_request | (final == FINAL_MASS), final, FINAL_DONE)
@@ -644,8 +648,9 @@ def _tree_rows_kernel(
                 b, batch, n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
                 token_valid, t_base, target_stride_k, d_base, draft_stride_k, scratch_f_ptr, scratch_i_ptr, V, N,
                 ROW_SPLITS, RACE_SPLITS, best, merged_m, merged_s, merged_md, merged_sd, merged_m, none_summed, -2,
-                lanes * 0 - 1, 0, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr, draft_ids_ptr,
-                draft_ids_stride, MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, True, BLOCK, NODE_BLOCK, ROW_BLOCK)
+                lanes * 0 - 1, 0, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
+                draft_ids_ptr, draft_ids_stride, MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, True, BLOCK,
+                NODE_BLOCK, ROW_BLOCK)
             state = WALKED
             if final == FINAL_MASS:
                 wanted = _places_to_sum(place, lanes, parents, attached, token_valid, merged_m, row_lanes,
@@ -764,8 +769,10 @@ def _race_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch, out_ptr, 
             key = stream_key(key_of_seed, t, RESIDUAL)
             z, g, idx = _residual_race(t_row, draft_ptr + b * draft_stride_b, draft_stride_k, start, stop, V,
                                        inv_temperature, tl.load(record_f + 0), tl.load(record_f + 1), rejected, lanes,
-                                       tl.load(record_i + _HEAD + lanes), tl.load(record_i + _HEAD + NODE_BLOCK + lanes).to(tl.int64),
-                                       tl.load(record_i + _HEAD + 2 * NODE_BLOCK + lanes), tl.load(record_f + 2 + lanes),
+                                       tl.load(record_i + _HEAD + lanes),
+                                       tl.load(record_i + _HEAD + NODE_BLOCK + lanes).to(tl.int64),
+                                       tl.load(record_i + _HEAD + 2 * NODE_BLOCK + lanes),
+                                       tl.load(record_f + 2 + lanes),
                                        tl.load(record_f + 2 + NODE_BLOCK + lanes),
                                        tl.load(record_f + 2 + 2 * NODE_BLOCK + lanes),
                                        tl.load(record_f + 2 + 3 * NODE_BLOCK + lanes), key, DRAFT, TARGET_PROBS,
@@ -800,8 +807,9 @@ def _tree_finish_kernel(
     ROW_BLOCK: tl.constexpr,
     S_BLOCK: tl.constexpr,
 ):
-    # The split path's second launch in the probabilistic mode (the comment above): 2 B x S2 programs, the first
-    # half racing (WALKED) or summing masses (MASSES), the second half racing once the masses are in (RACING).
+    # The split path's second launch in the probabilistic mode (the comment above): 2 B x S2 programs; those with
+    # the first B x S2 tickets race (WALKED) or sum masses (MASSES), the others race once the masses are in
+    # (RACING).
     batch = tl.num_programs(0) // (2 * RACE_SPLITS)
     ticket = take_ticket(counters_ptr, 2 * batch * RACE_SPLITS)
     first = ticket < batch * RACE_SPLITS

@@ -244,7 +244,8 @@ SPLIT_REQUESTS_PER_SM = 0.5
 # the split path in three launches then) took 23.5 / 58.8 µs split against 85.3 / 89.7 in one program per request
 # at B = 1 / 8 with its first children accepted, 25.1 / 68.7 against 146.1 / 166.3 with them rejected; at B = 64
 # one program was faster (107.9 against 213.1 accepted) or level (244.0 against 245.7 rejected). In two launches
-# (results/h200-tree-launches/) the split path takes 18.6 / 32.7 and 27.8 / 52.2 at B = 1 / 8.
+# (results/h200-tree-launches/, tests/gpu_tree_timing.py) the split path takes 18.6 / 32.7 and 27.8 / 52.2 at
+# B = 1 / 8.
 TREE_SPLIT_MAX_BATCH = 8
 
 

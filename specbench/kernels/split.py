@@ -114,9 +114,8 @@ def wait_until(state_ptr, at_least):
     seen = tl.load(state_ptr, volatile=True)
     while seen < at_least:
         seen = tl.load(state_ptr + _nap(seen), volatile=True)
-    seen = tl.atomic_add(state_ptr, 0, sem="acquire")
+    tl.atomic_add(state_ptr, 0, sem="acquire")
     tl.debug_barrier()
-    return seen
 
 
 @triton.jit

@@ -157,6 +157,23 @@ def _elder_mass(d_row, inv_temperature, md, sd, x, lanes, k, sib_token, sib_vali
 
 
 @triton.jit
+def _first_sibling(first, tokens, lanes, merged_md, merged_sd, row_lanes, DRAFT: tl.constexpr):
+    # The sibling lanes (node, token, valid, mass, md, sd, div) after a place's first child `first` is rejected,
+    # as the split walk's test leaves them: lane 0 that child (a valid token, tested against mass 1, its draft
+    # statistics from merged lane first + 1, divisor 1: no elder sibling), the other lanes 0.
+    here = lanes == 0
+    md = float("-inf")
+    sd = 0.0
+    if DRAFT == DRAFT_LOGITS:
+        md = _lane(merged_md, row_lanes, first + 1)
+        sd = _lane(merged_sd, row_lanes, first + 1)
+    if DRAFT == DRAFT_PROBS:
+        md = 0.0
+    return (tl.where(here, first, 0), tl.where(here, _lane(tokens, lanes, first), 0), tl.where(here, 1, 0),
+            tl.where(here, 1.0, 0.0), tl.where(here, md, 0.0), tl.where(here, sd, 0.0), tl.where(here, 1.0, 0.0))
+
+
+@triton.jit
 def _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens, token_valid,
           t_base, t_stride, d_base, d_stride, rates_ptr, RATE_DEPTHS, RATE_WIDTH, V, N,
           merged_best, merged_m, merged_s, merged_md, merged_sd, merged_r1, summed_r1, row_lanes, resume_place,
@@ -169,11 +186,11 @@ def _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, att
     # mass R left at place r - 1 after its first child is rejected (summed across programs by the split path's
     # masses part). Where a later sibling's test needs a mass not summed, the walk takes a pass over the rows
     # in this program, or (STOP_FOR_MASS, after the first sibling only) stops there: FINAL_MASS, the place in
-    # `place`. Returns the path, its
-    # length, the stop place, what is left to emit (FINAL_DONE: `token`; FINAL_BONUS: the race over p;
-    # FINAL_RESIDUAL: the race over the residual after the `rejected` children in the sibling lanes), the stop
-    # row's (m, s). A walk that stopped for a mass resumes (SPLIT, resume_place >= -1) where it stopped: at that
-    # place, its first child rejected, the path and its length given, the next child tested against the mass.
+    # `place`. Returns the path, its length, the stop place, what is left to emit (FINAL_DONE: `token`;
+    # FINAL_BONUS: the race over p; FINAL_RESIDUAL: the race over the residual after the `rejected` children in
+    # the sibling lanes), the stop row's (m, s). A walk that stopped for a mass resumes (SPLIT, resume_place >=
+    # -1) where it stopped: at that place, its first child rejected, the path and its length given, the next
+    # child tested against the mass.
     path = start_path
     length = start_length  # accepted nodes; the current place's children are tested at position + length
     place = tl.maximum(resume_place, -1)  # the current place: -1 the root, else a node
@@ -264,23 +281,9 @@ def _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, att
             stopped = 0
             if SPLIT:  # noqa: SIM102 (a constexpr test, then a runtime one)
                 if place == resume_place:  # a walk visits a place once: only where it resumes
-                    # the first child, rejected before the walk stopped, in lane 0 of the siblings as the test
-                    # below leaves it (a valid token; its divisor 1, no elder sibling), then the next child
-                    here = lanes == 0
-                    md = float("-inf")
-                    sd = 0.0
-                    if DRAFT == DRAFT_LOGITS:
-                        md = _lane(merged_md, row_lanes, first + 1)
-                        sd = _lane(merged_sd, row_lanes, first + 1)
-                    if DRAFT == DRAFT_PROBS:
-                        md = 0.0
-                    sib_node = tl.where(here, first, sib_node)
-                    sib_token = tl.where(here, _lane(tokens, lanes, first), sib_token)
-                    sib_valid = tl.where(here, 1, sib_valid)
-                    sib_mass = tl.where(here, 1.0, sib_mass)
-                    sib_md = tl.where(here, md, sib_md)
-                    sib_sd = tl.where(here, sd, sib_sd)
-                    sib_div = tl.where(here, 1.0, sib_div)
+                    # the first child, rejected before the walk stopped, then the next child
+                    sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div = _first_sibling(
+                        first, tokens, lanes, merged_md, merged_sd, row_lanes, DRAFT)
                     k = 1
                     mass = _lane(merged_r1, row_lanes, place + 1)
                     c = tl.min(tl.where(kids & (lanes > first), lanes, NODE_BLOCK), axis=0)
@@ -541,8 +544,8 @@ def _places_to_sum(place, lanes, parents, attached, token_valid, merged_m, row_l
                    NODE_BLOCK: tl.constexpr):
     # (a ROW_BLOCK vector, 1 at row r for place r - 1) the places whose first-rejection mass the masses part
     # sums after the walk stopped at `place`: that place, and each later child of it whose own walk could need
-    # one once accepted (two or more children, a valid first one, a valid row), so that a walk going on from
-    # there rarely needs a pass in one program
+    # one once accepted (a valid token, two or more children, a valid first one, a valid row), so that a walk
+    # going on from there rarely needs a pass in one program
     wanted = tl.where(row_lanes == place + 1, 1, 0)
     kids = attached & (parents == place)
     first = tl.min(tl.where(kids, lanes, NODE_BLOCK), axis=0)
@@ -550,7 +553,8 @@ def _places_to_sum(place, lanes, parents, attached, token_valid, merged_m, row_l
     while c < NODE_BLOCK:
         grandkids = attached & (parents == c)
         c_first = tl.min(tl.where(grandkids, lanes, NODE_BLOCK), axis=0)
-        ok = (tl.sum(grandkids.to(tl.int32), axis=0) >= 2) & (_lane(token_valid.to(tl.int32), lanes, c_first) != 0)
+        ok = (_lane(token_valid.to(tl.int32), lanes, c) != 0) & (tl.sum(grandkids.to(tl.int32), axis=0) >= 2)
+        ok = ok & (_lane(token_valid.to(tl.int32), lanes, c_first) != 0)
         if not TARGET_PROBS:
             ok = ok & (_lane(merged_m, row_lanes, c + 1) != float("-inf"))
         wanted = tl.where((row_lanes == c + 1) & ok, 1, wanted)
@@ -626,31 +630,24 @@ def _tree_rows_kernel(
         best, merged_m, merged_s, merged_md, merged_sd = merge_rows(rows_f, rows_i, N + 1, ROW_SPLITS, _ROW_FIELDS,
                                                                     ROW_BLOCK, S_BLOCK)
         row_lanes = tl.arange(0, ROW_BLOCK)
-        none_summed = row_lanes * 0
-        if MODE == MODE_GREEDY:
-            _walk_and_record(b, batch, n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached,
-                             tokens, token_valid, t_base, target_stride_k, d_base, draft_stride_k, scratch_f_ptr,
-                             scratch_i_ptr, V, N, ROW_SPLITS, RACE_SPLITS, best, merged_m, merged_s, merged_md,
-                             merged_sd, merged_m, none_summed, -2, lanes * 0 - 1, 0, out_ptr, out_stride, nodes_ptr,
-                             nodes_stride,
-                             num_emitted_ptr, num_accepted_ptr, draft_ids_ptr, draft_ids_stride, MODE, DRAFT,
-                             TARGET_PROBS, WITHOUT_REPLACEMENT, False, BLOCK, NODE_BLOCK, ROW_BLOCK)
-        else:
-            _masses, _race_f, _race_i, record_f, record_i = _record_bases(
-                scratch_f_ptr, scratch_i_ptr, b, batch, N, ROW_SPLITS, RACE_SPLITS, NODE_BLOCK, ROW_BLOCK)
+        _masses, _race_f, _race_i, record_f, record_i = _record_bases(
+            scratch_f_ptr, scratch_i_ptr, b, batch, N, ROW_SPLITS, RACE_SPLITS, NODE_BLOCK, ROW_BLOCK)
+        if MODE != MODE_GREEDY:  # the merged rows, for the finish kernel
             merged = record_f + 2 + 4 * NODE_BLOCK
             tl.store(merged + row_lanes, merged_m)
             tl.store(merged + ROW_BLOCK + row_lanes, merged_s)
             tl.store(merged + 2 * ROW_BLOCK + row_lanes, merged_md)
             tl.store(merged + 3 * ROW_BLOCK + row_lanes, merged_sd)
             tl.store(record_i + _HEAD + 3 * NODE_BLOCK + row_lanes, best)
-            final, place = _walk_and_record(
-                b, batch, n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
-                token_valid, t_base, target_stride_k, d_base, draft_stride_k, scratch_f_ptr, scratch_i_ptr, V, N,
-                ROW_SPLITS, RACE_SPLITS, best, merged_m, merged_s, merged_md, merged_sd, merged_m, none_summed, -2,
-                lanes * 0 - 1, 0, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
-                draft_ids_ptr, draft_ids_stride, MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, True, BLOCK,
-                NODE_BLOCK, ROW_BLOCK)
+        # from the root, no mass summed yet: the greedy mode walks to the end, the probabilistic one may stop
+        final, place = _walk_and_record(
+            b, batch, n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
+            token_valid, t_base, target_stride_k, d_base, draft_stride_k, scratch_f_ptr, scratch_i_ptr, V, N,
+            ROW_SPLITS, RACE_SPLITS, best, merged_m, merged_s, merged_md, merged_sd, merged_m, row_lanes * 0, -2,
+            lanes * 0 - 1, 0, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
+            draft_ids_ptr, draft_ids_stride, MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, MODE != MODE_GREEDY,
+            BLOCK, NODE_BLOCK, ROW_BLOCK)
+        if MODE != MODE_GREEDY:
             state = WALKED
             if final == FINAL_MASS:
                 wanted = _places_to_sum(place, lanes, parents, attached, token_valid, merged_m, row_lanes,
@@ -692,31 +689,23 @@ def _masses_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch,
     merged_sd = tl.load(merged + 3 * ROW_BLOCK + row_lanes)
     start = split * CHUNK
     stop = tl.where(split == RACE_SPLITS - 1, V, start + CHUNK)
-    at_0 = lanes == 0
     r = tl.min(tl.where(wanted != 0, row_lanes, ROW_BLOCK), axis=0)
-    while r < ROW_BLOCK:  # each place to sum (row r, place r - 1), its first child as lane 0 of the sibling vectors
+    while r < ROW_BLOCK:  # each place to sum (row r, place r - 1), its first child rejected
         first = tl.min(tl.where(attached & (parents == r - 1), lanes, NODE_BLOCK), axis=0)
         m = 0.0
         s = 1.0
         if not TARGET_PROBS:
             m = _lane(merged_m, row_lanes, r)
             s = _lane(merged_s, row_lanes, r)
-        md = float("-inf")
-        sd = 0.0
-        if DRAFT == DRAFT_LOGITS:
-            md = _lane(merged_md, row_lanes, first + 1)
-            sd = _lane(merged_sd, row_lanes, first + 1)
-        if DRAFT == DRAFT_PROBS:
-            md = 0.0
+        sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div = _first_sibling(
+            first, tokens, lanes, merged_md, merged_sd, row_lanes, DRAFT)
         t_row = t_base + r.to(tl.int64) * target_stride_k
         total = tl.zeros([BLOCK], tl.float32)
         for chunk in range(start, stop, BLOCK):
             offs = chunk + tl.arange(0, BLOCK)
             total += _residual_chunk(t_row, d_base, draft_stride_k, offs, stop, inv_temperature, m, s, 1, lanes,
-                                     tl.where(at_0, first, 0), tl.where(at_0, _lane(tokens, lanes, first), 0),
-                                     tl.where(at_0, 1, 0), tl.where(at_0, 1.0, 0.0), tl.where(at_0, md, 0.0),
-                                     tl.where(at_0, sd, 0.0), tl.where(at_0, 1.0, 0.0), DRAFT, TARGET_PROBS,
-                                     WITHOUT_REPLACEMENT)
+                                     sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div, DRAFT,
+                                     TARGET_PROBS, WITHOUT_REPLACEMENT)
         tl.store(masses + r * RACE_SPLITS + split, tl.sum(total, axis=0))
         r = tl.min(tl.where((wanted != 0) & (row_lanes > r), row_lanes, ROW_BLOCK), axis=0)
     if last_to_arrive(counters_ptr + 1, b, RACE_SPLITS):

@@ -96,13 +96,19 @@ def variants() -> list[tuple[object, dict[str, int], int, str]]:
     out.extend(truncation_variants())
     block, warps = launch._program_shape(1 << 17, _GPU, *launch.ROW_PROGRAM_SHAPE)  # block's one-program path
     split_block, split_warps = launch._launch_shape(1 << 17, _GPU, True, "probabilistic", 8)  # its split path at B = 8
+    wide_block, wide_warps = launch._launch_shape(1 << 17, _GPU, True, "probabilistic", 256)  # ... and at B = 256
     for draft in DRAFTS:
         for target_probs in (0, 1):
             out.extend((_verify_block_kernel, {"DRAFT": draft, "TARGET_PROBS": target_probs, "BLOCK": block,
                                                "OUT_BLOCK": 8}, warps, dtype) for dtype in ("fp32", "bf16"))
-            out.extend((kernel, {"DRAFT": draft, "TARGET_PROBS": target_probs, "BLOCK": split_block, "OUT_BLOCK": 8,
-                                 "S_BLOCK": 64}, split_warps, "fp32")
-                       for kernel in (_block_rows_kernel, _block_masses_kernel, _block_race_kernel))
+            split = {"DRAFT": draft, "TARGET_PROBS": target_probs, "BLOCK": split_block, "OUT_BLOCK": 8, "S_BLOCK": 64}
+            stats = int(not launch.decided_at_drafts("probabilistic", bool(target_probs), draft))
+            out.append((_block_rows_kernel, {**split, "STATS": stats}, split_warps, "fp32"))
+            out.extend((_block_masses_kernel, {**split, "SKIP": skip}, split_warps, "fp32") for skip in (0, 1))
+            # the race, screened at large batches: both forms of logits, of probabilities
+            out.append((_block_race_kernel, {**split, "SCREEN": 0}, split_warps, "fp32"))
+            if draft == (2 if target_probs else 1):
+                out.append((_block_race_kernel, {**split, "BLOCK": wide_block, "SCREEN": 1}, wide_warps, "fp32"))
     out.extend(tree_variants())
     return out
 

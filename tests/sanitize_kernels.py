@@ -29,6 +29,7 @@ call runs twice, the second through the launcher's direct path to the compiled k
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import re
@@ -246,11 +247,23 @@ def _tree_workload(mine, device) -> int:
     return calls
 
 
+@contextlib.contextmanager
+def _block_skip_from(launch, batch: int):
+    # the launcher's BLOCK_SKIP_MIN_BATCH inside the block (the chain shapes are all below the default)
+    previous, launch.BLOCK_SKIP_MIN_BATCH = launch.BLOCK_SKIP_MIN_BATCH, batch
+    try:
+        yield
+    finally:
+        launch.BLOCK_SKIP_MIN_BATCH = previous
+
+
 def _block_workload(mine, device) -> int:
     """Block verification (``method="block"``) on hostile inputs, one program per request and the split path:
     every draft and target form, float32 and bfloat16, the chain shapes of the main workload. Every 8th request
     from the 6th drafts a random token in slot 0, so weights fall in (0, 1) for every draft form and the backward
-    pass meets rows whose test ``u_{i-1} >= w_i`` fails unread (their mass partials neither written nor read)."""
+    pass meets rows whose test ``u_{i-1} >= w_i`` fails unread (their mass partials neither written nor read). The
+    split path runs twice: as the launcher takes it at these batch sizes, and skipping rows below a passed stop test
+    (BLOCK_SKIP_MIN_BATCH, from 256 requests by default)."""
     import torch
 
     from specbench import verify
@@ -264,8 +277,9 @@ def _block_workload(mine, device) -> int:
                 drafts = kwargs["draft_token_ids"]
                 drafts[5::8, 0] = torch.randint(vocab, drafts[5::8, 0].shape, generator=torch.Generator().manual_seed(vocab))
             kwargs = {k: v.to(device) for k, v in kwargs.items()}
-            for strategy in ("sequential", "split"):  # one program per request; the split path
-                with launch.strategy(strategy):
+            # one program per request; the split path, and the split path skipping rows below a passed stop test
+            for strategy, skip_from in (("sequential", 0), ("split", launch.BLOCK_SKIP_MIN_BATCH), ("split", 1)):
+                with launch.strategy(strategy), _block_skip_from(launch, skip_from):
                     for _ in range(2):  # the JIT launch, then the direct one
                         verify(mode="probabilistic", method="block", backend="triton", check_values=False, **kwargs)
                         calls += 1

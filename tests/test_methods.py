@@ -336,14 +336,57 @@ def test_triton_block_kernel_equals_the_reference(form):
     assert 0 < int(want.num_accepted.sum()) < 20 * 3
 
 
+def _poisoned_scratch(monkeypatch):
+    # the launcher's scratch comes fresh and poisoned (NaN floats, 0x5A5A5A5A ints): a slot read before this call
+    # wrote it shows up in the tokens (as run_verify does, tests/conftest.py)
+    launch = pytest.importorskip("specbench.kernels.launch")
+
+    def poisoned(shape, dtype, device):
+        return torch.full(shape, float("nan") if dtype.is_floating_point else 0x5A5A5A5A, dtype=dtype, device=device)
+
+    monkeypatch.setattr(launch, "_alloc_scratch", poisoned)
+    launch._scratch_cache.clear()
+    return launch
+
+
 @pytest.mark.parametrize("form", BLOCK_FORMS)
-def test_triton_block_split_path_equals_the_reference(form):
-    # the split path (rows, residual masses and the final race split across programs), forced; 2100 tokens give
-    # three slices a row under the interpreter
-    target, drafts, kwargs = _block_case(form, batch=12, vocab=2100, seed=16, peaked=True)
+def test_triton_block_split_path_equals_the_reference(form, monkeypatch):
+    # the split path (the rows' statistics; each row's residual mass, the stop tests in each row's last program and
+    # A in the request's last; the terminal row's race), forced, skipping rows below a passed test, on poisoned
+    # scratch; 2100 tokens give three slices a row under the interpreter. Every counter (arrivals, the passed row,
+    # the rows' arrivals) is left at zero.
+    launch = _poisoned_scratch(monkeypatch)
+    monkeypatch.setattr(launch, "BLOCK_SKIP_MIN_BATCH", 1)  # the masses kernel skips rows below a passed test
+    target, drafts, kwargs = _block_case(form, batch=12, vocab=2100, seed=26, peaked=True)
     want = verify(target, drafts, method="block", backend="torch", **kwargs)
     assert _same(_triton_block(target, drafts, kwargs, "split"), want)
-    assert 0 < int(want.num_accepted.sum()) < 12 * 3
+    accepted, num_drafts = want.num_accepted, kwargs["num_draft_tokens"]
+    # requests that stop before, inside and at the end of their blocks
+    assert bool((accepted == 0).any() and ((accepted > 0) & (accepted < num_drafts)).any())
+    assert bool(((accepted == num_drafts) & (num_drafts > 0)).any())
+    assert all(int(counters.abs().sum()) == 0 for counters in launch._arrivals.values())
+
+
+def _count_loads(monkeypatch, values: list[float]) -> dict[str, int]:
+    """A counter (``["count"]``) of the float32 loads that return one of ``values``, under the Triton interpreter,
+    for the rest of the test (a skip on a machine that runs the kernels on its GPU)."""
+    if torch.cuda.is_available():
+        pytest.skip("counts the interpreter's loads; this machine runs the kernels on its GPU")
+    from triton.runtime import interpreter
+
+    loads = {"count": 0}
+    original = interpreter.InterpreterBuilder.create_masked_load
+    wanted = np.float32(values)
+
+    def counted(self, ptrs, mask, other, cache_policy, is_volatile):
+        value = original(self, ptrs, mask, other, cache_policy, is_volatile)
+        if value.data.dtype == np.float32:
+            read = value.data[np.broadcast_to(mask.data, value.data.shape)]
+            loads["count"] += int(np.isin(read, wanted).sum())
+        return value
+
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_masked_load", counted)
+    return loads
 
 
 # The clamp h_i = min(r_i / (r_i + 1 - w_i), w_i) (verification.py, "block"): one request's rows (target and draft
@@ -403,33 +446,83 @@ def test_triton_block_does_not_read_a_row_its_uniform_decides(monkeypatch):
     # u_0 >= w_1 fails test 1 whatever r_1: neither kernel path loads row 1 beyond its draft's entry (counted by
     # the loads that return a sentinel, under the interpreter); a row whose test may pass is read (the count works)
     launch = pytest.importorskip("specbench.kernels.launch")
-    if torch.cuda.is_available():
-        pytest.skip("counts the interpreter's loads; this machine runs the kernels on its GPU")
-    from triton.runtime import interpreter
-
-    loads = {"sentinels": 0}
-    original = interpreter.InterpreterBuilder.create_masked_load
-
-    def counted(self, ptrs, mask, other, cache_policy, is_volatile):
-        value = original(self, ptrs, mask, other, cache_policy, is_volatile)
-        if value.data.dtype == np.float32:
-            read = value.data[np.broadcast_to(mask.data, value.data.shape)]
-            loads["sentinels"] += int(np.isin(read, np.float32([SENTINEL, DRAFT_SENTINEL])).sum())
-        return value
-
-    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_masked_load", counted)
+    loads = _count_loads(monkeypatch, [SENTINEL, DRAFT_SENTINEL])
     vocab = 1100  # three slices of a row on the split path
     decided, passing, _ratio = _clamp_seeds(vocab)
     for seeds, accepted in ((decided, 0), (passing[:1], 1)):
         _p, _q, call = _clamp_case(vocab, seeds)
         drafts = call.pop("draft_token_ids")
         for strategy in ("sequential", "split"):
-            loads["sentinels"] = 0
+            loads["count"] = 0
             with launch.strategy(strategy):
                 got = verify(None, drafts, method="block", backend="triton", **call)
             assert got.num_accepted.tolist() == [accepted] * len(seeds)
-            assert (loads["sentinels"] > 0) == (accepted == 1), (strategy, accepted, loads)
+            assert (loads["count"] > 0) == (accepted == 1), (strategy, accepted, loads)
 
+
+
+# One request's rows where a stop test is decided by its residual mass (target and draft probabilities, V tokens,
+# drafts [0, 0, 1]): row 0 is uniform in both (w_1 = 1, and test 1 passes: r_1 > 0 makes h_1 = 1); row 1 gives w_2 =
+# p_1(x_1) / q_1(x_1) = 0.5 and holds 0.75 / (V - 1) everywhere else (a value no other row holds); row 2 rejects its
+# draft (p_2(x_2) = 0: w_3 = 0, test 3 fails) and leaves r_2 = sum max(p_2 / 2 - q_2, 0) = 0.36 at V = 1100, so test
+# 2 passes iff u_1 < h_2 = r_2 / (r_2 + 1 / 2) (0.42; with r_2 halved, 0.26; 0.45 at V = 3000). A = 2 then, else 1.
+def _row1_rest(vocab: int) -> float:
+    return 0.75 / (vocab - 1)
+
+
+def _mass_case(seeds: list[int], vocab: int = 1100) -> dict:
+    p = torch.zeros(4, vocab)
+    q = torch.zeros(3, vocab)
+    p[0], q[0] = 1.0 / vocab, 1.0 / vocab
+    p[1, 0], p[1, 1:] = 0.25, _row1_rest(vocab)
+    q[1, 0], q[1, 1:] = 0.5, 0.5 / (vocab - 1)
+    p[2, 2:102], p[2, 102:] = 0.9 / 100, 0.1 / (vocab - 102)
+    q[2] = 1.0 / vocab
+    p[3] = 1.0 / vocab
+    batch = len(seeds)
+    return {"draft_token_ids": torch.tensor([[0, 0, 1]] * batch), "target_probs": p.expand(batch, 4, vocab).contiguous(),
+            "draft_probs": q.expand(batch, 3, vocab).contiguous(), "seeds": torch.tensor(seeds),
+            "positions": torch.full((batch,), 3)}
+
+
+def test_triton_block_stop_tests_read_the_residual_mass(monkeypatch):
+    # 24 requests on the same rows, each with its own uniforms: which pass test 2 depends on r_2 itself (not only
+    # on whether it is positive), so a mass summed wrong, or a test run on part of the slices, moves some. One
+    # program per request; the split path with the backward pass in the request's last program, and with each stop
+    # test in its row's last program (skipping rows below a passed test)
+    launch = pytest.importorskip("specbench.kernels.launch")
+    call = _mass_case(list(range(24)))
+    want = verify(backend="torch", method="block", **call)
+    assert 3 < int((want.num_accepted == 2).sum()) < 21 and set(want.num_accepted.tolist()) == {1, 2}
+    drafts = call.pop("draft_token_ids")
+    for strategy, skip_from in (("sequential", 1), ("split", 10**9), ("split", 1)):
+        monkeypatch.setattr(launch, "BLOCK_SKIP_MIN_BATCH", skip_from)
+        assert _same(_triton_block(None, drafts, call, strategy), want), (strategy, skip_from)
+
+
+def test_triton_block_split_path_skips_rows_below_a_passed_test(monkeypatch):
+    # The split path (skipping, as from BLOCK_SKIP_MIN_BATCH requests) reads no residual mass below a row whose stop
+    # test passed, once the pass is known: its masses kernel runs row by row from the last, so under the interpreter
+    # (one program after another) every program of row 1 starts after row 2's test. Counted by the loads of row 1's
+    # own value: none with A = 2 (row 2 passes; the race reads row 2), its mass and its race with A = 1.
+    launch = pytest.importorskip("specbench.kernels.launch")
+    from specbench import rng
+
+    vocab = 3000  # three slices a row
+    loads = _count_loads(monkeypatch, [_row1_rest(vocab)])
+    monkeypatch.setattr(launch, "BLOCK_SKIP_MIN_BATCH", 1)
+    u = rng.uniform(torch.arange(200), torch.full((200,), 4), rng.ACCEPT)  # u_1 of each seed (position 3 + 1)
+    seeds = {2: int(torch.nonzero(u < 0.3)[0, 0]), 1: int(torch.nonzero((u > 0.47) & (u < 0.5))[0, 0])}
+    block, _warps = launch._launch_shape(vocab, torch.device("cpu"), True, "probabilistic", 1)
+    assert launch._slices(3, vocab, block, torch.device("cpu"))[0] == 3
+    for accepted, seed in seeds.items():
+        call = _mass_case([seed], vocab)
+        drafts = call.pop("draft_token_ids")
+        loads["count"] = 0
+        with launch.strategy("split"):
+            got = verify(None, drafts, method="block", backend="triton", **call)
+        assert got.num_accepted.tolist() == [accepted]
+        assert loads["count"] == (0 if accepted == 2 else 2 * (vocab - 1)), (accepted, loads)
 
 # --- specbench verify --method ----------------------------------------------------------------------------------
 

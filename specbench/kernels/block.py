@@ -14,11 +14,15 @@ the greedy rule (one argmax pass per row).
 Correct first, not tuned: the residual race is not screened (the bonus race is, as the token kernel's),
 and untruncated inputs only (a truncated call is refused by the launcher).
 
-The split path (``launch.strategy("split")``) splits each row across programs, in three launches that each end
-in the request's last program: ``_block_rows_kernel`` (the rows' statistics; then the forward pass from the
-values at the drafts), ``_block_masses_kernel`` (every ``r_i`` the backward pass may need: ``i = 1..n-1`` with
-``u_{i-1} < w_i``, unless the test of length ``n`` passed; then the backward pass) and ``_block_race_kernel``
-(the terminal row's race). The same arithmetic, so the same tokens up to the float sums' order.
+The split path (``launch.strategy("split")``, what a GPU runs) splits each row across programs, in three launches
+that each end in the request's last program: ``_block_rows_kernel`` (the rows' statistics, then the forward pass
+from the values at the drafts; where no weight needs statistics, target probabilities with draft probabilities or
+one-hot drafts, one program per request runs the forward pass alone), ``_block_masses_kernel`` (every ``r_i`` the
+backward pass may need: ``i = 1..n-1`` with ``u_{i-1} < w_i``, unless the test of length ``n`` passed; then the
+backward pass) and ``_block_race_kernel`` (the terminal row's race, screened at large batches as the token
+kernels' races). With ``SKIP`` (large batches) the masses kernel's programs run row by row from the last, each
+row's last program runs its stop test, and a row below a passed test is not read: the backward pass stops there.
+The same arithmetic, so the same tokens up to the float sums' order.
 """
 
 import triton
@@ -43,8 +47,15 @@ from specbench.kernels.decide import (
     target_chunk,
     target_prob_of,
 )
-from specbench.kernels.rng import hash_word, neg_log_of_uniform, stream_key, uniform_at, uniform_of
-from specbench.kernels.rows import argmax_slice, race_lanes, ratio_best, softmax_stats_slice
+from specbench.kernels.rng import hash_word, neg_log_of_uniform, one_minus_uniform, stream_key, uniform_at, uniform_of
+from specbench.kernels.rows import (
+    argmax_slice,
+    chunk_raced,
+    race_lanes,
+    ratio_best,
+    screen_ratio,
+    softmax_stats_slice,
+)
 from specbench.kernels.split import (
     finish_greedy,
     last_to_arrive,
@@ -92,19 +103,25 @@ def _residual_mass(t_row, d_row, start, stop, inv_temperature, weight, m, s, md,
 
 @triton.jit
 def _residual_race(t_row, d_row, start, stop, inv_temperature, weight, m, s, md, sd, x, x_valid, key,
-                   DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr):
+                   DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr, SCREEN: tl.constexpr, BLOCK: tl.constexpr):
     # the race over max(w p - q, 0) on [start, stop): argmax_y of its weight over E_y, compared as
     # w * E' > w' * E (ties to the lowest id), as a race pair (log(w / E), 0, index); index -1 when the weights
-    # are zero there
+    # are zero there. Screened as rows.race_weights_slice (SCREEN): a chunk none of whose tokens could beat the best
+    # so far (w > r (1 - u), r the best w / E less a margin) skips its logarithms.
     lane_w = tl.zeros([BLOCK], tl.float32)
     lane_e = tl.full([BLOCK], 1.0, tl.float32)
     lane_idx = tl.full([BLOCK], -1, tl.int32)
+    ratio_screen = weight * 0.0  # nothing screened before the first raced chunk
     for chunk in range(start, stop, BLOCK):
         offs = chunk + tl.arange(0, BLOCK)
         p, q = _row_chunk(t_row, d_row, offs, stop, inv_temperature, m, s, md, sd, x, x_valid, DRAFT, TARGET_PROBS)
         w = tl.where(offs < stop, weight * p - q, 0.0)
-        e = neg_log_of_uniform(uniform_of(hash_word(key, offs)))  # E_y
-        lane_w, lane_e, lane_idx = race_lanes(lane_w, lane_e, lane_idx, w, e, offs)
+        word = hash_word(key, offs)
+        if chunk_raced(w - ratio_screen * one_minus_uniform(word), SCREEN):  # 1 - u is at most E_y
+            e = neg_log_of_uniform(uniform_of(word))  # E_y
+            lane_w, lane_e, lane_idx = race_lanes(lane_w, lane_e, lane_idx, w, e, offs)
+            if SCREEN:
+                ratio_screen = screen_ratio(lane_w, lane_e)
     return ratio_best(lane_w, lane_e, lane_idx)
 
 
@@ -245,7 +262,7 @@ def _verify_block_kernel(
                                            row_at(weights, slots, terminal), row_at(ms, slots, terminal),
                                            row_at(ss, slots, terminal), row_at(mds, slots, terminal),
                                            row_at(sds, slots, terminal), x, x_valid, key, DRAFT, TARGET_PROBS,
-                                           BLOCK)
+                                           False, BLOCK)
             if index < 0:  # nothing left: the race over p with the same E_y
                 _z, _g, index = sample_row(t_row, 0, V, inv_temperature, key, TARGET_PROBS, False, BLOCK)
             token = index.to(tl.int64)
@@ -260,11 +277,16 @@ def _verify_block_kernel(
 # The split path (launch.strategy("split")): three launches, each ending in the request's last program (arrival
 # counters as specbench/kernels/split.py's). Per request (R = K + 1 slots, S the slices of a row, S2 the race's):
 # row partials [R, S, 4] / [R, S], the residual masses' partials [R, S], the race partials [S2, 2] / [S2, 2], the
-# forward record (w, m, s, md, sd) x OUT_BLOCK / (the test of length n, the race's kind, the terminal).
+# forward record (w, m, s, md, sd) x OUT_BLOCK / (the test of length n, the request's kind, the terminal). In the
+# counters (zero on entry, left at zero): the request's arrivals [B], the largest row whose stop test passed, plus
+# one (0: none yet) [B], each row's arrivals [B, R].
 _ROW_FIELDS = tl.constexpr(4)
-_DONE = tl.constexpr(0)  # nothing left to race
-_BONUS = tl.constexpr(1)
-_RESIDUAL = tl.constexpr(2)
+_DONE = tl.constexpr(0)  # nothing left to do (a finished greedy request, an emptied invalid one)
+_DECIDE = tl.constexpr(1)  # the masses kernel settles the terminal row, the race kernel its token
+_GREEDY = tl.constexpr(2)  # a greedy request the masses kernel finishes (no rows kernel: STATS off)
+_BONUS = tl.constexpr(3)  # what the race kernel races: the bonus over p_n
+_RESIDUAL = tl.constexpr(4)  # ... or the block residual max(w_A p_A - q_A, 0)
+_WRITTEN = tl.constexpr(65536)  # what a row arrival that wrote its partial adds beyond 1 (S < 65536)
 
 
 @triton.jit
@@ -285,7 +307,7 @@ def _split_bases(scratch_f_ptr, scratch_i_ptr, b, batch, NUM_SLOTS, ROW_SPLITS, 
 
 @triton.jit
 def _block_rows_kernel(
-    scratch_f_ptr, scratch_i_ptr, arrivals_ptr,
+    scratch_f_ptr, scratch_i_ptr, counters_ptr,
     out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr,
     target_ptr, target_stride_b, target_stride_k,
     draft_ptr, draft_stride_b, draft_stride_k,
@@ -294,14 +316,17 @@ def _block_rows_kernel(
     V, NUM_SLOTS, ROW_SPLITS, RACE_SPLITS, CHUNK,
     DRAFT: tl.constexpr,
     TARGET_PROBS: tl.constexpr,
+    STATS: tl.constexpr,
     BLOCK: tl.constexpr,
     OUT_BLOCK: tl.constexpr,
     S_BLOCK: tl.constexpr,
 ):
-    # Launch 1 (grid B x (K + 1) x S): slot r's slice of the rows (a greedy request: target row r's argmax; the
-    # others: draft row r < n's softmax statistics, fused with target row r's for target logits). The last
-    # program finishes a greedy request, or runs the forward pass from the merged statistics and the values at
-    # the drafts, and records the weights and the test of length n.
+    # Launch 1. With STATS (a weight needs a row's softmax statistics: target or draft logits; grid B x (K + 1) x S):
+    # slot r's slice of the rows (a greedy request: target row r's argmax; the others: draft row r < n's softmax
+    # statistics, fused with target row r's for target logits); the last program finishes a greedy request, or runs
+    # the forward pass from the merged statistics and the values at the drafts, and records the weights, the
+    # statistics and the test of length n. Without (grid B): one program per request runs the forward pass from the
+    # values at the drafts alone, and leaves a greedy request to the masses kernel.
     b = tl.program_id(0).to(tl.int64)
     r = tl.program_id(1)
     split = tl.program_id(2)
@@ -310,46 +335,57 @@ def _block_rows_kernel(
         b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE_PROBABILISTIC)
     rows_f, rows_i, _masses, _race_f, _race_i, record_f, record_i = _split_bases(
         scratch_f_ptr, scratch_i_ptr, b, batch, NUM_SLOTS, ROW_SPLITS, RACE_SPLITS, OUT_BLOCK)
-    start = split * CHUNK
-    stop = tl.where(split == ROW_SPLITS - 1, V, start + CHUNK)  # every slice ends on a block edge but the last
     t_base = target_ptr + b * target_stride_b
     d_base = draft_ptr + b * draft_stride_b
-    t_row = t_base + r * target_stride_k
-    d_row = d_base + tl.minimum(r, NUM_SLOTS - 2).to(tl.int64) * draft_stride_k  # read for r < n only
-    cell = r * ROW_SPLITS + split
-    if greedy:
-        if r <= n:
-            best_val, best_idx = argmax_slice(t_row, start, stop, TARGET_PROBS, BLOCK)
-            store_row_partial(rows_f + cell * _ROW_FIELDS, rows_i + cell, best_val, 0.0, float("-inf"), 0.0, best_idx)
-    elif r < n:
-        if TARGET_PROBS:
-            md = 0.0
-            sd = 0.0
-            if DRAFT == DRAFT_LOGITS:  # draft probabilities and one-hot drafts need no statistics (not read)
+    finishing = b >= 0  # every program without STATS: it is its request's only one
+    if STATS:
+        start = split * CHUNK
+        stop = tl.where(split == ROW_SPLITS - 1, V, start + CHUNK)  # every slice ends on a block edge but the last
+        t_row = t_base + r * target_stride_k
+        d_row = d_base + tl.minimum(r, NUM_SLOTS - 2).to(tl.int64) * draft_stride_k  # read for r < n only
+        cell = r * ROW_SPLITS + split
+        if greedy:
+            if r <= n:
+                best_val, best_idx = argmax_slice(t_row, start, stop, TARGET_PROBS, BLOCK)
+                store_row_partial(rows_f + cell * _ROW_FIELDS, rows_i + cell, best_val, 0.0, float("-inf"), 0.0,
+                                  best_idx)
+        elif r < n:
+            if TARGET_PROBS:
                 md, sd, _m2, _s2 = softmax_stats_slice(d_row, d_row, start, stop, inv_temperature, False, BLOCK)
-            store_row_partial(rows_f + cell * _ROW_FIELDS, rows_i + cell, 0.0, 0.0, md, sd, -1)
-        else:
-            m, s, md, sd = softmax_stats_slice(t_row, d_row, start, stop, inv_temperature, DRAFT == DRAFT_LOGITS,
-                                               BLOCK)
-            store_row_partial(rows_f + cell * _ROW_FIELDS, rows_i + cell, m, s, md, sd, -1)
-    if last_to_arrive(arrivals_ptr, b, NUM_SLOTS * ROW_SPLITS):
+                store_row_partial(rows_f + cell * _ROW_FIELDS, rows_i + cell, 0.0, 0.0, md, sd, -1)
+            else:
+                m, s, md, sd = softmax_stats_slice(t_row, d_row, start, stop, inv_temperature, DRAFT == DRAFT_LOGITS,
+                                                   BLOCK)
+                store_row_partial(rows_f + cell * _ROW_FIELDS, rows_i + cell, m, s, md, sd, -1)
+        finishing = last_to_arrive(counters_ptr, b, NUM_SLOTS * ROW_SPLITS)
+    if finishing:
         valid = request_valid(inv_temperature)
         kind = _DONE
+        slots = tl.arange(0, OUT_BLOCK)
         if greedy:
-            finish_greedy(b, n, inv_temperature, position, key_of_seed, rows_f, rows_i, ROW_SPLITS,
-                          target_ptr, target_stride_b, target_stride_k, draft_ids_ptr, draft_ids_stride, V,
-                          out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, NUM_SLOTS,
-                          TARGET_PROBS, OUT_BLOCK, S_BLOCK)
+            if STATS:
+                finish_greedy(b, n, inv_temperature, position, key_of_seed, rows_f, rows_i, ROW_SPLITS,
+                              target_ptr, target_stride_b, target_stride_k, draft_ids_ptr, draft_ids_stride, V,
+                              out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, NUM_SLOTS,
+                              TARGET_PROBS, OUT_BLOCK, S_BLOCK)
+            else:
+                kind = _GREEDY
         else:
-            _best, ms, ss, mds, sds = merge_rows(rows_f, rows_i, n, ROW_SPLITS, _ROW_FIELDS, OUT_BLOCK, S_BLOCK)
-            if TARGET_PROBS:  # probabilities as given; q from draft probabilities (md = 0) or one-hot (md = -inf)
-                ms = tl.zeros([OUT_BLOCK], tl.float32)
-                ss = tl.full([OUT_BLOCK], 1.0, tl.float32)
-            if DRAFT == DRAFT_PROBS:
-                mds = tl.zeros([OUT_BLOCK], tl.float32)
+            ms = tl.zeros([OUT_BLOCK], tl.float32)  # probabilities as given: (m, s) = (0, 1)
+            ss = tl.full([OUT_BLOCK], 1.0, tl.float32)
+            mds = tl.zeros([OUT_BLOCK], tl.float32)  # q from draft probabilities (md = 0) or one-hot (md = -inf)
+            sds = tl.full([OUT_BLOCK], 1.0, tl.float32)
+            if STATS:
+                _best, ms_rows, ss_rows, mds_rows, sds_rows = merge_rows(rows_f, rows_i, n, ROW_SPLITS, _ROW_FIELDS,
+                                                                         OUT_BLOCK, S_BLOCK)
+                if not TARGET_PROBS:
+                    ms = ms_rows
+                    ss = ss_rows
+                if DRAFT == DRAFT_LOGITS:
+                    mds = mds_rows
+                    sds = sds_rows
             if DRAFT == DRAFT_NONE:
                 mds = tl.full([OUT_BLOCK], float("-inf"), tl.float32)
-            slots = tl.arange(0, OUT_BLOCK)
             weights = tl.full([OUT_BLOCK], 1.0, tl.float32)  # w_i (w_0 = 1)
             weight = 1.0
             last = n < 0
@@ -368,17 +404,29 @@ def _block_rows_kernel(
             tl.store(record_f + 3 * OUT_BLOCK + slots, mds)
             tl.store(record_f + 4 * OUT_BLOCK + slots, sds)
             tl.store(record_i + 0, last.to(tl.int32))
-            kind = tl.where(valid, _BONUS, _DONE)  # the masses kernel settles the terminal and the race
+            kind = tl.where(valid, _DECIDE, _DONE)
         if ~valid:
-            slots = tl.arange(0, OUT_BLOCK)
             write_request(out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, b, tl.full([OUT_BLOCK], -1, tl.int64),
                           0, 0, NUM_SLOTS, OUT_BLOCK)
         tl.store(record_i + 1, kind)
 
 
 @triton.jit
+def _arrive_at_row(row_arrivals_ptr, written, ROW_SPLITS):
+    # Count this program in at a row, with whether it wrote its partial there; for the row's last program, whether
+    # every program wrote one (the barriers and acq_rel as split.last_to_arrive's; the last leaves the count at 0)
+    tl.debug_barrier()
+    before = tl.atomic_add(row_arrivals_ptr, 1 + written * _WRITTEN, sem="acq_rel")
+    tl.debug_barrier()
+    last = (before % _WRITTEN) == ROW_SPLITS - 1
+    if last:
+        tl.store(row_arrivals_ptr, 0)
+    return last & (before // _WRITTEN + written == ROW_SPLITS)
+
+
+@triton.jit
 def _block_masses_kernel(
-    scratch_f_ptr, scratch_i_ptr, arrivals_ptr,
+    scratch_f_ptr, scratch_i_ptr, counters_ptr,
     out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr,
     target_ptr, target_stride_b, target_stride_k,
     draft_ptr, draft_stride_b, draft_stride_k,
@@ -387,63 +435,116 @@ def _block_masses_kernel(
     V, NUM_SLOTS, ROW_SPLITS, RACE_SPLITS, CHUNK,
     DRAFT: tl.constexpr,
     TARGET_PROBS: tl.constexpr,
+    SKIP: tl.constexpr,
     BLOCK: tl.constexpr,
     OUT_BLOCK: tl.constexpr,
     S_BLOCK: tl.constexpr,
 ):
-    # Launch 2 (grid B x (K + 1) x S): unless the test of length n passed, slot i in 1..n-1's slice of the
-    # residual mass r_i = sum max(w_i p_i - q_i, 0), unless u_{i-1} >= w_i fails test i unread (its partials are
-    # then neither written nor read); the last program runs the backward pass (the largest length whose test
-    # passes), writes the accepted drafts and leaves the terminal row's race.
-    b = tl.program_id(0).to(tl.int64)
-    r = tl.program_id(1)
-    split = tl.program_id(2)
-    batch = tl.num_programs(0)
-    _rows_f, _rows_i, masses, _race_f, _race_i, record_f, record_i = _split_bases(
+    # Launch 2 (grid B x (K + 1) x S; with SKIP the same programs in one dimension, row by row from the last: slot
+    # r = K first, for every request).
+    # Unless the test of length n passed, slot i in 1..n-1's slice of the residual mass r_i = sum max(w_i p_i - q_i,
+    # 0), unless u_{i-1} >= w_i fails test i unread. The request's last program finds A, the largest length whose
+    # test passes (the paper's backward pass), writes the accepted drafts and leaves the terminal row's race.
+    # With SKIP (large batches, where a row's programs start after the rows above have been read), a row is not
+    # read once a later row's test has passed either (the backward pass stops there): a row's last program sums its
+    # partials (in slice order, when every program wrote one) and runs its stop test, and a pass raises the request's
+    # passed row. Rows above the largest passed row were read by every program (none could have seen a pass above
+    # them), so their tests ran and failed: the largest passed row is A (0 if none). Without STATS, a greedy
+    # request's rows' argmax partials are taken here (slot r's slice of row r <= n) and its last program finishes it
+    # (the rows kernel of that launch reads no row).
+    if SKIP:  # one grid dimension, row by row from the last
+        pid = tl.program_id(0)
+        batch = tl.num_programs(0) // (NUM_SLOTS * ROW_SPLITS)
+        r = NUM_SLOTS - 1 - pid // (batch * ROW_SPLITS)
+        b = ((pid % (batch * ROW_SPLITS)) // ROW_SPLITS).to(tl.int64)
+        split = pid % ROW_SPLITS
+    else:  # the rows kernel's grid
+        b = tl.program_id(0).to(tl.int64)
+        r = tl.program_id(1)
+        split = tl.program_id(2)
+        batch = tl.num_programs(0)
+    rows_f, rows_i, masses, _race_f, _race_i, record_f, record_i = _split_bases(
         scratch_f_ptr, scratch_i_ptr, b, batch, NUM_SLOTS, ROW_SPLITS, RACE_SPLITS, OUT_BLOCK)
-    if tl.load(record_i + 1) != _DONE:
+    passed_ptr = counters_ptr + batch + b
+    splits = tl.arange(0, S_BLOCK)
+    kind = tl.load(record_i + 1)
+    if kind != _DONE:
         n, _greedy, inv_temperature, position, key_of_seed = request_setup(
             b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE_PROBABILISTIC)
-        last = tl.load(record_i + 0) != 0
         t_base = target_ptr + b * target_stride_b
         d_base = draft_ptr + b * draft_stride_b
-        w_r = tl.load(record_f + r)  # r <= K < OUT_BLOCK: inside the record's weights
-        u_r = uniform_at(stream_key(key_of_seed, position + r - 1, ACCEPT), 0)
-        if (~last) & (r >= 1) & (r < n) & _test_possible(u_r, w_r):
-            start = split * CHUNK
-            stop = tl.where(split == ROW_SPLITS - 1, V, start + CHUNK)
-            x = tl.load(draft_ids_ptr + b * draft_ids_stride + r)
-            x_valid = (x >= 0) & (x < V)
-            partial = _residual_mass(t_base + r * target_stride_k, d_base + r * draft_stride_k, start, stop,
-                                     inv_temperature, w_r, tl.load(record_f + OUT_BLOCK + r),
-                                     tl.load(record_f + 2 * OUT_BLOCK + r), tl.load(record_f + 3 * OUT_BLOCK + r),
-                                     tl.load(record_f + 4 * OUT_BLOCK + r), x, x_valid, DRAFT, TARGET_PROBS, BLOCK)
-            tl.store(masses + r * ROW_SPLITS + split, partial)
-        if last_to_arrive(arrivals_ptr, b, NUM_SLOTS * ROW_SPLITS):
-            splits = tl.arange(0, S_BLOCK)
-            terminal = tl.where(last, n, 0)
-            i = n - 1
-            while (i > 0) & (terminal == 0):
-                w_i = tl.load(record_f + i)
-                u = uniform_at(stream_key(key_of_seed, position + i - 1, ACCEPT), 0)
-                r_i = 0.0
-                if _test_possible(u, w_i):  # the rows whose partials were written
-                    r_i = tl.sum(tl.load(masses + i * ROW_SPLITS + splits, mask=splits < ROW_SPLITS, other=0.0),
-                                 axis=0)
-                if u < _stop_probability(r_i, w_i):
-                    terminal = i
-                i -= 1
-            slots = tl.arange(0, OUT_BLOCK)
-            drafts = tl.load(draft_ids_ptr + b * draft_ids_stride + slots, mask=slots < n, other=-1)
-            write_request(out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, b, tl.where(slots < terminal, drafts, -1),
-                          terminal, terminal, NUM_SLOTS, OUT_BLOCK)
-            tl.store(record_i + 1, tl.where(terminal == n, _BONUS, _RESIDUAL))
-            tl.store(record_i + 2, terminal)
+        start = split * CHUNK
+        stop = tl.where(split == ROW_SPLITS - 1, V, start + CHUNK)
+        if (kind == _GREEDY) & (r <= n):
+            best_val, best_idx = argmax_slice(t_base + r * target_stride_k, start, stop, TARGET_PROBS, BLOCK)
+            cell = r * ROW_SPLITS + split
+            store_row_partial(rows_f + cell * _ROW_FIELDS, rows_i + cell, best_val, 0.0, float("-inf"), 0.0, best_idx)
+        if kind == _DECIDE:
+            last = tl.load(record_i + 0) != 0
+            w_r = tl.load(record_f + r)  # r <= K < OUT_BLOCK: inside the record's weights
+            u_r = uniform_at(stream_key(key_of_seed, position + r - 1, ACCEPT), 0)
+            if ~last & (r >= 1) & (r < n) & _test_possible(u_r, w_r):
+                written = n * 0
+                reading = r >= 1
+                if SKIP:  # no later row has passed yet: the passed row read by one thread and shared (threads reading
+                    # it at other moments could see other values, and a branch on it would split the warps apart)
+                    reading = tl.atomic_add(passed_ptr, 0, sem="relaxed") <= r
+                if reading:
+                    x = tl.load(draft_ids_ptr + b * draft_ids_stride + r)
+                    x_valid = (x >= 0) & (x < V)
+                    partial = _residual_mass(t_base + r * target_stride_k, d_base + r * draft_stride_k, start, stop,
+                                             inv_temperature, w_r, tl.load(record_f + OUT_BLOCK + r),
+                                             tl.load(record_f + 2 * OUT_BLOCK + r),
+                                             tl.load(record_f + 3 * OUT_BLOCK + r),
+                                             tl.load(record_f + 4 * OUT_BLOCK + r), x, x_valid, DRAFT, TARGET_PROBS,
+                                             BLOCK)
+                    tl.store(masses + r * ROW_SPLITS + split, partial)
+                    written = n * 0 + 1
+                # SKIP: a row every program read: its last program runs the stop test
+                if SKIP:  # noqa: SIM102 (a constexpr: the branch is compiled in or out)
+                    if _arrive_at_row(counters_ptr + 2 * batch + b * NUM_SLOTS + r, written, ROW_SPLITS):
+                        r_i = tl.sum(tl.load(masses + r * ROW_SPLITS + splits, mask=splits < ROW_SPLITS, other=0.0),
+                                     axis=0)
+                        if u_r < _stop_probability(r_i, w_r):
+                            tl.atomic_max(passed_ptr, r + 1, sem="relaxed")
+        if last_to_arrive(counters_ptr, b, NUM_SLOTS * ROW_SPLITS):
+            if kind == _GREEDY:
+                finish_greedy(b, n, inv_temperature, position, key_of_seed, rows_f, rows_i, ROW_SPLITS,
+                              target_ptr, target_stride_b, target_stride_k, draft_ids_ptr, draft_ids_stride, V,
+                              out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, NUM_SLOTS,
+                              TARGET_PROBS, OUT_BLOCK, S_BLOCK)
+                tl.store(record_i + 1, _DONE)
+            else:
+                last = tl.load(record_i + 0) != 0
+                if SKIP:
+                    passed = tl.atomic_xchg(passed_ptr, 0, sem="relaxed")  # read, and left at zero for the next launch
+                    terminal = tl.where(last, n, tl.maximum(passed - 1, 0))
+                else:
+                    # the backward pass: the tests from n - 1 down, each on its row's summed partials (written where
+                    # u_{i-1} < w_i, the others fail unread), stopping at the first that passes
+                    terminal = tl.where(last, n, 0)
+                    i = n - 1
+                    while (i > 0) & (terminal == 0):
+                        w_i = tl.load(record_f + i)
+                        u = uniform_at(stream_key(key_of_seed, position + i - 1, ACCEPT), 0)
+                        r_i = 0.0
+                        if _test_possible(u, w_i):
+                            r_i = tl.sum(tl.load(masses + i * ROW_SPLITS + splits, mask=splits < ROW_SPLITS,
+                                                 other=0.0), axis=0)
+                        if u < _stop_probability(r_i, w_i):
+                            terminal = i
+                        i -= 1
+                slots = tl.arange(0, OUT_BLOCK)
+                drafts = tl.load(draft_ids_ptr + b * draft_ids_stride + slots, mask=slots < n, other=-1)
+                write_request(out_ptr, out_stride, num_emitted_ptr, num_accepted_ptr, b,
+                              tl.where(slots < terminal, drafts, -1), terminal, terminal, NUM_SLOTS, OUT_BLOCK)
+                tl.store(record_i + 1, tl.where(terminal == n, _BONUS, _RESIDUAL))
+                tl.store(record_i + 2, terminal)
 
 
 @triton.jit
 def _block_race_kernel(
-    scratch_f_ptr, scratch_i_ptr, arrivals_ptr,
+    scratch_f_ptr, scratch_i_ptr, counters_ptr,
     out_ptr, out_stride, num_emitted_ptr,
     target_ptr, target_stride_b, target_stride_k,
     draft_ptr, draft_stride_b, draft_stride_k,
@@ -452,13 +553,14 @@ def _block_race_kernel(
     V, NUM_SLOTS, ROW_SPLITS, RACE_SPLITS, CHUNK,
     DRAFT: tl.constexpr,
     TARGET_PROBS: tl.constexpr,
+    SCREEN: tl.constexpr,
     BLOCK: tl.constexpr,
     OUT_BLOCK: tl.constexpr,
     S_BLOCK: tl.constexpr,
 ):
     # Launch 3 (grid B x S2): the terminal row's race on one slice per program (the bonus over p, or the block
-    # residual max(w p - q, 0)); the last program merges the slices (over p with the same stream when the
-    # residual has no mass anywhere) and writes the token
+    # residual max(w p - q, 0); screened with SCREEN); the last program merges the slices (over p with the same
+    # stream when the residual has no mass anywhere) and writes the token
     b = tl.program_id(0).to(tl.int64)
     split = tl.program_id(1)
     batch = tl.num_programs(0)
@@ -474,7 +576,7 @@ def _block_race_kernel(
         stop = tl.where(split == RACE_SPLITS - 1, V, start + CHUNK)
         if kind == _BONUS:
             key = stream_key(key_of_seed, position + terminal, SAMPLE)
-            z, g, idx = sample_row(t_row, start, stop, inv_temperature, key, TARGET_PROBS, False, BLOCK)
+            z, g, idx = sample_row(t_row, start, stop, inv_temperature, key, TARGET_PROBS, SCREEN, BLOCK)
         else:
             key = stream_key(key_of_seed, position + terminal, RESIDUAL)
             x = tl.load(draft_ids_ptr + b * draft_ids_stride + terminal)
@@ -484,9 +586,9 @@ def _block_race_kernel(
                                        tl.load(record_f + OUT_BLOCK + terminal), tl.load(record_f + 2 * OUT_BLOCK + terminal),
                                        tl.load(record_f + 3 * OUT_BLOCK + terminal),
                                        tl.load(record_f + 4 * OUT_BLOCK + terminal), x, x_valid, key, DRAFT,
-                                       TARGET_PROBS, BLOCK)
+                                       TARGET_PROBS, SCREEN, BLOCK)
         store_race(race_f, race_i, split, z, g, idx, -1)
-        if last_to_arrive(arrivals_ptr, b, RACE_SPLITS):
+        if last_to_arrive(counters_ptr, b, RACE_SPLITS):
             token = merge_race(race_f, race_i, RACE_SPLITS, S_BLOCK)
             if (token < 0) & (kind == _RESIDUAL):  # nothing left: the race over p with the same E_y
                 _z, _g, index = sample_row(t_row, 0, V, inv_temperature, key, TARGET_PROBS, False, BLOCK)

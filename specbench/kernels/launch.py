@@ -426,11 +426,21 @@ def verify(
                                               top_k=top_k, top_p=top_p, min_p=min_p, raw=logprobs == "raw"))
 
 
+# Block's masses kernel skips rows below a passed stop test from this many requests: there its grid runs in several
+# waves, so a row's programs, ordered row by row from the last, start after the rows above them were read. H200,
+# graph, µs, block from target and draft probabilities against the kernels before (results/h200-block-decide/):
+# L = 3 at 256 x 7 Qwen3 222.9 against 257.9 and at 512 x 7 Llama 3 328.6 against 415.2; from logits 772.8 / 779.2
+# and 1,236.9 / 1,279.1 at L = 3, 759.6 / 744.9 at 256 x 7 on natural inputs. At B = 64 (a wave and a half) the
+# row-by-row order cost more than the skip saved (logits, L = 3: 183.2 / 166.1 with both, 186.0 / 165.0 with the
+# order alone; 168.8 / 165.1 with neither), as at B <= 8.
+BLOCK_SKIP_MIN_BATCH = 256
+
+
 def _verify_block(*, target_logits, target_probs, draft_token_ids, num_draft_tokens, draft_logits, draft_probs,
                   temperatures, seeds, positions) -> VerifyResult:
     # block verification, untruncated (specbench/kernels/block.py): on a GPU the split path (rows, residual
-    # masses and the final race each split across programs); one program per request under
-    # strategy("sequential") and on the CPU. The split path was faster in 22 of the 24 graph rows measured on an
+    # masses and the final race each split across programs; the rows kernel one program per request where no weight
+    # needs statistics); one program per request under strategy("sequential") and on the CPU. The split path was faster in 22 of the 24 graph rows measured on an
     # H200 (B x K = 64 x 4, 256 x 7 Qwen3, 512 x 7 Llama 3; draft and target logits and probabilities; L = 3 and
     # all accepted; results/h200-split-paths/README.md), up to 7x at B = 64; slower only at 512 x 7 with target
     # and draft probabilities all accepted (175.9 against 145.2 µs) and level at 512 x 7 logits all accepted.
@@ -457,17 +467,23 @@ def _verify_block(*, target_logits, target_probs, draft_token_ids, num_draft_tok
     scratch_f = _scratch(batch * (num_slots * row_splits * 5 + race_splits * 2 + 5 * out_block), torch.float32,
                          device, key)
     scratch_i = _scratch(batch * (num_slots * row_splits + race_splits * 2 + 3), torch.int32, device, key)
-    arrivals = _arrival_counters(batch, device, key)
+    counters = _arrival_counters(batch * (2 + num_slots), device, key)
     sizes = {"BLOCK": block, "OUT_BLOCK": out_block, "S_BLOCK": _next_power_of_2(max(row_splits, race_splits)), **forms}
     outputs = (out, out.stride(0), num_emitted, num_accepted)
-    for launcher in (_BLOCK_ROWS, _BLOCK_MASSES):
-        launcher((batch, num_slots, row_splits),
-                 (scratch_f, scratch_i, arrivals, *outputs, *rows, vocab, num_slots, row_splits, race_splits, row_chunk),
-                 num_warps, key, **sizes)
+    args = (scratch_f, scratch_i, counters, *outputs, *rows, vocab, num_slots, row_splits, race_splits, row_chunk)
+    # without row statistics to gather (target probabilities with draft probabilities or one-hot drafts) the rows
+    # kernel is one program per request, and the masses kernel takes a greedy request's argmax
+    stats = not decided_at_drafts("probabilistic", step.target_is_probs, step.draft_kind)
+    _BLOCK_ROWS((batch, num_slots, row_splits) if stats else (batch,), args, num_warps, key, STATS=stats, **sizes)
+    # from BLOCK_SKIP_MIN_BATCH requests the masses kernel's programs run row by row from the last (block.py): a row's
+    # programs start after the rows above it were read, and skip it below a passed test (SKIP)
+    skip = batch >= BLOCK_SKIP_MIN_BATCH
+    _BLOCK_MASSES((batch * num_slots * row_splits,) if skip else (batch, num_slots, row_splits), args, num_warps, key,
+                  SKIP=skip, **sizes)
     _BLOCK_RACE((batch, race_splits),
-                (scratch_f, scratch_i, arrivals, out, out.stride(0), num_emitted, *rows, vocab, num_slots, row_splits,
+                (scratch_f, scratch_i, counters, out, out.stride(0), num_emitted, *rows, vocab, num_slots, row_splits,
                  race_splits, race_chunk),
-                num_warps, key, **sizes)
+                num_warps, key, SCREEN=screened(batch, device), **sizes)
     return step.result
 
 

@@ -238,7 +238,7 @@ def race_logits_slice(t_row, start, stop, inv_temperature, key, exclude, SCREEN:
         z_next = load_scaled(t_row, offs + BLOCK, stop, inv_temperature)
         z = tl.where(offs == exclude, float("-inf"), z)
         word = hash_word(key, offs)
-        if _raced(exp2((z - k_screen) * LOG2E) - one_minus_uniform(word), SCREEN):
+        if chunk_raced(exp2((z - k_screen) * LOG2E) - one_minus_uniform(word), SCREEN):
             e = neg_log_of_uniform(uniform_of(word))  # E_y
             # -inf never wins (exp gives 0, or NaN against a -inf best); anything finite beats a -inf
             # best (exp gives +inf); strict, so each lane keeps its earliest
@@ -300,18 +300,18 @@ def race_weights_slice(t_row, d_row, start, stop, inv_temperature, key, exclude,
                 q = tl.where(d != d, 0.0, d)  # noqa: PLR0124 (NaN test)
             w = p - q
         word = hash_word(key, offs)
-        if _raced(w - ratio_screen * one_minus_uniform(word), SCREEN):  # 1 - u is at most E_y
+        if chunk_raced(w - ratio_screen * one_minus_uniform(word), SCREEN):  # 1 - u is at most E_y
             e = neg_log_of_uniform(uniform_of(word))  # E_y
             if KIND == 0:
                 w = tl.where(offs == exclude, 0.0, w)
             lane_w, lane_e, lane_idx = race_lanes(lane_w, lane_e, lane_idx, w, e, offs)
             if SCREEN:
-                ratio_screen = _ratio_screen(lane_w, lane_e)
+                ratio_screen = screen_ratio(lane_w, lane_e)
     return ratio_best(lane_w, lane_e, lane_idx)
 
 
 @triton.jit
-def _raced(slack, SCREEN: tl.constexpr):
+def chunk_raced(slack, SCREEN: tl.constexpr):
     # whether a chunk is raced: always unscreened, else when some token's slack is above 0
     if SCREEN:
         return _any_positive(slack)
@@ -319,7 +319,7 @@ def _raced(slack, SCREEN: tl.constexpr):
 
 
 @triton.jit
-def _ratio_screen(lane_w, lane_e):
+def screen_ratio(lane_w, lane_e):
     # the best w / E so far less a margin; 0 (no screening) once ratios get too large to bound safely
     best = tl.max(lane_w / lane_e, axis=0)
     return tl.where(best < SCREEN_RATIO_LIMIT, best * (1.0 - SCREEN_RELATIVE), 0.0)

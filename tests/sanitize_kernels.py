@@ -278,7 +278,8 @@ def _block_workload(mine, device) -> int:
                 drafts[5::8, 0] = torch.randint(vocab, drafts[5::8, 0].shape, generator=torch.Generator().manual_seed(vocab))
             kwargs = {k: v.to(device) for k, v in kwargs.items()}
             # one program per request; the split path, and the split path skipping rows below a passed stop test
-            for strategy, skip_from in (("sequential", 0), ("split", launch.BLOCK_SKIP_MIN_BATCH), ("split", 1)):
+            default = launch.BLOCK_SKIP_MIN_BATCH
+            for strategy, skip_from in (("sequential", default), ("split", default), ("split", 1)):
                 with launch.strategy(strategy), _block_skip_from(launch, skip_from):
                     for _ in range(2):  # the JIT launch, then the direct one
                         verify(mode="probabilistic", method="block", backend="triton", check_values=False, **kwargs)

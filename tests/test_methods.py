@@ -349,15 +349,17 @@ def _poisoned_scratch(monkeypatch):
     return launch
 
 
-@pytest.mark.parametrize("form", BLOCK_FORMS)
-def test_triton_block_split_path_equals_the_reference(form, monkeypatch):
-    # the split path (the rows' statistics; each row's residual mass, the stop tests in each row's last program and
-    # A in the request's last; the terminal row's race), forced, skipping rows below a passed test, on poisoned
-    # scratch; 2100 tokens give three slices a row under the interpreter. Every counter (arrivals, the passed row,
-    # the rows' arrivals) is left at zero.
+@pytest.mark.parametrize(("form", "skip_from"), [(form, 1) for form in BLOCK_FORMS]
+                         + [(form, 10**9) for form in ("logits", "target-probs", "one-hot")])
+def test_triton_block_split_path_equals_the_reference(form, skip_from, monkeypatch):
+    # the split path (the rows' statistics; each row's residual mass, then A; the terminal row's race), forced, on
+    # poisoned scratch, as from BLOCK_SKIP_MIN_BATCH requests (the stop tests in each row's last program: one request
+    # in each form stops at row 2 above a row 1 its uniform leaves to its mass, which is then skipped) and as below it
+    # (A in the request's last program); 2100 tokens give three slices a row under the interpreter. Every counter
+    # (arrivals, the passed row, the rows' arrivals) is left at zero.
     launch = _poisoned_scratch(monkeypatch)
-    monkeypatch.setattr(launch, "BLOCK_SKIP_MIN_BATCH", 1)  # the masses kernel skips rows below a passed test
-    target, drafts, kwargs = _block_case(form, batch=12, vocab=2100, seed=26, peaked=True)
+    monkeypatch.setattr(launch, "BLOCK_SKIP_MIN_BATCH", skip_from)
+    target, drafts, kwargs = _block_case(form, batch=12, vocab=2100, seed=17, peaked=True)
     want = verify(target, drafts, method="block", backend="torch", **kwargs)
     assert _same(_triton_block(target, drafts, kwargs, "split"), want)
     accepted, num_drafts = want.num_accepted, kwargs["num_draft_tokens"]
@@ -408,8 +410,9 @@ def _clamp_case(vocab: int, seeds: list[int]) -> tuple[torch.Tensor, torch.Tenso
     p[2] = 1.0 / vocab
     batch = len(seeds)
     drafts = torch.tensor([[1, 0]] * batch)
-    kwargs = {"target_probs": p.expand(batch, 3, vocab).contiguous(), "draft_probs": q.expand(batch, 2, vocab).contiguous(),
-              "seeds": torch.tensor(seeds), "positions": torch.full((batch,), 5)}
+    kwargs = {"target_probs": p.expand(batch, 3, vocab).contiguous(),
+              "draft_probs": q.expand(batch, 2, vocab).contiguous(), "seeds": torch.tensor(seeds),
+              "positions": torch.full((batch,), 5)}
     return p, q, {"draft_token_ids": drafts, **kwargs}
 
 
@@ -460,11 +463,11 @@ def test_triton_block_does_not_read_a_row_its_uniform_decides(monkeypatch):
             assert (loads["count"] > 0) == (accepted == 1), (strategy, accepted, loads)
 
 
-
 # One request's rows where a stop test is decided by its residual mass (target and draft probabilities, V tokens,
 # drafts [0, 0, 1]): row 0 is uniform in both (w_1 = 1, and test 1 passes: r_1 > 0 makes h_1 = 1); row 1 gives w_2 =
 # p_1(x_1) / q_1(x_1) = 0.5 and holds 0.75 / (V - 1) everywhere else (a value no other row holds); row 2 rejects its
-# draft (p_2(x_2) = 0: w_3 = 0, test 3 fails) and leaves r_2 = sum max(p_2 / 2 - q_2, 0) = 0.36 at V = 1100, so test
+# draft (p_2(x_2) = 0: w_3 = 0, test 3 fails) and leaves r_2 = sum max(p_2 / 2 - q_2, 0) = 0.36 at V = 1100 (on 100
+# tokens, 50 at either end of the row), so test
 # 2 passes iff u_1 < h_2 = r_2 / (r_2 + 1 / 2) (0.42; with r_2 halved, 0.26; 0.45 at V = 3000). A = 2 then, else 1.
 def _row1_rest(vocab: int) -> float:
     return 0.75 / (vocab - 1)
@@ -476,18 +479,21 @@ def _mass_case(seeds: list[int], vocab: int = 1100) -> dict:
     p[0], q[0] = 1.0 / vocab, 1.0 / vocab
     p[1, 0], p[1, 1:] = 0.25, _row1_rest(vocab)
     q[1, 0], q[1, 1:] = 0.5, 0.5 / (vocab - 1)
-    p[2, 2:102], p[2, 102:] = 0.9 / 100, 0.1 / (vocab - 102)
+    # r_2's mass half in the first slice, half in the last (a test on one slice's partial sees half of it)
+    p[2, 52:-50] = 0.1 / (vocab - 102)
+    p[2, 2:52], p[2, -50:] = 0.45 / 50, 0.45 / 50
     q[2] = 1.0 / vocab
     p[3] = 1.0 / vocab
     batch = len(seeds)
-    return {"draft_token_ids": torch.tensor([[0, 0, 1]] * batch), "target_probs": p.expand(batch, 4, vocab).contiguous(),
+    drafts = torch.tensor([[0, 0, 1]] * batch)
+    return {"draft_token_ids": drafts, "target_probs": p.expand(batch, 4, vocab).contiguous(),
             "draft_probs": q.expand(batch, 3, vocab).contiguous(), "seeds": torch.tensor(seeds),
             "positions": torch.full((batch,), 3)}
 
 
 def test_triton_block_stop_tests_read_the_residual_mass(monkeypatch):
     # 24 requests on the same rows, each with its own uniforms: which pass test 2 depends on r_2 itself (not only
-    # on whether it is positive), so a mass summed wrong, or a test run on part of the slices, moves some. One
+    # on whether it is positive), so a mass summed wrong, or a test run on one slice's partial, moves some. One
     # program per request; the split path with the backward pass in the request's last program, and with each stop
     # test in its row's last program (skipping rows below a passed test)
     launch = pytest.importorskip("specbench.kernels.launch")

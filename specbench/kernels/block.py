@@ -11,18 +11,19 @@ that accepts everything thus reads each row once, as the token rule's kernel doe
 row ``A`` emits its token (the bonus, or the block residual ``max(w_A p_A - q_A, 0)``). Greedy rows run
 the greedy rule (one argmax pass per row).
 
-Correct first, not tuned: the residual race is not screened (the bonus race is, as the token kernel's),
-and untruncated inputs only (a truncated call is refused by the launcher).
+This one-program kernel is correct first, not tuned: its residual race is not screened (its bonus race is, as
+the token kernel's). Untruncated inputs only, on either path (a truncated call is refused by the launcher).
 
 The split path (``launch.strategy("split")``, what a GPU runs) splits each row across programs, in three launches
-that each end in the request's last program: ``_block_rows_kernel`` (the rows' statistics, then the forward pass
-from the values at the drafts; where no weight needs statistics, target probabilities with draft probabilities or
-one-hot drafts, one program per request runs the forward pass alone), ``_block_masses_kernel`` (every ``r_i`` the
-backward pass may need: ``i = 1..n-1`` with ``u_{i-1} < w_i``, unless the test of length ``n`` passed; then the
-backward pass) and ``_block_race_kernel`` (the terminal row's race, screened at large batches as the token
-kernels' races). With ``SKIP`` (large batches) the masses kernel's programs run row by row from the last, each
-row's last program runs its stop test, and a row below a passed test is not read: the backward pass stops there.
-The same arithmetic, so the same tokens up to the float sums' order.
+that each end in the request's last program. ``_block_rows_kernel``: the rows' statistics, then the forward pass
+from the values at the drafts (where no weight needs statistics, target probabilities with draft probabilities or
+one-hot drafts, one program per request runs the forward pass alone, and the masses kernel takes a greedy
+request's argmax). ``_block_masses_kernel``: every ``r_i`` the backward pass may need (``i = 1..n-1`` with
+``u_{i-1} < w_i``, unless the test of length ``n`` passed), then the backward pass; with ``SKIP`` (large batches)
+its programs run row by row from the last, each row's last program runs its stop test, and a program whose row
+lies below a test known to have passed reads nothing (the backward pass stops there). ``_block_race_kernel``: the
+terminal row's race, screened at large batches as the token kernels' races. The same arithmetic as the one-program
+kernel, so the same tokens up to the float sums' order.
 """
 
 import triton
@@ -283,7 +284,7 @@ def _verify_block_kernel(
 _ROW_FIELDS = tl.constexpr(4)
 _DONE = tl.constexpr(0)  # nothing left to do (a finished greedy request, an emptied invalid one)
 _DECIDE = tl.constexpr(1)  # the masses kernel settles the terminal row, the race kernel its token
-_GREEDY = tl.constexpr(2)  # a greedy request the masses kernel finishes (no rows kernel: STATS off)
+_GREEDY = tl.constexpr(2)  # a greedy request the masses kernel finishes (STATS off: the rows kernel reads no row)
 _BONUS = tl.constexpr(3)  # what the race kernel races: the bonus over p_n
 _RESIDUAL = tl.constexpr(4)  # ... or the block residual max(w_A p_A - q_A, 0)
 _WRITTEN = tl.constexpr(65536)  # what a row arrival that wrote its partial adds beyond 1 (S < 65536)
@@ -583,7 +584,8 @@ def _block_race_kernel(
             x_valid = (x >= 0) & (x < V)
             z, g, idx = _residual_race(t_row, draft_ptr + b * draft_stride_b + terminal * draft_stride_k, start, stop,
                                        inv_temperature, tl.load(record_f + terminal),
-                                       tl.load(record_f + OUT_BLOCK + terminal), tl.load(record_f + 2 * OUT_BLOCK + terminal),
+                                       tl.load(record_f + OUT_BLOCK + terminal),
+                                       tl.load(record_f + 2 * OUT_BLOCK + terminal),
                                        tl.load(record_f + 3 * OUT_BLOCK + terminal),
                                        tl.load(record_f + 4 * OUT_BLOCK + terminal), x, x_valid, key, DRAFT,
                                        TARGET_PROBS, SCREEN, BLOCK)

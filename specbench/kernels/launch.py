@@ -289,7 +289,9 @@ def _stream_key(device: torch.device) -> tuple[str, int, int, int]:
 
 
 def _arrival_counters(batch: int, device: torch.device, key: tuple[str, int, int, int]) -> torch.Tensor:
-    """Per-request arrival counters of the split kernels: zero on entry, left at zero on exit.
+    """At least ``batch`` int32 counters of the split kernels: per-request arrivals, and a kernel's other
+    counters after them (block's passed rows and rows' arrivals, the tree's tickets); zero on entry, left at zero
+    on exit.
 
     Kept per (device, stream, scratch set), so launches that may run at the same time never share one.
     """
@@ -440,10 +442,11 @@ def _verify_block(*, target_logits, target_probs, draft_token_ids, num_draft_tok
                   temperatures, seeds, positions) -> VerifyResult:
     # block verification, untruncated (specbench/kernels/block.py): on a GPU the split path (rows, residual
     # masses and the final race each split across programs; the rows kernel one program per request where no weight
-    # needs statistics); one program per request under strategy("sequential") and on the CPU. The split path was faster in 22 of the 24 graph rows measured on an
-    # H200 (B x K = 64 x 4, 256 x 7 Qwen3, 512 x 7 Llama 3; draft and target logits and probabilities; L = 3 and
-    # all accepted; results/h200-split-paths/README.md), up to 7x at B = 64; slower only at 512 x 7 with target
-    # and draft probabilities all accepted (175.9 against 145.2 µs) and level at 512 x 7 logits all accepted.
+    # needs statistics); one program per request under strategy("sequential") and on the CPU. The split path was
+    # faster in 22 of the 24 graph rows measured on an H200 (B x K = 64 x 4, 256 x 7 Qwen3, 512 x 7 Llama 3; draft
+    # and target logits and probabilities; L = 3 and all accepted; results/h200-split-paths/README.md), up to 7x at
+    # B = 64; slower only at 512 x 7 with target and draft probabilities all accepted (175.9 against 145.2 µs) and
+    # level at 512 x 7 logits all accepted.
     step = _Step.of(target_logits, target_probs, draft_logits, draft_probs, draft_token_ids)
     target, draft, draft_ids = step.target, step.draft, step.draft_ids
     batch, num_slots, vocab = target.shape

@@ -104,10 +104,10 @@ def variants() -> list[tuple[object, dict[str, int], int, str]]:
             split = {"DRAFT": draft, "TARGET_PROBS": target_probs, "BLOCK": split_block, "OUT_BLOCK": 8, "S_BLOCK": 64}
             stats = int(not launch.decided_at_drafts("probabilistic", bool(target_probs), draft))
             out.append((_block_rows_kernel, {**split, "STATS": stats}, split_warps, "fp32"))
-            out.extend((_block_masses_kernel, {**split, "SKIP": skip}, split_warps, "fp32") for skip in (0, 1))
-            # the race, screened at large batches: both forms of logits, of probabilities
+            out.append((_block_masses_kernel, {**split, "SKIP": 0}, split_warps, "fp32"))
             out.append((_block_race_kernel, {**split, "SCREEN": 0}, split_warps, "fp32"))
-            if draft == (2 if target_probs else 1):
+            if draft == (2 if target_probs else 1):  # at large batches (skip, screen): both logits, both probabilities
+                out.append((_block_masses_kernel, {**split, "BLOCK": wide_block, "SKIP": 1}, wide_warps, "fp32"))
                 out.append((_block_race_kernel, {**split, "BLOCK": wide_block, "SCREEN": 1}, wide_warps, "fp32"))
     out.extend(tree_variants())
     return out

@@ -452,7 +452,7 @@ def _block_masses_kernel(
     # passed row. Rows above the largest passed row were read by every program (none could have seen a pass above
     # them), so their tests ran and failed: the largest passed row is A (0 if none). Without STATS, a greedy
     # request's rows' argmax partials are taken here (slot r's slice of row r <= n) and its last program finishes it
-    # (the rows kernel of that launch reads no row).
+    # (the rows kernel then reads no row).
     if SKIP:  # one grid dimension, row by row from the last
         pid = tl.program_id(0)
         batch = tl.num_programs(0) // (NUM_SLOTS * ROW_SPLITS)

@@ -29,7 +29,6 @@ call runs twice, the second through the launcher's direct path to the compiled k
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import os
 import re
@@ -37,6 +36,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 # the checkout's specbench, however the script is started (the workload runs it again as a subprocess)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -247,16 +247,6 @@ def _tree_workload(mine, device) -> int:
     return calls
 
 
-@contextlib.contextmanager
-def _block_skip_from(launch, batch: int):
-    # the launcher's BLOCK_SKIP_MIN_BATCH inside the block (the chain shapes are all below the default)
-    previous, launch.BLOCK_SKIP_MIN_BATCH = launch.BLOCK_SKIP_MIN_BATCH, batch
-    try:
-        yield
-    finally:
-        launch.BLOCK_SKIP_MIN_BATCH = previous
-
-
 def _block_workload(mine, device) -> int:
     """Block verification (``method="block"``) on hostile inputs, one program per request and the split path:
     every draft and target form, float32 and bfloat16, the chain shapes of the main workload. Every 8th request
@@ -280,7 +270,7 @@ def _block_workload(mine, device) -> int:
             # one program per request; the split path, and the split path skipping rows below a passed stop test
             default = launch.BLOCK_SKIP_MIN_BATCH
             for strategy, skip_from in (("sequential", default), ("split", default), ("split", 1)):
-                with launch.strategy(strategy), _block_skip_from(launch, skip_from):
+                with launch.strategy(strategy), mock.patch.object(launch, "BLOCK_SKIP_MIN_BATCH", skip_from):
                     for _ in range(2):  # the JIT launch, then the direct one
                         verify(mode="probabilistic", method="block", backend="triton", check_values=False, **kwargs)
                         calls += 1

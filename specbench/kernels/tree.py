@@ -33,6 +33,7 @@ from specbench.kernels.decide import (
     DRAFT_NONE,
     DRAFT_PROBS,
     MODE_GREEDY,
+    MODE_PROBABILISTIC,
     MODE_SYNTHETIC,
     RESIDUAL,
     SAMPLE,
@@ -174,8 +175,27 @@ def _first_sibling(first, tokens, lanes, merged_md, merged_sd, row_lanes, DRAFT:
 
 
 @triton.jit
+def _values_at_nodes(greedy, lanes, parents, attached, tokens, token_valid, t_base, t_stride, d_base, d_stride,
+                     MODE: tl.constexpr, DRAFT: tl.constexpr, NODE_BLOCK: tl.constexpr):
+    # every node's values at its token (its parent's target row, its own draft row; 0 where never tested), read at
+    # once before a walk and before the walker's other loads, so that a place's tests wait for no load of their own
+    # (sampled rows of the probabilistic mode; the rows are the request's inputs, read whole by the rows' passes)
+    t_at_nodes = tl.zeros([NODE_BLOCK], tl.float32)
+    d_at_nodes = tl.zeros([NODE_BLOCK], tl.float32)
+    if MODE == MODE_PROBABILISTIC:
+        readable = attached & token_valid & (lanes * 0 + greedy.to(tl.int32) == 0)
+        at_token = tl.where(readable, tokens, 0)
+        t_at_nodes = tl.load(t_base + (parents + 1).to(tl.int64) * t_stride + at_token, mask=readable,
+                             other=0.0).to(tl.float32)
+        if DRAFT != DRAFT_NONE:
+            d_at_nodes = tl.load(d_base + lanes.to(tl.int64) * d_stride + at_token, mask=readable,
+                                 other=0.0).to(tl.float32)
+    return t_at_nodes, d_at_nodes
+
+
+@triton.jit
 def _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens, token_valid,
-          t_base, t_stride, d_base, d_stride, rates_ptr, RATE_DEPTHS, RATE_WIDTH, V, N,
+          t_at_nodes, d_at_nodes, t_base, t_stride, d_base, d_stride, rates_ptr, RATE_DEPTHS, RATE_WIDTH, V, N,
           merged_best, merged_m, merged_s, merged_md, merged_sd, merged_r1, summed_r1, row_lanes, resume_place,
           start_path, start_length,
           MODE: tl.constexpr, DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr, WITHOUT_REPLACEMENT: tl.constexpr,
@@ -304,18 +324,14 @@ def _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, att
                     md = 0.0
                 if DRAFT == DRAFT_NONE:
                     md = float("-inf")
-                d_at_x = 0.0
-                if DRAFT != DRAFT_NONE:
-                    d_at_x = tl.load(d_row + x_safe, mask=valid, other=0.0)
-                q_x = draft_prob_of(d_at_x, inv_temperature, md, sd, DRAFT)
+                q_x = draft_prob_of(_lane(d_at_nodes, lanes, c), inv_temperature, md, sd, DRAFT)
                 div = 1.0
                 if WITHOUT_REPLACEMENT:
                     div = 1.0 - _elder_mass(d_row, inv_temperature, md, sd, x_safe, lanes, k, sib_token, sib_valid,
                                             DRAFT)
                     repeated = tl.sum(tl.where((lanes < k) & (sib_valid != 0) & (sib_token == x), 1, 0), axis=0) > 0
                     q_x = tl.where(repeated | (div <= 0.0), 0.0, q_x / tl.where(div > 0.0, div, 1.0))
-                t_at_x = tl.load(t_row + x_safe, mask=valid, other=0.0)
-                r_x = target_prob_of(t_at_x, inv_temperature, m, s, TARGET_PROBS)
+                r_x = target_prob_of(_lane(t_at_nodes, lanes, c), inv_temperature, m, s, TARGET_PROBS)
                 if k > 0:
                     offs_x = x_safe + tl.arange(0, 2)
                     r_pair = _residual_chunk(t_row, d_base, d_stride, offs_x, V, inv_temperature, m, s, k,
@@ -383,11 +399,12 @@ def _tree_setup(b, parents_ptr, parents_stride, draft_ids_ptr, draft_ids_stride,
 
 
 @triton.jit
-def _store_request(b, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
-                   draft_ids_ptr, draft_ids_stride, lanes, path, length, token, valid_request, N,
+def _store_request(b, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr, tokens,
+                   lanes, path, length, token, valid_request, N,
                    NODE_BLOCK: tl.constexpr):
-    # the path's tokens then `token` (-1 padded), the path's nodes, the counts; nothing for an invalid request
-    path_tokens = tl.load(draft_ids_ptr + b * draft_ids_stride + tl.maximum(path, 0), mask=path >= 0, other=-1)
+    # the path's tokens then `token` (-1 padded), the path's nodes, the counts; nothing for an invalid request (the
+    # path's tokens taken from the nodes' lanes, read before the walk)
+    path_tokens = tl.where(path >= 0, tl.gather(tokens, tl.maximum(path, 0), 0), -1)
     emitted = tl.where(lanes == length, token, path_tokens)
     tl.store(out_ptr + b * out_stride + lanes, tl.where(valid_request, emitted, -1), mask=lanes < N + 1)
     if NODE_BLOCK <= N:  # the slot past the last lane (N + 1 slots, N <= NODE_BLOCK lanes)
@@ -429,9 +446,11 @@ def _verify_tree_kernel(
     t_base = target_ptr + b * target_stride_b
     d_base = draft_ptr + b * draft_stride_b
     unused = tl.zeros([2], tl.float32)
+    t_at_nodes, d_at_nodes = _values_at_nodes(greedy, lanes, parents, attached, tokens, token_valid, t_base,
+                                              target_stride_k, d_base, draft_stride_k, MODE, DRAFT, NODE_BLOCK)
     (path, length, place, final, token, m, s, rejected, sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd,
      sib_div) = _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
-                      token_valid, t_base, target_stride_k, d_base, draft_stride_k, rates_ptr, RATE_DEPTHS,
+                      token_valid, t_at_nodes, d_at_nodes, t_base, target_stride_k, d_base, draft_stride_k, rates_ptr, RATE_DEPTHS,
                       RATE_WIDTH, V, N, unused.to(tl.int32), unused, unused, unused, unused, unused,
                       unused.to(tl.int32), tl.arange(0, 2), -2, tl.full([NODE_BLOCK], -1, tl.int32), 0, MODE, DRAFT,
                       TARGET_PROBS, WITHOUT_REPLACEMENT, False, False, BLOCK, NODE_BLOCK)
@@ -449,8 +468,8 @@ def _verify_tree_kernel(
         if index < 0:  # nothing left: the race over p with the same stream
             _z, _g, index = sample_row(t_row, 0, V, inv_temperature, key, TARGET_PROBS, False, BLOCK)
         token = index.to(tl.int64)
-    _store_request(b, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr, draft_ids_ptr,
-                   draft_ids_stride, lanes, path, length, token, request_valid(inv_temperature), N, NODE_BLOCK)
+    _store_request(b, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr, tokens, lanes,
+                   path, length, token, request_valid(inv_temperature), N, NODE_BLOCK)
 
 
 # The split path: two launches. _tree_rows_kernel (grid B x (N + 1) x S): slot r's slice of target row r and of
@@ -497,11 +516,11 @@ def _record_bases(scratch_f_ptr, scratch_i_ptr, b, batch, N, ROW_SPLITS, RACE_SP
 
 @triton.jit
 def _walk_and_record(b, batch, n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
-                     token_valid, t_base, t_stride, d_base, d_stride, scratch_f_ptr, scratch_i_ptr, V, N, ROW_SPLITS,
+                     token_valid, t_at_nodes, d_at_nodes, t_base, t_stride, d_base, d_stride, scratch_f_ptr, scratch_i_ptr, V, N, ROW_SPLITS,
                      RACE_SPLITS, best, merged_m, merged_s, merged_md, merged_sd, merged_r1, summed_r1,
                      resume_place, start_path, start_length,
-                     out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr, draft_ids_ptr,
-                     draft_ids_stride, MODE: tl.constexpr, DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr,
+                     out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
+                     MODE: tl.constexpr, DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr,
                      WITHOUT_REPLACEMENT: tl.constexpr, STOP_FOR_MASS: tl.constexpr, BLOCK: tl.constexpr,
                      NODE_BLOCK: tl.constexpr, ROW_BLOCK: tl.constexpr):
     # the split path's walk from the merged rows (from the root, or resumed where it stopped for a mass): the path
@@ -509,15 +528,15 @@ def _walk_and_record(b, batch, n, greedy, inv_temperature, position, key_of_seed
     # returns what is left (FINAL_*) and the stop place
     (path, length, place, final, token, m, s, rejected, sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd,
      sib_div) = _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
-                      token_valid, t_base, t_stride, d_base, d_stride,
+                      token_valid, t_at_nodes, d_at_nodes, t_base, t_stride, d_base, d_stride,
                       scratch_f_ptr, 0, 0, V, N,  # no rates table: the synthetic mode never takes this path
                       best, merged_m, merged_s, merged_md, merged_sd, merged_r1, summed_r1, tl.arange(0, ROW_BLOCK),
                       resume_place, start_path, start_length, MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, True,
                       STOP_FOR_MASS, BLOCK, NODE_BLOCK)
     valid_request = request_valid(inv_temperature)
     if final != FINAL_MASS:
-        _store_request(b, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
-                       draft_ids_ptr, draft_ids_stride, lanes, path, length, token, valid_request, N, NODE_BLOCK)
+        _store_request(b, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr, tokens,
+                       lanes, path, length, token, valid_request, N, NODE_BLOCK)
     # the record the masses and race parts read (for every request: DONE where nothing is left to race)
     _masses, _race_f, _race_i, record_f, record_i = _record_bases(scratch_f_ptr, scratch_i_ptr, b, batch, N,
                                                                   ROW_SPLITS, RACE_SPLITS, NODE_BLOCK, ROW_BLOCK)
@@ -627,6 +646,8 @@ def _tree_rows_kernel(
     cell = r * ROW_SPLITS + split
     store_row_partial(rows_f + cell * _ROW_FIELDS, rows_i + cell, v0, v1, v2, v3, idx)
     if last_to_arrive(counters_ptr + 1, b, (N + 1) * ROW_SPLITS):
+        t_at_nodes, d_at_nodes = _values_at_nodes(greedy, lanes, parents, attached, tokens, token_valid, t_base,
+                                                  target_stride_k, d_base, draft_stride_k, MODE, DRAFT, NODE_BLOCK)
         best, merged_m, merged_s, merged_md, merged_sd = merge_rows(rows_f, rows_i, N + 1, ROW_SPLITS, _ROW_FIELDS,
                                                                     ROW_BLOCK, S_BLOCK)
         row_lanes = tl.arange(0, ROW_BLOCK)
@@ -642,11 +663,10 @@ def _tree_rows_kernel(
         # from the root, no mass summed yet: the greedy mode walks to the end, the probabilistic one may stop
         final, place = _walk_and_record(
             b, batch, n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
-            token_valid, t_base, target_stride_k, d_base, draft_stride_k, scratch_f_ptr, scratch_i_ptr, V, N,
-            ROW_SPLITS, RACE_SPLITS, best, merged_m, merged_s, merged_md, merged_sd, merged_m, row_lanes * 0, -2,
-            lanes * 0 - 1, 0, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
-            draft_ids_ptr, draft_ids_stride, MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, MODE != MODE_GREEDY,
-            BLOCK, NODE_BLOCK, ROW_BLOCK)
+            token_valid, t_at_nodes, d_at_nodes, t_base, target_stride_k, d_base, draft_stride_k, scratch_f_ptr,
+            scratch_i_ptr, V, N, ROW_SPLITS, RACE_SPLITS, best, merged_m, merged_s, merged_md, merged_sd, merged_m,
+            row_lanes * 0, -2, lanes * 0 - 1, 0, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
+            MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, MODE != MODE_GREEDY, BLOCK, NODE_BLOCK, ROW_BLOCK)
         if MODE != MODE_GREEDY:
             state = WALKED
             if final == FINAL_MASS:
@@ -709,19 +729,20 @@ def _masses_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch,
         tl.store(masses + r * RACE_SPLITS + split, tl.sum(total, axis=0))
         r = tl.min(tl.where((wanted != 0) & (row_lanes > r), row_lanes, ROW_BLOCK), axis=0)
     if last_to_arrive(counters_ptr + 1, b, RACE_SPLITS):
+        t_at_nodes, d_at_nodes = _values_at_nodes(greedy, lanes, parents, attached, tokens, token_valid, t_base,
+                                                  target_stride_k, d_base, draft_stride_k, MODE, DRAFT, NODE_BLOCK)
         splits = tl.arange(0, S_BLOCK)
         cells = masses + row_lanes[:, None] * RACE_SPLITS + splits[None, :]
         merged_r1 = tl.sum(tl.load(cells, mask=(wanted[:, None] != 0) & (splits[None, :] < RACE_SPLITS), other=0.0),
                            axis=1)
         _walk_and_record(b, batch, n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached,
-                         tokens, token_valid, t_base, target_stride_k, d_base, draft_stride_k, scratch_f_ptr,
+                         tokens, token_valid, t_at_nodes, d_at_nodes, t_base, target_stride_k, d_base, draft_stride_k, scratch_f_ptr,
                          scratch_i_ptr, V, N, ROW_SPLITS, RACE_SPLITS,
                          tl.load(record_i + _HEAD + 3 * NODE_BLOCK + row_lanes), merged_m, merged_s, merged_md,
                          merged_sd, merged_r1, wanted, tl.load(record_i + 1),
                          tl.load(record_i + _HEAD + 3 * NODE_BLOCK + 2 * ROW_BLOCK + lanes), tl.load(record_i + 3),
-                         out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr,
-                         num_accepted_ptr, draft_ids_ptr, draft_ids_stride, MODE, DRAFT, TARGET_PROBS,
-                         WITHOUT_REPLACEMENT, False, BLOCK, NODE_BLOCK, ROW_BLOCK)
+                         out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr, MODE,
+                         DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, False, BLOCK, NODE_BLOCK, ROW_BLOCK)
         publish(record_i + 4, RACING)
 
 

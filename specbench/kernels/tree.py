@@ -177,9 +177,12 @@ def _first_sibling(first, tokens, lanes, merged_md, merged_sd, row_lanes, DRAFT:
 @triton.jit
 def _values_at_nodes(greedy, lanes, parents, attached, tokens, token_valid, t_base, t_stride, d_base, d_stride,
                      MODE: tl.constexpr, DRAFT: tl.constexpr, NODE_BLOCK: tl.constexpr):
-    # every node's values at its token (its parent's target row, its own draft row; 0 where never tested), read at
-    # once before a walk and before the walker's other loads, so that a place's tests wait for no load of their own
-    # (sampled rows of the probabilistic mode; the rows are the request's inputs, read whole by the rows' passes)
+    # every node's values at its token (its parent's target row, its own draft row), read at once before a walk and
+    # before the walker's other loads, so that a child's test needs no load of its own to read p(x) and q(x) (the
+    # probabilistic mode's sampled requests; 0 for a greedy request's nodes, an invalid token's, an unattached
+    # node's). Nodes off the path are read too: each is in range (a parent before it, a token below V) in rows the
+    # caller gives for the tree's nodes. A later sibling's test still replays the residual at its token from the rows
+    # (_residual_chunk), and drawn without replacement reads its elders' draft values (_elder_mass).
     t_at_nodes = tl.zeros([NODE_BLOCK], tl.float32)
     d_at_nodes = tl.zeros([NODE_BLOCK], tl.float32)
     if MODE == MODE_PROBABILISTIC:
@@ -450,8 +453,8 @@ def _verify_tree_kernel(
                                               target_stride_k, d_base, draft_stride_k, MODE, DRAFT, NODE_BLOCK)
     (path, length, place, final, token, m, s, rejected, sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd,
      sib_div) = _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
-                      token_valid, t_at_nodes, d_at_nodes, t_base, target_stride_k, d_base, draft_stride_k, rates_ptr, RATE_DEPTHS,
-                      RATE_WIDTH, V, N, unused.to(tl.int32), unused, unused, unused, unused, unused,
+                      token_valid, t_at_nodes, d_at_nodes, t_base, target_stride_k, d_base, draft_stride_k, rates_ptr,
+                      RATE_DEPTHS, RATE_WIDTH, V, N, unused.to(tl.int32), unused, unused, unused, unused, unused,
                       unused.to(tl.int32), tl.arange(0, 2), -2, tl.full([NODE_BLOCK], -1, tl.int32), 0, MODE, DRAFT,
                       TARGET_PROBS, WITHOUT_REPLACEMENT, False, False, BLOCK, NODE_BLOCK)
     t_row = t_base + (place + 1).to(tl.int64) * target_stride_k
@@ -516,9 +519,9 @@ def _record_bases(scratch_f_ptr, scratch_i_ptr, b, batch, N, ROW_SPLITS, RACE_SP
 
 @triton.jit
 def _walk_and_record(b, batch, n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
-                     token_valid, t_at_nodes, d_at_nodes, t_base, t_stride, d_base, d_stride, scratch_f_ptr, scratch_i_ptr, V, N, ROW_SPLITS,
-                     RACE_SPLITS, best, merged_m, merged_s, merged_md, merged_sd, merged_r1, summed_r1,
-                     resume_place, start_path, start_length,
+                     token_valid, t_at_nodes, d_at_nodes, t_base, t_stride, d_base, d_stride, scratch_f_ptr,
+                     scratch_i_ptr, V, N, ROW_SPLITS, RACE_SPLITS, best, merged_m, merged_s, merged_md, merged_sd,
+                     merged_r1, summed_r1, resume_place, start_path, start_length,
                      out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
                      MODE: tl.constexpr, DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr,
                      WITHOUT_REPLACEMENT: tl.constexpr, STOP_FOR_MASS: tl.constexpr, BLOCK: tl.constexpr,
@@ -665,8 +668,9 @@ def _tree_rows_kernel(
             b, batch, n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
             token_valid, t_at_nodes, d_at_nodes, t_base, target_stride_k, d_base, draft_stride_k, scratch_f_ptr,
             scratch_i_ptr, V, N, ROW_SPLITS, RACE_SPLITS, best, merged_m, merged_s, merged_md, merged_sd, merged_m,
-            row_lanes * 0, -2, lanes * 0 - 1, 0, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
-            MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, MODE != MODE_GREEDY, BLOCK, NODE_BLOCK, ROW_BLOCK)
+            row_lanes * 0, -2, lanes * 0 - 1, 0, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr,
+            num_accepted_ptr, MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, MODE != MODE_GREEDY, BLOCK, NODE_BLOCK,
+            ROW_BLOCK)
         if MODE != MODE_GREEDY:
             state = WALKED
             if final == FINAL_MASS:
@@ -736,8 +740,8 @@ def _masses_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch,
         merged_r1 = tl.sum(tl.load(cells, mask=(wanted[:, None] != 0) & (splits[None, :] < RACE_SPLITS), other=0.0),
                            axis=1)
         _walk_and_record(b, batch, n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached,
-                         tokens, token_valid, t_at_nodes, d_at_nodes, t_base, target_stride_k, d_base, draft_stride_k, scratch_f_ptr,
-                         scratch_i_ptr, V, N, ROW_SPLITS, RACE_SPLITS,
+                         tokens, token_valid, t_at_nodes, d_at_nodes, t_base, target_stride_k, d_base,
+                         draft_stride_k, scratch_f_ptr, scratch_i_ptr, V, N, ROW_SPLITS, RACE_SPLITS,
                          tl.load(record_i + _HEAD + 3 * NODE_BLOCK + row_lanes), merged_m, merged_s, merged_md,
                          merged_sd, merged_r1, wanted, tl.load(record_i + 1),
                          tl.load(record_i + _HEAD + 3 * NODE_BLOCK + 2 * ROW_BLOCK + lanes), tl.load(record_i + 3),

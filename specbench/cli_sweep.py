@@ -38,6 +38,9 @@ sweep = lazy_module("specbench.sweep")
 shards = lazy_module("specbench.shards")
 tree_shapes = lazy_module("specbench.tree_shapes")
 tree_sweep = lazy_module("specbench.tree_sweep")
+natural_sweep = lazy_module("specbench.natural_sweep")
+natural_inputs = lazy_module("specbench.natural_inputs")
+methods = lazy_module("specbench.methods")
 sweep_charts = lazy_module("specbench.sweep_charts")
 
 DEFAULT_NUM_SPEC_TOKENS = 3
@@ -149,6 +152,25 @@ def _tree_cases(trees: list[str], rates: list[str], others: dict[str, object]) -
         rows = [[] if not row.strip() else _numbers("--rates", row, ranges=False) for row in text.split("/")]
         rate_sets.append(rows[0] if len(rows) == 1 else rows)
     return tree_sweep.tree_cases(shapes, rate_sets)
+
+
+def _natural_cases(ks: list[str], method: str | None, draft_noise: str | None, vocab_size: str | None,
+                   others: dict[str, object]) -> list:
+    """``--inputs natural`` cases: every K under every method and draft noise."""
+    given = [option for option, value in others.items() if value]
+    if given:
+        raise SpecbenchError(f"--inputs natural draws its acceptance from the inputs; {given[0]} sets a synthetic "
+                             f"profile (leave it out, or use --inputs planned)")
+    num_spec_tokens = [k for text in ks for k in _numbers("--num-spec-tokens", text, int)] or [DEFAULT_NUM_SPEC_TOKENS]
+    noises = (_numbers("--draft-noise", draft_noise) if draft_noise is not None
+              else [natural_inputs.DEFAULT_DRAFT_NOISE])
+    vocab = (natural_sweep.DEFAULT_VOCAB_SIZE if vocab_size is None
+             else _single("--vocab-size", vocab_size.replace("_", ""), int))
+    names = methods.parse_methods(method) if method is not None else [methods.DEFAULT_METHOD]
+    cases = natural_sweep.natural_cases(num_spec_tokens, names, noises, vocab)
+    if len(cases) > _MAX_VALUES:
+        raise SpecbenchError(f"{len(cases)} natural cases (K x methods x draft noises) are more than {_MAX_VALUES}")
+    return cases
 
 
 def _single(option: str, text: str, cast):
@@ -267,8 +289,10 @@ def _resumable(records: list[dict], profiles: list[scenarios.Profile], out_dir: 
             raise SpecbenchError(f"{out_dir} holds a case {index!r} that this run does not have; resume it with the "
                                  f"same profile options")
         profile = profiles[index]
+        # a natural case's rates come from its inputs: its name and K say which case it is
+        rates = (record.get("configured_rates"),) if profile.rates is None else (list(profile.rates),)
         if (record.get("profile"), record.get("num_spec_tokens"), record.get("configured_rates")) != (
-                profile.name, profile.num_spec_tokens, list(profile.rates)):
+                profile.name, profile.num_spec_tokens, *rates):
             raise SpecbenchError(f"case {index} in {out_dir} is {record.get('profile')!r}, this run's is "
                                  f"{profile.name!r}; resume it with the same profile options")
         done.add(index)
@@ -337,6 +361,21 @@ def sweep_command(
     shard: Annotated[str | None, typer.Option(
         "--shard", metavar="I/N", help="Run slice I of N of the cases (every run of N positions dealt one to a "
         "shard, the deal turned one place each run; the same on every machine); join the slices with specbench merge.", show_default=False)] = None,
+    inputs: Annotated[str, typer.Option(
+        "--inputs", metavar="KIND", help="planned (synthetic profiles, the default) or natural: drafts drawn from a "
+        "draft model (target logits N(0, 1), draft logits the target's plus --draft-noise), each step verified "
+        "with --method and checked against the exact rates of the inputs drawn.")] = "planned",
+    method: Annotated[str | None, typer.Option(
+        "--method", metavar="NAMES", show_default=False,
+        help="--inputs natural: verification methods, comma-separated (token, block, typical, relaxed; default "
+             "token), one case per method.")] = None,
+    draft_noise: Annotated[str | None, typer.Option(
+        "--draft-noise", metavar="STDS", show_default=False,
+        help="--inputs natural: the std of the noise on the draft logits (default 1): one value, several or a "
+             "range.")] = None,
+    vocab_size: Annotated[str | None, typer.Option(
+        "--vocab-size", metavar="V", show_default=False,
+        help="--inputs natural: the vocabulary of the rows (default 32768).")] = None,
 ) -> None:
     """Simulate acceptance profiles through the synthetic kernel and check them against the closed forms."""
     try:
@@ -344,7 +383,8 @@ def sweep_command(
             acceptance_length=acceptance_length, schedule=schedule, alpha=alpha, rates=rates,
             scenario=scenario, num_spec_tokens=num_spec_tokens, num_requests=num_requests,
             seed=seed, backend=backend, device=device, threads=threads, cost_ratio=cost_ratio,
-            output=output, resume=resume, tree=tree, shard=shard)
+            output=output, resume=resume, tree=tree, shard=shard, inputs=inputs, method=method,
+            draft_noise=draft_noise, vocab_size=vocab_size)
     except SpecbenchError as exc:
         fail(str(exc))
     _time_sweep(run, no_charts)
@@ -375,10 +415,24 @@ class _SweepRun:
 def _open_sweep(
     *,
     acceptance_length, schedule, alpha, rates, scenario, num_spec_tokens, num_requests, seed, backend,
-    device, threads, cost_ratio, output, resume, tree, shard,
+    device, threads, cost_ratio, output, resume, tree, shard, inputs="planned", method=None, draft_noise=None,
+    vocab_size=None,
 ) -> _SweepRun:
     """``sweep``'s options into a run with its folder open; every refusal a ``SpecbenchError``."""
-    if tree:
+    if inputs not in natural_inputs.INPUTS:
+        raise SpecbenchError(f"--inputs must be planned or natural, got {inputs!r}")
+    natural = inputs == "natural"
+    if not natural:
+        given = [name for name, value in (("--method", method), ("--draft-noise", draft_noise),
+                                          ("--vocab-size", vocab_size)) if value is not None]
+        if given:
+            raise SpecbenchError(f"{given[0]} is for --inputs natural (drafts drawn from a draft model); a planned "
+                                 f"sweep takes its acceptance from its profiles")
+    if natural:
+        profiles, scenario_name = _natural_cases(num_spec_tokens or [], method, draft_noise, vocab_size, {
+            "--acceptance-length": acceptance_length, "--alpha": alpha, "--rates": rates, "--scenario": scenario,
+            "--schedule": schedule, "--tree": tree}), None
+    elif tree:
         profiles, scenario_name = _tree_cases(tree, rates or [], {
             "--acceptance-length": acceptance_length, "--alpha": alpha, "--scenario": scenario,
             "--num-spec-tokens": num_spec_tokens, "--schedule": schedule}), None
@@ -399,7 +453,11 @@ def _open_sweep(
     if output is not None and not output.strip():
         raise SpecbenchError("--output needs a folder name, got ''")
     device_name = sweep.resolve_device(device)
-    backend_name = "torch" if tree else sweep.resolve_sweep_backend(backend, device_name)
+    # trees run the torch simulation; natural cases the torch reference unless --backend triton says otherwise
+    backend_name = "torch" if tree or (natural and backend == "auto") else sweep.resolve_sweep_backend(backend,
+                                                                                                     device_name)
+    if natural:
+        natural_sweep.check_backend(profiles, backend_name)
     shard_choice = shards.parse_shard(shard)
     # a shard skips the other shards' cases; the BUG threshold still counts every case of the grid
     others = set(range(len(profiles))) - set(shard_choice.positions(len(profiles))) if shard_choice else set()

@@ -1,4 +1,4 @@
-"""Natural inputs for ``specbench kernels``: drafts drawn from a draft distribution, so rules differ.
+"""Natural inputs for ``specbench kernels`` and ``sweep``: drafts drawn from a draft distribution, so rules differ.
 
 ``make_inputs`` (``specbench/bench.py``) plans acceptance by construction: each draft is accepted or
 rejected whatever the rule, so every verification method accepts the same drafts. Natural inputs
@@ -11,7 +11,9 @@ instead give every request a draft model that differs from the target by a state
 
 The mean accepted length of each method is then measured on the same inputs, and its expectation
 given the drawn drafts (the acceptance uniforms integrated out) is computed exactly in float64 by
-``expected_acceptance_length``. Natural inputs are for the probabilistic mode, untruncated.
+``expected_acceptance_length`` (from ``accepted_rates``, each request's ``P(A >= i)``, which a natural sweep,
+``specbench/natural_sweep.py``, checks its counts against). Natural inputs are for the probabilistic mode,
+untruncated.
 """
 
 from __future__ import annotations
@@ -63,14 +65,23 @@ def expected_acceptance_length(target_logits: torch.Tensor, draft_token_ids: tor
                                method: str) -> float:
     """``1 + mean_b E[A_b | drafts]`` in float64: each request's expected accepted count given its drafts,
     the acceptance uniforms integrated out, under ``method``'s rule (``specbench/verification.py``) at
-    temperature 1, untruncated: ``sum_i prod_{j<i} a_j`` for the per-row rules (``a_j`` the chance that
-    row ``j`` accepts its draft), ``sum_k k h_k prod_{j>k} (1 - h_j)`` for block verification."""
+    temperature 1, untruncated (``accepted_rates`` summed over positions)."""
+    rates = accepted_rates(target_logits, draft_token_ids, draft_logits, draft_probs, method)
+    return 1.0 + (float(rates.sum(dim=1).mean()) if rates.numel() else 0.0)
+
+
+def accepted_rates(target_logits: torch.Tensor, draft_token_ids: torch.Tensor, draft_logits: torch.Tensor | None,
+                   draft_probs: torch.Tensor | None, method: str) -> torch.Tensor:
+    """``[B, K]`` float64: ``P(A_b >= i | drafts)``, ``i = 1..K``, for each request under ``method``'s rule at
+    temperature 1, untruncated, the acceptance uniforms integrated out: ``prod_{j<i} a_j`` for the per-row rules
+    (``a_j`` the chance that row ``j`` accepts its draft), ``sum_{k>=i} h_k prod_{j>k} (1 - h_j)`` for block
+    verification (``h_k`` the chance of stopping after ``k`` drafts)."""
     batch, num_rows = target_logits.shape[:2]
     num_spec = num_rows - 1
-    if batch == 0 or num_spec == 0:
-        return 1.0
-    drafts = draft_token_ids.to(torch.int64)
     device = target_logits.device
+    if batch == 0 or num_spec == 0:
+        return torch.zeros(batch, max(num_spec, 0), dtype=torch.float64, device=device)
+    drafts = draft_token_ids.to(torch.int64)
     weight = torch.ones(batch, dtype=torch.float64, device=device)  # block: w_i
     stop = torch.zeros(batch, num_spec + 1, dtype=torch.float64, device=device)  # block: h_i
     accept = torch.zeros(batch, num_spec, dtype=torch.float64, device=device)  # the per-row rules: a_i
@@ -102,11 +113,11 @@ def expected_acceptance_length(target_logits: torch.Tensor, draft_token_ids: tor
                 rate = torch.where(loose, 1.0, rate)
         accept[:, i] = rate
     if method != "block":
-        return 1.0 + float(torch.cumprod(accept, dim=1).sum(dim=1).mean())
+        return torch.cumprod(accept, dim=1)
     stop[:, num_spec] = weight  # h_n = w_n
-    expected = torch.zeros(batch, dtype=torch.float64, device=device)
-    survive = torch.ones_like(expected)
+    exactly = torch.zeros(batch, num_spec, dtype=torch.float64, device=device)  # P(A = k), k = 1..K
+    survive = torch.ones(batch, dtype=torch.float64, device=device)
     for k in range(num_spec, 0, -1):
-        expected += k * stop[:, k] * survive
+        exactly[:, k - 1] = stop[:, k] * survive
         survive = survive * (1.0 - stop[:, k])
-    return 1.0 + float(expected.mean())
+    return exactly.flip(1).cumsum(dim=1).flip(1)

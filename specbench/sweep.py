@@ -37,6 +37,10 @@ the same seed. A profile with per-request spread (a beta-geometric model profile
 unchanged); its record holds ``model``, ``model_parameters`` and ``spread_components``, from which
 ``profile_models.beta_quantile_rates`` gives the ``request_rates`` back.
 
+Besides profiles a sweep runs tree cases (``specbench/tree_sweep.py``: the synthetic tree rule) and natural
+cases (``specbench/natural_sweep.py``: drafts drawn from a draft model, through ``verify`` with a verification
+method, checked against the exact rates of the inputs drawn), with the same families and verdicts.
+
 Records are plain dicts (``kind = "sweep"``) ready for ``results.ResultsWriter``; charts and the
 long-form table read only them.
 """
@@ -125,16 +129,25 @@ def num_checks(profile: Profile) -> int:
     ``c_1`` is ``p_1`` and ``P(A=K)`` is ``p_K`` (the same counts): shown, but counted once. A tree
     case: ``tree_sweep.num_checks``.
     """
-    if not isinstance(profile, Profile):
-        from specbench import tree_sweep
+    if isinstance(profile, Profile):
+        return 3 * profile.num_spec_tokens
+    from specbench import natural_sweep, tree_sweep
 
-        return tree_sweep.num_checks(profile)
-    return 3 * profile.num_spec_tokens
+    if isinstance(profile, natural_sweep.NaturalCase):
+        return natural_sweep.num_checks(profile)
+    return tree_sweep.num_checks(profile)
 
 
 def case_num_requests(profile: Profile) -> int:
-    """A case's default steps: ``default_num_requests`` of the most drafts a step can accept (a tree's depth)."""
-    return default_num_requests(profile.shape.depth if not isinstance(profile, Profile) else profile.num_spec_tokens)
+    """A case's default steps: ``default_num_requests`` of the most drafts a step can accept (a tree's depth); a
+    natural case's ``natural_sweep.DEFAULT_NUM_REQUESTS`` (each step verifies whole rows)."""
+    if isinstance(profile, Profile):
+        return default_num_requests(profile.num_spec_tokens)
+    from specbench import natural_sweep
+
+    if isinstance(profile, natural_sweep.NaturalCase):
+        return natural_sweep.DEFAULT_NUM_REQUESTS
+    return default_num_requests(profile.shape.depth)
 
 
 def simulate_histogram(
@@ -430,7 +443,9 @@ def run_sweep(
 
     Args:
         profiles: the cases, in order (``K`` at most ``MAX_NUM_SPEC_TOKENS``); a ``tree_sweep.TreeCase``
-            runs a draft tree through the synthetic tree rule (``specbench.tree_sweep``).
+            runs a draft tree through the synthetic tree rule (``specbench.tree_sweep``), a
+            ``natural_sweep.NaturalCase`` natural inputs through ``verify`` with its method
+            (``specbench.natural_sweep``).
         num_requests: steps per case; default ``case_num_requests`` (+-0.01 on the mean length).
         seed: the run's seed; each case simulates under its own ``case_seed(seed, profile)`` (see the
             module docstring), so a case's result does not depend on which other cases run with it.
@@ -454,6 +469,8 @@ def run_sweep(
     device = resolve_device(device)
     backend = resolve_sweep_backend(backend, device)
     bug_p = FAMILY_BUG_ALPHA / sum(num_checks(p) for p in profiles)
+    from specbench import natural_sweep, tree_sweep
+
     records = []
     for index, profile in enumerate(profiles):
         if index in skip_cases:
@@ -465,9 +482,9 @@ def run_sweep(
                                   "bug_p": bug_p, "scenario": scenario, "on_progress": on_progress}
         if isinstance(profile, Profile):
             record = run_case(profile, backend=backend, **common)
+        elif isinstance(profile, natural_sweep.NaturalCase):  # natural inputs through verify, method by method
+            record = natural_sweep.run_natural_case(profile, backend=backend, **common)
         else:  # a tree case: the vectorised torch simulation of tree_sweep
-            from specbench import tree_sweep
-
             record = tree_sweep.run_tree_case(profile, **common)
         record["case"] = index
         records.append(record)

@@ -1,6 +1,7 @@
 """`specbench sweep`: simulate synthetic-acceptance profiles and check them against the closed forms.
 
-Parses the options into profiles, then calls ``specbench.sweep.run_sweep``; records go to disk as
+Parses the options into profiles (or tree cases, or natural cases: ``specbench/natural_sweep.py``), then calls
+``specbench.sweep.run_sweep``; records go to disk as
 they finish (a Ctrl-C or a closed pipe keeps them, marked interrupted), then the charts and a
 summary. Every option arrives as text and is parsed here, so a bad value gets one sentence naming
 it instead of a usage panel.
@@ -377,7 +378,8 @@ def sweep_command(
         "--vocab-size", metavar="V", show_default=False,
         help="--inputs natural: the vocabulary of the rows (default 32768).")] = None,
 ) -> None:
-    """Simulate acceptance profiles through the synthetic kernel and check them against the closed forms."""
+    """Simulate acceptance profiles through the synthetic kernel (or, with --inputs natural, verify natural inputs
+    with each method) and check them against the closed forms (the exact rates of the inputs drawn)."""
     try:
         run = _open_sweep(
             acceptance_length=acceptance_length, schedule=schedule, alpha=alpha, rates=rates,

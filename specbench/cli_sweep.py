@@ -378,8 +378,7 @@ def sweep_command(
         "--vocab-size", metavar="V", show_default=False,
         help="--inputs natural: the vocabulary of the rows (default 32768).")] = None,
 ) -> None:
-    """Simulate acceptance profiles through the synthetic kernel (or, with --inputs natural, verify natural inputs
-    with each method) and check them against the closed forms (the exact rates of the inputs drawn)."""
+    """Simulate acceptance profiles, or verify natural inputs by method, and check them against the closed forms."""
     try:
         run = _open_sweep(
             acceptance_length=acceptance_length, schedule=schedule, alpha=alpha, rates=rates,

@@ -290,10 +290,10 @@ def _resumable(records: list[dict], profiles: list[scenarios.Profile], out_dir: 
             raise SpecbenchError(f"{out_dir} holds a case {index!r} that this run does not have; resume it with the "
                                  f"same profile options")
         profile = profiles[index]
-        # a natural case's rates come from its inputs: its name and K say which case it is
-        rates = (record.get("configured_rates"),) if profile.rates is None else (list(profile.rates),)
-        if (record.get("profile"), record.get("num_spec_tokens"), record.get("configured_rates")) != (
-                profile.name, profile.num_spec_tokens, *rates):
+        # a natural case's rates come from its inputs (rates None): its name and K say which case it is
+        same_rates = profile.rates is None or record.get("configured_rates") == list(profile.rates)
+        if (record.get("profile"), record.get("num_spec_tokens")) != (profile.name, profile.num_spec_tokens) \
+                or not same_rates:
             raise SpecbenchError(f"case {index} in {out_dir} is {record.get('profile')!r}, this run's is "
                                  f"{profile.name!r}; resume it with the same profile options")
         done.add(index)

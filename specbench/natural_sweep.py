@@ -22,7 +22,6 @@ setting). A lossy method's record measures its own rule, as ``verify`` holds it 
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -93,8 +92,7 @@ def case_seed(seed: int, case: NaturalCase) -> int:
     """The case's own seed: the run's seed mixed with a key of its K, method, noise (exact bits) and vocabulary."""
     text = f"natural K={case.num_spec_tokens} method={case.method} noise={float(case.draft_noise).hex()} " \
            f"V={case.vocab_size}"
-    key = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") >> 2
-    return int(rng.request_seed(rng.check_seed(seed), key))
+    return sweep.keyed_seed(seed, text)
 
 
 def run_natural_case(
@@ -142,13 +140,6 @@ def run_natural_case(
         "num_requests": num_requests, "seed": seed, "case_seed": own_seed, "backend": backend, "device": device,
     }
     record.update(sweep.measure(histogram, rates, bug_p=bug_p))
-    positions = num_requests * k
-    record.update(
-        cost_ratio=cost_ratio,
-        expected_speedup=acceptance.expected_speedup(record["expected_acceptance_length"], k, cost_ratio),
-        measured_speedup=acceptance.expected_speedup(record["mean_acceptance_length"], k, cost_ratio),
-        lossy=not methods.is_exact(case.method),
-        simulated_positions=positions, simulation_seconds=seconds,
-        positions_per_second=positions / seconds if seconds > 0 else None,
-    )
+    record.update(**sweep.speedup_fields(record, k, cost_ratio), lossy=not methods.is_exact(case.method),
+                  **sweep.throughput_fields(num_requests * k, seconds))
     return record

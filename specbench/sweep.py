@@ -97,17 +97,43 @@ def resolve_sweep_backend(backend: str, device: str) -> str:
     return name
 
 
+def text_key(text: str) -> int:
+    """A 62-bit key of a case's description (BLAKE2b): what makes its case seed its own."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") >> 2
+
+
+def keyed_seed(seed: int, text: str) -> int:
+    """The seed of the case described by ``text`` in a sweep seeded ``seed``: ``rng.request_seed(seed, text_key)``."""
+    return int(rng.request_seed(rng.check_seed(seed), text_key(text)))
+
+
 def profile_key(profile: Profile) -> int:
     """A 62-bit key of a profile's ``K`` and rates (exact float bits): what makes its case seed its own."""
     text = f"K={profile.num_spec_tokens} rates=" + ",".join(float(r).hex() for r in profile.rates)
     if profile.request_rates is not None:  # per-request spread: another experiment (keys without it unchanged)
         text += " spread=" + ",".join(float(r).hex() for r in profile.request_rates)
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") >> 2
+    return text_key(text)
 
 
 def case_seed(seed: int, profile: Profile) -> int:
     """The seed of one case of a sweep seeded ``seed``: ``rng.request_seed(seed, profile_key(profile))``."""
     return int(rng.request_seed(rng.check_seed(seed), profile_key(profile)))
+
+
+def speedup_fields(record: dict[str, Any], num_spec_tokens: int, cost_ratio: float) -> dict[str, Any]:
+    """A measured record's cost ratio and its expected and measured speed-ups over plain decoding, a step charged
+    for the ``num_spec_tokens`` tokens it verifies (a tree's N)."""
+    return {"cost_ratio": cost_ratio,
+            "expected_speedup": acceptance.expected_speedup(record["expected_acceptance_length"], num_spec_tokens,
+                                                            cost_ratio),
+            "measured_speedup": acceptance.expected_speedup(record["mean_acceptance_length"], num_spec_tokens,
+                                                            cost_ratio)}
+
+
+def throughput_fields(positions: int, seconds: float) -> dict[str, Any]:
+    """A case's simulated draft positions, the seconds they took and their rate."""
+    return {"simulated_positions": positions, "simulation_seconds": seconds,
+            "positions_per_second": positions / seconds if seconds > 0 else None}
 
 
 def check_num_spec_tokens(profiles: Sequence[Profile]) -> None:
@@ -362,14 +388,10 @@ def run_case(
     }
     record.update(measure(histogram, profile.rates, bug_p=bug_p))
     record.update(
-        cost_ratio=cost_ratio,
-        expected_speedup=acceptance.expected_speedup(record["expected_acceptance_length"], k, cost_ratio),
-        measured_speedup=acceptance.expected_speedup(record["mean_acceptance_length"], k, cost_ratio),
+        **speedup_fields(record, k, cost_ratio),
         **_min_variance_comparison(profile, cost_ratio),
         **_model_fields(profile, histogram),
-        simulated_positions=positions,
-        simulation_seconds=seconds,
-        positions_per_second=positions / seconds if seconds > 0 else None,
+        **throughput_fields(positions, seconds),
     )
     return record
 

@@ -24,7 +24,6 @@ is the closed-form expected tokens per step, ``mean_acceptance_length`` the simu
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from typing import Any
 
 import torch
 
-from specbench import acceptance, rng, sweep, tree_theory
+from specbench import rng, sweep, tree_theory
 from specbench.errors import SpecbenchError
 from specbench.tree_shapes import ShapeRequest, TreeShape
 from specbench.tree_theory import PositionalRates
@@ -87,8 +86,7 @@ def case_seed(seed: int, case: TreeCase) -> int:
     text = "tree parents=" + ",".join(map(str, case.shape.parents)) + " rates=" + "/".join(
         ",".join(float(r).hex() for r in row) for row in case.tree_rates.rows) + \
         (" every-depth" if case.tree_rates.every_depth else "")
-    key = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") >> 2
-    return int(rng.request_seed(rng.check_seed(seed), key))
+    return sweep.keyed_seed(seed, text)
 
 
 def _tables(shape: TreeShape, table: PositionalRates, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -225,12 +223,6 @@ def run_tree_case(
     )
     record["verdict"] = "BUG" if record["num_bugs"] else "ok"
     positions = num_requests * shape.num_nodes
-    record.update(
-        cost_ratio=cost_ratio,
-        expected_speedup=acceptance.expected_speedup(record["expected_acceptance_length"], shape.num_nodes,
-                                                     cost_ratio),
-        measured_speedup=acceptance.expected_speedup(record["mean_acceptance_length"], shape.num_nodes, cost_ratio),
-        simulated_positions=positions, simulation_seconds=seconds,
-        positions_per_second=positions / seconds if seconds > 0 else None,
-    )
+    record.update(**sweep.speedup_fields(record, shape.num_nodes, cost_ratio),
+                  **sweep.throughput_fields(positions, seconds))
     return record

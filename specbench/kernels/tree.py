@@ -186,6 +186,7 @@ def _values_at_nodes(greedy, lanes, parents, attached, tokens, token_valid, t_ba
     t_at_nodes = tl.zeros([NODE_BLOCK], tl.float32)
     d_at_nodes = tl.zeros([NODE_BLOCK], tl.float32)
     if MODE == MODE_PROBABILISTIC:
+        # the scalar broadcast to the lanes before the and (the interpreter gives a vector & scalar bool an int mask)
         readable = attached & token_valid & (lanes * 0 + greedy.to(tl.int32) == 0)
         at_token = tl.where(readable, tokens, 0)
         t_at_nodes = tl.load(t_base + (parents + 1).to(tl.int64) * t_stride + at_token, mask=readable,

@@ -67,9 +67,11 @@ Everywhere:
   one-placement measurement flip it, so successive such measurements of one row alternate (forty
   placements make 120 warm-up calls, and which level a row finds depends on the calls before it). Behind one
   backlog for all forty copies, the samples of some rows took two levels about 5% apart (p80/p20 1.05
-  against 1.01), hence a backlog before each. Some processes read every such row about 1.4% slower
-  (B = 1; 0.8% at B = 8), an offset of the whole process whose cause is not found (not the flush
-  buffer's pages, not the code's load; ``results/h200-forty-placements``, ``results/h200-two-states``).
+  against 1.01), hence a backlog before each. Some processes read every such row 1-2.5% higher or
+  lower than others (B = 1; about half that at B = 8): about 150 ns per launch, which a tiny kernel
+  and a sleep of known length show too, so it is the timer's launch path, not the kernels. It is not
+  the stream, the CPU, the flush buffer's pages or the code's load, and a graph timer's sample (ten
+  calls a launch) does not show it (``results/h200-process-offset``).
 - Summary: the median with the 20th and 80th percentiles (linear interpolation) and the count.
 
 ``peak_bandwidth_gbps`` measures the copy bandwidth the ``% of peak`` columns refer to, and

@@ -11,6 +11,9 @@
     python tests/gpu_timer_check.py backlog     # ... across lengths of the backlog slept before each call
     python tests/gpu_timer_check.py toggle      # ... measured again and again, several ways
     python tests/gpu_timer_check.py code --warmup 2   # a study with 2 warm-up calls a measurement (default 3)
+    python tests/gpu_timer_check.py process [--stream side]   # one process's medians of known work and the step,
+                                                # as a JSON line (run it in several processes)
+    python tests/gpu_timer_check.py offsets FILE  # each process's offset from the others, from those lines
 
 1. Known work. Each workload is timed with the three GPU timers (``time_implementations``):
    a sleep of 50 µs (a kernel of known length: ``host-free`` must read 50 µs, and ``events`` too);
@@ -483,6 +486,120 @@ def _flush_buffer_is(buffer: torch.Tensor):
         timing._flush_buffer = saved
 
 
+PROCESS_ROWS = (("tiny kernel", None, "-"), ("sleep 5 µs", None, "-"), ("step", 1, "logits"), ("step", 1, "none"),
+                ("step", 8, "logits"))
+
+
+def _current_cpu() -> int:
+    # the CPU this process last ran on (field 39 of /proc/self/stat)
+    return int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[36])
+
+
+def _cpu_list(text: str) -> set[int]:
+    cpus = set()
+    for part in text.strip().split(","):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def _place_process(cpus: str) -> dict:
+    """Before CUDA starts: the GPU's NUMA node and local CPUs (sysfs, from nvidia-smi's bus id), and with
+    ``cpus`` ``local`` or ``far`` this process pinned to the CPUs on or off the GPU's node."""
+    import os
+    import subprocess
+
+    bus = subprocess.run(["nvidia-smi", "--query-gpu=pci.bus_id", "--format=csv,noheader", "-i", "0"],
+                         capture_output=True, text=True, check=True).stdout.strip().lower()
+    pci = Path("/sys/bus/pci/devices") / bus[-12:]
+    local = _cpu_list((pci / "local_cpulist").read_text())
+    every = os.sched_getaffinity(0)
+    if cpus != "any":
+        chosen = local & every if cpus == "local" else every - local
+        if not chosen:
+            sys.exit(f"no {cpus} CPUs here: the GPU's are {sorted(local)}, this process may use {sorted(every)}")
+        os.sched_setaffinity(0, chosen)
+    cpu = _current_cpu()
+    nodes = [int(p.name[4:]) for p in Path(f"/sys/devices/system/cpu/cpu{cpu}").glob("node*")]
+    return {"cpus": cpus, "gpu_numa_node": int((pci / "numa_node").read_text()), "cpu": cpu,
+            "cpu_node": nodes[0] if nodes else None, "cpu_is_local": cpu in local}
+
+
+def process(device: torch.device, samples: int = 60) -> None:
+    """What does one process read? Prints one JSON line: the host-free medians (default placements, the
+    timer's defaults otherwise, ``samples`` samples) of a tiny kernel (the timer's own cost: backlog, flush,
+    events and one launch), a 5 µs sleep (a kernel of known length) and the step at B = 1 and 8, plus the
+    graph timer's B = 1 row. Run in several processes, a process whose every row reads slower by the same
+    few hundred ns shows up in all of them (``offsets``); if the tiny kernel shows it too, the offset is the
+    timer's, not the step's. ``--stream side`` times everything on a stream of its own instead of torch's
+    default stream; ``--streams N`` spreads the placements over N streams (with the timer patched by
+    ``results/h200-process-offset/streams/placement-streams.patch``);
+    ``--cpus local|far`` pins the process to the CPUs on or off the GPU's NUMA node first."""
+    import json
+    import os
+
+    side = "--stream" in sys.argv and sys.argv[sys.argv.index("--stream") + 1] == "side"
+    placed = _place_process(sys.argv[sys.argv.index("--cpus") + 1] if "--cpus" in sys.argv else "any")
+    stream = torch.cuda.Stream(device) if side else torch.cuda.current_stream(device)
+    spread_over = int(sys.argv[sys.argv.index("--streams") + 1]) if "--streams" in sys.argv else 1
+    if spread_over > 1 and not hasattr(timing, "PLACEMENT_STREAMS"):
+        sys.exit("--streams needs the timer patched first: git apply results/h200-process-offset/streams/"
+                 "placement-streams.patch (a study, not a feature: it spread the offset, README there)")
+    timing.PLACEMENT_STREAMS = spread_over
+    config = timing.TimingConfig(min_samples=samples, max_samples=samples, max_ms=1e9)
+    graph = timing.TimingConfig(min_samples=samples, max_samples=samples, max_ms=1e9, cuda_graph=True)
+    medians = {}
+    with torch.cuda.stream(stream):
+        tiny = torch.zeros(16, device=device)
+        rate = timing.sleep_cycles_per_us(device)
+        known = {"tiny kernel": lambda: tiny.add_(1.0), "sleep 5 µs": lambda: torch.cuda._sleep(int(5 * rate))}
+        for name, batch, draft in PROCESS_ROWS:
+            if batch is None:
+                calls = [known[name]] * config.placements
+            else:
+                calls = [_step(batch, device, draft) for _ in range(config.placements)]
+                for index, call in enumerate(calls[1:], start=1):
+                    calls[index] = bench._in_scratch_set(call, index)
+            label = name if batch is None else f"{name} B={batch} draft={draft}"
+            if spread_over > 1:  # each placement's first call on its own stream (its launcher scratch)
+                for index, call in enumerate(calls):
+                    with torch.cuda.stream(timing._placement_streams(device, spread_over)[index % spread_over]):
+                        call()
+                torch.cuda.synchronize(device)
+            medians[label] = timing.time_implementations({"x": calls}, device, config).timings["x"].median_us
+            if (batch, draft) == (1, "logits"):
+                measured = timing.time_implementations({"x": calls[:graph.placement_count()]}, device, graph)
+                medians[f"{label} graph"] = measured.timings["x"].median_us
+            if draft != "none" and spread_over == 1:
+                # each placement's call captured alone in a graph, replayed host-free: the call's launches read
+                # from the GPU's memory, not the host's
+                replays = [timing._capture([call], 1, device) for call in calls]
+                measured = timing.time_implementations({"x": replays}, device, config)
+                medians[f"{label} graph of one"] = measured.timings["x"].median_us
+    print(json.dumps({"pid": os.getpid(), "stream": "side" if side else f"default x{spread_over}", **placed,
+                      "cpu_after": _current_cpu(), "medians": medians}))
+
+
+def offsets(path: str) -> None:
+    """Each process's median of a row over the median of every process of its kind (the lines ``process``
+    printed, one a process, in ``path``), row by row."""
+    import json
+
+    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.startswith("{")]
+    for kind in sorted({(line["stream"], line.get("cpus", "any")) for line in lines}):
+        chosen = [line for line in lines if (line["stream"], line.get("cpus", "any")) == kind]
+        rows = list(chosen[0]["medians"])
+        print(f"\nstream {kind[0]}, CPUs {kind[1]}: {len(chosen)} processes; each row's median over the processes' "
+              f"median (µs); the CPU each started on, * where it is the GPU's local: "
+              + " ".join(f"{line.get('cpu', '?')}{'*' if line.get('cpu_is_local') else ''}" for line in chosen))
+        print(f"{'row':<30} {'median':>8}  ratio per process")
+        for row in rows:
+            values = [line["medians"][row] for line in chosen]
+            middle = statistics.median(values)
+            print(f"{row:<30} {middle:>8.2f}  " + " ".join(f"{v / middle:.3f}" for v in values)
+                  + f"   max/min {max(values) / min(values):.3f}")
+
+
 def spread(runs: list[str]) -> None:
     loaded = [by_key(read_results(run)[1], run) for run in runs]
     worst_spread, worst_ratio = 0.0, 0.0
@@ -503,13 +620,16 @@ def spread(runs: list[str]) -> None:
     print(f"worst p80/p20 {worst_spread:.3f} (goal 1.10); worst ratio between runs {worst_ratio:.3f} (goal 1.03)")
 
 
-STUDIES = {"placement": placement, "scratch": scratch, "code": code, "flush-kind": flush_kind, "outputs": outputs,
+STUDIES = {"process": process, "placement": placement, "scratch": scratch, "code": code, "flush-kind": flush_kind, "outputs": outputs,
            "backlog": backlog, "toggle": toggle}
 
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "spread":
         spread(sys.argv[2:])
+        return
+    if len(sys.argv) > 2 and sys.argv[1] == "offsets":
+        offsets(sys.argv[2])
         return
     if not torch.cuda.is_available():
         sys.exit("needs a CUDA GPU (the spread subcommand reads runs anywhere)")

@@ -10,9 +10,11 @@ Every call through the ``run_verify`` fixture poisons what it can first (the CUD
 allocator's blocks, the Triton launcher's scratch buffers) and checks the output invariants
 every caller relies on, so each test also checks those.
 
-``tests/compile_kernels.py`` (about a minute of one core) starts with the session when its test
-is selected and runs beside the other tests, which keep one core busy; its test runs last and
-reads the output instead of waiting for it.
+``tests/compile_kernels.py`` (about 13 minutes of one core: 251 variants, the truncation kernels 10-18 s
+each) runs for the compile test, which is marked ``compile`` and left out of a plain ``pytest``
+(``pytest -m compile`` runs it, on every core; CI runs it after the suite). Selected with other tests
+(and without pytest-xdist's ``-n``), it starts with the session and runs beside them on one core, and its
+test runs last. ``pytest -n auto`` (the README's command) takes a worker per core, at most 8.
 """
 
 from __future__ import annotations
@@ -213,14 +215,14 @@ class CompileRun:
     """``tests/compile_kernels.py 90`` started in the background, without ``TRITON_INTERPRET`` and with a
     fresh Triton cache (so it compiles now, not from an earlier run's cache)."""
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, jobs: int):
         script = Path(__file__).with_name("compile_kernels.py")
         env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
         env["TRITON_CACHE_DIR"] = str(workdir / "cache")
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(script.parent.parent), env.get("PYTHONPATH")]))
         self._stdout, self._stderr = workdir / "stdout.txt", workdir / "stderr.txt"
         with open(self._stdout, "w") as stdout, open(self._stderr, "w") as stderr:
-            self.process = subprocess.Popen([sys.executable, str(script), "90", "--jobs", "1"], env=env,
+            self.process = subprocess.Popen([sys.executable, str(script), "90", "--jobs", str(jobs)], env=env,
                                             stdout=stdout, stderr=stderr)
 
     def result(self, timeout: float) -> subprocess.CompletedProcess:
@@ -240,11 +242,33 @@ def pytest_collection_modifyitems(items: list) -> None:
     items.sort(key=lambda item: item.name == COMPILE_TEST)
 
 
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 @pytest.fixture(scope="session", autouse=True)
-def kernel_compile_run(request, tmp_path_factory):
-    """The background ``CompileRun`` when the session runs ``COMPILE_TEST``, else None."""
-    wanted = any(item.name == COMPILE_TEST for item in request.session.items)
-    run = CompileRun(tmp_path_factory.mktemp("compile_kernels")) if wanted else None
+def _background_compile_run(request, tmp_path_factory):
+    """A ``CompileRun`` started with the session, on one core, when ``COMPILE_TEST`` is selected with other
+    tests (not under pytest-xdist, whose every worker would start one), else None."""
+    wanted = [item.name == COMPILE_TEST for item in request.session.items]
+    alone = all(wanted)
+    run = None
+    if any(wanted) and not alone and "PYTEST_XDIST_WORKER" not in os.environ:
+        run = CompileRun(tmp_path_factory.mktemp("compile_kernels"), 1)
     yield run
     if run is not None:
         run.stop()
+
+
+@pytest.fixture
+def kernel_compile_run(_background_compile_run, tmp_path):
+    """The session's background ``CompileRun``, or one started now on every core."""
+    run = _background_compile_run or CompileRun(tmp_path, _cores())
+    yield run
+    run.stop()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config) -> int:
+    # ``pytest -n auto``: a worker per core, at most 8 (each holds torch and Triton, about 0.7 GB)
+    return min(_cores(), 8)

@@ -4,8 +4,9 @@ The interpreter runs kernels as numpy and never lowers them, so a kernel only th
 rejects (a float64 constant in a float32 loop-carried value, an int that should be a
 ``tl.constexpr``) would pass every other test on a CPU machine and break on the first GPU.
 ``tests/compile_kernels.py`` lowers each variant to a cubin in a subprocess without
-``TRITON_INTERPRET``, started with the test session (``conftest.py``) so that it runs beside the
-other tests.
+``TRITON_INTERPRET``, started with the test session (``conftest.py``). It takes about 13 minutes of
+one core, so the test is marked ``compile`` and a plain ``pytest`` leaves it out: ``pytest -m compile``
+runs it on every core (about 7 minutes on two), and CI runs it after the suite.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import json
 
 import pytest
 from compile_kernels import variants  # tests/ is on sys.path under pytest
+
+pytestmark = pytest.mark.compile
 
 
 def test_every_kernel_variant_compiles_for_hopper(kernel_compile_run):

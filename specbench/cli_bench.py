@@ -91,7 +91,7 @@ def _quick_cases(cases: list, on_gpu: bool) -> list:
     return [case for case in cases if not (on_gpu and case.batch_size == 1 and not case.cuda_graph)]
 
 
-GPU_TIMERS = ("host-free", "events", "graph")
+GPU_TIMERS = ("host-free", "cold-graph", "events", "graph")
 
 
 def _timers(text: str | None, cuda_graph: bool | None, on_gpu: bool, grid: Grid) -> tuple[str, list[bool]]:
@@ -116,8 +116,8 @@ def _timers(text: str | None, cuda_graph: bool | None, on_gpu: bool, grid: Grid)
             raise SpecbenchError(f"--timer takes {', '.join(GPU_TIMERS)} on a GPU, got {name!r}")
     eager = [name for name in dict.fromkeys(names) if name != "graph"]
     if len(eager) > 1:
-        raise SpecbenchError("--timer takes host-free or events, not both: they time the same rows (outside a "
-                             "graph) two ways; run each into its own --output")
+        raise SpecbenchError("--timer takes one of host-free, cold-graph and events, not more: they time the same "
+                             "rows (one call a sample) different ways; run each into its own --output")
     return (eager or [timing.DEFAULT_GPU_TIMER])[0], ([False] if eager else []) + ([True] if "graph" in names else [])
 
 
@@ -409,7 +409,8 @@ def kernels_command(
     timer: Annotated[str | None, typer.Option(
         "--timer", metavar="TIMERS", help="How a GPU row is timed, one row per case and timer, comma-separated: "
         "host-free (a GPU sleep covers the host's enqueue, so a sample is GPU work alone, cold cache), events "
-        "(CUDA events around the call: host launch gaps the flush does not hide count), graph (replays of a "
+        "(CUDA events around the call: host launch gaps the flush does not hide count), cold-graph (host-free, each "
+        "call replayed from a CUDA graph of its own: launches read from GPU memory), graph (replays of a "
         "CUDA graph, time per call; warm where the case fits in L2). GPU default host-free,graph; a CPU times "
         "with perf_counter.", show_default=False)] = None,
     cuda_graph: Annotated[bool | None, typer.Option(

@@ -31,7 +31,7 @@ Rows timed on the host move between processes far more than their samples spread
 a CPU run's rows (``perf_counter``: the load other processes put on the machine; two runs of one
 commit on a shared 2-core machine, 1.2x apart) and GPU rows of the ``events`` timer (the host's
 launch overhead). They are judged at ``host_threshold`` (30% by default) or the mode's threshold,
-whichever is larger. ``host-free`` and ``graph`` rows are device time, judged at the mode's
+whichever is larger. ``host-free``, ``cold-graph`` and ``graph`` rows are device time, judged at the mode's
 threshold, unless a side's backlog ran out in more than ``MAX_RAN_OUT`` of its samples and in more
 than ``RAN_OUT_ALLOWED`` (the GPU may have waited for the host there): then at the host threshold,
 with a note.
@@ -103,7 +103,7 @@ MIN_SAMPLES = 10
 FAILING = ("slower", "changed", "differs")
 # timers whose samples carry host time (the rest are device time)
 HOST_TIMERS = ("events", "perf_counter")
-# a host-free or graph side whose backlog ran out in more than this share of its samples, and in more than
+# a host-free, cold-graph or graph side whose backlog ran out in more than this share of its samples, and in more than
 # RAN_OUT_ALLOWED of them, is host time: the timer lengthens a call's backlog after it runs out (at most
 # timing.BACKLOG_GROWTHS times), so a row of few samples (forty placements leave ten to twenty) may show that
 # many with its median still device time

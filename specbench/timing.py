@@ -27,6 +27,15 @@ Timers (``TIMERS``; every record names the one that produced it):
   growth, 21 of 1,544 samples ran out (32 rows in four processes), at most two in any one row
   (``results/h200-forty-placements``). A call that waits for the GPU, which no backlog covers, has
   each of its sleeps grown to ``BACKLOG_GROWTH ** BACKLOG_GROWTHS`` times at most.
+- ``cold-graph``: ``host-free`` with each placement's call captured alone in a CUDA graph first (as the
+  ``graph`` timer captures, below), so a sample replays each placement's graph behind its own backlog and
+  flush, between the events: every call cold, and its launches read from the GPU's memory instead of the
+  host's command buffers. On an H200 a host-free sample carried a cost of about 150 ns per launch that
+  depends on the process, not on the kernels; replayed from a graph of one call, the B = 1 and 8 steps
+  spread about half as much across processes (max/min 1.014-1.015 against 1.024-1.026 at B = 1), and read
+  less (B = 1: 16.0 against 17.7 µs; ``results/h200-process-offset``). In ``specbench kernels``, the issue-9
+  B <= 8 group in five processes per timer agreed within 2.5% on every row with it, 3.7% with ``host-free``
+  (``results/h200-cold-graph``). An implementation that cannot be captured is reported, not timed.
 - ``events``: the flush, then the call between two CUDA events (``elapsed_time``). Host-side launch
   overhead counts where the GPU waits for it: the flush keeps the GPU busy while the host enqueues
   the call, so a launch-bound call shows the part of its overhead the flush does not hide (as with
@@ -105,9 +114,9 @@ GPU_COPY_BYTES = 1 << 30
 CPU_COPY_BYTES = 64 << 20
 CPU_CACHE_DIR = "/sys/devices/system/cpu/cpu0/cache"
 
-# the timers (module docstring); a GPU run picks one of the first two for samples outside a graph
-TIMERS = ("host-free", "events", "graph", "perf_counter")
-EAGER_GPU_TIMERS = ("host-free", "events")
+# the timers (module docstring); a GPU run picks one of the first three for samples of one call
+TIMERS = ("host-free", "cold-graph", "events", "graph", "perf_counter")
+EAGER_GPU_TIMERS = ("host-free", "cold-graph", "events")  # a sample of one call per placement
 DEFAULT_GPU_TIMER = "host-free"
 # the backlog before a call: this many times the host's measured enqueue time, plus this pad
 # (an event query and the Python between samples), at most MAX_BACKLOG_US (a call that waits for
@@ -136,7 +145,8 @@ class TimingConfig:
     - ``l2_flush``: overwrite a large buffer before every sample (True).
     - ``cuda_graph``: time replays of a captured CUDA graph (False; GPU only).
     - ``graph_calls``: calls captured in one graph (10).
-    - ``timer``: how a GPU sample outside a graph is taken, ``host-free`` or ``events`` (``host-free``);
+    - ``timer``: how a GPU sample of one call is taken, ``host-free``, ``cold-graph`` or ``events``
+      (``host-free``);
       a CPU sample is always ``perf_counter``, a graph replay always ``graph``.
     - ``placements``: copies of a small GPU case's inputs a sample averages (``DEFAULT_PLACEMENTS``, at
       most ``MAX_PLACEMENTS``; the caller makes the copies, ``bench.py``), and windows of the flush buffer;
@@ -155,7 +165,8 @@ class TimingConfig:
 
     def __post_init__(self) -> None:
         if self.timer not in EAGER_GPU_TIMERS:
-            raise SpecbenchError(f"the timer outside a CUDA graph must be {' or '.join(EAGER_GPU_TIMERS)}, got "
+            raise SpecbenchError(f"the timer of one call must be {', '.join(EAGER_GPU_TIMERS[:-1])} or "
+                                 f"{EAGER_GPU_TIMERS[-1]} (the graph timer is cuda_graph=True), got "
                                  f"{self.timer!r}")
         if self.warmup < 0:
             raise SpecbenchError(f"warm-up calls must be 0 or more, got {self.warmup}")
@@ -189,7 +200,7 @@ class Timing(NamedTuple):
     p80_us: float
     samples: int
     samples_us: tuple[float, ...] = ()
-    # host-free and graph timers: the longest backlog slept before a call (a placement's grows after its
+    # host-free, cold-graph and graph timers: the longest backlog slept before a call (a placement's grows after its
     # backlog ran out), and in how many samples the backlog of any placement ran out
     backlog_us: float | None = None
     backlog_ran_out: int | None = None
@@ -432,12 +443,14 @@ def time_implementations(
         raise SpecbenchError("an implementation given as a sequence of callables needs at least one")
     runs: dict[str, list[Callable[[], object]]] = {}
     errors: dict[str, str] = {}
+    cold_graphs = not config.cuda_graph and config.timer == "cold-graph" and device.type == "cuda"
     for name, fns in copies.items():
-        if not config.cuda_graph:
+        if not config.cuda_graph and not cold_graphs:
             runs[name] = fns
             continue
-        try:
-            runs[name] = [_capture(fns, config.graph_calls, device)]
+        try:  # the graph timer: one graph of graph_calls calls; cold-graph: each placement's call alone
+            runs[name] = ([_capture(fns, config.graph_calls, device)] if config.cuda_graph
+                          else [_capture([fn], 1, device) for fn in fns])
         except Exception as exc:  # noqa: BLE001  (any capture failure is reported, not raised)
             torch.cuda.synchronize(device)
             errors[name] = f"cannot be captured in a CUDA graph: {type(exc).__name__}: {exc}".strip()
@@ -466,7 +479,7 @@ def time_implementations(
     timer = timer_name(device, config)
     backlogs: dict[str, list[float]] = {}  # per placement, µs
     growths: dict[str, list[int]] = {}
-    if timer in ("host-free", "graph"):
+    if timer in ("host-free", "cold-graph", "graph"):
         rate = sleep_cycles_per_us(device)
         for name in [n for n in runs if n not in failures]:
             enqueue = attempt(name, functools.partial(sampler.enqueue_us, runs[name][0], rate))

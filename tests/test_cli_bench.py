@@ -518,9 +518,11 @@ def test_timers_choose_the_rows_of_a_gpu_run_and_the_graph_option_still_works():
     assert cli_bench._timers("events", None, True, grid) == ("events", [False])
     assert cli_bench._timers(None, False, True, grid) == ("host-free", [False])  # --no-cuda-graph
     assert cli_bench._timers(None, True, True, grid) == ("host-free", [False, True])  # --cuda-graph
-    for text, said in (("events,host-free", "--timer takes host-free or events, not both"),
-                       ("cupti", "--timer takes host-free, events, graph on a GPU, got 'cupti'"),
-                       ("perf_counter", "--timer takes host-free, events, graph on a GPU, got 'perf_counter'")):
+    assert cli_bench._timers("cold-graph,graph", None, True, grid) == ("cold-graph", [False, True])
+    for text, said in (("events,host-free", "--timer takes one of host-free, cold-graph and events, not more"),
+                       ("cold-graph,host-free", "--timer takes one of host-free, cold-graph and events, not more"),
+                       ("cupti", "--timer takes host-free, cold-graph, events, graph on a GPU, got 'cupti'"),
+                       ("perf_counter", "--timer takes host-free, cold-graph, events, graph on a GPU, got 'perf_counter'")):
         with pytest.raises(SpecbenchError, match=said):
             cli_bench._timers(text, None, True, grid)
 

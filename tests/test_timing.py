@@ -190,7 +190,9 @@ def test_each_device_and_setting_names_its_timer():
     assert timing.timer_name("cuda", timing.TimingConfig()) == timing.DEFAULT_GPU_TIMER == "host-free"
     assert timing.timer_name("cuda:1", timing.TimingConfig(timer="events")) == "events"
     assert timing.timer_name("cuda", timing.TimingConfig(timer="events", cuda_graph=True)) == "graph"
-    with pytest.raises(SpecbenchError, match="the timer outside a CUDA graph must be host-free or events, got 'graph'"):
+    assert timing.timer_name("cuda", timing.TimingConfig(timer="cold-graph")) == "cold-graph"
+    with pytest.raises(SpecbenchError, match=r"the timer of one call must be host-free, cold-graph or events \(the graph "
+                                             r"timer is cuda_graph=True\), got 'graph'"):
         timing.TimingConfig(timer="graph")
 
 
@@ -405,6 +407,37 @@ def test_each_placement_flushes_its_own_window(monkeypatch):
     timing.time_implementations({"step": [lambda: None] * 3}, "cuda:0", config)
     assert fewer.buffer_windows == [2] and fewer.windows == [0, step, 0]
     assert len(timing._flush_windows(torch.zeros(1 << 20), torch.device("cuda"), 4)) == 4
+
+
+def test_cold_graph_replays_each_placement_alone_behind_its_own_backlog_and_flush(monkeypatch):
+    # each placement's call is captured alone (one call a graph); a sample then runs, per placement, what
+    # host-free runs, with the graph's replay for the call
+    fake = _FakeCuda([False] * 100)
+    fake.install(monkeypatch)
+    captured = []
+
+    def capture(fns, num_calls, device):
+        if fns[0] is raises:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        captured.append((len(fns), num_calls))
+        return lambda: fake.log.append(f"replay {fns[0]()}")
+
+    def raises():
+        return None
+
+    monkeypatch.setattr(timing, "_capture", capture)
+    calls = [lambda j=j: j for j in range(3)]
+    config = timing.TimingConfig(warmup=0, min_samples=2, max_samples=2, timer="cold-graph", placements=3)
+    measured = timing.time_implementations({"step": calls, "sync": raises}, "cuda:0", config)
+    assert measured.timer == "cold-graph" and captured == [(1, 1)] * 3
+    assert "cannot be captured in a CUDA graph" in measured.errors["sync"] and "sync" not in measured.timings
+    t = measured.timings["step"]
+    assert t.samples == 2 and t.placements == 3 and t.backlog_ran_out == 0 and t.median_us == pytest.approx(10.0)
+    sample = fake.log[-18:]
+    for j in range(3):
+        assert sample[6 * j][0] == "sleep"
+        assert sample[6 * j + 1:6 * j + 6] == ["woke event", "flush", "timed event", f"replay {j}", "timed event"]
+    assert fake.windows[-3:] == [0, timing.FLUSH_STEP // 4, 2 * timing.FLUSH_STEP // 4]
 
 
 def test_a_graph_takes_the_most_placements_that_divide_its_calls():

@@ -99,7 +99,7 @@ def _timers(text: str | None, cuda_graph: bool | None, on_gpu: bool, grid: Grid)
     (or the older ``--cuda-graph/--no-cuda-graph``: host-free and graph, or host-free alone)."""
     if text is not None and cuda_graph is not None:
         raise SpecbenchError("give --timer or --cuda-graph/--no-cuda-graph, not both (--cuda-graph is --timer "
-                             "host-free,graph)")
+                             f"{timing.DEFAULT_GPU_TIMER},graph)")
     names = _items("--timer", text)
     if not on_gpu:
         other = [name for name in names if name != "perf_counter"]
@@ -411,11 +411,11 @@ def kernels_command(
         "host-free (a GPU sleep covers the host's enqueue, so a sample is GPU work alone, cold cache), events "
         "(CUDA events around the call: host launch gaps the flush does not hide count), cold-graph (host-free, each "
         "call replayed from a CUDA graph of its own: launches read from GPU memory), graph (replays of a "
-        "CUDA graph, time per call; warm where the case fits in L2). GPU default host-free,graph; a CPU times "
+        "CUDA graph, time per call; warm where the case fits in L2). GPU default cold-graph,graph; a CPU times "
         "with perf_counter.", show_default=False)] = None,
     cuda_graph: Annotated[bool | None, typer.Option(
         "--cuda-graph/--no-cuda-graph", help="Also time every case captured in a CUDA graph (extra rows; GPU "
-        "default on): --timer host-free,graph, or host-free alone.", show_default=False)] = None,
+        "default on): --timer cold-graph,graph, or cold-graph alone.", show_default=False)] = None,
     l2_flush: Annotated[bool | None, typer.Option(
         "--l2-flush/--no-l2-flush", help="Overwrite a large buffer (256 MiB on a GPU) before every sample so the "
         "cache starts cold (default on; off for --quick on a CPU).", show_default=False)] = None,

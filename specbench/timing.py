@@ -2,7 +2,7 @@
 
 Timers (``TIMERS``; every record names the one that produced it):
 
-- ``host-free`` (GPU, the default): before each call the stream is given a backlog, a GPU sleep
+- ``host-free`` (GPU): before each call the stream is given a backlog, a GPU sleep
   (``torch.cuda._sleep``) long enough to cover the host's enqueue of everything that follows; then
   the L2 flush, the start event, the call, the end event (a sample of several placements repeats
   this for each, below). The host has queued the call before the GPU reaches it, so the GPU never
@@ -27,15 +27,18 @@ Timers (``TIMERS``; every record names the one that produced it):
   growth, 21 of 1,544 samples ran out (32 rows in four processes), at most two in any one row
   (``results/h200-forty-placements``). A call that waits for the GPU, which no backlog covers, has
   each of its sleeps grown to ``BACKLOG_GROWTH ** BACKLOG_GROWTHS`` times at most.
-- ``cold-graph``: ``host-free`` with each placement's call captured alone in a CUDA graph first (as the
-  ``graph`` timer captures, below), so a sample replays each placement's graph behind its own backlog and
+- ``cold-graph`` (GPU, the default since 2026-11-29; ``host-free`` before): ``host-free`` with each
+  placement's call captured alone in a CUDA graph first (as the ``graph`` timer captures, below), so a
+  sample replays each placement's graph behind its own backlog and
   flush, between the events: every call cold, and its launches read from the GPU's memory instead of the
   host's command buffers. On an H200 a host-free sample carried a cost of about 150 ns per launch that
   depends on the process, not on the kernels; replayed from a graph of one call, the B = 1 and 8 steps
   spread about half as much across processes (max/min 1.014-1.015 against 1.024-1.026 at B = 1), and read
   less (B = 1: 16.0 against 17.7 µs; ``results/h200-process-offset``). In ``specbench kernels``, the issue-9
   B <= 8 group in five processes per timer agreed within 2.5% on every row with it, 3.7% with ``host-free``
-  (``results/h200-cold-graph``). An implementation that cannot be captured is reported, not timed.
+  (``results/h200-cold-graph``), and two runs of the issue-9 list and of ``--quick`` within 1.9% and
+  0.4%. An implementation that cannot be captured is reported (with ``--timer host-free`` named), not
+  timed.
 - ``events``: the flush, then the call between two CUDA events (``elapsed_time``). Host-side launch
   overhead counts where the GPU waits for it: the flush keeps the GPU busy while the host enqueues
   the call, so a launch-bound call shows the part of its overhead the flush does not hide (as with
@@ -117,7 +120,7 @@ CPU_CACHE_DIR = "/sys/devices/system/cpu/cpu0/cache"
 # the timers (module docstring); a GPU run picks one of the first three for samples of one call
 TIMERS = ("host-free", "cold-graph", "events", "graph", "perf_counter")
 EAGER_GPU_TIMERS = ("host-free", "cold-graph", "events")  # a sample of one call per placement
-DEFAULT_GPU_TIMER = "host-free"
+DEFAULT_GPU_TIMER = "cold-graph"
 # the backlog before a call: this many times the host's measured enqueue time, plus this pad
 # (an event query and the Python between samples), at most MAX_BACKLOG_US (a call that waits for
 # the GPU, such as one reading a value back, can never be covered: its samples all run out)
@@ -146,7 +149,7 @@ class TimingConfig:
     - ``cuda_graph``: time replays of a captured CUDA graph (False; GPU only).
     - ``graph_calls``: calls captured in one graph (10).
     - ``timer``: how a GPU sample of one call is taken, ``host-free``, ``cold-graph`` or ``events``
-      (``host-free``);
+      (``cold-graph``);
       a CPU sample is always ``perf_counter``, a graph replay always ``graph``.
     - ``placements``: copies of a small GPU case's inputs a sample averages (``DEFAULT_PLACEMENTS``, at
       most ``MAX_PLACEMENTS``; the caller makes the copies, ``bench.py``), and windows of the flush buffer;
@@ -453,7 +456,8 @@ def time_implementations(
                           else [_capture([fn], 1, device) for fn in fns])
         except Exception as exc:  # noqa: BLE001  (any capture failure is reported, not raised)
             torch.cuda.synchronize(device)
-            errors[name] = f"cannot be captured in a CUDA graph: {type(exc).__name__}: {exc}".strip()
+            hint = " (--timer host-free times it outside a graph)" if cold_graphs else ""
+            errors[name] = f"cannot be captured in a CUDA graph{hint}: {type(exc).__name__}: {exc}".strip()
     calls_per_sample = config.graph_calls if config.cuda_graph else 1
     failures: dict[str, str] = {}
 

@@ -546,7 +546,7 @@ def process(device: torch.device, samples: int = 60) -> None:
         sys.exit("--streams needs the timer patched first: git apply results/h200-process-offset/streams/"
                  "placement-streams.patch (a study, not a feature: it spread the offset, README there)")
     timing.PLACEMENT_STREAMS = spread_over
-    config = timing.TimingConfig(min_samples=samples, max_samples=samples, max_ms=1e9)
+    config = timing.TimingConfig(min_samples=samples, max_samples=samples, max_ms=1e9, timer="host-free")
     graph = timing.TimingConfig(min_samples=samples, max_samples=samples, max_ms=1e9, cuda_graph=True)
     medians = {}
     with torch.cuda.stream(stream):

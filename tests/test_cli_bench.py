@@ -512,12 +512,13 @@ def test_timers_choose_the_rows_of_a_gpu_run_and_the_graph_option_still_works():
     from specbench import cli_bench
 
     grid = cli_bench.Grid(gpu=True, interpret=False)
-    assert cli_bench._timers(None, None, True, grid) == ("host-free", [False, True])  # the GPU default
+    assert cli_bench._timers(None, None, True, grid) == ("cold-graph", [False, True])  # the GPU default
     assert cli_bench._timers("events,graph", None, True, grid) == ("events", [False, True])
-    assert cli_bench._timers("graph", None, True, grid) == ("host-free", [True])
+    assert cli_bench._timers("graph", None, True, grid) == ("cold-graph", [True])
+    assert cli_bench._timers("host-free,graph", None, True, grid) == ("host-free", [False, True])
     assert cli_bench._timers("events", None, True, grid) == ("events", [False])
-    assert cli_bench._timers(None, False, True, grid) == ("host-free", [False])  # --no-cuda-graph
-    assert cli_bench._timers(None, True, True, grid) == ("host-free", [False, True])  # --cuda-graph
+    assert cli_bench._timers(None, False, True, grid) == ("cold-graph", [False])  # --no-cuda-graph
+    assert cli_bench._timers(None, True, True, grid) == ("cold-graph", [False, True])  # --cuda-graph
     assert cli_bench._timers("cold-graph,graph", None, True, grid) == ("cold-graph", [False, True])
     for text, said in (("events,host-free", "--timer takes one of host-free, cold-graph and events, not more"),
                        ("cold-graph,host-free", "--timer takes one of host-free, cold-graph and events, not more"),

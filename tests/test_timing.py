@@ -187,7 +187,7 @@ def test_sleep_cycles_round_up_so_the_sleep_is_never_short():
 def test_each_device_and_setting_names_its_timer():
     assert timing.timer_name("cpu", timing.TimingConfig()) == "perf_counter"
     assert timing.timer_name("cpu", timing.TimingConfig(timer="events")) == "perf_counter"
-    assert timing.timer_name("cuda", timing.TimingConfig()) == timing.DEFAULT_GPU_TIMER == "host-free"
+    assert timing.timer_name("cuda", timing.TimingConfig()) == timing.DEFAULT_GPU_TIMER == "cold-graph"
     assert timing.timer_name("cuda:1", timing.TimingConfig(timer="events")) == "events"
     assert timing.timer_name("cuda", timing.TimingConfig(timer="events", cuda_graph=True)) == "graph"
     assert timing.timer_name("cuda", timing.TimingConfig(timer="cold-graph")) == "cold-graph"
@@ -220,7 +220,7 @@ def test_host_free_samples_of_a_known_sleep_last_the_sleep():
     # the call is itself a sleep of a known length: host-free samples must read that length (the GPU work
     # alone), and the backlog must hold in nearly every sample
     rate = timing.sleep_cycles_per_us(torch.device("cuda", torch.cuda.current_device()))
-    config = timing.TimingConfig(warmup=2, min_samples=20, max_samples=20, l2_flush=False)
+    config = timing.TimingConfig(warmup=2, min_samples=20, max_samples=20, l2_flush=False, timer="host-free")
     measured = timing.time_implementations({"sleep": lambda: torch.cuda._sleep(int(50 * rate))}, "cuda", config)
     t = measured.timings["sleep"]
     assert measured.timer == "host-free" and t.backlog_us >= timing.BACKLOG_PAD_US
@@ -231,7 +231,7 @@ def test_host_free_samples_of_a_known_sleep_last_the_sleep():
 def test_a_call_that_waits_for_the_gpu_runs_the_backlog_out_every_time():
     # reading a value back makes the host wait for the GPU: no backlog can cover it, and the check must see it
     x = torch.randn(1 << 20, device="cuda")
-    config = timing.TimingConfig(warmup=1, min_samples=5, max_samples=5, l2_flush=False)
+    config = timing.TimingConfig(warmup=1, min_samples=5, max_samples=5, l2_flush=False, timer="host-free")
     t = timing.time_implementations({"item": lambda: x.sum().item()}, "cuda", config).timings["item"]
     assert t.backlog_ran_out == 5
 
@@ -247,7 +247,7 @@ def test_a_backlog_too_short_is_counted_as_run_out(monkeypatch):
         for _ in range(200):
             x.add_(1.0)
 
-    config = timing.TimingConfig(warmup=1, min_samples=10, max_samples=10, l2_flush=False)
+    config = timing.TimingConfig(warmup=1, min_samples=10, max_samples=10, l2_flush=False, timer="host-free")
     t = timing.time_implementations({"launches": many_launches}, "cuda", config).timings["launches"]
     assert t.backlog_us == 0.0 and t.backlog_ran_out >= 8
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from specbench import compare, results
@@ -609,4 +610,6 @@ def test_retime_arguments_remake_the_case_and_a_failed_retiming_keeps_the_verdic
     gpu = _edit(current, _gpu_run(None))
     _edit(baseline, _gpu_run(None))
     result = _compare(baseline, gpu, "--confirm", "--host-threshold", "10%")
-    assert result.exit_code == 2 and "--confirm re-times on this machine (cpu" in _one_line(result.stderr)
+    here = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"  # never the H100 the run names
+    said = _one_line(result.stderr)
+    assert result.exit_code == 2 and f"--confirm re-times on this machine ({here}" in said and "H100" in said

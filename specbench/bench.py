@@ -828,25 +828,31 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
                                      for index, copy in enumerate(placed, start=1)]
         outputs[impl.name], agreements[impl.name] = result, check.token_agreement
 
-    measurement = timing.time_implementations(calls, device, config)
-    for name, reason in measurement.errors.items():
-        records[name] = _record(case, name, "skipped", reason)
-    for name, reason in measurement.failures.items():
-        records[name] = _record(case, name, "FAIL", reason, token_agreement=agreements[name], **converted[name])
+    timings, timer_of = {}, {}
+    for group, group_config in _timer_groups(calls, implementations, device, config):
+        if not group:
+            continue
+        measurement = timing.time_implementations(group, device, group_config)
+        for name, reason in measurement.errors.items():
+            records[name] = _record(case, name, "skipped", reason)
+        for name, reason in measurement.failures.items():
+            records[name] = _record(case, name, "FAIL", reason, token_agreement=agreements[name], **converted[name])
+        timings.update(measurement.timings)
+        timer_of.update((name, measurement.timer) for name in measurement.timings)
     needed, all_rows = bytes_moved(case, expected.num_accepted)
-    cache = cache_state(measurement.timer, config.l2_flush, needed, timing.cache_bytes(device))
     floor_us = dram_floor_us(needed, peak_gbps)
-    baseline = measurement.timings.get(BASELINE)
+    baseline = timings.get(BASELINE)
     baseline_us = baseline.median_us if baseline else baselines.get(case.key(BASELINE))
-    for name, t in measurement.timings.items():
+    for name, t in timings.items():
         seconds = t.median_us * 1e-6
         gbps = needed / seconds / 1e9
+        cache = cache_state(timer_of[name], config.l2_flush, needed, timing.cache_bytes(device))
         records[name] = _record(
             case, name, "ok",
             measured_acceptance_length=1.0 + float(outputs[name].num_accepted.double().mean()),
             median_us=t.median_us, p20_us=t.p20_us, p80_us=t.p80_us, samples=t.samples,
             samples_us=[round(x, 4) for x in t.samples_us],
-            l2_flush=config.l2_flush, timer=measurement.timer, backlog_us=t.backlog_us,
+            l2_flush=config.l2_flush, timer=timer_of[name], backlog_us=t.backlog_us,
             backlog_ran_out=t.backlog_ran_out, placements=t.placements, cache=cache, dram_floor_us=floor_us,
             below_dram_floor=(t.median_us * DRAM_FLOOR_MARGIN < floor_us
                               if cache == "cold" and floor_us is not None else None),
@@ -856,6 +862,19 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
             tokens_per_s=int(outputs[name].num_emitted.sum()) / seconds,
             token_agreement=agreements[name], **converted[name],
         )
+
+
+def _timer_groups(calls: dict[str, list], implementations: list[Implementation], device: torch.device,
+                  config: timing.TimingConfig) -> list[tuple[dict[str, list], timing.TimingConfig]]:
+    """The calls to time together and their settings: all of them, except that under ``cold-graph`` an
+    implementation that declares its calls cannot be captured in a CUDA graph is timed apart with
+    ``host-free`` (its rows name that timer) rather than captured."""
+    declared = {impl.name: impl.cuda_graph for impl in implementations}
+    apart = [name for name in calls if not declared.get(name, True)]
+    if timing.timer_name(device, config) != "cold-graph" or not apart:
+        return [(calls, config)]
+    return [({name: fns for name, fns in calls.items() if name not in apart}, config),
+            ({name: calls[name] for name in apart}, replace(config, timer="host-free"))]
 
 
 def _placed_copies(kwargs: dict[str, Any], device: torch.device, config: timing.TimingConfig) -> list[dict[str, Any]]:

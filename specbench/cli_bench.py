@@ -96,7 +96,8 @@ GPU_TIMERS = ("host-free", "cold-graph", "events", "graph")
 
 def _timers(text: str | None, cuda_graph: bool | None, on_gpu: bool, grid: Grid) -> tuple[str, list[bool]]:
     """The timer of the rows outside a graph and the graph choice of ``bench.plan_cases`` from ``--timer``
-    (or the older ``--cuda-graph/--no-cuda-graph``: host-free and graph, or host-free alone)."""
+    (or the older ``--cuda-graph/--no-cuda-graph``: the default eager timer, ``cold-graph``, and graph, or it
+    alone)."""
     if text is not None and cuda_graph is not None:
         raise SpecbenchError("give --timer or --cuda-graph/--no-cuda-graph, not both (--cuda-graph is --timer "
                              f"{timing.DEFAULT_GPU_TIMER},graph)")

@@ -32,8 +32,8 @@ Timers (``TIMERS``; every record names the one that produced it):
   sample replays each placement's graph behind its own backlog and
   flush, between the events: every call cold, and its launches read from the GPU's memory instead of the
   host's command buffers. On an H200 a host-free sample carried a cost of about 150 ns per launch that
-  depends on the process, not on the kernels; replayed from a graph of one call, the B = 1 and 8 steps
-  spread about half as much across processes (max/min 1.014-1.015 against 1.024-1.026 at B = 1), and read
+  depends on the process, not on the kernels; replayed from a graph of one call, the B = 1 step spread
+  about half as much across processes (max/min 1.014-1.015 against 1.024-1.026), and read
   less (B = 1: 16.0 against 17.7 µs; ``results/h200-process-offset``). In ``specbench kernels``, the issue-9
   B <= 8 group in five processes per timer agreed within 2.5% on every row with it, 3.7% with ``host-free``
   (``results/h200-cold-graph``), and two runs of the issue-9 list and of ``--quick`` within 1.9% and
@@ -74,15 +74,16 @@ Everywhere:
   that is the copies' addresses or only more calls a sample is open: the levels 2-7% apart that
   earlier studies found by placement of the inputs, the scratch, the flush buffer and the code
   followed the order of their measurements, not the placements (``results/h200-two-states``). A cold
-  small call has two levels (6-7% apart at B = 1), a state of the GPU that an odd number of calls
+  small call has two levels (6-7% apart at B = 1, measured with ``host-free``; ``cold-graph``'s capture
+  adds one call per placement before them), a state of the GPU that an odd number of calls
   made without a flush flips and that holds for a whole measurement: the three warm-up calls of a
   one-placement measurement flip it, so successive such measurements of one row alternate (forty
   placements make 120 warm-up calls, and which level a row finds depends on the calls before it). Behind one
   backlog for all forty copies, the samples of some rows took two levels about 5% apart (p80/p20 1.05
-  against 1.01), hence a backlog before each. Some processes read every such row 1-2.5% higher or
+  against 1.01), hence a backlog before each. Some processes read every such row 1.5-2.7% higher or
   lower than others (B = 1; about half that at B = 8): about 150 ns per launch, which a tiny kernel
   and a sleep of known length show too, so it is the timer's launch path, not the kernels. It is not
-  the stream, the CPU, the flush buffer's pages or the code's load, and a graph timer's sample (ten
+  the stream, the flush buffer's pages or the code's load, and a graph timer's sample (ten
   calls a launch) does not show it (``results/h200-process-offset``).
 - Summary: the median with the 20th and 80th percentiles (linear interpolation) and the count.
 
@@ -454,7 +455,9 @@ def time_implementations(
         try:  # the graph timer: one graph of graph_calls calls; cold-graph: each placement's call alone
             runs[name] = ([_capture(fns, config.graph_calls, device)] if config.cuda_graph
                           else [_capture([fn], 1, device) for fn in fns])
-        except Exception as exc:  # noqa: BLE001  (any capture failure is reported, not raised)
+        except Exception as exc:  # any capture failure but running out of memory is reported, not raised
+            if is_out_of_memory(exc):
+                raise  # the caller's to handle, as when a call runs out of memory while being timed
             torch.cuda.synchronize(device)
             hint = " (--timer host-free times it outside a graph)" if cold_graphs else ""
             errors[name] = f"cannot be captured in a CUDA graph{hint}: {type(exc).__name__}: {exc}".strip()

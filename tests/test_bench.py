@@ -471,3 +471,19 @@ def test_without_the_triton_launcher_loaded_a_placement_is_the_call_itself(monke
     def call():
         return "result"
     assert bench._in_scratch_set(call, 2) is call
+
+
+def test_cold_graph_times_an_implementation_that_declares_no_graph_host_free_apart():
+    from types import SimpleNamespace
+
+    impls = [SimpleNamespace(name="triton", cuda_graph=True), SimpleNamespace(name="plugin", cuda_graph=False)]
+    calls = {"triton": ["t"], "plugin": ["p"]}
+    cold = timing.TimingConfig()  # the default: cold-graph
+    groups = bench._timer_groups(calls, impls, torch.device("cuda"), cold)
+    assert [(group, config.timer) for group, config in groups] == [({"triton": ["t"]}, "cold-graph"),
+                                                                   ({"plugin": ["p"]}, "host-free")]
+    for config in (timing.TimingConfig(timer="host-free"), timing.TimingConfig(cuda_graph=True)):
+        assert bench._timer_groups(calls, impls, torch.device("cuda"), config) == [(calls, config)]
+    assert bench._timer_groups(calls, impls, torch.device("cpu"), cold) == [(calls, cold)]  # perf_counter
+    assert bench._timer_groups({"triton": ["t"]}, impls, torch.device("cuda"), cold) == [({"triton": ["t"]}, cold)]
+

@@ -440,6 +440,18 @@ def test_cold_graph_replays_each_placement_alone_behind_its_own_backlog_and_flus
     assert fake.windows[-3:] == [0, timing.FLUSH_STEP // 4, 2 * timing.FLUSH_STEP // 4]
 
 
+def test_running_out_of_memory_while_capturing_is_raised_not_reported(monkeypatch):
+    fake = _FakeCuda([False] * 10)
+    fake.install(monkeypatch)
+
+    def capture(fns, num_calls, device):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(timing, "_capture", capture)
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        timing.time_implementations({"step": lambda: None}, "cuda:0", timing.TimingConfig(warmup=0, min_samples=1))
+
+
 def test_a_graph_takes_the_most_placements_that_divide_its_calls():
     assert timing.TimingConfig().placement_count() == timing.DEFAULT_PLACEMENTS == 40
     assert timing.TimingConfig(placements=10).placement_count() == 10

@@ -841,12 +841,13 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
         timer_of.update((name, measurement.timer) for name in measurement.timings)
     needed, all_rows = bytes_moved(case, expected.num_accepted)
     floor_us = dram_floor_us(needed, peak_gbps)
+    cache_size = timing.cache_bytes(device)
     baseline = timings.get(BASELINE)
     baseline_us = baseline.median_us if baseline else baselines.get(case.key(BASELINE))
     for name, t in timings.items():
         seconds = t.median_us * 1e-6
         gbps = needed / seconds / 1e9
-        cache = cache_state(timer_of[name], config.l2_flush, needed, timing.cache_bytes(device))
+        cache = cache_state(timer_of[name], config.l2_flush, needed, cache_size)
         records[name] = _record(
             case, name, "ok",
             measured_acceptance_length=1.0 + float(outputs[name].num_accepted.double().mean()),

@@ -447,9 +447,9 @@ def time_implementations(
         raise SpecbenchError("an implementation given as a sequence of callables needs at least one")
     runs: dict[str, list[Callable[[], object]]] = {}
     errors: dict[str, str] = {}
-    cold_graphs = not config.cuda_graph and config.timer == "cold-graph" and device.type == "cuda"
+    timer = timer_name(device, config)
     for name, fns in copies.items():
-        if not config.cuda_graph and not cold_graphs:
+        if timer not in ("graph", "cold-graph"):
             runs[name] = fns
             continue
         try:  # the graph timer: one graph of graph_calls calls; cold-graph: each placement's call alone
@@ -459,7 +459,7 @@ def time_implementations(
             if is_out_of_memory(exc):
                 raise  # the caller's to handle, as when a call runs out of memory while being timed
             torch.cuda.synchronize(device)
-            hint = " (--timer host-free times it outside a graph)" if cold_graphs else ""
+            hint = " (--timer host-free times it outside a graph)" if timer == "cold-graph" else ""
             errors[name] = f"cannot be captured in a CUDA graph{hint}: {type(exc).__name__}: {exc}".strip()
     calls_per_sample = config.graph_calls if config.cuda_graph else 1
     failures: dict[str, str] = {}
@@ -483,7 +483,6 @@ def time_implementations(
         for name in [n for n in runs if n not in failures]:
             attempt(name, functools.partial(each, runs[name]))
     sampler.wait()
-    timer = timer_name(device, config)
     backlogs: dict[str, list[float]] = {}  # per placement, µs
     growths: dict[str, list[int]] = {}
     if timer in ("host-free", "cold-graph", "graph"):

@@ -21,7 +21,6 @@ import contextlib
 import inspect
 import json
 import multiprocessing
-import os
 import re
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from pathlib import Path
 import triton
 from triton.backends.compiler import GPUTarget
 
+from specbench import machine
 from specbench.kernels import launch
 from specbench.kernels.block import _block_masses_kernel, _block_race_kernel, _block_rows_kernel, _verify_block_kernel
 from specbench.kernels.histogram import _split_histogram_kernel
@@ -355,8 +355,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="Lower every kernel variant to a GPU binary, with no GPU.")
     parser.add_argument("arch", nargs="?", type=int, default=90, help="compute capability, 90 (Hopper) by default")
     parser.add_argument("--loops", action="store_true", help="add each variant's innermost SASS loops")
-    parser.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                        else os.cpu_count() or 1, help="compiling processes (default: one per core)")
+    parser.add_argument("--jobs", type=int, default=machine.cpu_count(), help="compiling processes (default: one "
+                        "per core)")
     args = parser.parse_args()
     if "nvidia" not in triton.backends.backends:
         print("this Triton has no NVIDIA backend", file=sys.stderr)

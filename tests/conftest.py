@@ -37,6 +37,7 @@ if not torch.cuda.is_available():
 # descheduled thread (here a statistical test took 1 s so, 0.01 s on one thread)
 torch.set_num_threads(1)
 
+from specbench import machine
 from specbench.verification import VerifyResult, verify  # after TRITON_INTERPRET is set
 
 BACKENDS = ("torch", "triton", "triton-split")
@@ -242,10 +243,6 @@ def pytest_collection_modifyitems(items: list) -> None:
     items.sort(key=lambda item: item.name == COMPILE_TEST)
 
 
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 @pytest.fixture(scope="session", autouse=True)
 def _background_compile_run(request, tmp_path_factory):
     """A ``CompileRun`` started with the session, on one core, when ``COMPILE_TEST`` is selected with other
@@ -263,7 +260,7 @@ def _background_compile_run(request, tmp_path_factory):
 @pytest.fixture
 def kernel_compile_run(_background_compile_run, tmp_path):
     """The session's background ``CompileRun``, or one started now on every core."""
-    run = _background_compile_run or CompileRun(tmp_path, _cores())
+    run = _background_compile_run or CompileRun(tmp_path, machine.cpu_count())
     yield run
     run.stop()
 
@@ -271,4 +268,4 @@ def kernel_compile_run(_background_compile_run, tmp_path):
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config) -> int:
     # ``pytest -n auto``: a worker per core, at most 8 (each holds torch and Triton, about 0.7 GB)
-    return min(_cores(), 8)
+    return min(machine.cpu_count(), 8)

@@ -486,4 +486,3 @@ def test_cold_graph_times_an_implementation_that_declares_no_graph_host_free_apa
         assert bench._timer_groups(calls, impls, torch.device("cuda"), config) == [(calls, config)]
     assert bench._timer_groups(calls, impls, torch.device("cpu"), cold) == [(calls, cold)]  # perf_counter
     assert bench._timer_groups({"triton": ["t"]}, impls, torch.device("cuda"), cold) == [({"triton": ["t"]}, cold)]
-

@@ -127,7 +127,9 @@ def tree_variants() -> list[tuple[object, dict[str, int], int, str]]:
                     constexprs = {"MODE": mode_id, "DRAFT": draft, "TARGET_PROBS": target_probs,
                                   "WITHOUT_REPLACEMENT": without, "BLOCK": block, "NODE_BLOCK": 8}
                     widest = mode == "probabilistic" and draft == 1 and not target_probs
-                    out.extend((_verify_tree_kernel, constexprs, warps, dtype)
+                    one_program = {**constexprs, "CAND_GROUPS": min(block // launch.CAND_LANE.value,
+                                                                  launch.TREE_CANDIDATE_GROUPS)}
+                    out.extend((_verify_tree_kernel, one_program, warps, dtype)
                                for dtype in (("fp32", "bf16") if widest else ("fp32",)))
                     if mode == "synthetic":
                         continue  # the synthetic mode always walks in one program
@@ -136,8 +138,9 @@ def tree_variants() -> list[tuple[object, dict[str, int], int, str]]:
                     split = {**constexprs, "BLOCK": split_block, "S_BLOCK": 64}
                     split["ROW_BLOCK"] = 8
                     out.append((_tree_rows_kernel, split, split_warps, "fp32"))
-                    if mode != "greedy":
-                        out.append((_tree_finish_kernel, split, split_warps, "fp32"))
+                    if mode != "greedy":  # with the race from candidates (B = 8), and without (B = 1)
+                        out.extend((_tree_finish_kernel, {**split, "CANDIDATES": candidates}, split_warps, "fp32")
+                                   for candidates in (1, 0))
     return out
 
 

@@ -200,3 +200,102 @@ def test_the_split_tree_path_sums_the_first_rejection_across_programs(form, shap
         assert int((want.accepted_nodes[second, 1] == 5).sum()) > 0  # node 5 tested after its elder was rejected
     if interpreted("triton"):
         assert (len(passes) > 0) == (shape == "three at the root")
+
+
+@pytest.mark.parametrize("backend", ["triton", "triton-split"])
+@pytest.mark.parametrize("form", ["draft logits", "target probs, draft logits", "without replacement, draft probs",
+                                  "one-hot"])
+def test_the_race_after_two_rejected_children_runs_from_candidates(form, backend, monkeypatch):
+    # both children of the root are rejected (each drafts its row's least likely token, given much draft mass): the
+    # pass summing the mass left after the first keeps each lane's candidate, and the race after the second runs
+    # over them alone (kernels/tree.py, CANDIDATE_MARGIN) where its winner clears every dropped token; where it
+    # cannot (the margin made huge here), the race takes its pass over the row. The tokens are the reference's
+    # either way.
+    triton_launch()
+    tree_kernels = importlib.import_module("specbench.kernels.tree")
+    device = device_for("triton")
+    batch, vocab = 12, 2100
+    kwargs, tree = _tree_call(form, TREES["2x2"], batch, seed=4, vocab=vocab)
+    kwargs.update(num_draft_tokens=torch.full((batch,), 6), temperatures=torch.full((batch,), 0.8))
+    kwargs["temperatures"][5] = 0.0  # a greedy request beside them
+    target = kwargs.get("target_logits", kwargs.get("target_probs"))
+    unlikely = target[:, 0].argsort(-1)[:, :2]  # the root row's two least likely tokens
+    kwargs["draft_token_ids"][:, :2] = unlikely
+    for node in (0, 1):
+        if "draft_logits" in kwargs:
+            kwargs["draft_logits"][torch.arange(batch), node, unlikely[:, node]] += 12.0
+        elif "draft_probs" in kwargs:
+            spike = torch.nn.functional.one_hot(unlikely[:, node], vocab).float()
+            kwargs["draft_probs"][:, node] = 0.5 * kwargs["draft_probs"][:, node] + 0.5 * spike
+    want = verify(**kwargs, tree=tree, backend="torch")
+    assert int((want.num_accepted == 0).sum()) >= batch - 2  # the root's children rejected (the greedy one aside)
+    if not interpreted("triton"):
+        with _backend_context(backend, monkeypatch):
+            got = verify(**_on(device, kwargs), tree=DraftTree(tree.parents.to(device), tree.candidates),
+                         backend="triton")
+        for field in ("output_token_ids", "num_emitted", "num_accepted", "accepted_nodes"):
+            assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), (form, field)
+        return
+    launch = triton_launch()
+    settings = [(tree_kernels.CANDIDATE_MARGIN, 1, True), (1e30, 1, False)]
+    if backend == "triton-split" and form == "draft logits":  # a split path keeping none (TREE_CANDIDATES_MIN_BATCH)
+        settings.append((tree_kernels.CANDIDATE_MARGIN, batch + 1, None))
+    candidate_race, full_race = tree_kernels._candidate_race, tree_kernels._residual_race
+    for margin, min_batch, taken in settings:
+        races, won = [], []
+        monkeypatch.setattr(tree_kernels, "CANDIDATE_MARGIN", margin)
+        monkeypatch.setattr(launch, "TREE_CANDIDATES_MIN_BATCH", min_batch)
+        monkeypatch.setattr(tree_kernels, "_candidate_race",
+                            lambda *a, won=won: won.append(int(r := candidate_race(*a))) or r)
+        monkeypatch.setattr(tree_kernels, "_residual_race", lambda *a, races=races: races.append(1) or full_race(*a))
+        with _backend_context(backend, monkeypatch):
+            got = verify(**_on(device, kwargs), tree=DraftTree(tree.parents.to(device), tree.candidates),
+                         backend="triton")
+        monkeypatch.setattr(tree_kernels, "_candidate_race", candidate_race)
+        monkeypatch.setattr(tree_kernels, "_residual_race", full_race)
+        for field in ("output_token_ids", "num_emitted", "num_accepted", "accepted_nodes"):
+            assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), (form, field, margin)
+        stopped = int((want.num_accepted == 0).sum()) - 1  # the greedy request takes no race
+        assert len(won) == (0 if taken is None else stopped), (form, len(won))
+        if taken:  # every race from candidates, none over the row
+            assert all(token >= 0 for token in won) and not races, (won, len(races))
+        else:
+            assert all(token < 0 for token in won) and len(races) >= stopped
+
+
+@pytest.mark.parametrize(("backend", "covered"), [("triton", 200), ("triton-split", 3)])
+def test_a_race_won_by_a_token_the_candidates_dropped_takes_its_pass(backend, covered, monkeypatch):
+    # The second child's draft law covers the residual after the first (R q1 >= r1) on the `covered` tokens of
+    # largest r1 / E, so the race after both children is won by the next token, which a lane or a group of lanes
+    # often dropped beside a covered one: the winner among the candidates left then does not clear the dropped
+    # tokens' bound, and the race takes its pass over the row. The tokens are the reference's.
+    triton_launch()
+    tree_kernels = importlib.import_module("specbench.kernels.tree")
+    rng = importlib.import_module("specbench.rng")
+    device = device_for("triton")
+    batch, vocab = 6, 8192
+    kwargs, tree = _tree_call("draft probs", TREES["2x2"], batch, seed=6, vocab=vocab)
+    kwargs.update(num_draft_tokens=torch.full((batch,), 6), temperatures=torch.full((batch,), 0.8))
+    target = kwargs["target_logits"]
+    unlikely = target[:, 0].argsort(-1)[:, :2]
+    kwargs["draft_token_ids"][:, :2] = unlikely
+    q0 = 0.5 * kwargs["draft_probs"][:, 0] + 0.5 * torch.nn.functional.one_hot(unlikely[:, 0], vocab).float()
+    kwargs["draft_probs"][:, 0] = q0
+    residual = (torch.softmax(target[:, 0] / 0.8, -1) - q0).clamp_min(0)  # r1
+    exponentials = -torch.log(rng.uniform(kwargs["seeds"][:, None], kwargs["positions"][:, None], rng.RESIDUAL,
+                                          torch.arange(vocab)[None, :]))
+    top = (residual / exponentials).topk(covered, -1).indices
+    q1 = torch.zeros(batch, vocab).scatter_(1, top, residual.gather(1, top))
+    kwargs["draft_probs"][:, 1] = q1 / q1.sum(1, keepdim=True)
+    want = verify(**kwargs, tree=tree, backend="torch")
+    assert int((want.num_accepted == 0).sum()) == batch
+    won = []
+    if interpreted("triton"):
+        candidate_race = tree_kernels._candidate_race
+        monkeypatch.setattr(tree_kernels, "_candidate_race", lambda *a: won.append(int(r := candidate_race(*a))) or r)
+    with _backend_context(backend, monkeypatch):
+        got = verify(**_on(device, kwargs), tree=DraftTree(tree.parents.to(device), tree.candidates), backend="triton")
+    for field in ("output_token_ids", "num_emitted", "num_accepted", "accepted_nodes"):
+        assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), field
+    if interpreted("triton"):
+        assert len(won) == batch and any(token < 0 for token in won), won

@@ -44,6 +44,9 @@ launch, one program per request walking its tree, at the chain's one-program sha
 (greedy and probabilistic): every row's statistics split across programs and the walk in each request's
 last program; then, in the probabilistic mode, one more launch for the masses after a first rejected
 child that the walk stopped for (summed across programs, the walk resumed) and the final race split.
+Where a place's second child is its last, the pass for the mass after the first keeps the candidates of the
+race after both (tree.py, ``CANDIDATE_MARGIN``): one program per request carries ``CAND_GROUPS`` of them
+through its walk, and the split path keeps them from ``TREE_CANDIDATES_MIN_BATCH`` requests (``CANDIDATES``).
 ``auto`` takes the split path on a GPU up to ``TREE_SPLIT_MAX_BATCH`` requests;
 ``strategy("split")`` forces it. Truncation, logprobs and other methods are refused before here.
 
@@ -78,7 +81,7 @@ from specbench.kernels.logprobs import _logprobs_kernel
 from specbench.kernels.sequential import _verify_sequential_kernel
 from specbench.kernels.split import _split_rows_kernel, _split_terminal_kernel
 from specbench.kernels.synthetic import _simulate_kernel, _simulate_mixture_kernel
-from specbench.kernels.tree import _tree_finish_kernel, _tree_rows_kernel, _verify_tree_kernel
+from specbench.kernels.tree import CAND_LANE, _tree_finish_kernel, _tree_rows_kernel, _verify_tree_kernel
 from specbench.kernels.truncation import (
     _truncated_terminal_kernel,
     _truncation_prepass_kernel,
@@ -247,6 +250,13 @@ SPLIT_REQUESTS_PER_SM = 0.5
 # (results/h200-tree-launches/, tests/gpu_tree_timing.py) the split path takes 18.6 / 32.7 and 27.8 / 52.2 at
 # B = 1 / 8.
 TREE_SPLIT_MAX_BATCH = 8
+# One program per request keeps a candidate per group of its lanes (of CAND_LANE tokens a chunk) for the race after a
+# place's two rejected children (kernels/tree.py, CANDIDATE_MARGIN), carried through the walk in these many at most.
+TREE_CANDIDATE_GROUPS = 256
+# The split path keeps them from this batch on: at B = 1 (251 slices of one chunk) the race from 502 candidates in the
+# masses' last program took longer than the race's own split pass (H200, 2x2 tree, Llama 3 rows, both children
+# rejected, graph: 28.3 against 26.5 µs from draft logits; at B = 8, 42.5 against 47.3: results/h200-tree-candidates/).
+TREE_CANDIDATES_MIN_BATCH = 2
 
 
 def _use_split(batch: int, num_slots: int, mode: str, device: torch.device) -> bool:
@@ -522,7 +532,7 @@ def _verify_tree(*, mode, target_logits, target_probs, draft_token_ids, num_draf
         block, num_warps = _launch_shape(vocab, device, False, mode, batch)
         _TREE((batch,), (*outputs, *rows, draft_ids, draft_ids.stride(0), parents, parents.stride(0), *requests,
                          table, table.shape[0], table.shape[1], vocab, num_nodes),
-              num_warps, key, BLOCK=block, **common)
+              num_warps, key, BLOCK=block, CAND_GROUPS=min(block // CAND_LANE.value, TREE_CANDIDATE_GROUPS), **common)
         return result
     block, num_warps = _launch_shape(vocab, device, True, mode, batch)
     row_splits, row_chunk = _slices(batch * num_slots, vocab, block, device)
@@ -541,7 +551,8 @@ def _verify_tree(*, mode, target_logits, target_probs, draft_token_ids, num_draf
     # walk's end and the final race (tree.py)
     _TREE_ROWS((batch, num_slots, row_splits), (*args, row_chunk), num_warps, key, **sizes)
     if mode != "greedy":
-        _TREE_FINISH((2 * batch * race_splits,), (*args, race_chunk), num_warps, key, **sizes)
+        _TREE_FINISH((2 * batch * race_splits,), (*args, race_chunk), num_warps, key,
+                     CANDIDATES=batch >= TREE_CANDIDATES_MIN_BATCH, **sizes)
     return result
 
 

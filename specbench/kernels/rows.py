@@ -82,7 +82,7 @@ def load_ranked(row_ptr, offs, stop, TARGET_PROBS: tl.constexpr):
 
 
 @triton.jit
-def _lowest_best(values, indices):
+def lowest_best(values, indices):
     # (max of values, lowest index among the lanes that reach it; -1 if none is above -inf)
     best = tl.max(values, axis=0)
     candidates = tl.where((values == best) & (indices >= 0), indices, 2147483647)
@@ -106,7 +106,7 @@ def argmax_slice(row_ptr, start, stop, TARGET_PROBS: tl.constexpr, BLOCK: tl.con
         better = z > lane_val  # strict: each lane keeps its earliest maximum
         lane_idx = tl.where(better, offs, lane_idx)
         lane_val = tl.where(better, z, lane_val)
-    return _lowest_best(lane_val, lane_idx)
+    return lowest_best(lane_val, lane_idx)
 
 
 @triton.jit
@@ -204,7 +204,7 @@ def best_pair(zs, gs, indices):
     top = tl.max(zs, axis=0)
     top_safe = tl.where(top == float("-inf"), 0.0, top)
     relative = tl.where(zs == float("-inf"), float("-inf"), (zs - top_safe) + gs)
-    _best, index = _lowest_best(relative, indices)
+    _best, index = lowest_best(relative, indices)
     winner = indices == index
     z = tl.max(tl.where(winner, zs, float("-inf")), axis=0)
     g = tl.max(tl.where(winner, gs, float("-inf")), axis=0)

@@ -17,7 +17,10 @@ target row as the chain kernels do and tests the children one by one:
 - synthetic rows: children accepted by the positional table, rows read only to emit.
 
 The bonus (a leaf) is the ``SAMPLE`` race over ``p``; after rejected children, the ``RESIDUAL`` race over the
-replayed residual (over ``p`` with the same stream when nothing is left).
+replayed residual (over ``p`` with the same stream when nothing is left). Where a place's second child is its last,
+the pass that sums the mass left after the first also keeps the race's candidates (the comment above
+``CANDIDATE_MARGIN``), so that when the second is rejected too the race needs no pass of its own unless its winner
+among them cannot be told apart from the tokens they dropped.
 
 The split path (for batches that do not fill the GPU; the comment above ``_tree_rows_kernel``) walks with the
 same ``_walk`` from row statistics merged across programs, in two launches: the rows and the walk; then the
@@ -47,7 +50,14 @@ from specbench.kernels.decide import (
     target_prob_of,
 )
 from specbench.kernels.rng import hash_word, neg_log_of_uniform, stream_key, uniform_at, uniform_of
-from specbench.kernels.rows import argmax_slice, race_lanes, ratio_best, softmax_stats_slice
+from specbench.kernels.rows import (
+    argmax_slice,
+    best_pair,
+    lowest_best,
+    race_lanes,
+    ratio_best,
+    softmax_stats_slice,
+)
 from specbench.kernels.split import (
     last_to_arrive,
     merge_race,
@@ -105,17 +115,26 @@ def _residual_chunk(t_row, d_base, d_stride, offs, V, inv_temperature, m, s, rej
 
 
 @triton.jit
-def _residual_mass(t_row, d_base, d_stride, V, inv_temperature, m, s, rejected, lanes, sib_node, sib_token,
-                   sib_valid, sib_mass, sib_md, sib_sd, sib_div, DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr,
-                   WITHOUT_REPLACEMENT: tl.constexpr, BLOCK: tl.constexpr):
-    # R = sum_y r(y) after `rejected` siblings
+def _slice_mass(t_row, d_base, d_stride, start, stop, inv_temperature, m, s, rejected, lanes, sib_node, sib_token,
+                sib_valid, sib_mass, sib_md, sib_sd, sib_div, DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr,
+                WITHOUT_REPLACEMENT: tl.constexpr, BLOCK: tl.constexpr):
+    # sum_y r(y) on [start, stop) after `rejected` siblings
     total = tl.zeros([BLOCK], tl.float32)
-    for chunk in range(0, V, BLOCK):
+    for chunk in range(start, stop, BLOCK):
         offs = chunk + tl.arange(0, BLOCK)
-        total += _residual_chunk(t_row, d_base, d_stride, offs, V, inv_temperature, m, s, rejected, lanes, sib_node,
+        total += _residual_chunk(t_row, d_base, d_stride, offs, stop, inv_temperature, m, s, rejected, lanes, sib_node,
                                  sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div, DRAFT, TARGET_PROBS,
                                  WITHOUT_REPLACEMENT)
     return tl.sum(total, axis=0)
+
+
+@triton.jit
+def _residual_mass(t_row, d_base, d_stride, V, inv_temperature, m, s, rejected, lanes, sib_node, sib_token,
+                   sib_valid, sib_mass, sib_md, sib_sd, sib_div, DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr,
+                   WITHOUT_REPLACEMENT: tl.constexpr, BLOCK: tl.constexpr):
+    # R = sum_y r(y) after `rejected` siblings: a pass over the rows in the walk's program
+    return _slice_mass(t_row, d_base, d_stride, 0, V, inv_temperature, m, s, rejected, lanes, sib_node, sib_token,
+                       sib_valid, sib_mass, sib_md, sib_sd, sib_div, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK)
 
 
 @triton.jit
@@ -135,6 +154,108 @@ def _residual_race(t_row, d_base, d_stride, start, stop, V, inv_temperature, m, 
         e = neg_log_of_uniform(uniform_of(hash_word(key, offs)))
         lane_w, lane_e, lane_idx = race_lanes(lane_w, lane_e, lane_idx, w, e, offs)
     return ratio_best(lane_w, lane_e, lane_idx)
+
+
+# A residual race from candidates. Where a place's second child is its last, the race after both are rejected is
+# over r2 = max(r1 - R q_1, 0) with r1 = max(p - q_0, 0) and R = sum r1, the mass the pass over r1 is summing (r2 = r1
+# when the second child is absent). As r2 <= r1, no token y scores more than r1(y) / E_y in that race, so the pass over
+# r1 also keeps, per lane, the token of largest r1 / E (the race's E_y; float ratios) and the largest ratio among the
+# tokens the lane drops. Once R is known and the second child rejected, the race runs over the kept tokens alone, their
+# r2 replayed from the rows with the race's arithmetic; its winner is the race's where its log-ratio clears every other
+# token's ratio bound by CANDIDATE_MARGIN (the ratios', logs' and products' rounding, with room), and otherwise the race
+# takes its pass over the row as before. The split path's slices (a lane a token of each chunk) each publish their two
+# best lanes and bound the rest; one program per request gives a lane CAND_LANE consecutive tokens of each chunk and
+# carries the best lane of each of its CAND_GROUPS groups of lanes through the walk. Two a slice sufficed on simulated
+# rows (random logits, V = 128256, 251 and 63 slices: none of 400 races fell back; one a slice: up to 1.0%;
+# results/h200-tree-candidates/simulate_certification.py).
+CANDIDATE_MARGIN = tl.constexpr(1e-4)
+CAND_LANE = tl.constexpr(8)  # (one program) tokens of a chunk per candidate lane (1024 lanes at 8192 tokens)
+
+
+@triton.jit
+def _log_ratio(w, e):
+    # log(w / E) as ratio_best computes it, -inf where w is 0
+    return tl.where(w > 0.0, tl.log(tl.where(w > 0.0, w, 1.0)) - tl.log(e), float("-inf"))
+
+
+@triton.jit
+def _log_of(ratio):
+    # the log of a ratio, -inf where it is 0
+    return tl.where(ratio > 0.0, tl.log(tl.where(ratio > 0.0, ratio, 1.0)), float("-inf"))
+
+
+@triton.jit
+def _mass_and_candidates(t_row, d_base, d_stride, start, stop, inv_temperature, m, s, lanes, sib_node, sib_token,
+                         sib_valid, sib_mass, sib_md, sib_sd, sib_div, key, DRAFT: tl.constexpr,
+                         TARGET_PROBS: tl.constexpr, WITHOUT_REPLACEMENT: tl.constexpr, BLOCK: tl.constexpr,
+                         GROUP: tl.constexpr):
+    # the mass of r1 (the residual after the first sibling) on [start, stop), in _residual_mass's order, with each
+    # lane's candidate for the race after the second: the token of largest r1 / E (the earliest on ties; -1 for
+    # none) and that ratio, and the largest ratio among the tokens the lanes dropped. A lane takes GROUP consecutive
+    # tokens of a chunk (BLOCK // GROUP lanes), so that one program per request carries few lanes through its pass
+    total = tl.zeros([BLOCK], tl.float32)
+    lane_ratio = tl.zeros([BLOCK // GROUP], tl.float32)
+    lane_idx = tl.full([BLOCK // GROUP], -1, tl.int32)
+    dropped = tl.zeros([BLOCK // GROUP], tl.float32)
+    for chunk in range(start, stop, BLOCK):
+        offs = chunk + tl.arange(0, BLOCK)
+        a = _residual_chunk(t_row, d_base, d_stride, offs, stop, inv_temperature, m, s, 1, lanes, sib_node,
+                            sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div, DRAFT, TARGET_PROBS,
+                            WITHOUT_REPLACEMENT)
+        total += a
+        ratio = a / neg_log_of_uniform(uniform_of(hash_word(key, offs)))
+        ids = offs
+        if GROUP > 1:
+            ratios = tl.reshape(ratio, [BLOCK // GROUP, GROUP])
+            group_ids = tl.reshape(offs, [BLOCK // GROUP, GROUP])
+            ratio = tl.max(ratios, axis=1)
+            ids = tl.min(tl.where(ratios == ratio[:, None], group_ids, 2147483647), axis=1)
+            dropped = tl.maximum(dropped, tl.max(tl.where(group_ids == ids[:, None], 0.0, ratios), axis=1))
+        better = ratio > lane_ratio
+        dropped = tl.maximum(dropped, tl.where(better, lane_ratio, ratio))
+        lane_ratio = tl.where(better, ratio, lane_ratio)
+        lane_idx = tl.where(better, ids, lane_idx)
+    return tl.sum(total, axis=0), lane_idx, lane_ratio, tl.max(dropped, axis=0)
+
+
+@triton.jit
+def _two_candidates(lane_idx, lane_ratio, dropped):
+    # a slice's two lanes of largest ratio (their ids, -1 for none) and the log of every other token's ratio, the
+    # largest (the other lanes' and what the lanes dropped)
+    _top, first = lowest_best(lane_ratio, lane_idx)
+    ratio = tl.where(lane_idx == first, 0.0, lane_ratio)
+    _top, second = lowest_best(ratio, tl.where(ratio > 0.0, lane_idx, -1))
+    ratio = tl.where(lane_idx == second, 0.0, ratio)
+    return first, second, _log_of(tl.maximum(tl.max(ratio, axis=0), dropped))
+
+
+@triton.jit
+def _grouped_candidates(lane_idx, lane_ratio, dropped, BLOCK: tl.constexpr, GROUPS: tl.constexpr):
+    # (one program) the lane of largest ratio in each of GROUPS groups of lanes (their ids, -1 for none), and the log
+    # of every other token's ratio, the largest: GROUPS candidates carried through the walk instead of BLOCK
+    ratios = tl.reshape(lane_ratio, [GROUPS, BLOCK // GROUPS])
+    ids = tl.reshape(lane_idx, [GROUPS, BLOCK // GROUPS])
+    top = tl.max(ratios, axis=1)
+    first = tl.min(tl.where((ratios == top[:, None]) & (ids >= 0), ids, 2147483647), axis=1)
+    first = tl.where(first == 2147483647, -1, first)
+    rest = tl.max(tl.max(tl.where(ids == first[:, None], 0.0, ratios), axis=1), axis=0)
+    return first, _log_of(tl.maximum(rest, dropped))
+
+
+@triton.jit
+def _candidate_race(ids, dropped, t_row, d_base, d_stride, V, inv_temperature, m, s, lanes, sib_node, sib_token,
+                    sib_valid, sib_mass, sib_md, sib_sd, sib_div, key, DRAFT: tl.constexpr,
+                    TARGET_PROBS: tl.constexpr, WITHOUT_REPLACEMENT: tl.constexpr):
+    # the race over the residual after two rejected siblings among candidate ids (-1: none), the residual replayed
+    # at them; returns the winner's id, or -1 where it does not clear `dropped` (every other token's log-ratio
+    # bound) by CANDIDATE_MARGIN or nothing has mass
+    safe = tl.where(ids >= 0, ids, 0)
+    w = _residual_chunk(t_row, d_base, d_stride, safe, V, inv_temperature, m, s, 2, lanes, sib_node, sib_token,
+                        sib_valid, sib_mass, sib_md, sib_sd, sib_div, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT)
+    w = tl.where(ids >= 0, w, 0.0)
+    e = neg_log_of_uniform(uniform_of(hash_word(key, safe)))
+    z, _g, index = best_pair(_log_ratio(w, e), tl.zeros_like(w), tl.where(w > 0.0, ids, -1))
+    return tl.where((index >= 0) & (z > dropped + CANDIDATE_MARGIN), index, -1)
 
 
 @triton.jit
@@ -203,7 +324,8 @@ def _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, att
           merged_best, merged_m, merged_s, merged_md, merged_sd, merged_r1, summed_r1, row_lanes, resume_place,
           start_path, start_length,
           MODE: tl.constexpr, DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr, WITHOUT_REPLACEMENT: tl.constexpr,
-          SPLIT: tl.constexpr, STOP_FOR_MASS: tl.constexpr, BLOCK: tl.constexpr, NODE_BLOCK: tl.constexpr):
+          SPLIT: tl.constexpr, STOP_FOR_MASS: tl.constexpr, BLOCK: tl.constexpr, NODE_BLOCK: tl.constexpr,
+          CAND_BLOCK: tl.constexpr):
     # A request's walk down its tree (module docstring), up to the final token. The row statistics come from
     # passes over the rows here, or (SPLIT) from the merged slices of every row: lane r of merged_* holds
     # target row r's argmax or (m, s), node r - 1's draft (md, sd), and, where lane r of summed_r1 is not 0, the
@@ -230,6 +352,10 @@ def _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, att
     sib_md = tl.zeros([NODE_BLOCK], tl.float32)
     sib_sd = tl.zeros([NODE_BLOCK], tl.float32)
     sib_div = tl.zeros([NODE_BLOCK], tl.float32)
+    # (one program) the candidates of a residual race after two children (CANDIDATE_MARGIN), kept at cand_place
+    cand_ids = tl.full([CAND_BLOCK], -1, tl.int32)
+    cand_dropped = float("-inf")
+    cand_place = -2
     done = 0
     while done == 0:
         t_row = t_base + (place + 1).to(tl.int64) * t_stride
@@ -366,6 +492,19 @@ def _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, att
                         elif STOP_FOR_MASS & (k == 1):
                             stopped = 1
                             c = NODE_BLOCK
+                        elif SPLIT:
+                            mass = _residual_mass(t_row, d_base, d_stride, V, inv_temperature, m, s, k, lanes,
+                                                  sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div,
+                                                  DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK)
+                        elif (k == 1) & (tl.min(tl.where(kids & (lanes > c), lanes, NODE_BLOCK), axis=0) == NODE_BLOCK):
+                            # the second child is the last: the pass keeps the candidates of the race after both
+                            mass, lane_idx, lane_ratio, dropped = _mass_and_candidates(
+                                t_row, d_base, d_stride, 0, V, inv_temperature, m, s, lanes, sib_node, sib_token,
+                                sib_valid, sib_mass, sib_md, sib_sd, sib_div, stream_key(key_of_seed, t, RESIDUAL),
+                                DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK, CAND_LANE)
+                            cand_ids, cand_dropped = _grouped_candidates(lane_idx, lane_ratio, dropped,
+                                                                         BLOCK // CAND_LANE, CAND_BLOCK)
+                            cand_place = place
                         else:
                             mass = _residual_mass(t_row, d_base, d_stride, V, inv_temperature, m, s, k, lanes,
                                                   sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div,
@@ -380,6 +519,16 @@ def _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, att
                     token = token * 0 - 1
                 else:
                     final = FINAL_RESIDUAL
+                    if not SPLIT:  # noqa: SIM102 (a constexpr test, then a runtime one)
+                        if (cand_place == place) & (k == 2):  # the race from the candidates kept at this place
+                            won = _candidate_race(cand_ids, cand_dropped, t_row, d_base, d_stride, V,
+                                                  inv_temperature, m, s, lanes, sib_node, sib_token, sib_valid,
+                                                  sib_mass, sib_md, sib_sd, sib_div,
+                                                  stream_key(key_of_seed, t, RESIDUAL), DRAFT, TARGET_PROBS,
+                                                  WITHOUT_REPLACEMENT)
+                            if won >= 0:
+                                token = won.to(tl.int64)
+                                final = FINAL_DONE
         if moved_to >= 0:
             path = tl.where(lanes == length, moved_to, path)
             length += 1
@@ -441,6 +590,7 @@ def _verify_tree_kernel(
     WITHOUT_REPLACEMENT: tl.constexpr,
     BLOCK: tl.constexpr,
     NODE_BLOCK: tl.constexpr,
+    CAND_GROUPS: tl.constexpr,  # candidates carried for the race after two children: min(BLOCK // 8, 256)
 ):
     b = tl.program_id(0).to(tl.int64)
     n, greedy, inv_temperature, position, key_of_seed = request_setup(
@@ -457,7 +607,7 @@ def _verify_tree_kernel(
                       token_valid, t_at_nodes, d_at_nodes, t_base, target_stride_k, d_base, draft_stride_k, rates_ptr,
                       RATE_DEPTHS, RATE_WIDTH, V, N, unused.to(tl.int32), unused, unused, unused, unused, unused,
                       unused.to(tl.int32), tl.arange(0, 2), -2, tl.full([NODE_BLOCK], -1, tl.int32), 0, MODE, DRAFT,
-                      TARGET_PROBS, WITHOUT_REPLACEMENT, False, False, BLOCK, NODE_BLOCK)
+                      TARGET_PROBS, WITHOUT_REPLACEMENT, False, False, BLOCK, NODE_BLOCK, CAND_GROUPS)
     t_row = t_base + (place + 1).to(tl.int64) * target_stride_k
     t = position + length
     if final == FINAL_BONUS:
@@ -483,8 +633,9 @@ def _verify_tree_kernel(
 # _tree_finish_kernel (probabilistic mode; 2 B x S2 programs, a program's role by the ticket it draws when it
 # starts, split.take_ticket, not by its program id): the programs with the first B x S2 tickets take the race's
 # slices of a WALKED request (the last writes the token) or the masses' slices of a MASSES one (the last sums
-# them, resumes the walk where it stopped and sets RACING); those with the other B x S2 leave a WALKED request at
-# once and race for the others once RACING. A program waits only for programs with lower tickets, which have all
+# them, resumes the walk where it stopped, and sets RACED where it ran the race from the slices' candidates, else
+# RACING); those with the other B x S2 leave a WALKED request at once, and a MASSES one once RACED, and race for
+# it once RACING. A program waits only for programs with lower tickets, which have all
 # started: the launch finishes however the GPU schedules it (and in id order under the interpreter, where nothing
 # waits). Counters (int32, zero on entry, left at zero on exit): [0] the finish kernel's ticket, [1, 1 + B) each
 # request's arrivals (the rows kernel's, then the masses'), [1 + B, 1 + 2 B) each request's race arrivals. The
@@ -492,10 +643,12 @@ def _verify_tree_kernel(
 MASSES = tl.constexpr(1)
 WALKED = tl.constexpr(2)
 RACING = tl.constexpr(3)
+RACED = tl.constexpr(4)  # the masses' last program ran the race from candidates: nothing left to race
 
 # The scratch, per request (float32 and int32 buffers; R = N + 1 row slots, S the rows kernel's slices, S2 the
 # finish kernel's): row partials [R, S, 4] / [R, S], then the mass partials [ROW_BLOCK, S2], then race partials
-# [S2, 2] / [S2, 2], then the record: (m, s) and the sibling lanes (mass, md, sd, div) x NODE_BLOCK, then the
+# [S2, 2] / [S2, 2] (first a MASSES request's candidates: per slice the log-ratio bound of the dropped tokens in
+# float 0, the two candidates' ids in ints 0 and 1), then the record: (m, s) and the sibling lanes (mass, md, sd, div) x NODE_BLOCK, then the
 # merged rows (m, s, md, sd) x ROW_BLOCK / (final, place, rejected, length, state), the sibling lanes (node,
 # token, valid) x NODE_BLOCK, then the merged rows' argmax x ROW_BLOCK, the places to sum x ROW_BLOCK and the
 # walk's path x NODE_BLOCK.
@@ -529,14 +682,15 @@ def _walk_and_record(b, batch, n, greedy, inv_temperature, position, key_of_seed
                      NODE_BLOCK: tl.constexpr, ROW_BLOCK: tl.constexpr):
     # the split path's walk from the merged rows (from the root, or resumed where it stopped for a mass): the path
     # and the counts written (unless it stopped for a mass), the race's record left (with the path, to resume);
-    # returns what is left (FINAL_*) and the stop place
+    # returns what is left (FINAL_*), the stop place, the rejected children there, the path's length, the stop
+    # row's (m, s) and the sibling lanes
     (path, length, place, final, token, m, s, rejected, sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd,
      sib_div) = _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
                       token_valid, t_at_nodes, d_at_nodes, t_base, t_stride, d_base, d_stride,
                       scratch_f_ptr, 0, 0, V, N,  # no rates table: the synthetic mode never takes this path
                       best, merged_m, merged_s, merged_md, merged_sd, merged_r1, summed_r1, tl.arange(0, ROW_BLOCK),
                       resume_place, start_path, start_length, MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, True,
-                      STOP_FOR_MASS, BLOCK, NODE_BLOCK)
+                      STOP_FOR_MASS, BLOCK, NODE_BLOCK, 2)
     valid_request = request_valid(inv_temperature)
     if final != FINAL_MASS:
         _store_request(b, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr, tokens,
@@ -559,7 +713,7 @@ def _walk_and_record(b, batch, n, greedy, inv_temperature, position, key_of_seed
     tl.store(record_i + _HEAD + NODE_BLOCK + lanes, sib_token.to(tl.int32))
     tl.store(record_i + _HEAD + 2 * NODE_BLOCK + lanes, sib_valid)
     tl.store(record_i + _HEAD + 3 * NODE_BLOCK + 2 * ROW_BLOCK + lanes, path)
-    return final, place
+    return final, place, rejected, length, m, s, sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div
 
 
 @triton.jit
@@ -665,7 +819,7 @@ def _tree_rows_kernel(
             tl.store(merged + 3 * ROW_BLOCK + row_lanes, merged_sd)
             tl.store(record_i + _HEAD + 3 * NODE_BLOCK + row_lanes, best)
         # from the root, no mass summed yet: the greedy mode walks to the end, the probabilistic one may stop
-        final, place = _walk_and_record(
+        final, place, _rejected, _length, _m, _s, _n0, _t0, _v0, _r0, _md0, _sd0, _d0 = _walk_and_record(
             b, batch, n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
             token_valid, t_at_nodes, d_at_nodes, t_base, target_stride_k, d_base, draft_stride_k, scratch_f_ptr,
             scratch_i_ptr, V, N, ROW_SPLITS, RACE_SPLITS, best, merged_m, merged_s, merged_md, merged_sd, merged_m,
@@ -683,6 +837,17 @@ def _tree_rows_kernel(
 
 
 @triton.jit
+def _candidates_wanted(place, lanes, parents, attached, NODE_BLOCK: tl.constexpr):
+    # whether the residual race at a place whose first child is rejected can be run from candidates: its second
+    # child is its last
+    kids = attached & (parents == place)
+    first = tl.min(tl.where(kids, lanes, NODE_BLOCK), axis=0)
+    second = tl.min(tl.where(kids & (lanes > first), lanes, NODE_BLOCK), axis=0)
+    third = tl.min(tl.where(kids & (lanes > second), lanes, NODE_BLOCK), axis=0)
+    return (second < NODE_BLOCK) & (third == NODE_BLOCK)
+
+
+@triton.jit
 def _masses_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch,
                  out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
                  target_ptr, target_stride_b, target_stride_k, draft_ptr, draft_stride_b, draft_stride_k,
@@ -690,11 +855,13 @@ def _masses_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch,
                  num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, V, N, ROW_SPLITS, RACE_SPLITS, CHUNK,
                  MODE: tl.constexpr, DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr,
                  WITHOUT_REPLACEMENT: tl.constexpr, BLOCK: tl.constexpr, NODE_BLOCK: tl.constexpr,
-                 ROW_BLOCK: tl.constexpr, S_BLOCK: tl.constexpr):
+                 ROW_BLOCK: tl.constexpr, S_BLOCK: tl.constexpr, CANDIDATES: tl.constexpr):
     # once the rows kernel's walk stopped for masses: a slice of each mass R = sum max(p - q_0, 0) left at a
     # place to sum after its first child is rejected (the walk's _residual_mass after one sibling, the same
-    # arithmetic per token); the request's last program sums the slices, resumes the walk where it stopped and
-    # sets RACING
+    # arithmetic per token), and at the stopped place, where its second child is its last, the slice's two
+    # candidates for the race after both (CANDIDATE_MARGIN) in the race partials; the request's last program sums
+    # the slices, resumes the walk where it stopped, and either runs that race from the candidates and sets
+    # RACED, or sets RACING
     b = (job // RACE_SPLITS).to(tl.int64)
     split = job % RACE_SPLITS
     n, greedy, inv_temperature, position, key_of_seed = request_setup(
@@ -703,8 +870,8 @@ def _masses_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch,
                                                                 draft_ids_stride, n, V, NODE_BLOCK)
     t_base = target_ptr + b * target_stride_b
     d_base = draft_ptr + b * draft_stride_b
-    masses, _race_f, _race_i, record_f, record_i = _record_bases(scratch_f_ptr, scratch_i_ptr, b, batch, N,
-                                                                 ROW_SPLITS, RACE_SPLITS, NODE_BLOCK, ROW_BLOCK)
+    masses, race_f, race_i, record_f, record_i = _record_bases(scratch_f_ptr, scratch_i_ptr, b, batch, N,
+                                                               ROW_SPLITS, RACE_SPLITS, NODE_BLOCK, ROW_BLOCK)
     merged = record_f + 2 + 4 * NODE_BLOCK
     row_lanes = tl.arange(0, ROW_BLOCK)
     wanted = tl.load(record_i + _HEAD + 3 * NODE_BLOCK + ROW_BLOCK + row_lanes)
@@ -712,6 +879,9 @@ def _masses_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch,
     merged_s = tl.load(merged + ROW_BLOCK + row_lanes)
     merged_md = tl.load(merged + 2 * ROW_BLOCK + row_lanes)
     merged_sd = tl.load(merged + 3 * ROW_BLOCK + row_lanes)
+    stop_place = tl.load(record_i + 1)
+    race_key = stream_key(key_of_seed, position + tl.load(record_i + 3), RESIDUAL)
+    candidates = _candidates_wanted(stop_place, lanes, parents, attached, NODE_BLOCK)
     start = split * CHUNK
     stop = tl.where(split == RACE_SPLITS - 1, V, start + CHUNK)
     r = tl.min(tl.where(wanted != 0, row_lanes, ROW_BLOCK), axis=0)
@@ -725,13 +895,25 @@ def _masses_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch,
         sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div = _first_sibling(
             first, tokens, lanes, merged_md, merged_sd, row_lanes, DRAFT)
         t_row = t_base + r.to(tl.int64) * target_stride_k
-        total = tl.zeros([BLOCK], tl.float32)
-        for chunk in range(start, stop, BLOCK):
-            offs = chunk + tl.arange(0, BLOCK)
-            total += _residual_chunk(t_row, d_base, draft_stride_k, offs, stop, inv_temperature, m, s, 1, lanes,
-                                     sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div, DRAFT,
-                                     TARGET_PROBS, WITHOUT_REPLACEMENT)
-        tl.store(masses + r * RACE_SPLITS + split, tl.sum(total, axis=0))
+        if CANDIDATES:
+            if candidates & (r == stop_place + 1):
+                mass, lane_idx, lane_ratio, dropped = _mass_and_candidates(
+                    t_row, d_base, draft_stride_k, start, stop, inv_temperature, m, s, lanes, sib_node, sib_token,
+                    sib_valid, sib_mass, sib_md, sib_sd, sib_div, race_key, DRAFT, TARGET_PROBS,
+                    WITHOUT_REPLACEMENT, BLOCK, 1)
+                one, two, rest = _two_candidates(lane_idx, lane_ratio, dropped)
+                tl.store(race_i + split * 2, one)
+                tl.store(race_i + split * 2 + 1, two)
+                tl.store(race_f + split * 2, rest)
+            else:
+                mass = _slice_mass(t_row, d_base, draft_stride_k, start, stop, inv_temperature, m, s, 1, lanes,
+                                   sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div, DRAFT,
+                                   TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK)
+        else:
+            mass = _slice_mass(t_row, d_base, draft_stride_k, start, stop, inv_temperature, m, s, 1, lanes, sib_node,
+                               sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div, DRAFT, TARGET_PROBS,
+                               WITHOUT_REPLACEMENT, BLOCK)
+        tl.store(masses + r * RACE_SPLITS + split, mass)
         r = tl.min(tl.where((wanted != 0) & (row_lanes > r), row_lanes, ROW_BLOCK), axis=0)
     if last_to_arrive(counters_ptr + 1, b, RACE_SPLITS):
         t_at_nodes, d_at_nodes = _values_at_nodes(greedy, lanes, parents, attached, tokens, token_valid, t_base,
@@ -740,15 +922,32 @@ def _masses_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch,
         cells = masses + row_lanes[:, None] * RACE_SPLITS + splits[None, :]
         merged_r1 = tl.sum(tl.load(cells, mask=(wanted[:, None] != 0) & (splits[None, :] < RACE_SPLITS), other=0.0),
                            axis=1)
-        _walk_and_record(b, batch, n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached,
-                         tokens, token_valid, t_at_nodes, d_at_nodes, t_base, target_stride_k, d_base,
-                         draft_stride_k, scratch_f_ptr, scratch_i_ptr, V, N, ROW_SPLITS, RACE_SPLITS,
-                         tl.load(record_i + _HEAD + 3 * NODE_BLOCK + row_lanes), merged_m, merged_s, merged_md,
-                         merged_sd, merged_r1, wanted, tl.load(record_i + 1),
-                         tl.load(record_i + _HEAD + 3 * NODE_BLOCK + 2 * ROW_BLOCK + lanes), tl.load(record_i + 3),
-                         out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr, MODE,
-                         DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, False, BLOCK, NODE_BLOCK, ROW_BLOCK)
-        publish(record_i + 4, RACING)
+        (final, place, rejected, length, m, s, sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd,
+         sib_div) = _walk_and_record(
+            b, batch, n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
+            token_valid, t_at_nodes, d_at_nodes, t_base, target_stride_k, d_base, draft_stride_k, scratch_f_ptr,
+            scratch_i_ptr, V, N, ROW_SPLITS, RACE_SPLITS, tl.load(record_i + _HEAD + 3 * NODE_BLOCK + row_lanes),
+            merged_m, merged_s, merged_md, merged_sd, merged_r1, wanted, stop_place,
+            tl.load(record_i + _HEAD + 3 * NODE_BLOCK + 2 * ROW_BLOCK + lanes), tl.load(record_i + 3), out_ptr,
+            out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr, MODE, DRAFT, TARGET_PROBS,
+            WITHOUT_REPLACEMENT, False, BLOCK, NODE_BLOCK, ROW_BLOCK)
+        state = RACING
+        if not CANDIDATES:
+            candidates = candidates & False
+        if candidates & (final == FINAL_RESIDUAL) & (place == stop_place) & (rejected == 2):
+            inside = splits < RACE_SPLITS
+            ids = tl.join(tl.load(race_i + splits * 2, mask=inside, other=-1),
+                          tl.load(race_i + splits * 2 + 1, mask=inside, other=-1))
+            rest = tl.max(tl.load(race_f + splits * 2, mask=inside, other=float("-inf")), axis=0)
+            t_row = t_base + (place + 1).to(tl.int64) * target_stride_k
+            token = _candidate_race(tl.reshape(ids, [2 * S_BLOCK]), rest, t_row, d_base, draft_stride_k, V,
+                                    inv_temperature, m, s, lanes, sib_node, sib_token, sib_valid, sib_mass, sib_md,
+                                    sib_sd, sib_div, race_key, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT)
+            if token >= 0:
+                tl.store(out_ptr + b * out_stride + length, token.to(tl.int64))
+                tl.store(num_emitted_ptr + b, length + 1)
+                state = RACED
+        publish(record_i + 4, state)
 
 
 @triton.jit
@@ -821,6 +1020,7 @@ def _tree_finish_kernel(
     NODE_BLOCK: tl.constexpr,
     ROW_BLOCK: tl.constexpr,
     S_BLOCK: tl.constexpr,
+    CANDIDATES: tl.constexpr,  # the race after a place's two rejected children from candidates (launch.py)
 ):
     # The split path's second launch in the probabilistic mode (the comment above): 2 B x S2 programs; those with
     # the first B x S2 tickets race (WALKED) or sum masses (MASSES), the others race once the masses are in
@@ -836,14 +1036,14 @@ def _tree_finish_kernel(
     race = first & (state == WALKED)
     if (not first) & (state != WALKED):
         wait_until(record_i + 4, RACING)
-        race = True
+        race = tl.load(record_i + 4, volatile=True) == RACING  # RACED: the race ran from candidates
     if first & (state == MASSES):
         _masses_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch, out_ptr, out_stride,
                      nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr, target_ptr, target_stride_b,
                      target_stride_k, draft_ptr, draft_stride_b, draft_stride_k, draft_ids_ptr, draft_ids_stride,
                      parents_ptr, parents_stride, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, V, N,
                      ROW_SPLITS, RACE_SPLITS, CHUNK, MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK,
-                     NODE_BLOCK, ROW_BLOCK, S_BLOCK)
+                     NODE_BLOCK, ROW_BLOCK, S_BLOCK, CANDIDATES)
     if race:
         _race_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch, out_ptr, out_stride,
                    num_emitted_ptr, target_ptr, target_stride_b, target_stride_k, draft_ptr, draft_stride_b,

@@ -299,3 +299,49 @@ def test_a_race_won_by_a_token_the_candidates_dropped_takes_its_pass(backend, co
         assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), field
     if interpreted("triton"):
         assert len(won) == batch and any(token < 0 for token in won), won
+
+
+@pytest.mark.parametrize(("backend", "layout"), [("triton", "one group"), ("triton", "one lane"),
+                                                 ("triton", "one group of lanes"), ("triton-split", "one lane")])
+def test_a_race_won_by_the_token_beside_a_covered_one_takes_its_pass(backend, layout, monkeypatch):
+    # Two tokens A and B of one large, equal target probability, where A has the smaller race exponential E (it
+    # leads r1 / E); the second child's draft law is the one-hot at A, so R q1 covers A and B wins the race after
+    # both children. B sits beside A: in A's group of 8 tokens (one program), in A's lane a chunk later, or in the
+    # next lane of A's group of lanes (one program, 4 groups of lanes). B is then no candidate, only in the bound of
+    # the dropped tokens, and the race must take its pass over the row to find it.
+    launch = triton_launch()
+    tree_kernels = importlib.import_module("specbench.kernels.tree")
+    rng = importlib.import_module("specbench.rng")
+    device = device_for("triton")
+    if layout == "one group of lanes":
+        monkeypatch.setattr(launch, "TREE_CANDIDATE_GROUPS", 4)
+    batch, vocab = 8, 4096  # lanes of 1024 tokens under the interpreter; the split path in slices of 2048
+    kwargs, tree = _tree_call("draft probs", TREES["2x2"], batch, seed=3, vocab=vocab)
+    kwargs.update(num_draft_tokens=torch.full((batch,), 6), temperatures=torch.full((batch,), 0.8))
+    target = kwargs["target_logits"]
+    exponentials = -torch.log(rng.uniform(kwargs["seeds"][:, None], kwargs["positions"][:, None], rng.RESIDUAL,
+                                          torch.arange(vocab)[None, :]))
+    unlikely = torch.full((batch,), vocab - 1)
+    step = {"one group": 1, "one lane": 1024, "one group of lanes": 8}[layout]
+    target[:, 0] = -30.0  # every other token far behind: B wins the race
+    others = []
+    for b in range(batch):
+        a = 101 + 8 * b
+        lead, other = (a, a + step) if exponentials[b, a] < exponentials[b, a + step] else (a + step, a)
+        target[b, 0, lead] = target[b, 0, other] = 10.0
+        kwargs["draft_probs"][b, 1] = torch.nn.functional.one_hot(torch.tensor(lead), vocab).float()
+        others.append(other)
+    kwargs["draft_token_ids"][:, :2] = unlikely[:, None]  # both children rejected: q0 one-hot there, q1(x) = 0
+    kwargs["draft_probs"][:, 0] = torch.nn.functional.one_hot(unlikely, vocab).float()
+    want = verify(**kwargs, tree=tree, backend="torch")
+    assert (want.num_accepted == 0).all() and want.output_token_ids[:, 0].tolist() == others
+    won = []
+    if interpreted("triton"):
+        candidate_race = tree_kernels._candidate_race
+        monkeypatch.setattr(tree_kernels, "_candidate_race", lambda *a: won.append(int(r := candidate_race(*a))) or r)
+    with _backend_context(backend, monkeypatch):
+        got = verify(**_on(device, kwargs), tree=DraftTree(tree.parents.to(device), tree.candidates), backend="triton")
+    for field in ("output_token_ids", "num_emitted", "num_accepted", "accepted_nodes"):
+        assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), field
+    if interpreted("triton"):
+        assert len(won) == batch and all(token < 0 for token in won), won

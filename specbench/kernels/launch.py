@@ -255,7 +255,8 @@ TREE_SPLIT_MAX_BATCH = 8
 TREE_CANDIDATE_GROUPS = 256
 # The split path keeps them from this batch on: at B = 1 (251 slices of one chunk) the race from 502 candidates in the
 # masses' last program took longer than the race's own split pass (H200, 2x2 tree, Llama 3 rows, both children
-# rejected, graph: 28.3 against 26.5 µs from draft logits; at B = 8, 42.5 against 47.3: results/h200-tree-candidates/).
+# rejected, graph: 27.4 against 26.3 µs from draft logits; at B = 8, 42.1 against 46.9:
+# results/h200-tree-candidates/second/).
 TREE_CANDIDATES_MIN_BATCH = 2
 
 

@@ -167,7 +167,9 @@ def _residual_race(t_row, d_base, d_stride, start, stop, V, inv_temperature, m, 
 # best lanes and bound the rest; one program per request gives a lane CAND_LANE consecutive tokens of each chunk and
 # carries the best lane of each of its CAND_GROUPS groups of lanes through the walk. Two a slice sufficed on simulated
 # rows (random logits, V = 128256, 251 and 63 slices: none of 400 races fell back; one a slice: up to 1.0%;
-# results/h200-tree-candidates/simulate_certification.py).
+# results/h200-tree-candidates/simulate_certification.py); one program keeps about one per 512 tokens, that
+# simulation's "one a slice". The margin covers rounding only because r1 in the pass and r2 in the race come from
+# the same _residual_chunk in the same kernel, bit for bit (p - q_0 can cancel: an ulp apart would not do).
 CANDIDATE_MARGIN = tl.constexpr(1e-4)
 CAND_LANE = tl.constexpr(8)  # (one program) tokens of a chunk per candidate lane (1024 lanes at 8192 tokens)
 
@@ -647,11 +649,11 @@ RACED = tl.constexpr(4)  # the masses' last program ran the race from candidates
 
 # The scratch, per request (float32 and int32 buffers; R = N + 1 row slots, S the rows kernel's slices, S2 the
 # finish kernel's): row partials [R, S, 4] / [R, S], then the mass partials [ROW_BLOCK, S2], then race partials
-# [S2, 2] / [S2, 2] (first a MASSES request's candidates: per slice the log-ratio bound of the dropped tokens in
-# float 0, the two candidates' ids in ints 0 and 1), then the record: (m, s) and the sibling lanes (mass, md, sd, div) x NODE_BLOCK, then the
-# merged rows (m, s, md, sd) x ROW_BLOCK / (final, place, rejected, length, state), the sibling lanes (node,
-# token, valid) x NODE_BLOCK, then the merged rows' argmax x ROW_BLOCK, the places to sum x ROW_BLOCK and the
-# walk's path x NODE_BLOCK.
+# [S2, 2] / [S2, 2] (first a MASSES request's candidates: per slice the log-ratio bound of the other tokens
+# in float 0, the two candidates' ids in ints 0 and 1), then the record: (m, s) and the sibling lanes (mass, md,
+# sd, div) x NODE_BLOCK, then the merged rows (m, s, md, sd) x ROW_BLOCK / (final, place, rejected, length,
+# state), the sibling lanes (node, token, valid) x NODE_BLOCK, then the merged rows' argmax x ROW_BLOCK, the
+# places to sum x ROW_BLOCK and the walk's path x NODE_BLOCK.
 _ROW_FIELDS = tl.constexpr(4)
 _HEAD = tl.constexpr(5)
 
@@ -944,6 +946,7 @@ def _masses_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch,
                                     inv_temperature, m, s, lanes, sib_node, sib_token, sib_valid, sib_mass, sib_md,
                                     sib_sd, sib_div, race_key, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT)
             if token >= 0:
+                tl.debug_barrier()  # after _store_request's -1 there, from whichever thread held that lane
                 tl.store(out_ptr + b * out_stride + length, token.to(tl.int64))
                 tl.store(num_emitted_ptr + b, length + 1)
                 state = RACED

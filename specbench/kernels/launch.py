@@ -253,10 +253,11 @@ TREE_SPLIT_MAX_BATCH = 8
 # One program per request keeps a candidate per group of its lanes (of CAND_LANE tokens a chunk) for the race after a
 # place's two rejected children (kernels/tree.py, CANDIDATE_MARGIN), carried through the walk in these many at most.
 TREE_CANDIDATE_GROUPS = 256
-# The split path keeps them from this batch on: at B = 1 (251 slices of one chunk) the race from 502 candidates in the
-# masses' last program took longer than the race's own split pass (H200, 2x2 tree, Llama 3 rows, both children
-# rejected, graph: 27.4 against 26.3 µs from draft logits; at B = 8, 42.1 against 46.9:
-# results/h200-tree-candidates/second/).
+# The split path keeps them from this batch on (a constexpr: compiled in, the code slowed B = 1 even where it was not
+# taken). At B = 1 (251 slices of one chunk) the race from 502 candidates in the masses' last program took longer than
+# the race's own split pass (H200, 2x2 tree, Llama 3 rows, both children rejected, graph, from draft logits: 28.3
+# against 26.5 µs before the change; 27.4 against 26.3 with the code compiled in but not taken; at B = 8, 42.5
+# against 47.3: results/h200-tree-candidates/, first/ and second/).
 TREE_CANDIDATES_MIN_BATCH = 2
 
 

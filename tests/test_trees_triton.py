@@ -202,6 +202,34 @@ def test_the_split_tree_path_sums_the_first_rejection_across_programs(form, shap
         assert (len(passes) > 0) == (shape == "three at the root")
 
 
+RESULT_FIELDS = ("output_token_ids", "num_emitted", "num_accepted", "accepted_nodes")
+
+
+def _triton_counting_races(kwargs: dict, tree: DraftTree, backend: str, monkeypatch) -> tuple:
+    """The tree step on ``backend`` (``triton`` or ``triton-split``) and, under the interpreter, what each race from
+    candidates returned (its winner, or -1 where it fell back) and how many residual races took a pass over a row
+    (None, None on a GPU)."""
+    device = device_for("triton")
+    tree_kernels = importlib.import_module("specbench.kernels.tree")
+    won, races = ([], []) if interpreted("triton") else (None, None)
+    with pytest.MonkeyPatch.context() as patch:
+        if won is not None:
+            candidate_race, full_race = tree_kernels._candidate_race, tree_kernels._residual_race
+            patch.setattr(tree_kernels, "_candidate_race", lambda *a: won.append(int(r := candidate_race(*a))) or r)
+            patch.setattr(tree_kernels, "_residual_race", lambda *a: races.append(1) or full_race(*a))
+        with _backend_context(backend, monkeypatch):
+            got = verify(**_on(device, kwargs), tree=DraftTree(tree.parents.to(device), tree.candidates),
+                         backend="triton")
+    return got, won, races
+
+
+def _race_exponentials(kwargs: dict, vocab: int) -> torch.Tensor:
+    """``[B, V]``: each request's E_y of the residual race at its root (position ``positions[b]``)."""
+    rng = importlib.import_module("specbench.rng")
+    return -torch.log(rng.uniform(kwargs["seeds"][:, None], kwargs["positions"][:, None], rng.RESIDUAL,
+                                  torch.arange(vocab)[None, :]))
+
+
 @pytest.mark.parametrize("backend", ["triton", "triton-split"])
 @pytest.mark.parametrize("form", ["draft logits", "target probs, draft logits", "without replacement, draft probs",
                                   "one-hot"])
@@ -211,9 +239,8 @@ def test_the_race_after_two_rejected_children_runs_from_candidates(form, backend
     # over them alone (kernels/tree.py, CANDIDATE_MARGIN) where its winner clears every dropped token; where it
     # cannot (the margin made huge here), the race takes its pass over the row. The tokens are the reference's
     # either way.
-    triton_launch()
+    launch = triton_launch()
     tree_kernels = importlib.import_module("specbench.kernels.tree")
-    device = device_for("triton")
     batch, vocab = 12, 2100
     kwargs, tree = _tree_call(form, TREES["2x2"], batch, seed=4, vocab=vocab)
     kwargs.update(num_draft_tokens=torch.full((batch,), 6), temperatures=torch.full((batch,), 0.8))
@@ -229,32 +256,19 @@ def test_the_race_after_two_rejected_children_runs_from_candidates(form, backend
             kwargs["draft_probs"][:, node] = 0.5 * kwargs["draft_probs"][:, node] + 0.5 * spike
     want = verify(**kwargs, tree=tree, backend="torch")
     assert int((want.num_accepted == 0).sum()) >= batch - 2  # the root's children rejected (the greedy one aside)
-    if not interpreted("triton"):
-        with _backend_context(backend, monkeypatch):
-            got = verify(**_on(device, kwargs), tree=DraftTree(tree.parents.to(device), tree.candidates),
-                         backend="triton")
-        for field in ("output_token_ids", "num_emitted", "num_accepted", "accepted_nodes"):
-            assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), (form, field)
-        return
-    launch = triton_launch()
-    settings = [(tree_kernels.CANDIDATE_MARGIN, 1, True), (1e30, 1, False)]
-    if backend == "triton-split" and form == "draft logits":  # a split path keeping none (TREE_CANDIDATES_MIN_BATCH)
-        settings.append((tree_kernels.CANDIDATE_MARGIN, batch + 1, None))
-    candidate_race, full_race = tree_kernels._candidate_race, tree_kernels._residual_race
+    settings = [(tree_kernels.CANDIDATE_MARGIN, 1, True)]
+    if interpreted("triton"):  # and where the tokens do not depend on them: the fallback, the split path keeping none
+        settings.append((1e30, 1, False))
+        if backend == "triton-split" and form == "draft logits":  # (launch.TREE_CANDIDATES_MIN_BATCH)
+            settings.append((tree_kernels.CANDIDATE_MARGIN, batch + 1, None))
     for margin, min_batch, taken in settings:
-        races, won = [], []
         monkeypatch.setattr(tree_kernels, "CANDIDATE_MARGIN", margin)
         monkeypatch.setattr(launch, "TREE_CANDIDATES_MIN_BATCH", min_batch)
-        monkeypatch.setattr(tree_kernels, "_candidate_race",
-                            lambda *a, won=won: won.append(int(r := candidate_race(*a))) or r)
-        monkeypatch.setattr(tree_kernels, "_residual_race", lambda *a, races=races: races.append(1) or full_race(*a))
-        with _backend_context(backend, monkeypatch):
-            got = verify(**_on(device, kwargs), tree=DraftTree(tree.parents.to(device), tree.candidates),
-                         backend="triton")
-        monkeypatch.setattr(tree_kernels, "_candidate_race", candidate_race)
-        monkeypatch.setattr(tree_kernels, "_residual_race", full_race)
-        for field in ("output_token_ids", "num_emitted", "num_accepted", "accepted_nodes"):
+        got, won, races = _triton_counting_races(kwargs, tree, backend, monkeypatch)
+        for field in RESULT_FIELDS:
             assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), (form, field, margin)
+        if won is None:
+            continue
         stopped = int((want.num_accepted == 0).sum()) - 1  # the greedy request takes no race
         assert len(won) == (0 if taken is None else stopped), (form, len(won))
         if taken:  # every race from candidates, none over the row
@@ -270,9 +284,6 @@ def test_a_race_won_by_a_token_the_candidates_dropped_takes_its_pass(backend, co
     # often dropped beside a covered one: the winner among the candidates left then does not clear the dropped
     # tokens' bound, and the race takes its pass over the row. The tokens are the reference's.
     triton_launch()
-    tree_kernels = importlib.import_module("specbench.kernels.tree")
-    rng = importlib.import_module("specbench.rng")
-    device = device_for("triton")
     batch, vocab = 6, 8192
     kwargs, tree = _tree_call("draft probs", TREES["2x2"], batch, seed=6, vocab=vocab)
     kwargs.update(num_draft_tokens=torch.full((batch,), 6), temperatures=torch.full((batch,), 0.8))
@@ -282,22 +293,15 @@ def test_a_race_won_by_a_token_the_candidates_dropped_takes_its_pass(backend, co
     q0 = 0.5 * kwargs["draft_probs"][:, 0] + 0.5 * torch.nn.functional.one_hot(unlikely[:, 0], vocab).float()
     kwargs["draft_probs"][:, 0] = q0
     residual = (torch.softmax(target[:, 0] / 0.8, -1) - q0).clamp_min(0)  # r1
-    exponentials = -torch.log(rng.uniform(kwargs["seeds"][:, None], kwargs["positions"][:, None], rng.RESIDUAL,
-                                          torch.arange(vocab)[None, :]))
-    top = (residual / exponentials).topk(covered, -1).indices
+    top = (residual / _race_exponentials(kwargs, vocab)).topk(covered, -1).indices
     q1 = torch.zeros(batch, vocab).scatter_(1, top, residual.gather(1, top))
     kwargs["draft_probs"][:, 1] = q1 / q1.sum(1, keepdim=True)
     want = verify(**kwargs, tree=tree, backend="torch")
     assert int((want.num_accepted == 0).sum()) == batch
-    won = []
-    if interpreted("triton"):
-        candidate_race = tree_kernels._candidate_race
-        monkeypatch.setattr(tree_kernels, "_candidate_race", lambda *a: won.append(int(r := candidate_race(*a))) or r)
-    with _backend_context(backend, monkeypatch):
-        got = verify(**_on(device, kwargs), tree=DraftTree(tree.parents.to(device), tree.candidates), backend="triton")
-    for field in ("output_token_ids", "num_emitted", "num_accepted", "accepted_nodes"):
+    got, won, _races = _triton_counting_races(kwargs, tree, backend, monkeypatch)
+    for field in RESULT_FIELDS:
         assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), field
-    if interpreted("triton"):
+    if won is not None:
         assert len(won) == batch and any(token < 0 for token in won), won
 
 
@@ -310,17 +314,13 @@ def test_a_race_won_by_the_token_beside_a_covered_one_takes_its_pass(backend, la
     # next lane of A's group of lanes (one program, 4 groups of lanes). B is then no candidate, only in the bound of
     # the dropped tokens, and the race must take its pass over the row to find it.
     launch = triton_launch()
-    tree_kernels = importlib.import_module("specbench.kernels.tree")
-    rng = importlib.import_module("specbench.rng")
-    device = device_for("triton")
     if layout == "one group of lanes":
         monkeypatch.setattr(launch, "TREE_CANDIDATE_GROUPS", 4)
     batch, vocab = 8, 4096  # lanes of 1024 tokens under the interpreter; the split path in slices of 2048
     kwargs, tree = _tree_call("draft probs", TREES["2x2"], batch, seed=3, vocab=vocab)
     kwargs.update(num_draft_tokens=torch.full((batch,), 6), temperatures=torch.full((batch,), 0.8))
     target = kwargs["target_logits"]
-    exponentials = -torch.log(rng.uniform(kwargs["seeds"][:, None], kwargs["positions"][:, None], rng.RESIDUAL,
-                                          torch.arange(vocab)[None, :]))
+    exponentials = _race_exponentials(kwargs, vocab)
     unlikely = torch.full((batch,), vocab - 1)
     step = {"one group": 1, "one lane": 1024, "one group of lanes": 8}[layout]
     target[:, 0] = -30.0  # every other token far behind: B wins the race
@@ -335,13 +335,8 @@ def test_a_race_won_by_the_token_beside_a_covered_one_takes_its_pass(backend, la
     kwargs["draft_probs"][:, 0] = torch.nn.functional.one_hot(unlikely, vocab).float()
     want = verify(**kwargs, tree=tree, backend="torch")
     assert (want.num_accepted == 0).all() and want.output_token_ids[:, 0].tolist() == others
-    won = []
-    if interpreted("triton"):
-        candidate_race = tree_kernels._candidate_race
-        monkeypatch.setattr(tree_kernels, "_candidate_race", lambda *a: won.append(int(r := candidate_race(*a))) or r)
-    with _backend_context(backend, monkeypatch):
-        got = verify(**_on(device, kwargs), tree=DraftTree(tree.parents.to(device), tree.candidates), backend="triton")
-    for field in ("output_token_ids", "num_emitted", "num_accepted", "accepted_nodes"):
+    got, won, _races = _triton_counting_races(kwargs, tree, backend, monkeypatch)
+    for field in RESULT_FIELDS:
         assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), field
-    if interpreted("triton"):
+    if won is not None:
         assert len(won) == batch and all(token < 0 for token in won), won

@@ -52,7 +52,6 @@ from specbench.kernels.decide import (
 from specbench.kernels.rng import hash_word, neg_log_of_uniform, stream_key, uniform_at, uniform_of
 from specbench.kernels.rows import (
     argmax_slice,
-    best_pair,
     lowest_best,
     race_lanes,
     ratio_best,
@@ -175,12 +174,6 @@ CAND_LANE = tl.constexpr(8)  # (one program) tokens of a chunk per candidate lan
 
 
 @triton.jit
-def _log_ratio(w, e):
-    # log(w / E) as ratio_best computes it, -inf where w is 0
-    return tl.where(w > 0.0, tl.log(tl.where(w > 0.0, w, 1.0)) - tl.log(e), float("-inf"))
-
-
-@triton.jit
 def _log_of(ratio):
     # the log of a ratio, -inf where it is 0
     return tl.where(ratio > 0.0, tl.log(tl.where(ratio > 0.0, ratio, 1.0)), float("-inf"))
@@ -256,7 +249,7 @@ def _candidate_race(ids, dropped, t_row, d_base, d_stride, V, inv_temperature, m
                         sib_valid, sib_mass, sib_md, sib_sd, sib_div, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT)
     w = tl.where(ids >= 0, w, 0.0)
     e = neg_log_of_uniform(uniform_of(hash_word(key, safe)))
-    z, _g, index = best_pair(_log_ratio(w, e), tl.zeros_like(w), tl.where(w > 0.0, ids, -1))
+    z, _g, index = ratio_best(w, e, tl.where(w > 0.0, ids, -1))
     return tl.where((index >= 0) & (z > dropped + CANDIDATE_MARGIN), index, -1)
 
 
@@ -934,22 +927,21 @@ def _masses_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch,
             out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr, MODE, DRAFT, TARGET_PROBS,
             WITHOUT_REPLACEMENT, False, BLOCK, NODE_BLOCK, ROW_BLOCK)
         state = RACING
-        if not CANDIDATES:
-            candidates = candidates & False
-        if candidates & (final == FINAL_RESIDUAL) & (place == stop_place) & (rejected == 2):
-            inside = splits < RACE_SPLITS
-            ids = tl.join(tl.load(race_i + splits * 2, mask=inside, other=-1),
-                          tl.load(race_i + splits * 2 + 1, mask=inside, other=-1))
-            rest = tl.max(tl.load(race_f + splits * 2, mask=inside, other=float("-inf")), axis=0)
-            t_row = t_base + (place + 1).to(tl.int64) * target_stride_k
-            token = _candidate_race(tl.reshape(ids, [2 * S_BLOCK]), rest, t_row, d_base, draft_stride_k, V,
-                                    inv_temperature, m, s, lanes, sib_node, sib_token, sib_valid, sib_mass, sib_md,
-                                    sib_sd, sib_div, race_key, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT)
-            if token >= 0:
-                tl.debug_barrier()  # after _store_request's -1 there, from whichever thread held that lane
-                tl.store(out_ptr + b * out_stride + length, token.to(tl.int64))
-                tl.store(num_emitted_ptr + b, length + 1)
-                state = RACED
+        if CANDIDATES:  # noqa: SIM102 (a constexpr test, then a runtime one)
+            if candidates & (final == FINAL_RESIDUAL) & (place == stop_place) & (rejected == 2):
+                inside = splits < RACE_SPLITS
+                ids = tl.join(tl.load(race_i + splits * 2, mask=inside, other=-1),
+                              tl.load(race_i + splits * 2 + 1, mask=inside, other=-1))
+                rest = tl.max(tl.load(race_f + splits * 2, mask=inside, other=float("-inf")), axis=0)
+                t_row = t_base + (place + 1).to(tl.int64) * target_stride_k
+                token = _candidate_race(tl.reshape(ids, [2 * S_BLOCK]), rest, t_row, d_base, draft_stride_k, V,
+                                        inv_temperature, m, s, lanes, sib_node, sib_token, sib_valid, sib_mass,
+                                        sib_md, sib_sd, sib_div, race_key, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT)
+                if token >= 0:
+                    tl.debug_barrier()  # after _store_request's -1 there, from whichever thread held that lane
+                    tl.store(out_ptr + b * out_stride + length, token.to(tl.int64))
+                    tl.store(num_emitted_ptr + b, length + 1)
+                    state = RACED
         publish(record_i + 4, state)
 
 

@@ -59,7 +59,7 @@ POINTERS = {
     "logprobs_ptr": "*fp32", "group_max_ptr": "*fp32", "group_ids_ptr": "*i32", "list_ids_ptr": "*i32",
     "list_v_ptr": "*fp32", "list_w_ptr": "*fp32", "state_f_ptr": "*fp32", "state_i_ptr": "*i32",
     "part_f_ptr": "*fp32", "part_i_ptr": "*i32", "nodes_ptr": "*i32", "parents_ptr": "*i64", "rates_ptr": "*fp32",
-    "record_f_ptr": "*fp32", "record_i_ptr": "*i32", "race_f_ptr": "*fp32", "race_i_ptr": "*i32",
+    "record_f_ptr": "*fp32", "record_i_ptr": "*i32", "race_f_ptr": "*fp32", "race_i_ptr": "*i32", "decided_ptr": "*i32",
     "counts_ptr": "*i32", "list_f_ptr": "*fp32", "list_i_ptr": "*i32",
 }
 MODES = {"greedy": 0, "probabilistic": 1, "synthetic": 2}
@@ -178,7 +178,8 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                             out.append((_truncation_prepass_kernel, {**common, **groups}, warps, dtype))
                         out.extend((_verify_truncated_kernel, {**common, "DRAFT": draft, "BLOCK": step_block,
                                                                "OUT_BLOCK": 8, "FUSED": fused, "DEFER": 0,
-                                                               "SUMMARIZE_EMITTED": int(mode == "synthetic"), **step_groups},
+                                                               "SUMMARIZE_EMITTED": int(mode == "synthetic"), "DECIDED": 0,
+                                                               **step_groups},
                                     step_warps, dtype) for fused, (step_block, step_warps, step_groups) in step_shapes.items())
                         if (mode, draft, truncate_draft, target_probs) in DEFERRED_FORMS and dtype == "fp32":
                             # the step deferring its races (a batch given no top_k that splits)
@@ -186,7 +187,13 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                                                                    "BLOCK": block, "OUT_BLOCK": 8, "FUSED": 0,
                                                                    "DEFER": 1,
                                                                    "SUMMARIZE_EMITTED": int(mode == "synthetic"),
-                                                                   **groups}, warps, dtype))
+                                                                   "DECIDED": 0, **groups}, warps, dtype))
+                            if mode == "probabilistic" and (draft != 1 or truncate_draft):
+                                # and from the split histogram path's decisions (histogram.STEP_DECIDE)
+                                out.extend((_verify_truncated_kernel, {
+                                    **common, "HAS_TOP_K": 0, "DRAFT": draft, "BLOCK": block, "OUT_BLOCK": 8,
+                                    "FUSED": 0, "DEFER": defer, "SUMMARIZE_EMITTED": 0, "DECIDED": 1, **groups},
+                                    warps, dtype) for defer in (0, 1))
                         out.append((_truncated_terminal_kernel, {"MODE": common["MODE"], "DRAFT": draft,
                                                                  "TARGET_PROBS": target_probs,
                                                                  "TRUNCATE_DRAFT": truncate_draft, "BLOCK": race_block,
@@ -194,13 +201,14 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     top_k_only = {"MODE": 1, "TARGET_PROBS": 0, "TRUNCATE_DRAFT": 1, "HAS_TOP_K": 1, "HAS_TOP_P": 0, "HAS_MIN_P": 0}
     out.append((_truncation_prepass_kernel, {**top_k_only, **groups}, warps, "fp32"))
     out.extend((_verify_truncated_kernel, {**top_k_only, "DRAFT": 1, "BLOCK": step_block, "OUT_BLOCK": 8, "FUSED": fused,
-                                           "DEFER": 0, "SUMMARIZE_EMITTED": 0, **step_groups}, step_warps, "fp32")
+                                           "DEFER": 0, "SUMMARIZE_EMITTED": 0, "DECIDED": 0, **step_groups}, step_warps,
+                                           "fp32")
                for fused, (step_block, step_warps, step_groups) in step_shapes.items())
     # the fused step's wide shape (batches beyond what its 4-warp programs keep resident), in the form
     # large batches time: target and truncated draft logits, every knob
     wide_block, wide_warps = launch.TRUNCATION_SHAPES["fused-wide"]
     wide = {"MODE": 1, "TARGET_PROBS": 0, "TRUNCATE_DRAFT": 1, **every_knob, "DRAFT": 1, "BLOCK": wide_block,
-            "OUT_BLOCK": 8, "FUSED": 1, "DEFER": 0, "SUMMARIZE_EMITTED": 0,
+            "OUT_BLOCK": 8, "FUSED": 1, "DEFER": 0, "SUMMARIZE_EMITTED": 0, "DECIDED": 0,
             **launch._group_shape(1 << 17, wide_block, True)}
     out.append((_verify_truncated_kernel, wide, wide_warps, "fp32"))
     # the split radix path (the launch variants triton-radix-...; batches given no top_k take the histogram
@@ -224,14 +232,20 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     # probabilities only its masses differ)
     slice_, hist_block, hist_warps = launch._histogram_shape(1 << 17, _GPU)
     bins = launch.HISTOGRAM_BINS
-    hist_steps = [{"STEP": 0, "FIRST": 0, "LAST": 0}, {"STEP": 1, "FIRST": 1, "LAST": 0},
-                  {"STEP": 1, "FIRST": 0, "LAST": 0}, {"STEP": 1, "FIRST": 0, "LAST": 1},
-                  {"STEP": 2, "FIRST": 0, "LAST": 0}, {"STEP": 3, "FIRST": 0, "LAST": 0}]
+    # (and with DECIDE, the first level and the decisions, STEP_DECIDE, for each draft form it takes: with target
+    # probabilities the draft logits here are left whole, which decides nothing)
+    plain = {"DECIDE": 0, "DRAFT": 0}
+    hist_steps = [{"STEP": 0, "FIRST": 0, "LAST": 0, **plain}, {"STEP": 1, "FIRST": 1, "LAST": 0, **plain},
+                  {"STEP": 1, "FIRST": 0, "LAST": 0, **plain}, {"STEP": 1, "FIRST": 0, "LAST": 1, **plain},
+                  {"STEP": 2, "FIRST": 0, "LAST": 0, **plain}, {"STEP": 3, "FIRST": 0, "LAST": 0, **plain},
+                  {"STEP": 1, "FIRST": 1, "LAST": 0, "DECIDE": 1, "DRAFT": 0},
+                  *({"STEP": 4, "FIRST": 0, "LAST": 0, "DECIDE": 1, "DRAFT": draft} for draft in (0, 1, 2))]
     out.extend((_split_histogram_kernel, {"MODE": 1, "TARGET_PROBS": target_probs, "TRUNCATE_DRAFT": 1 - target_probs,
                                           "HAS_TOP_K": 0, "HAS_TOP_P": 1, "HAS_MIN_P": 1, **step, "SLICE": slice_,
                                           "BLOCK": hist_block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1,
                                           "CAP": launch.HISTOGRAM_CAP, "P_BLOCK": 32}, hist_warps, "fp32")
-               for target_probs in (0, 1) for step in hist_steps if not (target_probs and step["STEP"] == 3))
+               for target_probs in (0, 1) for step in hist_steps
+               if not (target_probs and (step["STEP"] == 3 or step["DRAFT"] == 1)))
     # a middle level given no min_p (top_p alone: no in-play test for logits)
     middle = next(constexprs for kernel, constexprs, _w, _d in out if kernel is _split_histogram_kernel
                   and constexprs["STEP"] == 1 and not constexprs["FIRST"] and not constexprs["LAST"]

@@ -118,11 +118,16 @@ def test_a_histogram_variant_takes_its_parts_per_level_inside_its_call(monkeypat
         raise Stop
 
     monkeypatch.setattr(launch, "_histogram_levels", levels)
+    from conftest import device_for
+
     generator = torch.Generator().manual_seed(3)
-    kwargs = {"target_logits": torch.randn(2, 3, 50, generator=generator),
-              "draft_token_ids": torch.randint(0, 50, (2, 2), generator=generator),
-              "draft_logits": torch.randn(2, 2, 50, generator=generator), "seeds": torch.arange(2),
-              "sampling": SamplingParams(temperatures=torch.ones(2), top_p=torch.full((2,), 0.9))}
+    device = device_for("triton")  # (the GPU where there is one: the interpreter only without)
+    kwargs = {"target_logits": torch.randn(2, 3, 50, generator=generator).to(device),
+              "draft_token_ids": torch.randint(0, 50, (2, 2), generator=generator).to(device),
+              "draft_logits": torch.randn(2, 2, 50, generator=generator).to(device),
+              "seeds": torch.arange(2, device=device),
+              "sampling": SamplingParams(temperatures=torch.ones(2, device=device),
+                                         top_p=torch.full((2,), 0.9, device=device))}
     for name, bins in (("triton-histogram-4096x1024x4-bins32", 32), ("triton-histogram-4096x1024x4", 64)):
         with pytest.raises(Stop):
             resolve(name).prepare(dict(kwargs))()
@@ -240,3 +245,26 @@ def test_a_grown_scratch_buffer_keeps_the_one_it_replaced_allocated():
         launch._scratch_cache.pop((*key, torch.float32), None)
         launch._arrivals.pop(key, None)
         launch._retired.clear()
+
+
+def test_drafts_decided_before_the_search_where_the_launcher_says(monkeypatch):
+    """A batch given no top_k decides its first drafts before the histogram path's search from
+    HISTOGRAM_DECIDE_MIN_BATCH requests, in the probabilistic mode without log-probabilities, with drafts
+    one-hot, probabilities or truncated logits; a ...-nodecide variant never, a ...-decide variant at any batch."""
+    small, large = launch.HISTOGRAM_DECIDE_MIN_BATCH - 1, launch.HISTOGRAM_DECIDE_MIN_BATCH
+    assert launch._decides("probabilistic", False, 1, True, large)
+    assert launch._decides("probabilistic", False, 0, True, large) and launch._decides("probabilistic", False, 2,
+                                                                                         False, large)
+    assert not launch._decides("probabilistic", False, 1, True, small)
+    assert not launch._decides("probabilistic", True, 1, True, large)  # log-probabilities read every summary
+    assert not launch._decides("probabilistic", False, 1, False, large)  # draft logits left whole
+    assert not launch._decides("synthetic", False, 0, True, large)
+    monkeypatch.setitem(launch.TUNING, "histogram_decide", 1)
+    assert launch._decides("probabilistic", False, 1, True, 1)
+    monkeypatch.setitem(launch.TUNING, "histogram_decide", 0)
+    assert not launch._decides("probabilistic", False, 1, True, large)
+    monkeypatch.setitem(launch.TUNING, "histogram_decide", None)
+    monkeypatch.setitem(launch.TUNING, "split_search", 0)  # the radix path decides nothing
+    assert not launch._decides("probabilistic", False, 1, True, large)
+    assert "every row searched" in resolve("triton-histogram-4096x1024x4-nodecide").description
+    assert "decided first at any batch" in resolve("triton-histogram-4096x1024x4-bins32-decide").description

@@ -216,15 +216,8 @@ def test_split_cutoffs_keep_what_a_sort_keeps(small_blocks, monkeypatch, is_prob
         top_p = torch.where(top_p.isnan() | (top_p >= 1.0), 0.8, top_p)
     from specbench.kernels import histogram
 
-    # fresh scratch whose every int reads as a fallback: a target cell whose stage the search never wrote
-    # fails the fallback check below
-    monkeypatch.setattr(launch, "_scratch_cache", {})
-    monkeypatch.setattr(launch, "_alloc_scratch", lambda shape, dtype, device: torch.full(
-        shape, float("nan") if dtype.is_floating_point else histogram.FALLBACK.value, dtype=dtype, device=device))
-    scratches = []
-    split_histogram = launch._split_histogram
-    monkeypatch.setattr(launch, "_split_histogram", lambda *a, **k: scratches.append(split_histogram(*a, **k))
-                        or scratches[-1])
+    # (a target cell whose stage the search never wrote fails the fallback check below)
+    scratches = _histogram_scratches(monkeypatch, launch)
     m, mass, tau, iota, length = launch.truncation_summaries(
         target=values, target_is_probs=is_probs, temperatures=temperatures,
         num_draft_tokens=torch.ones(batch, dtype=torch.int32), top_k=None, top_p=top_p, min_p=given_min_p)
@@ -256,6 +249,21 @@ def test_split_radix_prefetch_gives_the_same_summaries(small_blocks, monkeypatch
             num_draft_tokens=inputs["num_draft_tokens"], top_k=None, **knobs))
     for plain, ahead in zip(*summaries, strict=True):
         assert torch.equal(plain, ahead)
+
+
+def _histogram_scratches(monkeypatch, launch) -> list:
+    """Fresh scratch from here on whose floats are NaN and ints the histogram search's fallback stage (so a
+    read of what nothing wrote shows), and the list each split histogram search appends its scratch to."""
+    from specbench.kernels import histogram
+
+    monkeypatch.setattr(launch, "_scratch_cache", {})
+    monkeypatch.setattr(launch, "_alloc_scratch", lambda shape, dtype, device: torch.full(
+        shape, float("nan") if dtype.is_floating_point else histogram.FALLBACK.value, dtype=dtype, device=device))
+    scratches = []
+    split_histogram = launch._split_histogram
+    monkeypatch.setattr(launch, "_split_histogram", lambda *a, **k: scratches.append(split_histogram(*a, **k))
+                        or scratches[-1])
+    return scratches
 
 
 def _check_summaries(summaries, values, temperatures, top_k, top_p, min_p, is_probs) -> None:
@@ -540,3 +548,78 @@ def test_deferred_residuals_race_against_the_draft_as_given(small_blocks, monkey
     # (the draft left whole, deferred too in the mixed-batch tests, gives other tokens on these inputs)
     whole = _reference(inputs, **keywords, truncate_draft_logits=False)
     assert not torch.equal(want.output_token_ids, whole.output_token_ids)
+
+
+# --- a batch given no top_k: drafts decided before the search (histogram.STEP_DECIDE) ---------------------
+
+
+def _decided_run(monkeypatch, launch, inputs: dict, keywords: dict, strategy: str, decide: bool):
+    """The Triton step on fresh scratch whose floats are NaN and ints the search's fallback stage (a summary
+    read that nothing wrote gives other tokens), with the split histogram path's decisions on or off: the
+    result, each request's (t, clean) and how many cells were skipped."""
+    from specbench.kernels import histogram
+
+    monkeypatch.setitem(launch.TUNING, "split_search", 1)
+    monkeypatch.setitem(launch.TUNING, "histogram_decide", int(decide))  # (at any batch)
+    scratches = _histogram_scratches(monkeypatch, launch)
+    with launch.strategy(strategy):
+        got = _verify(inputs, **keywords)
+    batch, num_slots = inputs["draft_token_ids"].shape[0], inputs["draft_token_ids"].shape[1] + 1
+    cells = batch * num_slots * 2
+    stage = scratches[0].radix_state_i[:cells * histogram.STATE.value].view(cells, -1)[:, histogram.I_STAGE.value]
+    decided = scratches[0].decided.view(batch, 2).cpu() if decide else None
+    return got, decided, int((stage == histogram.SKIPPED.value).sum())
+
+
+@pytest.mark.parametrize(("form", "strategy"), [(FORMS[0], "split"), (FORMS[1], "split"), (FORMS[1], "sequential"),
+                                                (FORMS[3], "sequential"), (FORMS[4], "split"), (FORMS[6], "split")])
+def test_decided_drafts_equal_the_reference(small_blocks, monkeypatch, form, strategy):
+    """A batch given no top_k decides its requests' first drafts after the histogram path's first level, from
+    bounds on p'(x) and q'(x), and searches only the rows its step then reads: the same tokens and counts as
+    the torch reference and as every row searched, some requests decided past their first draft, and
+    cells skipped; the step reads no summary of a skipped cell (the scratch starts as NaN)."""
+    target, draft, truncate_draft = form
+    inputs = _inputs(31 + FORMS.index(form), target, draft)
+    values = inputs.get("target_logits", inputs.get("target_probs"))
+    inputs["draft_token_ids"] = values[:, :K].nan_to_num(nan=-math.inf).argmax(-1)  # accepted mostly
+    inputs["draft_token_ids"][4, 1] = 5  # a draft the target's cut may leave out
+    keywords = {"knobs": {"top_p": torch.tensor([0.7, 0.9, 0.95, 0.8, 0.6, 0.999]),
+                          "min_p": torch.tensor([0.0, 0.1, 0.0, 0.05, 0.0, 0.0])},
+                "truncate_draft_logits": truncate_draft}
+    want = _reference(inputs, **keywords)
+    got, decided, skipped = _decided_run(monkeypatch, small_blocks, inputs, keywords, strategy, True)
+    _same(got, want)
+    every_row, _none, none_skipped = _decided_run(monkeypatch, small_blocks, inputs, keywords, strategy, False)
+    _same(every_row, want)
+    assert none_skipped == 0
+    assert skipped > 0
+    assert bool(((decided[:, 0] > 0) & (decided[:, 1] == 1)).any()), decided  # a draft accepted without a search
+    assert int(decided[2, 0]) == 0 and int(decided[2, 1]) == 0  # the greedy request: nothing decided
+
+
+def test_decisions_where_the_bounds_are_wide(small_blocks, monkeypatch):
+    """Peaked rows of 40 tokens (a cutoff token of a few percent of the mass, so the bounds on S are wide),
+    draft logits near the target's and drafts among each row's first three tokens: u q'(x) falls inside the
+    bounds often, so requests stop deciding there (clean 0) and the step tests those drafts itself from
+    exact summaries; equal to the reference over three seeds. (Bounds on S that leave out the cutoff token's
+    mass, for one, accept drafts here that the reference rejects.)"""
+    batch = 16
+    generator = torch.Generator().manual_seed(37)
+    logits = torch.randn(batch, K + 1, V, generator=generator) * 2.5
+    ranked = logits[:, :K].argsort(-1, descending=True)
+    pick = torch.randint(0, 3, (batch, K, 1), generator=generator)
+    inputs = {"target_logits": logits, "draft_logits": logits[:, :K] + 0.3 * torch.randn(batch, K, V,
+                                                                                        generator=generator),
+              "draft_token_ids": ranked.gather(-1, pick).squeeze(-1), "temperatures": torch.ones(batch),
+              "num_draft_tokens": torch.full((batch,), K, dtype=torch.int32), "positions": torch.zeros(batch,
+                                                                                                      dtype=torch.int64)}
+    keywords = {"knobs": {"top_p": torch.tensor([0.5, 0.8, 0.9, 0.95]).repeat(batch // 4)},
+                "truncate_draft_logits": True}
+    unsure = 0
+    for seed in range(3):
+        inputs["seeds"] = torch.arange(batch) + 1000 * seed
+        want = _reference(inputs, **keywords)
+        got, decided, _skipped = _decided_run(monkeypatch, small_blocks, inputs, keywords, "split", True)
+        _same(got, want)
+        unsure += int(((decided[:, 1] == 0)).sum())
+    assert unsure > 0

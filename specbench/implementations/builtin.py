@@ -55,7 +55,7 @@ def _triton_variant(strategy: str | None, **tuning: int | None):
 _SHAPE_NAME = re.compile(r"triton-(sequential|split)-(\d+)x(\d+)(?:-chunk(\d+))?")
 _RADIX_NAME = re.compile(r"triton-radix-(\d+)x(\d+)x(\d+)(-prefetch)?")
 _HISTOGRAM_BINS = (16, 32, 64)  # parts a level the histogram path takes (launch._histogram_levels)
-_HISTOGRAM_NAME = re.compile(r"triton-histogram-(\d+)x(\d+)x(\d+)(?:-bins([1-9]\d*))?")
+_HISTOGRAM_NAME = re.compile(r"triton-histogram-(\d+)x(\d+)x(\d+)(?:-bins([1-9]\d*))?(-nodecide|-decide)?")
 
 
 def _slice_shape(name: str, slice_: int, block: int, warps: int) -> None:
@@ -74,7 +74,9 @@ def launch_variant(name: str) -> Implementation | None:
     or ``triton-radix-4096x1024x8`` (batches given top_p or min_p without top_k search their cutoffs by the
     split radix path instead of the split histogram path, at that many tokens of a row per program, per
     chunk, and warps; ``-prefetch``: its passes load each chunk one iteration ahead), or
-    ``triton-histogram-4096x1024x4`` (the split histogram path at that shape; ``-bins32``: parts per level),
+    ``triton-histogram-4096x1024x4`` (the split histogram path at that shape; ``-bins32``: parts per level;
+    ``-nodecide``: every row a step may read searched, none of its drafts decided first; ``-decide``: drafts
+    decided first at any batch size, where the launcher does so from ``HISTOGRAM_DECIDE_MIN_BATCH``),
     None for a name of another form; a shape Triton cannot launch is a ``SpecbenchError``."""
     radix = _RADIX_NAME.fullmatch(name)
     if radix is not None:
@@ -90,15 +92,19 @@ def launch_variant(name: str) -> Implementation | None:
     if histogram is not None:
         slice_, block, warps = (int(group) for group in histogram.groups()[:3])
         bins = int(histogram.group(4)) if histogram.group(4) else None
+        decide = {None: None, "-nodecide": 0, "-decide": 1}[histogram.group(5)]
         _slice_shape(name, slice_, block, warps)
         if bins is not None and bins not in _HISTOGRAM_BINS:
             raise SpecbenchError(f"{name}: parts per level must be one of {', '.join(map(str, _HISTOGRAM_BINS))}, "
                                  f"got {bins}")
         return _triton(name, f"Triton, the split histogram path (batches given top_p or min_p without top_k) at "
                              f"{slice_} tokens of a row per program, {block} x {warps} warps"
-                             + (f", {bins} parts a level" if bins else ""),
+                             + (f", {bins} parts a level" if bins else "")
+                             + {None: "", 0: ", every row searched (no drafts decided first)",
+                                1: ", drafts decided first at any batch"}[decide],
                        _triton_variant(None, split_search=1, histogram_slice=slice_, histogram_block=block,
-                                       histogram_warps=warps, histogram_bins=bins))
+                                       histogram_warps=warps, histogram_bins=bins,
+                                       histogram_decide=decide))
     match = _SHAPE_NAME.fullmatch(name)
     if match is None:
         return None

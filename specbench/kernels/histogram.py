@@ -39,6 +39,27 @@ are used for.
    token, with the mass before them possibly ``<= T`` and the mass through them possibly ``>= T``. Their
    range is the next window, its parts the next power of two of theirs cut into ``BINS``. After the
    last level that range holds the *candidates*.
+   With ``DECIDE`` the first level also sums, per slice, the mass in play before the cell's draft ``x`` in the
+   row's order (``A``: tokens of larger value, or of equal value and smaller id), and its last program keeps a
+   bound on the cutoff token's mass (``c``: the mass at the start of the first part that may hold it).
+2b. ``STEP_DECIDE`` (with ``DECIDE``, after the first level; grid ``B``, one program per request): the
+   request's drafts decided in order while each decision is sure, so that only the rows its step will read
+   are searched further. A probabilistic request with ``top_p`` and/or ``min_p`` (``top_k`` off, not
+   greedy) bounds ``p'(x)`` per row (``_bounds_at_draft``): ``x`` is kept iff ``A < T``, and then its row's
+   kept mass ``S`` lies between ``max(T, A + p(x))`` and ``max(A + p(x), T + min(c, p(x)))`` (``x`` the cutoff,
+   or the cutoff after ``x``, of no more mass than either), each side widened by ``BRACKET_SLACK M`` for the
+   float32 sums here and in the search; a cell whose first level kept every token in play gives ``p'(x)``
+   from its summary; ``q'(x)`` likewise from the draft row's cell (truncated draft logits), as given (draft
+   probabilities) or 1 (one-hot). Slot ``i`` is surely accepted when ``u q'(x)`` (``u`` the step's own
+   uniform for the slot) lies below the least ``p'(x)`` by ``DECISION_MARGIN``, surely rejected when above
+   the largest (or ``p'(x)`` is 0, or ``x`` not a valid id), and otherwise not decided. The program writes
+   ``(t, clean)``: ``t`` the first slot not surely accepted (or ``n``), ``clean`` whether it was surely
+   rejected (or ``n``), and marks every cell the step will not read ``SKIPPED``: with ``clean`` every row
+   but ``t``, without it the rows before ``t``. Later launches pass over skipped cells as over closed ones;
+   the step (``truncation.py``, ``DECIDED``) emits the drafts before ``t`` and starts there, and with
+   ``clean`` stops there, so it reads only summaries that were searched. Its own test at ``t`` sees the
+   exact summaries, which lie inside the bounds, so it decides as this step did. Any other request writes
+   ``(0, 0)``: nothing decided, nothing skipped.
 3. ``STEP_GATHER``: each program sums the exact mass of its tokens in play before the candidates and
    copies its candidates (value, id) to the cell's list (positions from an atomic count; their order
    there does not matter).
@@ -56,10 +77,11 @@ in this module's order (slices' sums, then slices in order; the list in the row'
 whose prefix mass lies within rounding of the boundary can fall either side, as the contract allows.
 
 Scratch (``specbench/kernels/launch.py`` sizes it; the radix path's state and partials are reused):
-per cell ``STATE`` floats (m, M, T, the window of logits) and ints (the stage, the window of
+per cell ``STATE`` floats (m, M, T, c, the window of logits) and ints (the stage, the window of
 probabilities), per (cell, slice) ``PART`` floats (largest value,
-mass in play, last value, mass before) and ints (the last token's id), per cell ``COUNTS`` ints (each
-level's counts, then the list's length: cleared by ``STEP_MAX``) and a list of ``CAP`` values and ids.
+mass in play, last value, mass before, mass before the draft) and ints (the last token's id), per cell
+``COUNTS`` ints (each level's counts, then the list's length: cleared by ``STEP_MAX``) and a list of ``CAP``
+values and ids; per request ``(t, clean)`` (``STEP_DECIDE``).
 Every scratch slot is read only after an earlier launch of the same step, or the same program, wrote it.
 """
 
@@ -67,15 +89,25 @@ import triton
 import triton.language as tl
 
 from specbench.kernels.cutoffs import _order_key32, load_row, truncate_row_radix, value_of_key32, values_of
+from specbench.kernels.decide import ACCEPT, DRAFT_LOGITS, DRAFT_PROBS, request_setup, request_valid
 from specbench.kernels.radix import _slice_max
+from specbench.kernels.rng import stream_key, uniform_at
 from specbench.kernels.rows import clean
 from specbench.kernels.split import last_to_arrive
-from specbench.kernels.truncation import cell_program, store_summary, summary_wanted
+from specbench.kernels.truncation import (
+    SUMMARY_FIELDS,
+    cell_program,
+    request_knobs,
+    store_summary,
+    summary_wanted,
+    truncated_prob_of,
+)
 
 STEP_MAX = tl.constexpr(0)
 STEP_LEVEL = tl.constexpr(1)
 STEP_GATHER = tl.constexpr(2)
 STEP_FINISH = tl.constexpr(3)
+STEP_DECIDE = tl.constexpr(4)
 MAX_BINS = 64  # the most bins a level's histogram may have (launch.HISTOGRAM_BINS)
 MAX_LEVELS = 6
 COUNTS = tl.constexpr(MAX_BINS * MAX_LEVELS + 1)  # each level's counts, then the list's length
@@ -86,17 +118,21 @@ UNITS_PER_NAT = tl.constexpr(8.0)
 RANGE_SHIFT = tl.constexpr(28)  # probabilities: the first level spans 2**28 bit patterns (256 units of 2**20, 32 octaves)
 SHORT_LIST = tl.constexpr(128)  # a list of at most this many candidates is sorted at this length, not CAP
 SLACK = tl.constexpr(1e-4)  # a part's mass bounds' relative slack (exp's rounding and the bounds' sums, with room)
+BRACKET_SLACK = tl.constexpr(1e-4)  # DECIDE: the slack of a kept mass's bounds, relative to M (ten times SUM_SLACK)
+DECISION_MARGIN = tl.constexpr(1e-5)  # DECIDE: how far u q'(x) must be from p'(x), relative, for a sure decision
 SUM_SLACK = tl.constexpr(1e-5)  # the exact sums' (M, the mass before a window): float32 sums of at most ~2**18
 # tokens, per lane, then across lanes and slices (1e-4 here kept ten parts at a level on rows whose top_p
 # tail is 1e-3 of M, where this keeps two to four: results/h200-histogram/README.md)
 # stages (I_STAGE)
 CLOSED = tl.constexpr(-1)  # the summary is written
+SKIPPED = tl.constexpr(-2)  # DECIDE: the step reads no summary of this cell (none is written)
 SEARCH = tl.constexpr(0)
 FALLBACK = tl.constexpr(1)  # the finish step searches the row in one program
 # state fields
 F_M = tl.constexpr(0)
 F_PLAY = tl.constexpr(1)
 F_TARGET = tl.constexpr(2)
+F_CUT = tl.constexpr(3)  # DECIDE: a bound on the cutoff token's mass, after the first level
 F_LO = tl.constexpr(4)  # logits: the window [lo, hi) in units and its parts' width
 F_HI = tl.constexpr(5)
 F_WIDTH = tl.constexpr(6)
@@ -109,6 +145,7 @@ P_MAX = tl.constexpr(0)
 P_PLAY = tl.constexpr(1)
 P_LOW = tl.constexpr(2)
 P_BEFORE = tl.constexpr(3)
+P_ABOVE = tl.constexpr(4)  # DECIDE: the mass in play before the cell's draft in the row's order (first level)
 P_LOW_ID = tl.constexpr(0)
 
 
@@ -175,11 +212,12 @@ def _window(state, istate, TARGET_PROBS: tl.constexpr):
 
 
 @triton.jit
-def _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, start, counts, part_f, part_i,
+def _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, start, counts, part_f, part_i, x,
                  FIRST: tl.constexpr, SLICE: tl.constexpr, BINS: tl.constexpr, TARGET_PROBS: tl.constexpr,
-                 HAS_MIN_P: tl.constexpr, BLOCK: tl.constexpr):
+                 HAS_MIN_P: tl.constexpr, DECIDE: tl.constexpr, BLOCK: tl.constexpr):
     # this slice's counts of the window's parts (added to the cell's); at the first level (the window the
-    # whole row, its last part open-ended) its mass in play and last token in play, at the others its mass
+    # whole row, its last part open-ended) its mass in play and last token in play (and with DECIDE its mass
+    # in play before token x, the cell's draft, in the row's order), at the others its mass
     # in play before the window. The later levels of logits take the fewest instructions a token (they
     # bound the search's cost, ncu on an H200): a logit of -inf (NaN cleaned to it) is at distance +inf,
     # inside no window and before none, so only min_p decides whether a token is in play there, and -0 and
@@ -188,6 +226,10 @@ def _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, star
     total = tl.zeros([BLOCK], tl.float32)
     low = tl.full([BLOCK], float("inf"), tl.float32)
     low_id = tl.full([BLOCK], -1, tl.int32)
+    above = tl.zeros([BLOCK], tl.float32)
+    x_value = tl.full([], float("inf"), tl.float32)
+    if FIRST and DECIDE:
+        x_value, _x_mass = values_of(load_row(row, x, V, TARGET_PROBS), inv_temperature, m, TARGET_PROBS)
     for chunk in range(0, SLICE, BLOCK):
         offs = start + chunk + tl.arange(0, BLOCK)
         if FIRST or TARGET_PROBS:
@@ -208,6 +250,9 @@ def _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, star
             later = play & (value <= low)  # ids rise along a lane: a tie moves to the larger id
             low = tl.where(later, value, low)
             low_id = tl.where(later, offs, low_id)
+            if DECIDE:
+                ahead = play & ((value > x_value) | ((value == x_value) & (offs < x)))
+                above += tl.where(ahead, mass, 0.0)
         else:
             inside = (dist >= lo) & (dist < hi)
             before = dist < lo
@@ -222,6 +267,8 @@ def _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, star
         tl.store(part_f + P_PLAY, tl.sum(total, axis=0))
         tl.store(part_f + P_LOW, slice_low)
         tl.store(part_i + P_LOW_ID, tl.max(tl.where(low == slice_low, low_id, -1), axis=0))
+        if DECIDE:
+            tl.store(part_f + P_ABOVE, tl.sum(above, axis=0))
     else:
         tl.store(part_f + P_BEFORE, tl.sum(total, axis=0))
 
@@ -229,10 +276,11 @@ def _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, star
 @triton.jit
 def _finish_level(m, top_p, state, istate, cell_f, cell_i, counts, summary_f_ptr, summary_i_ptr, cell, NUM_SLICES,
                   FIRST: tl.constexpr, LAST: tl.constexpr, BINS: tl.constexpr, BINS_SHIFT: tl.constexpr,
-                  CAP: tl.constexpr, TARGET_PROBS: tl.constexpr, P_BLOCK: tl.constexpr):
+                  CAP: tl.constexpr, TARGET_PROBS: tl.constexpr, DECIDE: tl.constexpr, P_BLOCK: tl.constexpr):
     # the row's last program of a level: the parts that may hold the cutoff become the next window (or,
     # after the last level, the candidates); the first level also takes M and T, and writes the summary
-    # where every token in play is kept
+    # where every token in play is kept (with DECIDE, also a bound on the cutoff token's mass: the mass at
+    # the start of the first part that may hold it)
     slices = tl.arange(0, P_BLOCK)
     present = slices < NUM_SLICES
     if FIRST:
@@ -276,6 +324,8 @@ def _finish_level(m, top_p, state, istate, cell_f, cell_i, counts, summary_f_ptr
         possible = (hist > 0) & (before_lo <= target) & (before_hi + upper >= target)
         first = tl.min(tl.where(possible, parts, BINS), axis=0)
         last = tl.max(tl.where(possible, parts, -1), axis=0)
+        if FIRST and DECIDE:
+            tl.store(state + F_CUT, _mass_at(_edge(lo, first, width, TARGET_PROBS), m, TARGET_PROBS) * (1.0 + SLACK))
         # the next window: those parts, cut into BINS parts of a power of two of theirs each
         span = last - first + 1
         grow = tl.zeros([], tl.int32)
@@ -377,13 +427,14 @@ def _finish(row, V, inv_temperature, k, top_p, min_p, m, stage, state, istate, c
 
 
 @triton.jit
-def _histogram_row(row, cell, s, V, inv_temperature, k, top_p, min_p, level, state_f, state_i, part_f, part_i,
+def _histogram_row(row, cell, s, x, V, inv_temperature, k, top_p, min_p, level, state_f, state_i, part_f, part_i,
                    counts_ptr, list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES,
                    ZERO_SHARE, STEP: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr, SLICE: tl.constexpr,
                    BINS: tl.constexpr, BINS_SHIFT: tl.constexpr, CAP: tl.constexpr, TARGET_PROBS: tl.constexpr,
-                   HAS_MIN_P: tl.constexpr, BLOCK: tl.constexpr, P_BLOCK: tl.constexpr):
-    # one program's share of one step for one cell (row `row`, slice s); top_p the request's (the search
-    # takes 0 for a row keeping its first token only, k = 1; the fallback the knobs as they are)
+                   HAS_MIN_P: tl.constexpr, DECIDE: tl.constexpr, BLOCK: tl.constexpr, P_BLOCK: tl.constexpr):
+    # one program's share of one step for one cell (row `row`, slice s; x the cell's draft, read only with
+    # DECIDE at the first level); top_p the request's (the search takes 0 for a row keeping its first token
+    # only, k = 1; the fallback the knobs as they are)
     state = state_f + cell * STATE
     istate = state_i + cell * STATE
     cell_f = part_f + cell * NUM_SLICES * PART
@@ -428,15 +479,127 @@ def _histogram_row(row, cell, s, V, inv_temperature, k, top_p, min_p, level, sta
                 lo, hi, width = _window(state, istate, TARGET_PROBS)
                 if STEP == STEP_LEVEL:
                     _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, s * SLICE,
-                                 counts + level * BINS, cell_f + s * PART, cell_i + s * PART, FIRST, SLICE, BINS,
-                                 TARGET_PROBS, HAS_MIN_P, BLOCK)
+                                 counts + level * BINS, cell_f + s * PART, cell_i + s * PART, x, FIRST, SLICE, BINS,
+                                 TARGET_PROBS, HAS_MIN_P, DECIDE, BLOCK)
                     if last_to_arrive(arrivals_ptr, cell, NUM_SLICES):
                         _finish_level(m, tl.where(k == 1, 0.0, top_p), state, istate, cell_f, cell_i,
                                       counts + level * BINS, summary_f_ptr, summary_i_ptr, cell, NUM_SLICES, FIRST,
-                                      LAST, BINS, BINS_SHIFT, CAP, TARGET_PROBS, P_BLOCK)
+                                      LAST, BINS, BINS_SHIFT, CAP, TARGET_PROBS, DECIDE, P_BLOCK)
                 else:
                     _slice_gather(row, V, inv_temperature, m, minp_threshold, lo, hi, s * SLICE, counts + COUNTS - 1,
                                   list_f, list_i, cell_f + s * PART, SLICE, CAP, TARGET_PROBS, HAS_MIN_P, BLOCK)
+
+
+@triton.jit
+def _bounds_at_draft(row, cell, x, V, inv_temperature, min_p, state_f, state_i, part_f, summary_f_ptr, summary_i_ptr,
+                     NUM_SLICES, TARGET_PROBS: tl.constexpr, HAS_MIN_P: tl.constexpr, P_BLOCK: tl.constexpr):
+    # DECIDE, after the first level: bounds (lo, hi) on p'(x) of a cell (x a valid id), and whether they hold.
+    # A cell closed with its summary (every token in play kept) gives p'(x) itself, as the step computes it. A
+    # cell still searching bounds it from M, T, the mass A before x in play and the bound on the cutoff's mass
+    # c: x is kept iff A < T; if kept, the kept mass S is at least T and A + p(x) (everything through x), and
+    # at most the larger of A + p(x) (x the cutoff) and T + min(c, p(x)) (the cutoff after x, of no more
+    # mass than x or c); each side widened by BRACKET_SLACK M for the sums' rounding, here and in the search.
+    # Any other cell (no value of mass, the search fallen back) gives no bounds.
+    state = state_f + cell * STATE
+    stage = tl.load(state_i + cell * STATE + I_STAGE)
+    raw = load_row(row, x, V, TARGET_PROBS)
+    lo = tl.zeros([], tl.float32)
+    hi = tl.zeros([], tl.float32)
+    sure = stage == SEARCH
+    if stage == CLOSED:
+        summary = summary_f_ptr + cell * SUMMARY_FIELDS
+        sm = tl.load(summary)
+        p = truncated_prob_of(raw, x, inv_temperature, sm, tl.load(summary + 1), tl.load(summary + 2),
+                              tl.load(summary_i_ptr + cell), TARGET_PROBS)
+        lo = p
+        hi = p
+        sure = sm > float("-inf")
+    elif stage == SEARCH:
+        m = tl.load(state + F_M)
+        value, mass = values_of(raw, inv_temperature, m, TARGET_PROBS)
+        minp_threshold = min_p
+        if TARGET_PROBS:
+            minp_threshold = min_p * m
+        in_play = _in_play(value, mass, minp_threshold, HAS_MIN_P)
+        play = tl.load(state + F_PLAY)
+        target = tl.load(state + F_TARGET)
+        cut = tl.load(state + F_CUT)
+        slices = tl.arange(0, P_BLOCK)
+        above = tl.sum(tl.load(part_f + (cell * NUM_SLICES + slices) * PART + P_ABOVE, mask=slices < NUM_SLICES,
+                               other=0.0), axis=0)
+        slack = BRACKET_SLACK * play
+        through = above + mass
+        s_lo = tl.maximum(target, through) - slack
+        s_hi = tl.maximum(through, target + tl.minimum(cut, mass)) + slack
+        kept = in_play & (above < target - slack) & (s_lo > 0.0)
+        lo = tl.where(kept, mass / s_hi, 0.0)
+        hi = tl.where(kept, mass / tl.where(kept, s_lo, 1.0), 0.0)
+        sure = kept | (~in_play) | (above > target + slack)
+    return lo, hi, sure
+
+
+@triton.jit
+def _decide_request(b, state_f, state_i, part_f, summary_f_ptr, summary_i_ptr, decided_ptr, t_base, t_stride_k,
+                    d_base, d_stride_k, draft_ids_ptr, draft_ids_stride, num_draft_ptr, temperature_ptr, seed_ptr,
+                    position_ptr, top_k_ptr, top_p_ptr, min_p_ptr, V, NUM_SLOTS, NUM_SLICES, MODE: tl.constexpr,
+                    DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr, TRUNCATE_DRAFT: tl.constexpr,
+                    HAS_TOP_K: tl.constexpr, HAS_TOP_P: tl.constexpr, HAS_MIN_P: tl.constexpr, P_BLOCK: tl.constexpr):
+    # STEP_DECIDE (one program per request, after the first level): the request's drafts decided in order
+    # from each cell's bounds on p'(x) and q'(x) while every decision is sure, that is while u q'(x) lies
+    # below the bounds' least p'(x) or above their largest by DECISION_MARGIN (so the step's own test on the
+    # exact summaries agrees); writes (t, clean) for the step: slots before t are accepted, and with clean the
+    # step stops at t (t the first rejected slot, or n). Every other cell of the request is then skipped:
+    # with clean, every row but t; at a decision that is not sure (clean 0, t that slot), the rows before t.
+    # A request that is not a probabilistic one with top_p and/or min_p alone (top_k off) writes (0, 0).
+    n, greedy, inv_temperature, position, key_of_seed = request_setup(
+        b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE)
+    truncated, k, _top_p, min_p = request_knobs(b, top_k_ptr, top_p_ptr, min_p_ptr, V, HAS_TOP_K, HAS_TOP_P,
+                                                HAS_MIN_P)
+    t = tl.zeros([], tl.int32)
+    clean_stop = tl.zeros([], tl.int32)
+    if truncated & (~greedy) & (k == 0) & request_valid(inv_temperature):
+        t = n
+        clean_stop = tl.full([], 1, tl.int32)
+        i = 0
+        going = n > 0
+        while going:
+            x = tl.load(draft_ids_ptr + b * draft_ids_stride + i)
+            x_valid = (x >= 0) & (x < V)
+            x_safe = tl.where(x_valid, x, 0).to(tl.int32)
+            cell = (b * NUM_SLOTS + i) * 2
+            p_lo, p_hi, p_sure = _bounds_at_draft(t_base + i * t_stride_k, cell, x_safe, V, inv_temperature, min_p,
+                                                  state_f, state_i, part_f, summary_f_ptr, summary_i_ptr, NUM_SLICES,
+                                                  TARGET_PROBS, HAS_MIN_P, P_BLOCK)
+            q_lo = tl.full([], 1.0, tl.float32)  # one-hot drafts
+            q_hi = q_lo
+            q_sure = p_sure
+            if DRAFT == DRAFT_LOGITS:  # (truncated: the launcher decides no other draft logits)
+                q_lo, q_hi, q_sure = _bounds_at_draft(d_base + i * d_stride_k, cell + 1, x_safe, V, inv_temperature,
+                                                      min_p, state_f, state_i, part_f, summary_f_ptr, summary_i_ptr,
+                                                      NUM_SLICES, False, HAS_MIN_P, P_BLOCK)
+                q_sure = q_sure & p_sure
+            if DRAFT == DRAFT_PROBS:
+                q_lo = tl.load(d_base + i * d_stride_k + x_safe).to(tl.float32)
+                q_lo = tl.where(q_lo != q_lo, 0.0, q_lo)  # noqa: PLR0124 (NaN test)
+                q_hi = q_lo
+            u = uniform_at(stream_key(key_of_seed, position + i, ACCEPT), 0)
+            accept = u * q_hi < p_lo * (1.0 - DECISION_MARGIN)
+            reject = (p_hi == 0.0) | (u * q_lo > p_hi * (1.0 + DECISION_MARGIN))
+            sure = q_sure & (accept | reject)
+            stop = (~x_valid) | (~sure) | (~accept)
+            t = tl.where(stop, i, t)
+            clean_stop = tl.where(stop & x_valid & (~sure), 0, clean_stop)
+            i += 1
+            going = (~stop) & (i < n)
+        for r in range(NUM_SLOTS):
+            skip = (r <= n) & tl.where(clean_stop == 1, r != t, r < t)
+            if skip:
+                cell = (b * NUM_SLOTS + r) * 2
+                tl.store(state_i + cell * STATE + I_STAGE, SKIPPED)
+                if TRUNCATE_DRAFT:  # (a constexpr: the draft cell's test stays apart)
+                    tl.store(state_i + (cell + 1) * STATE + I_STAGE, SKIPPED, mask=r < n)
+    tl.store(decided_ptr + b * 2, t)
+    tl.store(decided_ptr + b * 2 + 1, clean_stop)
 
 
 @triton.jit
@@ -447,8 +610,11 @@ def _split_histogram_kernel(
     list_f_ptr, list_i_ptr,  # [B * (K + 1) * 2, CAP] float32 and int32 scratch
     arrivals_ptr,  # [B * (K + 1) * 2] int32, zero on entry and exit
     summary_f_ptr, summary_i_ptr,  # the summaries [B, K + 1, 2, 4] float32 and [B, K + 1, 2] int32
+    decided_ptr,  # [B, 2] int32: (t, clean) per request (written by STEP_DECIDE)
     target_ptr, target_stride_b, target_stride_k,  # [B, K + 1, V] logits, or probabilities (TARGET_PROBS)
-    draft_ptr, draft_stride_b, draft_stride_k,  # [B, K, V] draft logits (read only with TRUNCATE_DRAFT)
+    draft_ptr, draft_stride_b, draft_stride_k,  # [B, K, V] draft logits (read only with TRUNCATE_DRAFT), or
+    # with DECIDE the draft row of any form (draft probabilities read at the drafts)
+    draft_ids_ptr, draft_ids_stride,  # [B, K] int64 (read only with DECIDE)
     num_draft_ptr, temperature_ptr, seed_ptr, position_ptr,  # [B]
     top_k_ptr, top_p_ptr, min_p_ptr,  # [B] int32, float32, float32 (read only where HAS_*)
     V, NUM_SLOTS, NUM_SLICES,
@@ -460,7 +626,9 @@ def _split_histogram_kernel(
     HAS_TOP_K: tl.constexpr,
     HAS_TOP_P: tl.constexpr,
     HAS_MIN_P: tl.constexpr,
-    STEP: tl.constexpr,  # STEP_MAX, STEP_LEVEL, STEP_GATHER or STEP_FINISH
+    STEP: tl.constexpr,  # STEP_MAX, STEP_LEVEL, STEP_GATHER, STEP_FINISH or STEP_DECIDE
+    DECIDE: tl.constexpr,  # the first level: also each draft's mass before it (for STEP_DECIDE, launched after)
+    DRAFT: tl.constexpr,  # STEP_DECIDE: the draft form (DRAFT_NONE, DRAFT_LOGITS truncated, DRAFT_PROBS)
     FIRST: tl.constexpr,  # STEP_LEVEL: the first level
     LAST: tl.constexpr,  # STEP_LEVEL: the last level
     SLICE: tl.constexpr,  # tokens of a row per program (a multiple of BLOCK)
@@ -470,19 +638,32 @@ def _split_histogram_kernel(
     CAP: tl.constexpr,  # the most candidates a row's list holds (a power of two)
     P_BLOCK: tl.constexpr,  # a power of two >= NUM_SLICES
 ):
-    # grid (B, K + 1, sides * NUM_SLICES); STEP_FINISH (B, K + 1, sides)
-    b, r, side, s, n, greedy, inv_temperature, truncated, k, top_p, min_p = cell_program(
-        num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, top_k_ptr, top_p_ptr, min_p_ptr, V, NUM_SLOTS,
-        NUM_SLICES, STEP == STEP_FINISH, MODE, HAS_TOP_K, HAS_TOP_P, HAS_MIN_P)
-    if summary_wanted(truncated, greedy, r, n, side, TRUNCATE_DRAFT):
-        cell = (b * NUM_SLOTS + r) * 2 + side
-        if side == 0:
-            _histogram_row(target_ptr + b * target_stride_b + r * target_stride_k, cell, s, V, inv_temperature, k,
-                           top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr,
-                           list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES, ZERO_SHARE,
-                           STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, TARGET_PROBS, HAS_MIN_P, BLOCK, P_BLOCK)
-        else:
-            _histogram_row(draft_ptr + b * draft_stride_b + r * draft_stride_k, cell, s, V, inv_temperature, k,
-                           top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr,
-                           list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES, ZERO_SHARE,
-                           STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, False, HAS_MIN_P, BLOCK, P_BLOCK)
+    # grid (B, K + 1, sides * NUM_SLICES); STEP_FINISH (B, K + 1, sides); STEP_DECIDE (B,)
+    if STEP == STEP_DECIDE:
+        b = tl.program_id(0).to(tl.int64)
+        _decide_request(b, state_f_ptr, state_i_ptr, part_f_ptr, summary_f_ptr, summary_i_ptr, decided_ptr,
+                        target_ptr + b * target_stride_b, target_stride_k, draft_ptr + b * draft_stride_b,
+                        draft_stride_k, draft_ids_ptr, draft_ids_stride, num_draft_ptr, temperature_ptr, seed_ptr,
+                        position_ptr, top_k_ptr, top_p_ptr, min_p_ptr, V, NUM_SLOTS, NUM_SLICES, MODE, DRAFT,
+                        TARGET_PROBS, TRUNCATE_DRAFT, HAS_TOP_K, HAS_TOP_P, HAS_MIN_P, P_BLOCK)
+    else:
+        b, r, side, s, n, greedy, inv_temperature, truncated, k, top_p, min_p = cell_program(
+            num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, top_k_ptr, top_p_ptr, min_p_ptr, V, NUM_SLOTS,
+            NUM_SLICES, STEP == STEP_FINISH, MODE, HAS_TOP_K, HAS_TOP_P, HAS_MIN_P)
+        if summary_wanted(truncated, greedy, r, n, side, TRUNCATE_DRAFT):
+            cell = (b * NUM_SLOTS + r) * 2 + side
+            x = r * 0  # the cell's draft (the first level with DECIDE; the bonus row's and an invalid id: 0)
+            if DECIDE and FIRST:
+                x = tl.load(draft_ids_ptr + b * draft_ids_stride + r, mask=r < n, other=0)
+                x = tl.where((x >= 0) & (x < V), x, 0).to(tl.int32)
+            if side == 0:
+                _histogram_row(target_ptr + b * target_stride_b + r * target_stride_k, cell, s, x, V, inv_temperature,
+                               k, top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr,
+                               list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES, ZERO_SHARE,
+                               STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, TARGET_PROBS, HAS_MIN_P, DECIDE, BLOCK,
+                               P_BLOCK)
+            else:
+                _histogram_row(draft_ptr + b * draft_stride_b + r * draft_stride_k, cell, s, x, V, inv_temperature, k,
+                               top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr,
+                               list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES, ZERO_SHARE,
+                               STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, False, HAS_MIN_P, DECIDE, BLOCK, P_BLOCK)

@@ -195,7 +195,8 @@ SPLIT_PROGRAMS_PER_SM = 4
 TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk": None, "radix_slice": None,
                                  "radix_block": None, "radix_warps": None, "radix_prefetch": None,
                                  "split_search": None, "histogram_slice": None, "histogram_block": None,
-                                 "histogram_warps": None, "histogram_bins": None}
+                                 "histogram_warps": None, "histogram_bins": None,
+                                 "histogram_decide": None}
 
 
 @contextlib.contextmanager
@@ -738,7 +739,8 @@ class _TruncationScratch(NamedTuple):
     the start of the step's float32 and int32 scratch, where ``_summaries`` finds them), then per cell
     the group maxima, the gathered group ids and the kept list (ids, values, masses), then the split
     paths' state per cell and partials per (cell, slice) (``specbench/kernels/radix.py``), the deferred
-    races' records and partials, and the split histogram path's counts and candidates per cell."""
+    races' records and partials, and the split histogram path's counts and candidates per cell and its
+    decisions per request (``decided``)."""
 
     summary_f: torch.Tensor
     summary_i: torch.Tensor
@@ -758,6 +760,7 @@ class _TruncationScratch(NamedTuple):
     counts: torch.Tensor
     candidates_f: torch.Tensor
     candidates_i: torch.Tensor
+    decided: torch.Tensor
 
     @classmethod
     def of(cls, batch: int, num_slots: int, vocab: int, device: torch.device, key,
@@ -773,13 +776,13 @@ class _TruncationScratch(NamedTuple):
         f_sizes = [cells * 4, cells * groups, cells * _LIST, cells * _LIST, cells * state,
                    cells * slices * radix.PART_F.value, batch * record, batch * race_splits * 2, cells * cap]
         i_sizes = [cells, cells * TOP_K_CAP_GROUPS, cells * _LIST, cells * state, cells * slices * radix.PART_I.value,
-                   batch * record, batch * race_splits * 2, cells * counts, cells * cap]
+                   batch * record, batch * race_splits * 2, cells * counts, cells * cap, batch * 2 if cap else 0]
         floats = _scratch(sum(f_sizes), torch.float32, device, key)
         ints = _scratch(sum(i_sizes), torch.int32, device, key)
         f = [floats[a:b] for a, b in zip(np.cumsum([0, *f_sizes[:-1]]), np.cumsum(f_sizes), strict=True)]
         i = [ints[a:b] for a, b in zip(np.cumsum([0, *i_sizes[:-1]]), np.cumsum(i_sizes), strict=True)]
         return cls(f[0], i[0], f[1], i[1], i[2], f[2], f[3], f[4], i[3], f[5], i[4], f[6], i[5], f[7], i[6], i[7],
-                   f[8], i[8])
+                   f[8], i[8], i[9])
 
     @property
     def cutoffs(self) -> tuple[torch.Tensor, ...]:
@@ -884,9 +887,11 @@ def _histogram_levels(bins: int) -> int:
 
 def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: tuple, knobs: tuple, batch: int,
                      num_slots: int, vocab: int, sides: int, device: torch.device, key, race_splits: int,
-                     **constexprs: object) -> _TruncationScratch:
+                     decide: tuple | None = None, **constexprs: object) -> _TruncationScratch:
     # every cutoff of a batch given no top_k, by the split histogram path's launches: the largest value,
-    # each level's counts, the candidates, the cutoffs (specbench/kernels/histogram.py); its scratch
+    # each level's counts, the candidates, the cutoffs (specbench/kernels/histogram.py); its scratch.
+    # `decide`: (draft ids, draft form) to decide each request's first drafts after the first level
+    # (STEP_DECIDE) and search only the rows the step will read; None: every row a step may read
     slice_, block, num_warps = _histogram_shape(vocab, device)
     bins = TUNING["histogram_bins"] or HISTOGRAM_BINS
     # (fewer than 16 parts would not narrow the window: eight kept parts of eight are the whole window)
@@ -900,19 +905,49 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
     cap = HISTOGRAM_CAP if device.type == "cuda" else min(HISTOGRAM_CAP, 64)  # (the interpreter sorts slowly)
     scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key, slices, race_splits, cap)
     zero_share = _cdiv(_cdiv(histogram.COUNTS.value, slices), 256) * 256
+    draft_ids, draft_kind = decide if decide is not None else (request_args[0], 0)  # (never read without decide)
     args = (scratch.radix_state_f, scratch.radix_state_i, scratch.radix_part_f, scratch.radix_part_i, scratch.counts,
-            scratch.candidates_f, scratch.candidates_i, arrivals, scratch.summary_f, scratch.summary_i, *target_args,
-            *request_args, *knobs, vocab, num_slots, slices, zero_share)
+            scratch.candidates_f, scratch.candidates_i, arrivals, scratch.summary_f, scratch.summary_i,
+            scratch.decided, *target_args, draft_ids, draft_ids.stride(0), *request_args, *knobs, vocab, num_slots,
+            slices, zero_share)
     shape = {"SLICE": slice_, "BLOCK": block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1, "CAP": cap,
              "P_BLOCK": max(_next_power_of_2(slices), 2), **constexprs}
     grid = (batch, num_slots, sides * slices)
-    _SPLIT_HISTOGRAM(grid, (*args, 0), num_warps, key, STEP=0, FIRST=False, LAST=False, **shape)
+    # (DECIDE and DRAFT only where they change the code: the first level and STEP_DECIDE)
+    plain = {"DECIDE": False, "DRAFT": 0}
+    _SPLIT_HISTOGRAM(grid, (*args, 0), num_warps, key, STEP=0, **plain, FIRST=False, LAST=False, **shape)
     for level in range(levels):
-        _SPLIT_HISTOGRAM(grid, (*args, level), num_warps, key, STEP=1, FIRST=level == 0, LAST=level == levels - 1,
-                         **shape)
-    _SPLIT_HISTOGRAM(grid, (*args, 0), num_warps, key, STEP=2, FIRST=False, LAST=False, **shape)
-    _SPLIT_HISTOGRAM((batch, num_slots, sides), (*args, 0), num_warps, key, STEP=3, FIRST=False, LAST=False, **shape)
+        _SPLIT_HISTOGRAM(grid, (*args, level), num_warps, key, STEP=1,
+                         **(plain if level or decide is None else {"DECIDE": True, "DRAFT": 0}), FIRST=level == 0,
+                         LAST=level == levels - 1, **shape)
+        if level == 0 and decide is not None:
+            _SPLIT_HISTOGRAM((batch,), (*args, 0), 1, key, STEP=4, DECIDE=True, DRAFT=draft_kind, FIRST=False,
+                             LAST=False, **shape)
+    _SPLIT_HISTOGRAM(grid, (*args, 0), num_warps, key, STEP=2, **plain, FIRST=False, LAST=False, **shape)
+    _SPLIT_HISTOGRAM((batch, num_slots, sides), (*args, 0), num_warps, key, STEP=3, **plain, FIRST=False, LAST=False,
+                     **shape)
     return scratch
+
+
+# Whether a batch given no top_k decides its requests' first drafts after the split histogram path's first
+# level and searches only the rows its step will then read (histogram.STEP_DECIDE): the probabilistic mode
+# without log-probabilities, drafts one-hot, probabilities or truncated logits, from HISTOGRAM_DECIDE_MIN_BATCH
+# requests (the launch variants triton-histogram-...-nodecide never, triton-histogram-...-decide at any batch).
+# H200, graph, top_p 0.95, L = 3, every row searched -> decided, draft logits / probs, µs
+# (results/h200-decide/): B = 1 50.2 -> 55.2 / 48.1 -> 51.0 (one more launch on the path of a step that
+# fills no GPU), B = 8 161.3 -> 139.1 / 92.3 -> 81.6, B = 64 1,234.6 -> 799.9 / 709.3 -> 450.6, B = 256
+# 7,956.7 -> 4,547.0 / 4,370.9 -> 2,482.1, B = 512 13,530.4 -> 7,719.6 / 7,404.1 -> 4,197.7 (B = 2..7 untimed)
+HISTOGRAM_DECIDE = True
+HISTOGRAM_DECIDE_MIN_BATCH = 8
+
+
+def _decides(mode: str, logprobs: bool, draft_kind: int, truncate_draft: bool, batch: int) -> bool:
+    # whether a step given no top_k decides its first drafts before the search (HISTOGRAM_DECIDE; a launch
+    # variant's 0 never, 1 at any batch)
+    forced = TUNING["histogram_decide"]
+    wanted = HISTOGRAM_DECIDE and batch >= HISTOGRAM_DECIDE_MIN_BATCH if forced is None else bool(forced)
+    return (wanted and _split_search() == "histogram" and mode == "probabilistic" and not logprobs
+            and (draft_kind != 1 or truncate_draft))
 
 
 def _split_search() -> str:
@@ -922,15 +957,17 @@ def _split_search() -> str:
 
 def _summarize(target_args: tuple, request_args: tuple, knobs: tuple, batch: int, num_slots: int, vocab: int,
                sides: int, device: torch.device, key, *, no_top_k: bool, prepass: bool, num_warps: int,
-               group_shape: dict[str, int], race_splits: int = 0, **common: object) -> _TruncationScratch:
+               group_shape: dict[str, int], race_splits: int = 0, decide: tuple | None = None,
+               **common: object) -> _TruncationScratch:
     """The launches that summarise a truncated step's rows before it: the split radix or histogram path
     (``no_top_k``: a batch given no top_k; ``_split_search`` says which), else the prepass (``prepass``),
     else none (the fused step summarises its own rows); returns the step's scratch, where the summaries are (and room for
-    ``race_splits`` slices of deferred races)."""
+    ``race_splits`` slices of deferred races). ``decide``: the split histogram path's (draft ids, draft form),
+    to decide each request's first drafts before searching (``_split_histogram``)."""
     arrivals = _arrival_counters(batch * num_slots * 2, device, key)
     if no_top_k and _split_search() == "histogram":
         return _split_histogram(arrivals, target_args, request_args, knobs, batch, num_slots, vocab, sides, device,
-                                key, race_splits, **common)
+                                key, race_splits, decide, **common)
     if no_top_k:
         return _split_radix(arrivals, target_args, request_args, knobs, batch, num_slots, vocab, sides, device, key,
                             race_splits, **common)
@@ -1012,16 +1049,19 @@ def _verify_truncated(
     common = {"MODE": _MODE_IDS[mode], "TARGET_PROBS": target_is_probs, "TRUNCATE_DRAFT": truncate_draft, **flags}
     target_args = (target, target.stride(0), target.stride(1), draft, draft.stride(0), draft.stride(1))
     request_args = (num_draft_tokens, temperatures, seeds, positions)
+    # a batch given no top_k decides its requests' first drafts before the search, where it can (_decides)
+    decided = no_top_k and _decides(mode, logprobs, draft_kind, truncate_draft, batch)
     scratch = _summarize(target_args, request_args, knobs, batch, num_slots, vocab, 2 if truncate_draft else 1,
                          device, key, no_top_k=no_top_k, prepass=not fused, num_warps=num_warps,
-                         group_shape=group_shape, race_splits=race_splits, **common)
+                         group_shape=group_shape, race_splits=race_splits,
+                         decide=(draft_ids, draft_kind) if decided else None, **common)
     _TRUNCATED((batch,),
                (out, out.stride(0), num_emitted, num_accepted, *target_args, draft_ids, draft_ids.stride(0),
-                *request_args, conditional_rates, *knobs, *scratch.cutoffs, scratch.record_f, scratch.record_i, vocab,
-                num_slots),
+                *request_args, conditional_rates, *knobs, *scratch.cutoffs, scratch.record_f, scratch.record_i,
+                scratch.decided, vocab, num_slots),
                num_warps, key, DRAFT=draft_kind, BLOCK=block, FUSED=fused, DEFER=defer,
-               SUMMARIZE_EMITTED=logprobs and mode == "synthetic", OUT_BLOCK=_next_power_of_2(num_slots), **common,
-               **group_shape)
+               SUMMARIZE_EMITTED=logprobs and mode == "synthetic", DECIDED=decided,
+               OUT_BLOCK=_next_power_of_2(num_slots), **common, **group_shape)
     if defer:
         _TRUNCATED_TERMINAL((batch, race_splits),
                             (scratch.record_f, scratch.record_i, scratch.race_f, scratch.race_i,

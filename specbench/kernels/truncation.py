@@ -21,7 +21,12 @@ non-greedy requests with a knob on. Three ways to run a step:
 3. A batch given ``top_p`` or ``min_p`` but no ``top_k`` (any batch size): the split histogram path
    (``specbench/kernels/histogram.py``) writes every such row's summary first, in six launches with each
    row split across programs, and the step reads them as on the prepass path. (The launch variants
-   ``triton-radix-...`` write the same summaries by the split radix path, ``radix.py``, in ten.)
+   ``triton-radix-...`` write the same summaries by the split radix path, ``radix.py``, in ten.) Where
+   the launcher says (``launch._decides``: probabilistic, no log-probabilities, drafts one-hot, probabilities
+   or truncated logits, a batch large enough), that path first decides each request's drafts from bounds
+   after its first level and searches only the rows the step will read (``histogram.STEP_DECIDE``); the step
+   (``DECIDED``) then emits the drafts decided accepted and starts at the first slot left, stopping there
+   when it was decided rejected.
 
 ``_verify_truncated_kernel`` (grid ``B``): one program per request for every mode, target form and
 draft form once any knob is given. A request with every knob off, or a greedy one, takes today's
@@ -410,6 +415,7 @@ def _verify_truncated_kernel(
     group_max_ptr, group_ids_ptr,  # the cells' group maxima and gathered groups (written only with FUSED)
     list_ids_ptr, list_v_ptr, list_w_ptr,  # [B, K + 1, 2, MAX_FAST_K] the kept lists
     record_f_ptr, record_i_ptr,  # [B, RECORD] float32 and int32: the deferred races (written only with DEFER)
+    decided_ptr,  # [B, 2] int32: (t, clean) per request, from the split histogram path (read only with DECIDED)
     V, NUM_SLOTS,
     MODE: tl.constexpr,
     DRAFT: tl.constexpr,
@@ -421,6 +427,7 @@ def _verify_truncated_kernel(
     FUSED: tl.constexpr,  # summarise each row here when first needed (else the prepass did)
     DEFER: tl.constexpr,  # leave a terminal race over a whole row to _truncated_terminal_kernel (a record)
     SUMMARIZE_EMITTED: tl.constexpr,  # FUSED: also the rows whose draft the synthetic mode accepts (logprobs)
+    DECIDED: tl.constexpr,  # the split histogram path decided each request's first drafts (histogram.STEP_DECIDE)
     BLOCK: tl.constexpr,
     RADIX_BLOCK: tl.constexpr,  # tokens per chunk of the radix path (FUSED)
     OUT_BLOCK: tl.constexpr,
@@ -443,6 +450,16 @@ def _verify_truncated_kernel(
     record_f = record_f_ptr + b * RECORD
     record_i = record_i_ptr + b * RECORD
     i = 0
+    stop_at = NUM_SLOTS  # the last slot the step may reach
+    if DECIDED:
+        # slots before t accepted already (their rows have no summaries); with clean, t is the last slot
+        i = tl.load(decided_ptr + b * 2)
+        stop_at = tl.where(tl.load(decided_ptr + b * 2 + 1) != 0, i, NUM_SLOTS)
+        decided = slots < i
+        tokens = tl.where(decided, tl.load(draft_ids_ptr + b * draft_ids_stride + slots, mask=decided, other=-1),
+                          tokens)
+        num_emitted = i
+        num_accepted = i
     done = 0
     while done == 0:
         t_row = target_ptr + b * target_stride_b + i * target_stride_k
@@ -512,7 +529,7 @@ def _verify_truncated_kernel(
         num_emitted += (token >= 0).to(tl.int32)
         num_accepted += accepted.to(tl.int32)
         i += 1
-        done = ((~accepted) | (i > n)).to(tl.int32)
+        done = ((~accepted) | (i > n) | (i > stop_at)).to(tl.int32)
 
     valid = request_valid(inv_temperature)  # an invalid request emits nothing
     tl.store(out_ptr + b * out_stride + slots, tl.where(valid, tokens, -1), mask=slots < NUM_SLOTS)

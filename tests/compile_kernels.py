@@ -188,12 +188,13 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                                                                    "DEFER": 1,
                                                                    "SUMMARIZE_EMITTED": int(mode == "synthetic"),
                                                                    "DECIDED": 0, **groups}, warps, dtype))
-                            if mode == "probabilistic" and (draft != 1 or truncate_draft):
-                                # and from the split histogram path's decisions (histogram.STEP_DECIDE)
-                                out.extend((_verify_truncated_kernel, {
-                                    **common, "HAS_TOP_K": 0, "DRAFT": draft, "BLOCK": block, "OUT_BLOCK": 8,
-                                    "FUSED": 0, "DEFER": defer, "SUMMARIZE_EMITTED": 0, "DECIDED": 1, **groups},
-                                    warps, dtype) for defer in (0, 1))
+                        if mode == "probabilistic" and (draft != 1 or truncate_draft) and dtype == "fp32":
+                            # and from the split histogram path's decisions (histogram.STEP_DECIDE), deferring
+                            # its races (a batch that splits) or not
+                            out.extend((_verify_truncated_kernel, {
+                                **common, "HAS_TOP_K": 0, "DRAFT": draft, "BLOCK": block, "OUT_BLOCK": 8,
+                                "FUSED": 0, "DEFER": defer, "SUMMARIZE_EMITTED": 0, "DECIDED": 1, **groups},
+                                warps, dtype) for defer in ((0, 1) if draft == 1 else (1,)))
                         out.append((_truncated_terminal_kernel, {"MODE": common["MODE"], "DRAFT": draft,
                                                                  "TARGET_PROBS": target_probs,
                                                                  "TRUNCATE_DRAFT": truncate_draft, "BLOCK": race_block,
@@ -251,6 +252,12 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                   and constexprs["STEP"] == 1 and not constexprs["FIRST"] and not constexprs["LAST"]
                   and not constexprs["TARGET_PROBS"])
     out.append((_split_histogram_kernel, {**middle, "HAS_MIN_P": 0}, hist_warps, "fp32"))
+    # target probabilities with truncated draft logits: their first level and decisions
+    probs_first = next(constexprs for kernel, constexprs, _w, _d in out if kernel is _split_histogram_kernel
+                       and constexprs["STEP"] == 1 and constexprs["FIRST"] and constexprs["DECIDE"]
+                       and constexprs["TARGET_PROBS"])
+    out.extend((_split_histogram_kernel, {**probs_first, "TRUNCATE_DRAFT": 1, **step}, hist_warps, "fp32")
+               for step in ({}, {"STEP": 4, "FIRST": 0, "DRAFT": 1}))
     block, warps = launch._program_shape(1 << 17, _GPU, *launch.ROW_PROGRAM_SHAPE)  # the log-probability epilogue
     for mode in ("greedy", "probabilistic"):
         for target_probs in (0, 1):

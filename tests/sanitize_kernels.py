@@ -184,17 +184,20 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1)) -> int:
             # a batch given no top_k: a split path (histogram.py, or radix.py) summarises its rows; the
             # step races itself ("sequential") or leaves its races over whole rows to the split terminal ("split")
             # (and top_p alone once, split: kernels compiled without min_p's in-play test); without
-            # log-probabilities the histogram path first decides drafts and skips rows (histogram.STEP_DECIDE)
+            # log-probabilities the histogram path first decides drafts and skips rows (histogram.STEP_DECIDE,
+            # forced at every batch size here)
             no_top_k = SamplingParams(temperatures=sampling.temperatures, top_p=sampling.top_p, min_p=sampling.min_p)
             top_p_alone = SamplingParams(temperatures=sampling.temperatures, top_p=sampling.top_p)
             for strategy, knobs, logprobs in (("split", no_top_k, "processed"), ("sequential", no_top_k, "processed"),
                                               ("split", top_p_alone, "processed"), ("split", no_top_k, None),
                                               ("sequential", top_p_alone, None)):
+                launch.TUNING["histogram_decide"] = 1
                 with launch.strategy(strategy):
                     for _ in range(2):  # the JIT launch, then the direct one
                         verify(mode=mode, backend="triton", check_values=False, sampling=knobs,
                                truncate_draft_logits=True, logprobs=logprobs, **kwargs)
                         calls += 1
+                launch.TUNING["histogram_decide"] = None
         torch.cuda.synchronize()
         print(f"truncated {mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok", flush=True)
     calls += _tree_workload(mine, device) if part in ("all", "trees") else 0

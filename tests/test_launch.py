@@ -249,22 +249,23 @@ def test_a_grown_scratch_buffer_keeps_the_one_it_replaced_allocated():
 
 def test_drafts_decided_before_the_search_where_the_launcher_says(monkeypatch):
     """A batch given no top_k decides its first drafts before the histogram path's search from
-    HISTOGRAM_DECIDE_MIN_BATCH requests, in the probabilistic mode without log-probabilities, with drafts
-    one-hot, probabilities or truncated logits; a ...-nodecide variant never, a ...-decide variant at any batch."""
+    HISTOGRAM_DECIDE_MIN_BATCH requests, in the probabilistic mode without log-probabilities, given top_p, with
+    drafts one-hot, probabilities or truncated logits; a ...-nodecide variant never, a ...-decide variant at any batch."""
     small, large = launch.HISTOGRAM_DECIDE_MIN_BATCH - 1, launch.HISTOGRAM_DECIDE_MIN_BATCH
-    assert launch._decides("probabilistic", False, 1, True, large)
-    assert launch._decides("probabilistic", False, 0, True, large) and launch._decides("probabilistic", False, 2,
-                                                                                         False, large)
-    assert not launch._decides("probabilistic", False, 1, True, small)
-    assert not launch._decides("probabilistic", True, 1, True, large)  # log-probabilities read every summary
-    assert not launch._decides("probabilistic", False, 1, False, large)  # draft logits left whole
-    assert not launch._decides("synthetic", False, 0, True, large)
+    assert launch._decides("probabilistic", False, 1, True, large, True)
+    assert launch._decides("probabilistic", False, 0, True, large, True)
+    assert launch._decides("probabilistic", False, 2, False, large, True)
+    assert not launch._decides("probabilistic", False, 1, True, small, True)
+    assert not launch._decides("probabilistic", True, 1, True, large, True)  # log-probabilities read every summary
+    assert not launch._decides("probabilistic", False, 1, False, large, True)  # draft logits left whole
+    assert not launch._decides("probabilistic", False, 1, True, large, False)  # min_p alone: nothing to skip
+    assert not launch._decides("synthetic", False, 0, True, large, True)
     monkeypatch.setitem(launch.TUNING, "histogram_decide", 1)
-    assert launch._decides("probabilistic", False, 1, True, 1)
+    assert launch._decides("probabilistic", False, 1, True, 1, True)
     monkeypatch.setitem(launch.TUNING, "histogram_decide", 0)
-    assert not launch._decides("probabilistic", False, 1, True, large)
+    assert not launch._decides("probabilistic", False, 1, True, large, True)
     monkeypatch.setitem(launch.TUNING, "histogram_decide", None)
     monkeypatch.setitem(launch.TUNING, "split_search", 0)  # the radix path decides nothing
-    assert not launch._decides("probabilistic", False, 1, True, large)
+    assert not launch._decides("probabilistic", False, 1, True, large, True)
     assert "every row searched" in resolve("triton-histogram-4096x1024x4-nodecide").description
     assert "decided first at any batch" in resolve("triton-histogram-4096x1024x4-bins32-decide").description

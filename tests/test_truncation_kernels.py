@@ -572,7 +572,8 @@ def _decided_run(monkeypatch, launch, inputs: dict, keywords: dict, strategy: st
 
 
 @pytest.mark.parametrize(("form", "strategy"), [(FORMS[0], "split"), (FORMS[1], "split"), (FORMS[1], "sequential"),
-                                                (FORMS[3], "sequential"), (FORMS[4], "split"), (FORMS[6], "split")])
+                                                (FORMS[3], "sequential"), (FORMS[4], "split"), (FORMS[5], "sequential"),
+                                                (FORMS[6], "split")])
 def test_decided_drafts_equal_the_reference(small_blocks, monkeypatch, form, strategy):
     """A batch given no top_k decides its requests' first drafts after the histogram path's first level, from
     bounds on p'(x) and q'(x), and searches only the rows its step then reads: the same tokens and counts as

@@ -2,7 +2,8 @@
 log-probabilities) on tests/sanitize_kernels.py's hostile inputs, for the draft forms its first shard of each tool
 left unfinished in this folder's sanitize/ run: draft logits (cut like the target) and draft probabilities, target
 logits and probabilities, float32, two chain shapes, the split and one-program steps, top_p alone and with min_p,
-each call twice (the JIT launch, then the direct one). Run under compute-sanitizer from the repository root:
+each call twice (the JIT launch, then the direct one), deciding at every batch size (as the launcher did when this
+ran; it now decides from 8 requests unless told). Run under compute-sanitizer from the repository root:
 
     compute-sanitizer --tool initcheck --error-exitcode 99 python3 results/h200-decide/sanitize_decide.py
 """
@@ -18,6 +19,7 @@ from sanitize_kernels import hostile_inputs, truncation_knobs
 from specbench.kernels import launch
 from specbench.verification import SamplingParams, verify
 
+launch.TUNING["histogram_decide"] = 1
 calls = 0
 for draft in ("logits", "probs"):
     for target in ("logits", "probs"):

@@ -548,7 +548,8 @@ def _decide_request(b, state_f, state_i, part_f, summary_f_ptr, summary_i_ptr, d
     # from each cell's bounds on p'(x) and q'(x) while every decision is sure, that is while u q'(x) lies
     # below the bounds' least p'(x) or above their largest by DECISION_MARGIN (so the step's own test on the
     # exact summaries agrees); writes (t, clean) for the step: slots before t are accepted, and with clean the
-    # step stops at t (t the first rejected slot, or n). Every other cell of the request is then skipped:
+    # step stops at t (t the first slot not surely accepted, or n; clean: it was surely rejected, or n).
+    # Every other cell of the request is then skipped:
     # with clean, every row but t; at a decision that is not sure (clean 0, t that slot), the rows before t.
     # A request that is not a probabilistic one with top_p and/or min_p alone (top_k off) writes (0, 0).
     n, greedy, inv_temperature, position, key_of_seed = request_setup(

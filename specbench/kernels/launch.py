@@ -931,7 +931,7 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
 
 # Whether a batch given no top_k decides its requests' first drafts after the split histogram path's first
 # level and searches only the rows its step will then read (histogram.STEP_DECIDE): the probabilistic mode
-# without log-probabilities, drafts one-hot, probabilities or truncated logits, from HISTOGRAM_DECIDE_MIN_BATCH
+# without log-probabilities, top_p given, drafts one-hot, probabilities or truncated logits, from HISTOGRAM_DECIDE_MIN_BATCH
 # requests (the launch variants triton-histogram-...-nodecide never, triton-histogram-...-decide at any batch).
 # H200, graph, top_p 0.95, L = 3, every row searched -> decided, draft logits / probs, µs
 # (results/h200-decide/): B = 1 50.2 -> 55.2 / 48.1 -> 51.0 (one more launch on the path of a step that
@@ -941,12 +941,13 @@ HISTOGRAM_DECIDE = True
 HISTOGRAM_DECIDE_MIN_BATCH = 8
 
 
-def _decides(mode: str, logprobs: bool, draft_kind: int, truncate_draft: bool, batch: int) -> bool:
+def _decides(mode: str, logprobs: bool, draft_kind: int, truncate_draft: bool, batch: int, top_p: bool) -> bool:
     # whether a step given no top_k decides its first drafts before the search (HISTOGRAM_DECIDE; a launch
-    # variant's 0 never, 1 at any batch)
+    # variant's 0 never, 1 at any batch); `top_p`: whether top_p is given (min_p alone keeps every token in
+    # play after the first level, so no row is left to skip)
     forced = TUNING["histogram_decide"]
     wanted = HISTOGRAM_DECIDE and batch >= HISTOGRAM_DECIDE_MIN_BATCH if forced is None else bool(forced)
-    return (wanted and _split_search() == "histogram" and mode == "probabilistic" and not logprobs
+    return (wanted and top_p and _split_search() == "histogram" and mode == "probabilistic" and not logprobs
             and (draft_kind != 1 or truncate_draft))
 
 
@@ -1050,7 +1051,7 @@ def _verify_truncated(
     target_args = (target, target.stride(0), target.stride(1), draft, draft.stride(0), draft.stride(1))
     request_args = (num_draft_tokens, temperatures, seeds, positions)
     # a batch given no top_k decides its requests' first drafts before the search, where it can (_decides)
-    decided = no_top_k and _decides(mode, logprobs, draft_kind, truncate_draft, batch)
+    decided = no_top_k and _decides(mode, logprobs, draft_kind, truncate_draft, batch, top_p is not None)
     scratch = _summarize(target_args, request_args, knobs, batch, num_slots, vocab, 2 if truncate_draft else 1,
                          device, key, no_top_k=no_top_k, prepass=not fused, num_warps=num_warps,
                          group_shape=group_shape, race_splits=race_splits,

@@ -19,7 +19,7 @@ non-greedy requests with a knob on. Three ways to run a step:
    never read, as without truncation.
 
 3. A batch given ``top_p`` or ``min_p`` but no ``top_k`` (any batch size): the split histogram path
-   (``specbench/kernels/histogram.py``) writes every such row's summary first, in six launches with each
+   (``specbench/kernels/histogram.py``) writes every such row's summary first, in six launches (seven deciding drafts, below) with each
    row split across programs, and the step reads them as on the prepass path. (The launch variants
    ``triton-radix-...`` write the same summaries by the split radix path, ``radix.py``, in ten.) Where
    the launcher says (``launch._decides``: probabilistic, no log-probabilities, drafts one-hot, probabilities

@@ -6,7 +6,7 @@
 #   bash results/h200-decide/run.sh time      # top_p 0.95 alone, draft logits and probs, the five shapes
 #   bash results/h200-decide/run.sh check     # the GPU tests and `verify` of the Triton kernels (probabilistic)
 #   bash results/h200-decide/run.sh sanitize  # --part radix (the calls given no top_k, histogram path) under
-#                                             # memcheck, initcheck and racecheck, three shards each
+#                                             # memcheck, initcheck and racecheck, SHARDS shards each (3)
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-/tmp/specbench-pycache}
 unset PYTHONDONTWRITEBYTECODE
@@ -31,9 +31,10 @@ for step in "$@"; do
       timeout ${LIMIT:-240} $S verify --impl triton -m probabilistic --json "$out/verify.json" > "$out/verify.txt" 2>&1
       echo "verify exit $?"; tail -n 2 "$out/verify.txt" ;;
     sanitize)
+      shards=${SHARDS:-3}  # (this folder's run: 3, each cut at 450 s after its first group; more shards finish sooner)
       for tool in memcheck initcheck racecheck; do
-        for shard in 1 2 3; do
-          timeout ${LIMIT:-420} python3 tests/sanitize_kernels.py --part radix --tools $tool --shard $shard/3 \
+        for shard in $(seq 1 $shards); do
+          timeout ${LIMIT:-420} python3 tests/sanitize_kernels.py --part radix --tools $tool --shard $shard/$shards \
             --split-search histogram --out "$out/radix-$tool-$shard" > "$out/radix-$tool-$shard.txt" 2>&1 &
         done
       done

@@ -89,14 +89,14 @@ import triton
 import triton.language as tl
 
 from specbench.kernels.cutoffs import _order_key32, load_row, truncate_row_radix, value_of_key32, values_of
-from specbench.kernels.decide import ACCEPT, DRAFT_LOGITS, DRAFT_PROBS, request_setup, request_valid
+from specbench.kernels.decide import ACCEPT, DRAFT_LOGITS, draft_prob_at, request_setup, request_valid
 from specbench.kernels.radix import _slice_max
 from specbench.kernels.rng import stream_key, uniform_at
 from specbench.kernels.rows import clean
 from specbench.kernels.split import last_to_arrive
 from specbench.kernels.truncation import (
-    SUMMARY_FIELDS,
     cell_program,
+    read_summary,
     request_knobs,
     store_summary,
     summary_wanted,
@@ -491,15 +491,18 @@ def _histogram_row(row, cell, s, x, V, inv_temperature, k, top_p, min_p, level, 
 
 
 @triton.jit
-def _bounds_at_draft(row, cell, x, V, inv_temperature, min_p, state_f, state_i, part_f, summary_f_ptr, summary_i_ptr,
-                     NUM_SLICES, TARGET_PROBS: tl.constexpr, HAS_MIN_P: tl.constexpr, P_BLOCK: tl.constexpr):
-    # DECIDE, after the first level: bounds (lo, hi) on p'(x) of a cell (x a valid id), and whether they hold.
+def _bounds_at_draft(row, b, r, side, x, V, inv_temperature, min_p, state_f, state_i, part_f, summary_f_ptr,
+                     summary_i_ptr, NUM_SLOTS, NUM_SLICES, TARGET_PROBS: tl.constexpr, HAS_MIN_P: tl.constexpr,
+                     P_BLOCK: tl.constexpr):
+    # DECIDE, after the first level: bounds (lo, hi) on p'(x) of the cell (row r, side) of request b (x a valid
+    # id), and whether they hold.
     # A cell closed with its summary (every token in play kept) gives p'(x) itself, as the step computes it. A
     # cell still searching bounds it from M, T, the mass A before x in play and the bound on the cutoff's mass
     # c: x is kept iff A < T; if kept, the kept mass S is at least T and A + p(x) (everything through x), and
     # at most the larger of A + p(x) (x the cutoff) and T + min(c, p(x)) (the cutoff after x, of no more
     # mass than x or c); each side widened by BRACKET_SLACK M for the sums' rounding, here and in the search.
     # Any other cell (no value of mass, the search fallen back) gives no bounds.
+    cell = (b * NUM_SLOTS + r) * 2 + side
     state = state_f + cell * STATE
     stage = tl.load(state_i + cell * STATE + I_STAGE)
     raw = load_row(row, x, V, TARGET_PROBS)
@@ -507,10 +510,8 @@ def _bounds_at_draft(row, cell, x, V, inv_temperature, min_p, state_f, state_i, 
     hi = tl.zeros([], tl.float32)
     sure = stage == SEARCH
     if stage == CLOSED:
-        summary = summary_f_ptr + cell * SUMMARY_FIELDS
-        sm = tl.load(summary)
-        p = truncated_prob_of(raw, x, inv_temperature, sm, tl.load(summary + 1), tl.load(summary + 2),
-                              tl.load(summary_i_ptr + cell), TARGET_PROBS)
+        sm, smass, stau, siota = read_summary(summary_f_ptr, summary_i_ptr, b, r, side, NUM_SLOTS)
+        p = truncated_prob_of(raw, x, inv_temperature, sm, smass, stau, siota, TARGET_PROBS)
         lo = p
         hi = p
         sure = sm > float("-inf")
@@ -567,26 +568,21 @@ def _decide_request(b, state_f, state_i, part_f, summary_f_ptr, summary_i_ptr, d
             x = tl.load(draft_ids_ptr + b * draft_ids_stride + i)
             x_valid = (x >= 0) & (x < V)
             x_safe = tl.where(x_valid, x, 0).to(tl.int32)
-            cell = (b * NUM_SLOTS + i) * 2
-            p_lo, p_hi, p_sure = _bounds_at_draft(t_base + i * t_stride_k, cell, x_safe, V, inv_temperature, min_p,
-                                                  state_f, state_i, part_f, summary_f_ptr, summary_i_ptr, NUM_SLICES,
-                                                  TARGET_PROBS, HAS_MIN_P, P_BLOCK)
-            q_lo = tl.full([], 1.0, tl.float32)  # one-hot drafts
-            q_hi = q_lo
-            q_sure = p_sure
+            p_lo, p_hi, sure = _bounds_at_draft(t_base + i * t_stride_k, b, i, 0, x_safe, V, inv_temperature, min_p,
+                                                state_f, state_i, part_f, summary_f_ptr, summary_i_ptr, NUM_SLOTS,
+                                                NUM_SLICES, TARGET_PROBS, HAS_MIN_P, P_BLOCK)
             if DRAFT == DRAFT_LOGITS:  # (truncated: the launcher decides no other draft logits)
-                q_lo, q_hi, q_sure = _bounds_at_draft(d_base + i * d_stride_k, cell + 1, x_safe, V, inv_temperature,
+                q_lo, q_hi, q_sure = _bounds_at_draft(d_base + i * d_stride_k, b, i, 1, x_safe, V, inv_temperature,
                                                       min_p, state_f, state_i, part_f, summary_f_ptr, summary_i_ptr,
-                                                      NUM_SLICES, False, HAS_MIN_P, P_BLOCK)
-                q_sure = q_sure & p_sure
-            if DRAFT == DRAFT_PROBS:
-                q_lo = tl.load(d_base + i * d_stride_k + x_safe).to(tl.float32)
-                q_lo = tl.where(q_lo != q_lo, 0.0, q_lo)  # noqa: PLR0124 (NaN test)
+                                                      NUM_SLOTS, NUM_SLICES, False, HAS_MIN_P, P_BLOCK)
+                sure = sure & q_sure
+            else:  # one-hot drafts: 1; draft probabilities as given (NaN as 0), as the step reads them
+                q_lo = draft_prob_at(d_base + i * d_stride_k + x_safe, x_valid, 1.0, 0.0, 1.0, DRAFT)
                 q_hi = q_lo
             u = uniform_at(stream_key(key_of_seed, position + i, ACCEPT), 0)
             accept = u * q_hi < p_lo * (1.0 - DECISION_MARGIN)
             reject = (p_hi == 0.0) | (u * q_lo > p_hi * (1.0 + DECISION_MARGIN))
-            sure = q_sure & (accept | reject)
+            sure = sure & (accept | reject)
             stop = (~x_valid) | (~sure) | (~accept)
             t = tl.where(stop, i, t)
             clean_stop = tl.where(stop & x_valid & (~sure), 0, clean_stop)

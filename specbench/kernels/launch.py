@@ -917,9 +917,8 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
     plain = {"DECIDE": False, "DRAFT": 0}
     _SPLIT_HISTOGRAM(grid, (*args, 0), num_warps, key, STEP=0, **plain, FIRST=False, LAST=False, **shape)
     for level in range(levels):
-        _SPLIT_HISTOGRAM(grid, (*args, level), num_warps, key, STEP=1,
-                         **(plain if level or decide is None else {"DECIDE": True, "DRAFT": 0}), FIRST=level == 0,
-                         LAST=level == levels - 1, **shape)
+        _SPLIT_HISTOGRAM(grid, (*args, level), num_warps, key, STEP=1, DECIDE=level == 0 and decide is not None,
+                         DRAFT=0, FIRST=level == 0, LAST=level == levels - 1, **shape)
         if level == 0 and decide is not None:
             _SPLIT_HISTOGRAM((batch,), (*args, 0), 1, key, STEP=4, DECIDE=True, DRAFT=draft_kind, FIRST=False,
                              LAST=False, **shape)
@@ -931,8 +930,8 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
 
 # Whether a batch given no top_k decides its requests' first drafts after the split histogram path's first
 # level and searches only the rows its step will then read (histogram.STEP_DECIDE): the probabilistic mode
-# without log-probabilities, top_p given, drafts one-hot, probabilities or truncated logits, from HISTOGRAM_DECIDE_MIN_BATCH
-# requests (the launch variants triton-histogram-...-nodecide never, triton-histogram-...-decide at any batch).
+# without log-probabilities, top_p given, drafts one-hot, probabilities or truncated logits, from
+# HISTOGRAM_DECIDE_MIN_BATCH requests (the launch variants triton-histogram-...-nodecide never, triton-histogram-...-decide at any batch).
 # H200, graph, top_p 0.95, L = 3, every row searched -> decided, draft logits / probs, µs
 # (results/h200-decide/): B = 1 50.2 -> 55.2 / 48.1 -> 51.0 (one more launch on the path of a step that
 # fills no GPU), B = 8 161.3 -> 139.1 / 92.3 -> 81.6, B = 64 1,234.6 -> 799.9 / 709.3 -> 450.6, B = 256

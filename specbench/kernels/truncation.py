@@ -19,11 +19,11 @@ non-greedy requests with a knob on. Three ways to run a step:
    never read, as without truncation.
 
 3. A batch given ``top_p`` or ``min_p`` but no ``top_k`` (any batch size): the split histogram path
-   (``specbench/kernels/histogram.py``) writes every such row's summary first, in six launches (seven deciding drafts, below) with each
-   row split across programs, and the step reads them as on the prepass path. (The launch variants
-   ``triton-radix-...`` write the same summaries by the split radix path, ``radix.py``, in ten.) Where
-   the launcher says (``launch._decides``: probabilistic, no log-probabilities, drafts one-hot, probabilities
-   or truncated logits, a batch large enough), that path first decides each request's drafts from bounds
+   (``specbench/kernels/histogram.py``) writes every such row's summary first, in six launches (seven
+   deciding drafts, below) with each row split across programs, and the step reads them as on the prepass
+   path. (The launch variants ``triton-radix-...`` write the same summaries by the split radix path,
+   ``radix.py``, in ten.) Where the launcher says (``launch._decides``: probabilistic, ``top_p`` given, no
+   log-probabilities, drafts one-hot, probabilities or truncated logits, a batch large enough), that path first decides each request's drafts from bounds
    after its first level and searches only the rows the step will read (``histogram.STEP_DECIDE``); the step
    (``DECIDED``) then emits the drafts decided accepted and starts at the first slot left, stopping there
    when it was decided rejected.
@@ -450,7 +450,7 @@ def _verify_truncated_kernel(
     record_f = record_f_ptr + b * RECORD
     record_i = record_i_ptr + b * RECORD
     i = 0
-    stop_at = NUM_SLOTS  # the last slot the step may reach
+    stop_at = NUM_SLOTS  # DECIDED: the last slot the step may reach
     if DECIDED:
         # slots before t accepted already (their rows have no summaries); with clean, t is the last slot
         i = tl.load(decided_ptr + b * 2)
@@ -529,7 +529,9 @@ def _verify_truncated_kernel(
         num_emitted += (token >= 0).to(tl.int32)
         num_accepted += accepted.to(tl.int32)
         i += 1
-        done = ((~accepted) | (i > n) | (i > stop_at)).to(tl.int32)
+        done = ((~accepted) | (i > n)).to(tl.int32)
+        if DECIDED:
+            done = done | (i > stop_at).to(tl.int32)
 
     valid = request_valid(inv_temperature)  # an invalid request emits nothing
     tl.store(out_ptr + b * out_stride + slots, tl.where(valid, tokens, -1), mask=slots < NUM_SLOTS)

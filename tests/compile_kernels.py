@@ -36,6 +36,7 @@ from triton.backends.compiler import GPUTarget
 from specbench import machine
 from specbench.kernels import launch
 from specbench.kernels.block import _block_masses_kernel, _block_race_kernel, _block_rows_kernel, _verify_block_kernel
+from specbench.kernels.draft_bounds import _draft_bounds_kernel
 from specbench.kernels.histogram import _split_histogram_kernel
 from specbench.kernels.logprobs import _logprobs_kernel
 from specbench.kernels.radix import _split_radix_kernel
@@ -235,12 +236,15 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     bins = launch.HISTOGRAM_BINS
     # (and with DECIDE, the first level and the decisions, STEP_DECIDE, for each draft form it takes: with target
     # probabilities the draft logits here are left whole, which decides nothing)
-    plain = {"DECIDE": 0, "DRAFT": 0}
-    hist_steps = [{"STEP": 0, "FIRST": 0, "LAST": 0, **plain}, {"STEP": 1, "FIRST": 1, "LAST": 0, **plain},
+    # (and with SKIP_DECIDED, the first launch after draft_bounds.py's decisions)
+    plain = {"DECIDE": 0, "SKIP_DECIDED": 0, "DRAFT": 0}
+    hist_steps = [{"STEP": 0, "FIRST": 0, "LAST": 0, **plain}, {"STEP": 0, "FIRST": 0, "LAST": 0, **plain,
+                                                                  "SKIP_DECIDED": 1},
+                  {"STEP": 1, "FIRST": 1, "LAST": 0, **plain},
                   {"STEP": 1, "FIRST": 0, "LAST": 0, **plain}, {"STEP": 1, "FIRST": 0, "LAST": 1, **plain},
                   {"STEP": 2, "FIRST": 0, "LAST": 0, **plain}, {"STEP": 3, "FIRST": 0, "LAST": 0, **plain},
-                  {"STEP": 1, "FIRST": 1, "LAST": 0, "DECIDE": 1, "DRAFT": 0},
-                  *({"STEP": 4, "FIRST": 0, "LAST": 0, "DECIDE": 1, "DRAFT": draft} for draft in (0, 1, 2))]
+                  {"STEP": 1, "FIRST": 1, "LAST": 0, **plain, "DECIDE": 1},
+                  *({"STEP": 4, "FIRST": 0, "LAST": 0, **plain, "DECIDE": 1, "DRAFT": draft} for draft in (0, 1, 2))]
     out.extend((_split_histogram_kernel, {"MODE": 1, "TARGET_PROBS": target_probs, "TRUNCATE_DRAFT": 1 - target_probs,
                                           "HAS_TOP_K": 0, "HAS_TOP_P": 1, "HAS_MIN_P": 1, **step, "SLICE": slice_,
                                           "BLOCK": hist_block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1,
@@ -258,6 +262,16 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                        and constexprs["TARGET_PROBS"])
     out.extend((_split_histogram_kernel, {**probs_first, "TRUNCATE_DRAFT": 1, **step}, hist_warps, "fp32")
                for step in ({}, {"STEP": 4, "FIRST": 0, "DRAFT": 1}))
+    # the decisions from one pass's bounds before the search (draft_bounds.py): the sums, target logits and
+    # probabilities (a draft row's sums are the target logits' code), and the decisions for each draft form
+    bounds_slice, bounds_block, bounds_warps = launch._bounds_shape(1 << 17, _GPU)
+    bounds = {"MODE": 1, "HAS_TOP_K": 0, "HAS_TOP_P": 1, "HAS_MIN_P": 1, "SLICE": bounds_slice, "BLOCK": bounds_block,
+              "PREFETCH": 1, "P_BLOCK": 16}
+    # (and in rounds, one per slot: target logits with truncated draft logits)
+    out.extend((_draft_bounds_kernel, {**bounds, "DRAFT": draft, "TARGET_PROBS": target_probs, "STEP": step,
+                                       "ROUNDS": rounds}, bounds_warps if step == 0 else 1, "fp32")
+               for target_probs in (0, 1) for step in (0, 1) for draft in ((1,) if step == 0 else (0, 1, 2))
+               for rounds in ((0, 1) if not target_probs and draft == 1 else (0,)))
     block, warps = launch._program_shape(1 << 17, _GPU, *launch.ROW_PROGRAM_SHAPE)  # the log-probability epilogue
     for mode in ("greedy", "probabilistic"):
         for target_probs in (0, 1):

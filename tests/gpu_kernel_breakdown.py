@@ -5,9 +5,10 @@
     python tests/gpu_kernel_breakdown.py --batch 256 --k 7 --model qwen3 --method block --target probs
 
 One case (``bench.plan_cases``: the same inputs ``specbench kernels`` builds, ``--acceptance 3`` or ``full``)
-on the Triton implementation. After warm-up calls, ``--calls`` calls are profiled, each after an L2 flush (cold,
+on the Triton implementation (or the launch variant ``--impl`` names). After warm-up calls, ``--calls`` calls are profiled, each after an L2 flush (cold,
 as the host-free timer takes them; each call's first kernel, left out) and a wait, so that calls never overlap. Per kernel name: launches a call,
-the median duration of one launch, and its share of the kernels' sum. Then the median of that sum, and of
+the median duration of one launch, and its share of the kernels' sum (and, where a kernel is launched more
+than once a call, each launch's median duration by its place in the call). Then the median of that sum, and of
 the call's span on the GPU (first kernel start to last kernel end). Span minus sum is the time between the
 kernels: launch gaps and the work of an earlier kernel that a later one waits for. Kernel durations come
 from CUPTI, so they exclude the host's launch time.
@@ -52,10 +53,10 @@ def _case(args: argparse.Namespace) -> bench.Case:
     return case
 
 
-def breakdown(case: bench.Case, calls: int, warmup: int) -> None:
+def breakdown(case: bench.Case, calls: int, warmup: int, impl: str = "triton") -> None:
     device = torch.device("cuda", torch.cuda.current_device())
     inputs = bench.make_inputs(case, device)
-    (triton,) = resolve_all(["triton"])
+    (triton,) = resolve_all([impl])
     call = triton.bind(inputs.verify_kwargs())
     flush = timing._flush_windows(timing._flush_buffer(device, 1), device, 1)[0]
     for _ in range(warmup):
@@ -82,11 +83,15 @@ def breakdown(case: bench.Case, calls: int, warmup: int) -> None:
     kernels = [event for index, event in enumerate(launched) if index % per_call]
     per_call -= 1
     durations: dict[str, list[float]] = defaultdict(list)
+    by_place: dict[int, list[float]] = defaultdict(list)  # each launch of a call by its place in the call
+    names: dict[int, str] = {}
     sums, spans = [], []
     for index in range(calls):
         launches = kernels[index * per_call:(index + 1) * per_call]
-        for event in launches:
+        for place, event in enumerate(launches):
             durations[event.name].append(event.time_range.elapsed_us())
+            by_place[place].append(event.time_range.elapsed_us())
+            names[place] = event.name
         sums.append(sum(event.time_range.elapsed_us() for event in launches))
         spans.append(launches[-1].time_range.end - launches[0].time_range.start)
     total = statistics.median(sums)
@@ -98,6 +103,10 @@ def breakdown(case: bench.Case, calls: int, warmup: int) -> None:
         launches = len(values) // calls
         share = sum(values) / calls / total if total else 0.0
         print(f"{name[:44]:<44} {launches:>8} {statistics.median(values):>10.2f} {share:>6.1%}")
+    if per_call > len(durations):  # a kernel launched more than once a call: each launch in the call's order
+        print("each launch, in the call's order: median µs")
+        for place, values in sorted(by_place.items()):
+            print(f"  {place:>2} {names[place][:44]:<44} {statistics.median(values):>10.2f}")
     print(f"kernels' sum a call: median {total:.2f} µs; span on the GPU: median {statistics.median(spans):.2f} µs")
 
 
@@ -117,6 +126,7 @@ def main() -> None:
     parser.add_argument("--min-p", type=float, default=None)
     parser.add_argument("--method", default="token")
     parser.add_argument("--tree", default=None)
+    parser.add_argument("--impl", default="triton", help="a Triton implementation or launch variant")
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=3)
     args = parser.parse_args()
@@ -126,7 +136,7 @@ def main() -> None:
         sys.exit(str(exc))
     if not torch.cuda.is_available():
         sys.exit(f"needs a CUDA GPU (the case is valid: {case})")
-    breakdown(case, args.calls, args.warmup)
+    breakdown(case, args.calls, args.warmup, args.impl)
 
 
 if __name__ == "__main__":

@@ -184,14 +184,17 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1)) -> int:
             # a batch given no top_k: a split path (histogram.py, or radix.py) summarises its rows; the
             # step races itself ("sequential") or leaves its races over whole rows to the split terminal ("split")
             # (and top_p alone once, split: kernels compiled without min_p's in-play test); without
-            # log-probabilities the histogram path first decides drafts and skips rows (histogram.STEP_DECIDE,
-            # forced at every batch size here)
+            # log-probabilities the histogram path first decides drafts and skips rows, after its first level
+            # (histogram.STEP_DECIDE, way 1) or from one pass's bounds (draft_bounds.py, way 2), forced at every
+            # batch size here
             no_top_k = SamplingParams(temperatures=sampling.temperatures, top_p=sampling.top_p, min_p=sampling.min_p)
             top_p_alone = SamplingParams(temperatures=sampling.temperatures, top_p=sampling.top_p)
-            for strategy, knobs, logprobs in (("split", no_top_k, "processed"), ("sequential", no_top_k, "processed"),
-                                              ("split", top_p_alone, "processed"), ("split", no_top_k, None),
-                                              ("sequential", top_p_alone, None)):
-                launch.TUNING["histogram_decide"] = 1
+            for strategy, knobs, logprobs, way in (("split", no_top_k, "processed", 1),
+                                                   ("sequential", no_top_k, "processed", 1),
+                                                   ("split", top_p_alone, "processed", 1), ("split", no_top_k, None, 1),
+                                                   ("sequential", top_p_alone, None, 1), ("split", no_top_k, None, 2),
+                                                   ("sequential", top_p_alone, None, 2)):
+                launch.TUNING["histogram_decide"] = way
                 with launch.strategy(strategy):
                     for _ in range(2):  # the JIT launch, then the direct one
                         verify(mode=mode, backend="triton", check_values=False, sampling=knobs,

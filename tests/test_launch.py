@@ -250,22 +250,34 @@ def test_a_grown_scratch_buffer_keeps_the_one_it_replaced_allocated():
 def test_drafts_decided_before_the_search_where_the_launcher_says(monkeypatch):
     """A batch given no top_k decides its first drafts before the histogram path's search from
     HISTOGRAM_DECIDE_MIN_BATCH requests, in the probabilistic mode without log-probabilities, given top_p, with
-    drafts one-hot, probabilities or truncated logits; a ...-nodecide variant never, a ...-decide variant at any batch."""
+    drafts one-hot, probabilities or truncated logits: from one pass's bounds, or after the first level where
+    min_p is given too; a ...-nodecide variant never, a ...-decide variant after the first level and a
+    ...-bounds variant from one pass's bounds, at any batch; the bounds pass runs in rounds from
+    BOUNDS_ROUNDS_MIN_BATCH requests, or as a variant says."""
     small, large = launch.HISTOGRAM_DECIDE_MIN_BATCH - 1, launch.HISTOGRAM_DECIDE_MIN_BATCH
-    assert launch._decides("probabilistic", False, 1, True, large, True)
-    assert launch._decides("probabilistic", False, 0, True, large, True)
-    assert launch._decides("probabilistic", False, 2, False, large, True)
-    assert not launch._decides("probabilistic", False, 1, True, small, True)
-    assert not launch._decides("probabilistic", True, 1, True, large, True)  # log-probabilities read every summary
-    assert not launch._decides("probabilistic", False, 1, False, large, True)  # draft logits left whole
-    assert not launch._decides("probabilistic", False, 1, True, large, False)  # min_p alone: nothing to skip
-    assert not launch._decides("synthetic", False, 0, True, large, True)
-    monkeypatch.setitem(launch.TUNING, "histogram_decide", 1)
-    assert launch._decides("probabilistic", False, 1, True, 1, True)
+    assert launch._decides("probabilistic", False, 1, True, large, True) == "bounds"
+    assert launch._decides("probabilistic", False, 0, True, large, True) == "bounds"
+    assert launch._decides("probabilistic", False, 2, False, large, True) == "bounds"
+    assert launch._decides("probabilistic", False, 1, True, large, True, True) == "level"  # min_p given too
+    assert launch._decides("probabilistic", False, 1, True, small, True) is None
+    assert launch._decides("probabilistic", True, 1, True, large, True) is None  # log-probabilities read every summary
+    assert launch._decides("probabilistic", False, 1, False, large, True) is None  # draft logits left whole
+    assert launch._decides("probabilistic", False, 1, True, large, False) is None  # min_p alone: nothing to skip
+    assert launch._decides("synthetic", False, 0, True, large, True) is None
+    for forced, expected in ((1, "level"), (2, "bounds")):
+        monkeypatch.setitem(launch.TUNING, "histogram_decide", forced)
+        assert launch._decides("probabilistic", False, 1, True, 1, True) == expected
     monkeypatch.setitem(launch.TUNING, "histogram_decide", 0)
-    assert not launch._decides("probabilistic", False, 1, True, large, True)
+    assert launch._decides("probabilistic", False, 1, True, large, True) is None
     monkeypatch.setitem(launch.TUNING, "histogram_decide", None)
     monkeypatch.setitem(launch.TUNING, "split_search", 0)  # the radix path decides nothing
-    assert not launch._decides("probabilistic", False, 1, True, large, True)
+    assert launch._decides("probabilistic", False, 1, True, large, True) is None
     assert "every row searched" in resolve("triton-histogram-4096x1024x4-nodecide").description
+    assert "after the search's first level" in resolve("triton-histogram-4096x1024x4-decide").description
+    assert "from one pass's bounds" in resolve("triton-histogram-4096x1024x4-bounds").description
+    assert launch._bounds_rounds(launch.BOUNDS_ROUNDS_MIN_BATCH)
+    assert not launch._bounds_rounds(launch.BOUNDS_ROUNDS_MIN_BATCH - 1)
+    assert "one round per slot" in resolve("triton-histogram-4096x1024x4-bounds8192x512x4-rounds").description
+    with pytest.raises(SpecbenchError, match="follow -bounds only"):
+        resolve("triton-histogram-4096x1024x4-decide-rounds")
     assert "decided first at any batch" in resolve("triton-histogram-4096x1024x4-bins32-decide").description

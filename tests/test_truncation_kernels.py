@@ -42,6 +42,7 @@ def small_blocks(monkeypatch):
     monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device, fused=False, batch=0: (16, 4))
     monkeypatch.setattr(launch, "_race_shape", lambda vocab, device, batch: (16, 4))
     monkeypatch.setattr(launch, "_histogram_shape", lambda vocab, device: (16, 16, 4))
+    monkeypatch.setattr(launch, "_bounds_shape", lambda vocab, device: (32, 16, 4))
     monkeypatch.setattr(launch, "TOP_K_CAP_GROUPS", 4)  # the top_k fast path gathers at most 4 groups (128 tokens)
     if not interpreted("triton"):
         pytest.skip("these tests size their inputs for the interpreter")
@@ -553,14 +554,16 @@ def test_deferred_residuals_race_against_the_draft_as_given(small_blocks, monkey
 # --- a batch given no top_k: drafts decided before the search (histogram.STEP_DECIDE) ---------------------
 
 
-def _decided_run(monkeypatch, launch, inputs: dict, keywords: dict, strategy: str, decide: bool):
+def _decided_run(monkeypatch, launch, inputs: dict, keywords: dict, strategy: str, decide: int, rounds: int = 0):
     """The Triton step on fresh scratch whose floats are NaN and ints the search's fallback stage (a summary
-    read that nothing wrote gives other tokens), with the split histogram path's decisions on or off: the
-    result, each request's (t, clean) and how many cells were skipped."""
+    read that nothing wrote gives other tokens), with the split histogram path's decisions off (0), after its
+    first level (1) or from one pass's bounds (2; with `rounds`, one round per slot): the result, each
+    request's (t, clean) and how many cells were skipped."""
     from specbench.kernels import histogram
 
     monkeypatch.setitem(launch.TUNING, "split_search", 1)
-    monkeypatch.setitem(launch.TUNING, "histogram_decide", int(decide))  # (at any batch)
+    monkeypatch.setitem(launch.TUNING, "histogram_decide", decide)  # (at any batch)
+    monkeypatch.setitem(launch.TUNING, "bounds_rounds", rounds)
     scratches = _histogram_scratches(monkeypatch, launch)
     with launch.strategy(strategy):
         got = _verify(inputs, **keywords)
@@ -571,34 +574,52 @@ def _decided_run(monkeypatch, launch, inputs: dict, keywords: dict, strategy: st
     return got, decided, int((stage == histogram.SKIPPED.value).sum())
 
 
-@pytest.mark.parametrize(("form", "strategy"), [(FORMS[0], "split"), (FORMS[1], "split"), (FORMS[1], "sequential"),
-                                                (FORMS[3], "sequential"), (FORMS[4], "split"), (FORMS[5], "sequential"),
-                                                (FORMS[6], "split")])
-def test_decided_drafts_equal_the_reference(small_blocks, monkeypatch, form, strategy):
-    """A batch given no top_k decides its requests' first drafts after the histogram path's first level, from
-    bounds on p'(x) and q'(x), and searches only the rows its step then reads: the same tokens and counts as
-    the torch reference and as every row searched, some requests decided past their first draft, and
-    cells skipped; the step reads no summary of a skipped cell (the scratch starts as NaN)."""
+_DECIDED_FORMS = [(FORMS[0], "split"), (FORMS[1], "split"), (FORMS[1], "sequential"), (FORMS[3], "sequential"),
+                  (FORMS[4], "split"), (FORMS[5], "sequential"), (FORMS[6], "split")]
+
+
+@pytest.mark.parametrize(("form", "strategy", "way", "rounds"),
+                         [(*case, way, 0) for way in (1, 2) for case in _DECIDED_FORMS]
+                         + [(*_DECIDED_FORMS[i], 2, 1) for i in (1, 3, 5)])
+def test_decided_drafts_equal_the_reference(small_blocks, monkeypatch, form, strategy, way, rounds):
+    """A batch given no top_k decides its requests' first drafts after the histogram path's first level (way 1)
+    or from one pass's bounds before it (way 2, requests without min_p; all slots at once or one round per
+    slot), from bounds on p'(x) and q'(x), and
+    searches only the rows its step then reads: the same tokens and counts as the torch reference and as every
+    row searched, some requests decided past their first draft, and cells skipped; the step reads no summary
+    of a skipped cell (the scratch starts as NaN)."""
     target, draft, truncate_draft = form
     inputs = _inputs(31 + FORMS.index(form), target, draft)
     values = inputs.get("target_logits", inputs.get("target_probs"))
     inputs["draft_token_ids"] = values[:, :K].nan_to_num(nan=-math.inf).argmax(-1)  # accepted mostly
     inputs["draft_token_ids"][4, 1] = 5  # a draft the target's cut may leave out
+    if target == "logits":  # a draft far below its row's largest value (p(x) about exp(-1e4): rejected)
+        values[5, 1, inputs["draft_token_ids"][5, 1]] = -1.0e4
     keywords = {"knobs": {"top_p": torch.tensor([0.7, 0.9, 0.95, 0.8, 0.6, 0.999]),
                           "min_p": torch.tensor([0.0, 0.1, 0.0, 0.05, 0.0, 0.0])},
                 "truncate_draft_logits": truncate_draft}
     want = _reference(inputs, **keywords)
-    got, decided, skipped = _decided_run(monkeypatch, small_blocks, inputs, keywords, strategy, True)
+    got, decided, skipped = _decided_run(monkeypatch, small_blocks, inputs, keywords, strategy, way, rounds)
     _same(got, want)
-    every_row, _none, none_skipped = _decided_run(monkeypatch, small_blocks, inputs, keywords, strategy, False)
+    every_row, _none, none_skipped = _decided_run(monkeypatch, small_blocks, inputs, keywords, strategy, 0)
     _same(every_row, want)
     assert none_skipped == 0
     assert skipped > 0
-    assert bool(((decided[:, 0] > 0) & (decided[:, 1] == 1)).any()), decided  # a draft accepted without a search
+    clean = decided[:, 1] == 1
+    assert bool(clean.any()), decided
+    # a clean decision is the reference's: its drafts accepted, and the next one rejected (or none left)
+    assert torch.equal(decided[clean, 0], want.num_accepted[clean]), (decided, want.num_accepted)
     assert int(decided[2, 0]) == 0 and int(decided[2, 1]) == 0  # the greedy request: nothing decided
+    if way == 2:  # requests with min_p decide nothing this way
+        assert int(decided[1, 0]) == 0 and int(decided[1, 1]) == 0
+    if target == "logits":  # the draft far below the largest value: rejected without a search, where reached
+        assert int(decided[5, 1]) == 1 and int(decided[5, 0]) <= 1, decided
+    if form != ("probs", "none", True):  # (one-hot drafts on these target probabilities: all rejected at once)
+        assert bool((decided[clean, 0] > 0).any()), decided  # a draft accepted without a search
 
 
-def test_decisions_where_the_bounds_are_wide(small_blocks, monkeypatch):
+@pytest.mark.parametrize(("way", "rounds"), [(1, 0), (2, 0), (2, 1)])
+def test_decisions_where_the_bounds_are_wide(small_blocks, monkeypatch, way, rounds):
     """Peaked rows of 40 tokens (a cutoff token of a few percent of the mass, so the bounds on S are wide),
     draft logits near the target's and drafts among each row's first three tokens: u q'(x) falls inside the
     bounds often, so requests stop deciding there (clean 0) and the step tests those drafts itself from
@@ -620,7 +641,7 @@ def test_decisions_where_the_bounds_are_wide(small_blocks, monkeypatch):
     for seed in range(3):
         inputs["seeds"] = torch.arange(batch) + 1000 * seed
         want = _reference(inputs, **keywords)
-        got, decided, _skipped = _decided_run(monkeypatch, small_blocks, inputs, keywords, "split", True)
+        got, decided, _skipped = _decided_run(monkeypatch, small_blocks, inputs, keywords, "split", way, rounds)
         _same(got, want)
         unsure += int(((decided[:, 1] == 0)).sum())
     assert unsure > 0

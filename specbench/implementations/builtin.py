@@ -55,7 +55,7 @@ def _triton_variant(strategy: str | None, **tuning: int | None):
 _SHAPE_NAME = re.compile(r"triton-(sequential|split)-(\d+)x(\d+)(?:-chunk(\d+))?")
 _RADIX_NAME = re.compile(r"triton-radix-(\d+)x(\d+)x(\d+)(-prefetch)?")
 _HISTOGRAM_BINS = (16, 32, 64)  # parts a level the histogram path takes (launch._histogram_levels)
-_HISTOGRAM_NAME = re.compile(r"triton-histogram-(\d+)x(\d+)x(\d+)(?:-bins([1-9]\d*))?(-nodecide|-decide)?")
+_HISTOGRAM_NAME = re.compile(r"triton-histogram-(\d+)x(\d+)x(\d+)(?:-bins([1-9]\d*))?(-nodecide|-decide|-bounds)?(?:(\d+)x(\d+)x(\d+))?(-rounds|-norounds)?")
 
 
 def _slice_shape(name: str, slice_: int, block: int, warps: int) -> None:
@@ -76,7 +76,10 @@ def launch_variant(name: str) -> Implementation | None:
     chunk, and warps; ``-prefetch``: its passes load each chunk one iteration ahead), or
     ``triton-histogram-4096x1024x4`` (the split histogram path at that shape; ``-bins32``: parts per level;
     ``-nodecide``: every row a step may read searched, none of its drafts decided first; ``-decide``: drafts
-    decided first at any batch size, where the launcher does so from ``HISTOGRAM_DECIDE_MIN_BATCH``),
+    decided after the search's first level, ``-bounds``: from one pass's bounds before the search, each at any
+    batch size, where the launcher decides from ``HISTOGRAM_DECIDE_MIN_BATCH``; ``-bounds16384x1024x4``: that
+    pass at this many tokens of a row per program, per chunk, and warps; ``-rounds`` / ``-norounds``: that pass
+    in one round per slot, or all slots at once, at any batch),
     None for a name of another form; a shape Triton cannot launch is a ``SpecbenchError``."""
     radix = _RADIX_NAME.fullmatch(name)
     if radix is not None:
@@ -92,8 +95,14 @@ def launch_variant(name: str) -> Implementation | None:
     if histogram is not None:
         slice_, block, warps = (int(group) for group in histogram.groups()[:3])
         bins = int(histogram.group(4)) if histogram.group(4) else None
-        decide = {None: None, "-nodecide": 0, "-decide": 1}[histogram.group(5)]
+        decide = {None: None, "-nodecide": 0, "-decide": 1, "-bounds": 2}[histogram.group(5)]
         _slice_shape(name, slice_, block, warps)
+        bounds = tuple(int(group) for group in histogram.groups()[5:8]) if histogram.group(6) else (None,) * 3
+        rounds = {None: None, "-rounds": 1, "-norounds": 0}[histogram.group(9)]
+        if (bounds[0] is not None or rounds is not None) and decide != 2:
+            raise SpecbenchError(f"{name}: a shape and -rounds / -norounds follow -bounds only")
+        if bounds[0] is not None:
+            _slice_shape(name, *bounds)
         if bins is not None and bins not in _HISTOGRAM_BINS:
             raise SpecbenchError(f"{name}: parts per level must be one of {', '.join(map(str, _HISTOGRAM_BINS))}, "
                                  f"got {bins}")
@@ -101,10 +110,15 @@ def launch_variant(name: str) -> Implementation | None:
                              f"{slice_} tokens of a row per program, {block} x {warps} warps"
                              + (f", {bins} parts a level" if bins else "")
                              + {None: "", 0: ", every row searched (no drafts decided first)",
-                                1: ", drafts decided first at any batch"}[decide],
+                                1: ", drafts decided first at any batch (after the search's first level)",
+                                2: ", drafts decided first at any batch (from one pass's bounds"
+                                   + (f" at {bounds[0]} tokens of a row per program, {bounds[1]} x {bounds[2]} warps"
+                                      if bounds[0] else "")
+                                   + {None: "", 1: ", one round per slot", 0: ", every slot at once"}[rounds] + ")"}[decide],
                        _triton_variant(None, split_search=1, histogram_slice=slice_, histogram_block=block,
                                        histogram_warps=warps, histogram_bins=bins,
-                                       histogram_decide=decide))
+                                       histogram_decide=decide, bounds_slice=bounds[0], bounds_block=bounds[1],
+                                       bounds_warps=bounds[2], bounds_rounds=rounds))
     match = _SHAPE_NAME.fullmatch(name)
     if match is None:
         return None

@@ -23,7 +23,8 @@ are used for.
    arrive (an arrival count per cell, left at zero) takes ``m``, opens the search with the first
    window (distances 0 to 256 units, the last part also taking every token further) or, for a row with
    no value of mass, writes the summary (nothing kept). Each program clears its share of the cell's
-   counts for the launches after.
+   counts for the launches after. With ``SKIP_DECIDED`` (the drafts decided before, ``draft_bounds.py``)
+   the programs of a cell the step will not read (``draft_bounds.skipped``) mark it ``SKIPPED`` and leave.
 2. ``STEP_LEVEL``, ``levels`` launches (``launch._histogram_levels``: as many as bring a part to 1/256
    nat): each program counts its tokens *in play* (a value of mass and ``w >= min_p``, the contract's
    min-p) per part of the window (``tl.histogram``) and adds them to the cell's counts (integer atomics:
@@ -90,6 +91,7 @@ import triton.language as tl
 
 from specbench.kernels.cutoffs import _order_key32, load_row, truncate_row_radix, value_of_key32, values_of
 from specbench.kernels.decide import ACCEPT, DRAFT_LOGITS, draft_prob_at, request_setup, request_valid
+from specbench.kernels.draft_bounds import BRACKET_SLACK, skipped, sure_test
 from specbench.kernels.radix import _slice_max
 from specbench.kernels.rng import stream_key, uniform_at
 from specbench.kernels.rows import clean
@@ -118,8 +120,6 @@ UNITS_PER_NAT = tl.constexpr(8.0)
 RANGE_SHIFT = tl.constexpr(28)  # probabilities: the first level spans 2**28 bit patterns (256 units of 2**20, 32 octaves)
 SHORT_LIST = tl.constexpr(128)  # a list of at most this many candidates is sorted at this length, not CAP
 SLACK = tl.constexpr(1e-4)  # a part's mass bounds' relative slack (exp's rounding and the bounds' sums, with room)
-BRACKET_SLACK = tl.constexpr(1e-4)  # DECIDE: the slack of a kept mass's bounds, relative to M (ten times SUM_SLACK)
-DECISION_MARGIN = tl.constexpr(1e-5)  # DECIDE: how far u q'(x) must be from p'(x), relative, for a sure decision
 SUM_SLACK = tl.constexpr(1e-5)  # the exact sums' (M, the mass before a window): float32 sums of at most ~2**18
 # tokens, per lane, then across lanes and slices (1e-4 here kept ten parts at a level on rows whose top_p
 # tail is 1e-3 of M, where this keeps two to four: results/h200-histogram/README.md)
@@ -579,17 +579,15 @@ def _decide_request(b, state_f, state_i, part_f, summary_f_ptr, summary_i_ptr, d
             else:  # one-hot drafts: 1; draft probabilities as given (NaN as 0), as the step reads them
                 q_lo = draft_prob_at(d_base + i * d_stride_k + x_safe, x_valid, 1.0, 0.0, 1.0, DRAFT)
                 q_hi = q_lo
-            u = uniform_at(stream_key(key_of_seed, position + i, ACCEPT), 0)
-            accept = u * q_hi < p_lo * (1.0 - DECISION_MARGIN)
-            reject = (p_hi == 0.0) | (u * q_lo > p_hi * (1.0 + DECISION_MARGIN))
-            sure = sure & (accept | reject)
+            accept, sure = sure_test(uniform_at(stream_key(key_of_seed, position + i, ACCEPT), 0), p_lo, p_hi, q_lo,
+                                     q_hi, sure)
             stop = (~x_valid) | (~sure) | (~accept)
             t = tl.where(stop, i, t)
             clean_stop = tl.where(stop & x_valid & (~sure), 0, clean_stop)
             i += 1
             going = (~stop) & (i < n)
         for r in range(NUM_SLOTS):
-            skip = (r <= n) & tl.where(clean_stop == 1, r != t, r < t)
+            skip = (r <= n) & skipped(r, t, clean_stop)
             if skip:
                 cell = (b * NUM_SLOTS + r) * 2
                 tl.store(state_i + cell * STATE + I_STAGE, SKIPPED)
@@ -625,6 +623,8 @@ def _split_histogram_kernel(
     HAS_MIN_P: tl.constexpr,
     STEP: tl.constexpr,  # STEP_MAX, STEP_LEVEL, STEP_GATHER, STEP_FINISH or STEP_DECIDE
     DECIDE: tl.constexpr,  # the first level: also each draft's mass before it (for STEP_DECIDE, launched after)
+    SKIP_DECIDED: tl.constexpr,  # STEP_MAX: the drafts were decided before (draft_bounds.py): pass over what the
+    # step will not read
     DRAFT: tl.constexpr,  # STEP_DECIDE: the draft form (DRAFT_NONE, DRAFT_LOGITS truncated, DRAFT_PROBS)
     FIRST: tl.constexpr,  # STEP_LEVEL: the first level
     LAST: tl.constexpr,  # STEP_LEVEL: the last level
@@ -647,7 +647,15 @@ def _split_histogram_kernel(
         b, r, side, s, n, greedy, inv_temperature, truncated, k, top_p, min_p = cell_program(
             num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, top_k_ptr, top_p_ptr, min_p_ptr, V, NUM_SLOTS,
             NUM_SLICES, STEP == STEP_FINISH, MODE, HAS_TOP_K, HAS_TOP_P, HAS_MIN_P)
-        if summary_wanted(truncated, greedy, r, n, side, TRUNCATE_DRAFT):
+        wanted = summary_wanted(truncated, greedy, r, n, side, TRUNCATE_DRAFT)
+        if SKIP_DECIDED and (STEP == STEP_MAX):
+            # the drafts were decided before this launch (draft_bounds.py): a cell the step will not read is
+            # marked skipped, for the launches after, and passed over
+            skip = wanted & skipped(r, tl.load(decided_ptr + b * 2), tl.load(decided_ptr + b * 2 + 1))
+            if skip & (s == 0):
+                tl.store(state_i_ptr + ((b * NUM_SLOTS + r) * 2 + side) * STATE + I_STAGE, SKIPPED)
+            wanted = wanted & (~skip)
+        if wanted:
             cell = (b * NUM_SLOTS + r) * 2 + side
             x = r * 0  # the cell's draft (the first level with DECIDE; the bonus row's and an invalid id: 0)
             if DECIDE and FIRST:

@@ -74,7 +74,7 @@ import triton
 import triton.language as tl
 
 from specbench.errors import SpecbenchError
-from specbench.kernels import histogram, radix, truncation
+from specbench.kernels import draft_bounds, histogram, radix, truncation
 from specbench.kernels.block import _block_masses_kernel, _block_race_kernel, _block_rows_kernel, _verify_block_kernel
 from specbench.kernels.cutoffs import MAX_GROUPS
 from specbench.kernels.logprobs import _logprobs_kernel
@@ -196,7 +196,8 @@ TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk"
                                  "radix_block": None, "radix_warps": None, "radix_prefetch": None,
                                  "split_search": None, "histogram_slice": None, "histogram_block": None,
                                  "histogram_warps": None, "histogram_bins": None,
-                                 "histogram_decide": None}
+                                 "histogram_decide": None, "bounds_slice": None, "bounds_block": None,
+                                 "bounds_warps": None, "bounds_rounds": None}
 
 
 @contextlib.contextmanager
@@ -661,6 +662,7 @@ _TRUNCATED = _Launcher(_verify_truncated_kernel)
 _TRUNCATED_TERMINAL = _Launcher(_truncated_terminal_kernel)
 _SPLIT_RADIX = _Launcher(radix._split_radix_kernel)
 _SPLIT_HISTOGRAM = _Launcher(histogram._split_histogram_kernel)
+_DRAFT_BOUNDS = _Launcher(draft_bounds._draft_bounds_kernel)
 _LOGPROBS = _Launcher(_logprobs_kernel)
 # Launch shapes of the truncation kernels (tokens a program reads per chunk, warps), by path: the
 # prepass path of small batches, where a row's cutoff search is one program's work while the others
@@ -875,6 +877,34 @@ def _histogram_shape(vocab: int, device: torch.device) -> tuple[int, int, int]:
     return _slice_shape(vocab, device, "histogram", HISTOGRAM_SHAPE)
 
 
+# The decisions from one pass's bounds before the search (specbench/kernels/draft_bounds.py): tokens of a row per
+# program, per chunk, warps on a GPU (each chunk loaded one iteration ahead). H200, graph, top_p 0.95, draft
+# logits, µs, 16384 x 1024 x 4 / 8192 x 512 x 4 / 16384 x 2048 x 8 (results/h200-draft-bounds/, the second call):
+# B = 8 135.5 / 135.2 / 136.5, B = 64 927.7 / 922.7 / 966.6, B = 256 7,168 / 7,134 / 7,464 (drafts far below their
+# row's largest value were left undecided then: the search's cost in every row, the pass's differences alone
+# matter); third call, 16384 x 1024 x 4 / 8192 x 512 x 4: B = 64 571.9 / 566.5, B = 256 2,836.1 / 2,803.2
+BOUNDS_SHAPE = (8192, 512, 4)
+
+
+def _bounds_shape(vocab: int, device: torch.device) -> tuple[int, int, int]:
+    # (slice, block, warps) of the bounds pass
+    return _slice_shape(vocab, device, "bounds", BOUNDS_SHAPE)
+
+
+# ... and from how many requests it runs in rounds, one per slot, so that the rows after a request's first
+# rejection are never read (each round two launches). H200, graph, top_p 0.95, draft logits / probs, µs, every
+# slot at once -> rounds (results/h200-draft-bounds/): B = 8 121.3 -> 141.8 / 80.3 -> 102.8, B = 64 566.4 ->
+# 549.7 / 313.6 -> 316.1, B = 256 2,802.3 -> 2,258.2 / 1,511.2 -> 1,251.0, B = 512 4,729.7 -> 3,800.0 / 2,524.2 ->
+# 2,071.6
+BOUNDS_ROUNDS_MIN_BATCH = 128
+
+
+def _bounds_rounds(batch: int) -> bool:
+    # whether the bounds pass runs in rounds (a launch variant's -rounds / -norounds at any batch)
+    forced = TUNING["bounds_rounds"]
+    return batch >= BOUNDS_ROUNDS_MIN_BATCH if forced is None else bool(forced)
+
+
 def _histogram_levels(bins: int) -> int:
     # levels until a part is at most 1/256 nat: the first level's parts are 32 / bins nats, the second
     # cuts eight of them into `bins` (the first level's bounds are the loosest: on N(0, 1) and N(0, 16)
@@ -890,8 +920,9 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
                      decide: tuple | None = None, **constexprs: object) -> _TruncationScratch:
     # every cutoff of a batch given no top_k, by the split histogram path's launches: the largest value,
     # each level's counts, the candidates, the cutoffs (specbench/kernels/histogram.py); its scratch.
-    # `decide`: (draft ids, draft form) to decide each request's first drafts after the first level
-    # (STEP_DECIDE) and search only the rows the step will read; None: every row a step may read
+    # `decide`: (draft ids, draft form, way) to decide each request's first drafts and search only the rows the
+    # step will read, from one pass's bounds before the search (way "bounds", draft_bounds.py) or after the
+    # first level (way "level", histogram.STEP_DECIDE); None: every row a step may read
     slice_, block, num_warps = _histogram_shape(vocab, device)
     bins = TUNING["histogram_bins"] or HISTOGRAM_BINS
     # (fewer than 16 parts would not narrow the window: eight kept parts of eight are the whole window)
@@ -905,49 +936,86 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
     cap = HISTOGRAM_CAP if device.type == "cuda" else min(HISTOGRAM_CAP, 64)  # (the interpreter sorts slowly)
     scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key, slices, race_splits, cap)
     zero_share = _cdiv(_cdiv(histogram.COUNTS.value, slices), 256) * 256
-    draft_ids, draft_kind = decide if decide is not None else (request_args[0], 0)  # (never read without decide)
+    draft_ids, draft_kind, way = decide if decide is not None else (request_args[0], 0, None)  # (ids never read)
+    p_block = max(_next_power_of_2(slices), 2)
+    if way == "bounds":  # (its partials, fewer than the search's, in the search's)
+        bounds_slice, bounds_block, bounds_warps = _bounds_shape(vocab, device)
+        bounds_slices = min(_cdiv(vocab, bounds_slice), slices)
+        bounds_slice = _cdiv(_cdiv(vocab, bounds_slices), bounds_block) * bounds_block
+        bounds_args = (scratch.radix_part_f, scratch.decided, *target_args, draft_ids, draft_ids.stride(0),
+                       *request_args, *knobs, vocab, num_slots, bounds_slices)
+        rounds = _bounds_rounds(batch) and num_slots > 2
+        bounds_shape = {"MODE": constexprs["MODE"], "DRAFT": draft_kind, "TARGET_PROBS": constexprs["TARGET_PROBS"],
+                        **{flag: constexprs[flag] for flag in ("HAS_TOP_K", "HAS_TOP_P", "HAS_MIN_P")},
+                        "ROUNDS": rounds, "SLICE": bounds_slice, "BLOCK": bounds_block, "PREFETCH": True,
+                        "P_BLOCK": max(_next_power_of_2(bounds_slices), 2)}
+        # one round per slot (each reading only the rows of requests that accepted every slot before it), or one
+        # for every slot
+        for slot in range(num_slots - 1) if rounds else (0,):
+            if num_slots > 1:
+                _DRAFT_BOUNDS((batch, 1 if rounds else num_slots - 1, sides * bounds_slices), (*bounds_args, slot),
+                              bounds_warps, key, **bounds_shape, STEP=0)
+            _DRAFT_BOUNDS((batch,), (*bounds_args, slot), 1, key, **bounds_shape, STEP=1)
     args = (scratch.radix_state_f, scratch.radix_state_i, scratch.radix_part_f, scratch.radix_part_i, scratch.counts,
             scratch.candidates_f, scratch.candidates_i, arrivals, scratch.summary_f, scratch.summary_i,
             scratch.decided, *target_args, draft_ids, draft_ids.stride(0), *request_args, *knobs, vocab, num_slots,
             slices, zero_share)
     shape = {"SLICE": slice_, "BLOCK": block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1, "CAP": cap,
-             "P_BLOCK": max(_next_power_of_2(slices), 2), **constexprs}
+             "P_BLOCK": p_block, **constexprs}
     grid = (batch, num_slots, sides * slices)
-    # (DECIDE and DRAFT only where they change the code: the first level and STEP_DECIDE)
-    plain = {"DECIDE": False, "DRAFT": 0}
-    _SPLIT_HISTOGRAM(grid, (*args, 0), num_warps, key, STEP=0, **plain, FIRST=False, LAST=False, **shape)
+    # (DECIDE, SKIP_DECIDED and DRAFT only where they change the code: the first launch, the first level and
+    # STEP_DECIDE)
+    plain = {"DECIDE": False, "SKIP_DECIDED": False, "DRAFT": 0}
+    _SPLIT_HISTOGRAM(grid, (*args, 0), num_warps, key, STEP=0, **{**plain, "SKIP_DECIDED": way == "bounds"},
+                     FIRST=False, LAST=False, **shape)
     for level in range(levels):
-        _SPLIT_HISTOGRAM(grid, (*args, level), num_warps, key, STEP=1, DECIDE=level == 0 and decide is not None,
-                         DRAFT=0, FIRST=level == 0, LAST=level == levels - 1, **shape)
-        if level == 0 and decide is not None:
-            _SPLIT_HISTOGRAM((batch,), (*args, 0), 1, key, STEP=4, DECIDE=True, DRAFT=draft_kind, FIRST=False,
-                             LAST=False, **shape)
+        after_first = level == 0 and way == "level"
+        _SPLIT_HISTOGRAM(grid, (*args, level), num_warps, key, STEP=1, **{**plain, "DECIDE": after_first},
+                         FIRST=level == 0, LAST=level == levels - 1, **shape)
+        if after_first:
+            _SPLIT_HISTOGRAM((batch,), (*args, 0), 1, key, STEP=4, **{**plain, "DECIDE": True, "DRAFT": draft_kind},
+                             FIRST=False, LAST=False, **shape)
     _SPLIT_HISTOGRAM(grid, (*args, 0), num_warps, key, STEP=2, **plain, FIRST=False, LAST=False, **shape)
     _SPLIT_HISTOGRAM((batch, num_slots, sides), (*args, 0), num_warps, key, STEP=3, **plain, FIRST=False, LAST=False,
                      **shape)
     return scratch
 
 
-# Whether a batch given no top_k decides its requests' first drafts after the split histogram path's first
-# level and searches only the rows its step will then read (histogram.STEP_DECIDE): the probabilistic mode
-# without log-probabilities, top_p given, drafts one-hot, probabilities or truncated logits, from
-# HISTOGRAM_DECIDE_MIN_BATCH requests (the launch variants triton-histogram-...-nodecide never, triton-histogram-...-decide at any batch).
-# H200, graph, top_p 0.95, L = 3, every row searched -> decided, draft logits / probs, µs
-# (results/h200-decide/): B = 1 50.2 -> 55.2 / 48.1 -> 51.0 (one more launch on the path of a step that
-# fills no GPU), B = 8 161.3 -> 139.1 / 92.3 -> 81.6, B = 64 1,234.6 -> 799.9 / 709.3 -> 450.6, B = 256
-# 7,956.7 -> 4,547.0 / 4,370.9 -> 2,482.1, B = 512 13,530.4 -> 7,719.6 / 7,404.1 -> 4,197.7 (B = 2..7 untimed)
+# Whether a batch given no top_k decides its requests' first drafts before the search and searches only the
+# rows its step will then read, and how: from one pass's bounds before the search ("bounds",
+# specbench/kernels/draft_bounds.py: a batch given no min_p, whose requests have top_p alone) or after the split
+# histogram path's first level ("level", histogram.STEP_DECIDE: a batch given min_p too), or not at all (None).
+# The probabilistic mode without log-probabilities, top_p given, drafts one-hot, probabilities or truncated
+# logits, from HISTOGRAM_DECIDE_MIN_BATCH requests (the launch variants triton-histogram-...-nodecide never,
+# triton-histogram-...-decide and -bounds at any batch, each its way).
+# H200, graph, top_p 0.95, L = 3, draft logits / probs, µs: every row searched -> decided after the first level
+# (results/h200-decide/): B = 1 50.2 -> 55.2 / 48.1 -> 51.0 (one more launch on the path of a step that fills no
+# GPU), B = 8 161.3 -> 139.1 / 92.3 -> 81.6, B = 64 1,234.6 -> 799.9 / 709.3 -> 450.6, B = 256 7,956.7 -> 4,547.0 /
+# 4,370.9 -> 2,482.1, B = 512 13,530.4 -> 7,719.6 / 7,404.1 -> 4,197.7; decided after the first level -> from one
+# pass's bounds (results/h200-draft-bounds/, one process a shape): B = 1 54.9 -> 61.5 / 50.7 -> 59.9, B = 8
+# 137.2 -> 121.3 / 81.2 -> 80.3, B = 64 795.8 -> 566.4 / 450.2 -> 313.6, B = 256 4,525.5 -> 2,258.2 / 2,469.8 ->
+# 1,251.0 (in rounds), B = 512 7,689.2 -> 3,800.0 / 4,177.8 -> 2,071.6 (in rounds)
 HISTOGRAM_DECIDE = True
 HISTOGRAM_DECIDE_MIN_BATCH = 8
+DECIDE_WAYS = (None, "level", "bounds")  # the launch variants' histogram_decide 0, 1, 2
 
 
-def _decides(mode: str, logprobs: bool, draft_kind: int, truncate_draft: bool, batch: int, top_p: bool) -> bool:
-    # whether a step given no top_k decides its first drafts before the search (HISTOGRAM_DECIDE; a launch
-    # variant's 0 never, 1 at any batch); `top_p`: whether top_p is given (min_p alone keeps every token in
-    # play after the first level, so no row is left to skip)
+def _decides(mode: str, logprobs: bool, draft_kind: int, truncate_draft: bool, batch: int, top_p: bool,
+             min_p: bool = False) -> str | None:
+    # how a step given no top_k decides its first drafts before the search (HISTOGRAM_DECIDE; a launch
+    # variant's way at any batch), or None; `top_p`, `min_p`: whether each is given (min_p alone keeps every
+    # token in play after the first level, so no row is left to skip; requests with min_p decide nothing from
+    # the bounds, which know no row's largest value before the sums)
     forced = TUNING["histogram_decide"]
-    wanted = HISTOGRAM_DECIDE and batch >= HISTOGRAM_DECIDE_MIN_BATCH if forced is None else bool(forced)
-    return (wanted and top_p and _split_search() == "histogram" and mode == "probabilistic" and not logprobs
-            and (draft_kind != 1 or truncate_draft))
+    if forced is not None:
+        way = DECIDE_WAYS[forced]
+    elif HISTOGRAM_DECIDE and batch >= HISTOGRAM_DECIDE_MIN_BATCH:
+        way = "level" if min_p else "bounds"
+    else:
+        way = None
+    wanted = (top_p and _split_search() == "histogram" and mode == "probabilistic" and not logprobs
+              and (draft_kind != 1 or truncate_draft))
+    return way if wanted else None
 
 
 def _split_search() -> str:
@@ -1050,11 +1118,13 @@ def _verify_truncated(
     target_args = (target, target.stride(0), target.stride(1), draft, draft.stride(0), draft.stride(1))
     request_args = (num_draft_tokens, temperatures, seeds, positions)
     # a batch given no top_k decides its requests' first drafts before the search, where it can (_decides)
-    decided = no_top_k and _decides(mode, logprobs, draft_kind, truncate_draft, batch, top_p is not None)
+    way = (_decides(mode, logprobs, draft_kind, truncate_draft, batch, top_p is not None, min_p is not None)
+           if no_top_k else None)
+    decided = way is not None
     scratch = _summarize(target_args, request_args, knobs, batch, num_slots, vocab, 2 if truncate_draft else 1,
                          device, key, no_top_k=no_top_k, prepass=not fused, num_warps=num_warps,
                          group_shape=group_shape, race_splits=race_splits,
-                         decide=(draft_ids, draft_kind) if decided else None, **common)
+                         decide=(draft_ids, draft_kind, way) if decided else None, **common)
     _TRUNCATED((batch,),
                (out, out.stride(0), num_emitted, num_accepted, *target_args, draft_ids, draft_ids.stride(0),
                 *request_args, conditional_rates, *knobs, *scratch.cutoffs, scratch.record_f, scratch.record_i,

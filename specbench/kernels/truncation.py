@@ -23,10 +23,12 @@ non-greedy requests with a knob on. Three ways to run a step:
    deciding drafts, below) with each row split across programs, and the step reads them as on the prepass
    path. (The launch variants ``triton-radix-...`` write the same summaries by the split radix path,
    ``radix.py``, in ten.) Where the launcher says (``launch._decides``: probabilistic, ``top_p`` given, no
-   log-probabilities, drafts one-hot, probabilities or truncated logits, a batch large enough), that path first decides each request's drafts from bounds
-   after its first level and searches only the rows the step will read (``histogram.STEP_DECIDE``); the step
-   (``DECIDED``) then emits the drafts decided accepted and starts at the first slot left, stopping there
-   when it was decided rejected.
+   log-probabilities, drafts one-hot, probabilities or truncated logits, a batch large enough), each
+   request's drafts are first decided from bounds, and the path searches only the rows the step will read:
+   the bounds from one pass over the draft rows before the search (``draft_bounds.py``; a batch given no
+   ``min_p``), or from the search's first level (``histogram.STEP_DECIDE``; a batch given ``min_p`` too).
+   The step (``DECIDED``) then emits the drafts decided accepted and starts at the first slot left,
+   stopping there when it was decided rejected.
 
 ``_verify_truncated_kernel`` (grid ``B``): one program per request for every mode, target form and
 draft form once any knob is given. A request with every knob off, or a greedy one, takes today's

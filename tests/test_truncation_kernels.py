@@ -579,15 +579,15 @@ _DECIDED_FORMS = [(FORMS[0], "split"), (FORMS[1], "split"), (FORMS[1], "sequenti
 
 
 @pytest.mark.parametrize(("form", "strategy", "way", "rounds"),
-                         [(*case, way, 0) for way in (1, 2) for case in _DECIDED_FORMS]
-                         + [(*_DECIDED_FORMS[i], 2, 1) for i in (1, 3, 5)])
+                         [(*_DECIDED_FORMS[i], 1, 0) for i in (1, 3, 6)] + [(*case, 2, 0) for case in _DECIDED_FORMS]
+                         + [(*_DECIDED_FORMS[i], 2, 1) for i in (2, 5)])
 def test_decided_drafts_equal_the_reference(small_blocks, monkeypatch, form, strategy, way, rounds):
-    """A batch given no top_k decides its requests' first drafts after the histogram path's first level (way 1)
-    or from one pass's bounds before it (way 2, requests without min_p; all slots at once or one round per
-    slot), from bounds on p'(x) and q'(x), and
-    searches only the rows its step then reads: the same tokens and counts as the torch reference and as every
-    row searched, some requests decided past their first draft, and cells skipped; the step reads no summary
-    of a skipped cell (the scratch starts as NaN)."""
+    """A batch given no top_k decides its requests' first drafts after the histogram path's first level (way 1,
+    three forms) or from one pass's bounds before it (way 2, requests without min_p, every form; all slots at
+    once or one round per slot), from bounds on p'(x) and q'(x), and searches only the rows its step then
+    reads: the same tokens and counts as the torch reference (and, way 1, as every row searched), every clean
+    decision the reference's, some requests decided past their first draft, and cells skipped; the step reads
+    no summary of a skipped cell (the scratch starts as NaN)."""
     target, draft, truncate_draft = form
     inputs = _inputs(31 + FORMS.index(form), target, draft)
     values = inputs.get("target_logits", inputs.get("target_probs"))
@@ -601,9 +601,10 @@ def test_decided_drafts_equal_the_reference(small_blocks, monkeypatch, form, str
     want = _reference(inputs, **keywords)
     got, decided, skipped = _decided_run(monkeypatch, small_blocks, inputs, keywords, strategy, way, rounds)
     _same(got, want)
-    every_row, _none, none_skipped = _decided_run(monkeypatch, small_blocks, inputs, keywords, strategy, 0)
-    _same(every_row, want)
-    assert none_skipped == 0
+    if way == 1:  # (every row searched: the same tokens, nothing skipped; once a form)
+        every_row, _none, none_skipped = _decided_run(monkeypatch, small_blocks, inputs, keywords, strategy, 0)
+        _same(every_row, want)
+        assert none_skipped == 0
     assert skipped > 0
     clean = decided[:, 1] == 1
     assert bool(clean.any()), decided
@@ -616,6 +617,35 @@ def test_decided_drafts_equal_the_reference(small_blocks, monkeypatch, form, str
         assert int(decided[5, 1]) == 1 and int(decided[5, 0]) <= 1, decided
     if form != ("probs", "none", True):  # (one-hot drafts on these target probabilities: all rejected at once)
         assert bool((decided[clean, 0] > 0).any()), decided  # a draft accepted without a search
+
+
+@pytest.mark.parametrize("draft", ["logits", "probs"])
+@pytest.mark.parametrize("way", [1, 2])
+def test_decisions_on_rows_of_no_mass(small_blocks, monkeypatch, draft, way):
+    """Rows with no value of mass among decided requests: a draft-logit row (the step reads its draft as one-hot,
+    q'(x) = 1), a target row (invalid: nothing accepted there) beside a negative draft probability, and a
+    target row whose only value is +inf; equal to the reference either way of deciding. (Bounds that call a
+    row of no mass sure, for one, accept the first two drafts here.)"""
+    generator = torch.Generator().manual_seed(43)
+    logits = torch.randn(4, K + 1, V, generator=generator)
+    logits[1, 0] = math.nan  # the target row of request 1, slot 0: no value of mass
+    logits[2, 1] = -math.inf
+    logits[2, 1, 9] = math.inf  # one token of +inf
+    inputs = {"target_logits": logits, "draft_token_ids": logits[:, :K].nan_to_num(nan=-math.inf).argmax(-1),
+              "temperatures": torch.ones(4), "num_draft_tokens": torch.full((4,), K, dtype=torch.int32),
+              "seeds": torch.arange(4) + 7, "positions": torch.zeros(4, dtype=torch.int64)}
+    draft_logits = logits[:, :K] + 0.5 * torch.randn(4, K, V, generator=generator)
+    draft_logits[1, 0] = 0.0
+    if draft == "logits":
+        draft_logits[0, 0] = math.nan  # the draft row of request 0, slot 0: a one-hot draft
+        inputs["draft_logits"] = draft_logits
+    else:
+        inputs["draft_probs"] = torch.softmax(draft_logits, dim=-1)
+        inputs["draft_probs"][1, 0, inputs["draft_token_ids"][1, 0]] = -0.5
+    keywords = {"knobs": {"top_p": torch.full((4,), 0.9)}, "truncate_draft_logits": True}
+    want = _reference(inputs, **keywords)
+    got, _decided, _skipped = _decided_run(monkeypatch, small_blocks, inputs, keywords, "split", way)
+    _same(got, want)
 
 
 @pytest.mark.parametrize(("way", "rounds"), [(1, 0), (2, 0), (2, 1)])

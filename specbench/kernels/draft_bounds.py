@@ -7,8 +7,8 @@ exact cutoff, and the rows after the first rejection are not read at all. This m
 request's drafts first, from bounds that one pass over each draft's rows gives, so that the search runs
 only on the rows the step will read (``launch.HISTOGRAM_DECIDE``, way ``"bounds"``).
 
-1. ``STEP_SUMS`` (grid ``B x K x sides * NUM_SLICES``, slices of ``launch.BOUNDS_SHAPE``): for each draft row
-   ``r < n`` of a request that decides (below), target side and, with ``TRUNCATE_DRAFT``, draft side, each
+1. ``STEP_SUMS`` (grid ``B x K x sides * NUM_SLICES``, slices of ``launch.BOUNDS_SHAPE``): for each draft
+   row ``r < n`` of a request that decides (below), target side and, with ``TRUNCATE_DRAFT``, draft side, each
    program reads its slice of the row once and sums masses relative to the draft's: ``exp(z - z_x)``
    (``z`` the tempered logit, ``z_x`` the draft's; at most ``exp(REACH)``), or ``p`` for probabilities.
    Sums: every token's (``Z_s``); the tokens before the draft ``x`` in the row's order (``A_s``: larger
@@ -19,7 +19,9 @@ only on the rows the step will read (``launch.HISTOGRAM_DECIDE``, way ``"bounds"
 2. ``STEP_DECIDE`` (grid ``B``, one program per request): each row's sums are its slices' sums, ``p`` is
    ``x``'s own mass (1, or ``p_x``), ``M = Z`` and ``T = top_p M``. In a row of logits whose largest value
    ``z_max`` lies more than ``REACH`` above ``z_x`` (a mass clamped), ``p'(x)`` lies between 0 and
-   ``exp(z_x - z_max) / top_p`` (``S >= T >= top_p`` times the largest mass). Otherwise ``x`` is kept iff
+   ``exp(z_x - z_max) / top_p`` (``S >= T >= top_p`` times the largest mass). A row of no mass gives no
+   bounds (the step reads a target row of no mass as invalid, a draft row of no mass as a one-hot draft).
+   Otherwise ``x`` is kept iff
    ``A < T``. The cutoff token (the first whose mass, with all before it, reaches ``T``) has value at
    most ``z_x - d_j`` whenever ``G_j < T``, so its mass is at most ``c``, the least such bound (``p``
    where no depth qualifies, as the cutoff of a kept ``x`` is ``x`` or comes after it). The kept mass
@@ -102,7 +104,7 @@ def _slice_sums(row, x, V, inv_temperature, start, part, SLICE: tl.constexpr, TA
     # exp(REACH); probabilities as they are), and the slice's largest value (logits: where it lies more than
     # REACH above z_x, the sums are clamped and the decision will not use them)
     x_value, _x_mass = values_of(load_row(row, x, V, TARGET_PROBS), inv_temperature, 0.0, TARGET_PROBS)
-    reference = tl.where(x_value > float("-inf"), x_value, 0.0)  # (x of no mass: rejected whatever the sums)
+    reference = tl.where(x_value > float("-inf"), x_value, 0.0)  # (x of no mass: its bounds need no sums)
     t0 = _threshold(x_value, 0, TARGET_PROBS)
     t1 = _threshold(x_value, 1, TARGET_PROBS)
     t2 = _threshold(x_value, 2, TARGET_PROBS)
@@ -152,7 +154,7 @@ def _merged(cell_f, slices, present, field):
 @triton.jit
 def _depth_bound(cell_f, slices, present, J: tl.constexpr, x_value, target, slack, TARGET_PROBS: tl.constexpr):
     # the bound on the cutoff token's mass from depth J where G_J < T (else +inf), relative to the draft's mass
-    # (logits: the difference of two float32 values within a factor of two is exact, exp rounds) or as it is
+    # (logits: exp of the threshold's own difference from z_x, with SLACK for exp's rounding) or as it is
     threshold = _threshold(x_value, J, TARGET_PROBS)
     if TARGET_PROBS:
         mass = threshold
@@ -194,7 +196,9 @@ def _bounds(row, cell_f, x, V, inv_temperature, top_p, NUM_SLICES, TARGET_PROBS:
     kept = reached & (play > 0.0) & (above < target - slack) & (s_lo > 0.0)
     lo = tl.where(kept, p / s_hi, 0.0)
     hi = tl.where(kept, p / tl.where(kept, s_lo, 1.0), tl.where(reached, 0.0, far_hi))
-    sure = kept | (~reached) | (play <= 0.0) | (above > target + slack)
+    # (a row of no mass gives no bounds: the step reads a target row of no mass as invalid, and a draft row of no
+    # mass as a one-hot draft, q'(x) = 1)
+    sure = (play > 0.0) & (kept | (~reached) | (above > target + slack))
     return lo, hi, sure
 
 

@@ -605,7 +605,7 @@ def _split_histogram_kernel(
     list_f_ptr, list_i_ptr,  # [B * (K + 1) * 2, CAP] float32 and int32 scratch
     arrivals_ptr,  # [B * (K + 1) * 2] int32, zero on entry and exit
     summary_f_ptr, summary_i_ptr,  # the summaries [B, K + 1, 2, 4] float32 and [B, K + 1, 2] int32
-    decided_ptr,  # [B, 2] int32: (t, clean) per request (written by STEP_DECIDE)
+    decided_ptr,  # [B, 2] int32: (t, clean) per request (written by STEP_DECIDE, or before STEP_MAX by draft_bounds.py)
     target_ptr, target_stride_b, target_stride_k,  # [B, K + 1, V] logits, or probabilities (TARGET_PROBS)
     draft_ptr, draft_stride_b, draft_stride_k,  # [B, K, V] draft logits (read only with TRUNCATE_DRAFT), or
     # with DECIDE the draft row of any form (draft probabilities read at the drafts)

@@ -934,14 +934,15 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
         raise ValueError(f"the histogram path takes at most {histogram.MAX_LEVELS} levels, got {levels}")
     slices = _cdiv(vocab, slice_)
     cap = HISTOGRAM_CAP if device.type == "cuda" else min(HISTOGRAM_CAP, 64)  # (the interpreter sorts slowly)
-    scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key, slices, race_splits, cap)
-    zero_share = _cdiv(_cdiv(histogram.COUNTS.value, slices), 256) * 256
     draft_ids, draft_kind, way = decide if decide is not None else (request_args[0], 0, None)  # (ids never read)
+    bounds_slice, bounds_block, bounds_warps = _bounds_shape(vocab, device)
+    bounds_slices = _cdiv(vocab, bounds_slice) if way == "bounds" else 0
+    # (the bounds pass's partials stand in the search's, room for the more slices of the two)
+    scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key, max(slices, bounds_slices), race_splits,
+                                    cap)
+    zero_share = _cdiv(_cdiv(histogram.COUNTS.value, slices), 256) * 256
     p_block = max(_next_power_of_2(slices), 2)
-    if way == "bounds":  # (its partials, fewer than the search's, in the search's)
-        bounds_slice, bounds_block, bounds_warps = _bounds_shape(vocab, device)
-        bounds_slices = min(_cdiv(vocab, bounds_slice), slices)
-        bounds_slice = _cdiv(_cdiv(vocab, bounds_slices), bounds_block) * bounds_block
+    if way == "bounds":
         bounds_args = (scratch.radix_part_f, scratch.decided, *target_args, draft_ids, draft_ids.stride(0),
                        *request_args, *knobs, vocab, num_slots, bounds_slices)
         rounds = _bounds_rounds(batch) and num_slots > 2
@@ -1030,8 +1031,8 @@ def _summarize(target_args: tuple, request_args: tuple, knobs: tuple, batch: int
     """The launches that summarise a truncated step's rows before it: the split radix or histogram path
     (``no_top_k``: a batch given no top_k; ``_split_search`` says which), else the prepass (``prepass``),
     else none (the fused step summarises its own rows); returns the step's scratch, where the summaries are (and room for
-    ``race_splits`` slices of deferred races). ``decide``: the split histogram path's (draft ids, draft form),
-    to decide each request's first drafts before searching (``_split_histogram``)."""
+    ``race_splits`` slices of deferred races). ``decide``: the split histogram path's (draft ids, draft form,
+    way), to decide each request's first drafts before searching (``_split_histogram``)."""
     arrivals = _arrival_counters(batch * num_slots * 2, device, key)
     if no_top_k and _split_search() == "histogram":
         return _split_histogram(arrivals, target_args, request_args, knobs, batch, num_slots, vocab, sides, device,

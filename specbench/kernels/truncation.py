@@ -417,7 +417,7 @@ def _verify_truncated_kernel(
     group_max_ptr, group_ids_ptr,  # the cells' group maxima and gathered groups (written only with FUSED)
     list_ids_ptr, list_v_ptr, list_w_ptr,  # [B, K + 1, 2, MAX_FAST_K] the kept lists
     record_f_ptr, record_i_ptr,  # [B, RECORD] float32 and int32: the deferred races (written only with DEFER)
-    decided_ptr,  # [B, 2] int32: (t, clean) per request, from the split histogram path (read only with DECIDED)
+    decided_ptr,  # [B, 2] int32: (t, clean) per request, decided before the search (read only with DECIDED)
     V, NUM_SLOTS,
     MODE: tl.constexpr,
     DRAFT: tl.constexpr,
@@ -429,7 +429,7 @@ def _verify_truncated_kernel(
     FUSED: tl.constexpr,  # summarise each row here when first needed (else the prepass did)
     DEFER: tl.constexpr,  # leave a terminal race over a whole row to _truncated_terminal_kernel (a record)
     SUMMARIZE_EMITTED: tl.constexpr,  # FUSED: also the rows whose draft the synthetic mode accepts (logprobs)
-    DECIDED: tl.constexpr,  # the split histogram path decided each request's first drafts (histogram.STEP_DECIDE)
+    DECIDED: tl.constexpr,  # each request's first drafts decided before the search (draft_bounds.py or histogram.STEP_DECIDE)
     BLOCK: tl.constexpr,
     RADIX_BLOCK: tl.constexpr,  # tokens per chunk of the radix path (FUSED)
     OUT_BLOCK: tl.constexpr,

@@ -623,9 +623,9 @@ def test_decided_drafts_equal_the_reference(small_blocks, monkeypatch, form, str
 @pytest.mark.parametrize("way", [1, 2])
 def test_decisions_on_rows_of_no_mass(small_blocks, monkeypatch, draft, way):
     """Rows with no value of mass among decided requests: a draft-logit row (the step reads its draft as one-hot,
-    q'(x) = 1), a target row (invalid: nothing accepted there) beside a negative draft probability, and a
-    target row whose only value is +inf; equal to the reference either way of deciding. (Bounds that call a
-    row of no mass sure, for one, accept the first two drafts here.)"""
+    q'(x) = 1), a target row (invalid: nothing accepted there) beside a negative draft probability; a target
+    row whose only value is +inf; a draft 80 nats below its row's largest value; equal to the reference either
+    way of deciding. (Bounds that call a row of no mass sure, for one, accept the first two drafts here.)"""
     generator = torch.Generator().manual_seed(43)
     logits = torch.randn(4, K + 1, V, generator=generator)
     logits[1, 0] = math.nan  # the target row of request 1, slot 0: no value of mass
@@ -634,6 +634,10 @@ def test_decisions_on_rows_of_no_mass(small_blocks, monkeypatch, draft, way):
     inputs = {"target_logits": logits, "draft_token_ids": logits[:, :K].nan_to_num(nan=-math.inf).argmax(-1),
               "temperatures": torch.ones(4), "num_draft_tokens": torch.full((4,), K, dtype=torch.int32),
               "seeds": torch.arange(4) + 7, "positions": torch.zeros(4, dtype=torch.int64)}
+    # request 3, slot 0: a draft 80 nats below its row's largest value (masses clamped 64 nats above it, and
+    # p'(x) about exp(-80), a normal float32)
+    inputs["draft_token_ids"][3, 0] = (inputs["draft_token_ids"][3, 0] + 1) % V
+    logits[3, 0, inputs["draft_token_ids"][3, 0]] = logits[3, 0].max() - 80.0
     draft_logits = logits[:, :K] + 0.5 * torch.randn(4, K, V, generator=generator)
     draft_logits[1, 0] = 0.0
     if draft == "logits":

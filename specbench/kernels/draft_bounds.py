@@ -74,12 +74,32 @@ def decides(truncated, greedy, k, min_p, inv_temperature):
 
 
 @triton.jit
-def sure_test(u, p_lo, p_hi, q_lo, q_hi, sure):
-    # the acceptance test u q'(x) < p'(x) from bounds on both (which hold where `sure`): (accept, decided surely),
-    # sure only where u q'(x) clears p'(x) by DECISION_MARGIN (relative) either way, or p'(x) is 0
+def bracket(p, above, target, play, cut, in_play):
+    # bounds (lo, hi) on p'(x) = p / S for a token x of mass p (`in_play`) with mass `above` before it, the
+    # target T, the mass in play M and a bound `cut` on the cutoff token's mass; and whether x is kept and out
+    # for sure: kept iff A < T, then S between max(T, A + p) and min(max(A + p, T + min(c, p)), M), every
+    # comparison and side with BRACKET_SLACK M for the float32 sums here and in the search
+    slack = BRACKET_SLACK * play
+    through = above + p
+    s_lo = tl.maximum(target, through) - slack
+    s_hi = tl.minimum(tl.maximum(through, target + tl.minimum(cut, p)), play) + slack
+    kept = in_play & (above < target - slack) & (s_lo > 0.0)
+    lo = tl.where(kept, p / s_hi, 0.0)
+    hi = tl.where(kept, p / tl.where(kept, s_lo, 1.0), 0.0)
+    return lo, hi, kept, above > target + slack
+
+
+@triton.jit
+def decide_slot(i, x_valid, p_lo, p_hi, q_lo, q_hi, sure, key_of_seed, position, clean_stop):
+    # slot i from bounds on p'(x) and q'(x) (which hold where `sure`), by the step's own uniform: sure only
+    # where u q'(x) clears p'(x) by DECISION_MARGIN (relative) either way, or p'(x) is 0; (stop here, t, clean):
+    # t = i where it stops (an invalid id, not sure, or rejected), else i + 1; clean 0 where not sure
+    u = uniform_at(stream_key(key_of_seed, position + i, ACCEPT), 0)
     accept = u * q_hi < p_lo * (1.0 - DECISION_MARGIN)
     reject = (p_hi == 0.0) | (u * q_lo > p_hi * (1.0 + DECISION_MARGIN))
-    return accept, sure & (accept | reject)
+    sure = sure & (accept | reject)
+    stop = (~x_valid) | (~sure) | (~accept)
+    return stop, tl.where(stop, i, i + 1), tl.where(stop & x_valid & (~sure), 0, clean_stop)
 
 
 @triton.jit
@@ -181,25 +201,19 @@ def _bounds(row, cell_f, x, V, inv_temperature, top_p, NUM_SLICES, TARGET_PROBS:
         # (x of no mass: 0)
         far_hi = tl.where(in_play, tl.exp(tl.maximum(x_value - high, -REACH - 64.0)) * (1.0 + SLACK) / top_p, 0.0)
     play = _merged(cell_f, slices, present, P_ALL)
-    above = _merged(cell_f, slices, present, P_AHEAD)
     target = top_p * play
     slack = BRACKET_SLACK * play
     cut = tl.minimum(tl.minimum(_depth_bound(cell_f, slices, present, 0, x_value, target, slack, TARGET_PROBS),
                                 _depth_bound(cell_f, slices, present, 1, x_value, target, slack, TARGET_PROBS)),
                      tl.minimum(_depth_bound(cell_f, slices, present, 2, x_value, target, slack, TARGET_PROBS),
                                 _depth_bound(cell_f, slices, present, 3, x_value, target, slack, TARGET_PROBS)))
-    cut = tl.minimum(tl.minimum(cut, _depth_bound(cell_f, slices, present, 4, x_value, target, slack,
-                                                  TARGET_PROBS)), p)
-    through = above + p
-    s_lo = tl.maximum(target, through) - slack
-    s_hi = tl.minimum(tl.maximum(through, target + cut), play) + slack
-    kept = reached & (play > 0.0) & (above < target - slack) & (s_lo > 0.0)
-    lo = tl.where(kept, p / s_hi, 0.0)
-    hi = tl.where(kept, p / tl.where(kept, s_lo, 1.0), tl.where(reached, 0.0, far_hi))
+    cut = tl.minimum(cut, _depth_bound(cell_f, slices, present, 4, x_value, target, slack, TARGET_PROBS))
+    lo, hi, kept, out = bracket(p, _merged(cell_f, slices, present, P_AHEAD), target, play, cut,
+                                reached & (play > 0.0))
+    hi = tl.where(kept | reached, hi, far_hi)
     # (a row of no mass gives no bounds: the step reads a target row of no mass as invalid, and a draft row of no
     # mass as a one-hot draft, q'(x) = 1)
-    sure = (play > 0.0) & (kept | (~reached) | (above > target + slack))
-    return lo, hi, sure
+    return lo, hi, (play > 0.0) & (kept | (~reached) | out)
 
 
 @triton.jit
@@ -241,11 +255,7 @@ def _decide_request(b, slot, part_f, decided_ptr, t_row0, t_stride_k, d_row0, d_
         else:  # one-hot drafts: 1; draft probabilities as given (NaN as 0), as the step reads them
             q_lo = draft_prob_at(d_row0 + i * d_stride_k + x_safe, x_valid, 1.0, 0.0, 1.0, DRAFT)
             q_hi = q_lo
-        accept, sure = sure_test(uniform_at(stream_key(key_of_seed, position + i, ACCEPT), 0), p_lo, p_hi, q_lo,
-                                 q_hi, sure)
-        stop = (~x_valid) | (~sure) | (~accept)
-        t = tl.where(stop, i, i + 1)
-        clean_stop = tl.where(stop & x_valid & (~sure), 0, clean_stop)
+        stop, t, clean_stop = decide_slot(i, x_valid, p_lo, p_hi, q_lo, q_hi, sure, key_of_seed, position, clean_stop)
         i += 1
         going = (~stop) & (i < last)
     if written:

@@ -47,10 +47,10 @@ are used for.
    request's drafts decided in order while each decision is sure, so that only the rows its step will read
    are searched further. A probabilistic request with ``top_p`` and/or ``min_p`` (``top_k`` off, not
    greedy) bounds ``p'(x)`` per row (``_bounds_at_draft``): ``x`` is kept iff ``A < T``, and then its row's
-   kept mass ``S`` lies between ``max(T, A + p(x))`` and ``max(A + p(x), T + min(c, p(x)))`` (``x`` the cutoff,
-   or the cutoff after ``x``, of no more mass than either), each side widened by ``BRACKET_SLACK M`` for the
-   float32 sums here and in the search; a cell whose first level kept every token in play gives ``p'(x)``
-   from its summary; ``q'(x)`` likewise from the draft row's cell (truncated draft logits), as given (draft
+   kept mass ``S`` lies between ``max(T, A + p(x))`` and ``min(max(A + p(x), T + min(c, p(x))), M)`` (``x`` the
+   cutoff, or the cutoff after ``x``, of no more mass than either; ``draft_bounds.bracket``), each side widened
+   by ``BRACKET_SLACK M`` for the float32 sums here and in the search; a cell whose first level kept every
+   token in play gives ``p'(x)`` from its summary; ``q'(x)`` likewise from the draft row's cell (truncated draft logits), as given (draft
    probabilities) or 1 (one-hot). Slot ``i`` is surely accepted when ``u q'(x)`` (``u`` the step's own
    uniform for the slot) lies below the least ``p'(x)`` by ``DECISION_MARGIN``, surely rejected when above
    the largest (or ``p'(x)`` is 0, or ``x`` not a valid id), and otherwise not decided. The program writes
@@ -90,10 +90,9 @@ import triton
 import triton.language as tl
 
 from specbench.kernels.cutoffs import _order_key32, load_row, truncate_row_radix, value_of_key32, values_of
-from specbench.kernels.decide import ACCEPT, DRAFT_LOGITS, draft_prob_at, request_setup, request_valid
-from specbench.kernels.draft_bounds import BRACKET_SLACK, skipped, sure_test
+from specbench.kernels.decide import DRAFT_LOGITS, draft_prob_at, request_setup, request_valid
+from specbench.kernels.draft_bounds import bracket, decide_slot, skipped
 from specbench.kernels.radix import _slice_max
-from specbench.kernels.rng import stream_key, uniform_at
 from specbench.kernels.rows import clean
 from specbench.kernels.split import last_to_arrive
 from specbench.kernels.truncation import (
@@ -498,9 +497,9 @@ def _bounds_at_draft(row, b, r, side, x, V, inv_temperature, min_p, state_f, sta
     # id), and whether they hold.
     # A cell closed with its summary (every token in play kept) gives p'(x) itself, as the step computes it. A
     # cell still searching bounds it from M, T, the mass A before x in play and the bound on the cutoff's mass
-    # c: x is kept iff A < T; if kept, the kept mass S is at least T and A + p(x) (everything through x), and
-    # at most the larger of A + p(x) (x the cutoff) and T + min(c, p(x)) (the cutoff after x, of no more
-    # mass than x or c); each side widened by BRACKET_SLACK M for the sums' rounding, here and in the search.
+    # c (draft_bounds.bracket): x is kept iff A < T; if kept, the kept mass S is at least T and A + p(x)
+    # (everything through x), and at most M and the larger of A + p(x) (x the cutoff) and T + min(c, p(x)) (the
+    # cutoff after x, of no more mass than x or c); each side widened by BRACKET_SLACK M for the sums' rounding.
     # Any other cell (no value of mass, the search fallen back) gives no bounds.
     cell = (b * NUM_SLOTS + r) * 2 + side
     state = state_f + cell * STATE
@@ -522,20 +521,12 @@ def _bounds_at_draft(row, b, r, side, x, V, inv_temperature, min_p, state_f, sta
         if TARGET_PROBS:
             minp_threshold = min_p * m
         in_play = _in_play(value, mass, minp_threshold, HAS_MIN_P)
-        play = tl.load(state + F_PLAY)
-        target = tl.load(state + F_TARGET)
-        cut = tl.load(state + F_CUT)
         slices = tl.arange(0, P_BLOCK)
         above = tl.sum(tl.load(part_f + (cell * NUM_SLICES + slices) * PART + P_ABOVE, mask=slices < NUM_SLICES,
                                other=0.0), axis=0)
-        slack = BRACKET_SLACK * play
-        through = above + mass
-        s_lo = tl.maximum(target, through) - slack
-        s_hi = tl.maximum(through, target + tl.minimum(cut, mass)) + slack
-        kept = in_play & (above < target - slack) & (s_lo > 0.0)
-        lo = tl.where(kept, mass / s_hi, 0.0)
-        hi = tl.where(kept, mass / tl.where(kept, s_lo, 1.0), 0.0)
-        sure = kept | (~in_play) | (above > target + slack)
+        lo, hi, kept, out = bracket(mass, above, tl.load(state + F_TARGET), tl.load(state + F_PLAY),
+                                    tl.load(state + F_CUT), in_play)
+        sure = kept | (~in_play) | out
     return lo, hi, sure
 
 
@@ -579,11 +570,8 @@ def _decide_request(b, state_f, state_i, part_f, summary_f_ptr, summary_i_ptr, d
             else:  # one-hot drafts: 1; draft probabilities as given (NaN as 0), as the step reads them
                 q_lo = draft_prob_at(d_base + i * d_stride_k + x_safe, x_valid, 1.0, 0.0, 1.0, DRAFT)
                 q_hi = q_lo
-            accept, sure = sure_test(uniform_at(stream_key(key_of_seed, position + i, ACCEPT), 0), p_lo, p_hi, q_lo,
-                                     q_hi, sure)
-            stop = (~x_valid) | (~sure) | (~accept)
-            t = tl.where(stop, i, t)
-            clean_stop = tl.where(stop & x_valid & (~sure), 0, clean_stop)
+            stop, t, clean_stop = decide_slot(i, x_valid, p_lo, p_hi, q_lo, q_hi, sure, key_of_seed, position,
+                                              clean_stop)
             i += 1
             going = (~stop) & (i < n)
         for r in range(NUM_SLOTS):

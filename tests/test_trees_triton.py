@@ -110,6 +110,33 @@ def test_the_split_tree_path_is_the_reference_bit_for_bit(form):
     assert all(int(counters.abs().sum()) == 0 for counters in launch._arrivals.values())
 
 
+@pytest.mark.parametrize(("name", "kernel", "block"), [("triton-sequential-1024x4", "_TREE", 1024),
+                                                     ("triton-split-512x4", "_TREE_ROWS", 512)])
+def test_a_launch_shape_variant_verifies_trees_at_its_shape(name, kernel, block, monkeypatch):
+    # `specbench kernels --tree ... --impl triton-sequential-BxW` times the tree kernels at that shape (on a GPU;
+    # the interpreter takes its own small blocks)
+    from specbench.implementations import resolve
+
+    launch = triton_launch()
+    device = device_for("triton")
+    blocks = []
+    launcher = getattr(launch, kernel)
+
+    def counted(grid, args, num_warps, stream, **constexprs):
+        blocks.append(constexprs["BLOCK"])
+        launcher(grid, args, num_warps, stream, **constexprs)
+
+    monkeypatch.setattr(launch, kernel, counted)
+    kwargs, tree = _tree_call("draft logits", TREES["bushy"], 8, seed=3, vocab=2100)
+    want = verify(**kwargs, tree=tree, backend="torch")
+    variant = resolve(name)
+    assert variant.trees
+    got = variant.bind({**_on(device, kwargs), "tree": DraftTree(tree.parents.to(device), tree.candidates)})()
+    for field in ("output_token_ids", "num_emitted", "num_accepted", "accepted_nodes"):
+        assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), field
+    assert blocks and (device.type != "cuda" or set(blocks) == {block})
+
+
 @pytest.mark.parametrize("form", ["greedy", "draft logits", "target probs, one-hot", "synthetic"])
 def test_a_chain_given_as_a_tree_is_the_triton_chain_bit_for_bit(form):
     device = device_for("triton")

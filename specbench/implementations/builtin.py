@@ -134,7 +134,7 @@ def launch_variant(name: str) -> Implementation | None:
     shape = f"{block} tokens x {warps} warps" + (f", at most {chunk} tokens of a row per program" if chunk else "")
     what = "one program per request forced" if strategy == "sequential" else "the vocabulary split forced"
     return _triton(name, f"Triton, {what}, {shape}",
-                   _triton_variant(strategy, block=block, num_warps=warps, split_chunk=chunk))
+                   _triton_variant(strategy, block=block, num_warps=warps, split_chunk=chunk), trees=True)
 
 
 def _ours(name: str, description: str, prepare, **facts) -> Implementation:
@@ -143,7 +143,8 @@ def _ours(name: str, description: str, prepare, **facts) -> Implementation:
 
 
 # the torch reference follows every method; the Triton kernels token and block, and trees, on every variant
-# (triton-split forces the block and tree kernels' split paths too)
+# (triton-split forces the block and tree kernels' split paths too); a shape variant (triton-sequential-BxW,
+# triton-split-BxW) times the token method and trees at its shape (the tree kernels take the chain's shapes)
 _EVERY_METHOD = tuple(METHODS)
 _TRITON_METHODS = ("token", "block")
 

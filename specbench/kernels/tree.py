@@ -168,7 +168,8 @@ def _residual_race(t_row, d_base, d_stride, start, stop, V, inv_temperature, m, 
 # rows (random logits, V = 128256, 251 and 63 slices: none of 400 races fell back; one a slice: up to 1.0%;
 # results/h200-tree-candidates/simulate_certification.py); one program keeps about one per 512 tokens, that
 # simulation's "one a slice". The margin covers rounding only because r1 in the pass and r2 in the race come from
-# the same _residual_chunk in the same kernel, bit for bit (p - q_0 can cancel: an ulp apart would not do).
+# the same arithmetic in the same kernel, bit for bit (the pass spells _residual_chunk's r1 with the first sibling's
+# facts read once; p - q_0 can cancel: an ulp apart would not do).
 CANDIDATE_MARGIN = tl.constexpr(1e-4)
 CAND_LANE = tl.constexpr(8)  # (one program) tokens of a chunk per candidate lane (1024 lanes at 8192 tokens)
 
@@ -192,11 +193,24 @@ def _mass_and_candidates(t_row, d_base, d_stride, start, stop, inv_temperature, 
     lane_ratio = tl.zeros([BLOCK // GROUP], tl.float32)
     lane_idx = tl.full([BLOCK // GROUP], -1, tl.int32)
     dropped = tl.zeros([BLOCK // GROUP], tl.float32)
+    # the first sibling's facts, read out of the sibling lanes once, not in every chunk (each a reduction across
+    # the program's threads): r1 below is _residual_chunk's after one sibling, the same arithmetic on the same
+    # values, so the race replays it bit for bit
+    valid = _lane(sib_valid, lanes, 0) != 0
+    d_row = d_base + _lane(sib_node, lanes, 0).to(tl.int64) * d_stride
+    x = _lane(sib_token, lanes, 0)
+    mass = _lane(sib_mass, lanes, 0)
+    md = _lane(sib_md, lanes, 0)
+    sd = _lane(sib_sd, lanes, 0)
+    div = _lane(sib_div, lanes, 0)
     for chunk in range(start, stop, BLOCK):
         offs = chunk + tl.arange(0, BLOCK)
-        a = _residual_chunk(t_row, d_base, d_stride, offs, stop, inv_temperature, m, s, 1, lanes, sib_node,
-                            sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div, DRAFT, TARGET_PROBS,
-                            WITHOUT_REPLACEMENT)
+        a = target_chunk(t_row, offs, stop, inv_temperature, m, s, TARGET_PROBS)
+        if valid:
+            q = draft_chunk(d_row, offs, stop, inv_temperature, md, sd, x, DRAFT)
+            if WITHOUT_REPLACEMENT:
+                q = tl.where(div > 0.0, q / tl.where(div > 0.0, div, 1.0), 0.0)
+            a = tl.maximum(a - mass * q, 0.0)
         total += a
         ratio = a / neg_log_of_uniform(uniform_of(hash_word(key, offs)))
         ids = offs

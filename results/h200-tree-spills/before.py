@@ -3,9 +3,10 @@
 ``--impl results/h200-tree-spills/before.py:triton_before`` is specbench's Triton backend with one change: a tree
 call launches d9959e6's tree kernels (``.old/tree_head.py``: ``git show d9959e6:specbench/kernels/tree.py``,
 carried) through today's launcher, whose arguments and constexprs those kernels take unchanged.
-``before.py:triton_hoisted`` likewise launches ``.old/tree_hoisted.py`` (carried): today's pass over the mass
-after a first rejected sibling, except that it sums that mass per token lane (in ``_residual_mass``'s order) where
-today's sums each lane's tokens first. Every other call is today's code.
+``before.py:triton_hoisted`` likewise launches ``.old/tree_hoisted.py`` (carried): the tree kernels as committed in
+3cbd4c2 (the first sibling's facts read once a pass, the mass summed per token lane in ``_residual_mass``'s order).
+In ``hoisted/`` the working tree's own ``triton`` was that code plus the mass summed per lane of 8 tokens first,
+not committed. Every other call is the working tree's code.
 """
 
 from __future__ import annotations

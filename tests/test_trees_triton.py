@@ -110,10 +110,10 @@ def test_the_split_tree_path_is_the_reference_bit_for_bit(form):
     assert all(int(counters.abs().sum()) == 0 for counters in launch._arrivals.values())
 
 
-@pytest.mark.parametrize(("name", "kernel", "block", "warps"), [("triton-sequential-1024x4", "_TREE", 1024, 4),
-                                                              ("triton-split-2048x8", "_TREE_ROWS", 2048, 8),
-                                                              ("triton-split-2048x8", "_TREE_FINISH", 2048, 8)])
-def test_a_launch_shape_variant_verifies_trees_at_its_shape(name, kernel, block, warps, monkeypatch):
+@pytest.mark.parametrize(("name", "kernels", "block", "warps"), [("triton-sequential-1024x4", ("_TREE",), 1024, 4),
+                                                               ("triton-split-2048x8", ("_TREE_ROWS", "_TREE_FINISH"),
+                                                                2048, 8)])
+def test_a_launch_shape_variant_verifies_trees_at_its_shape(name, kernels, block, warps, monkeypatch):
     # `specbench kernels --tree ... --impl triton-sequential-BxW` times the tree kernels at that shape: the variant's
     # shape is the launcher's (launch.TUNING) while each tree kernel launches, and on a GPU the launch's own (the
     # interpreter takes its own small blocks; neither shape is the launcher's default at B = 8)
@@ -121,14 +121,17 @@ def test_a_launch_shape_variant_verifies_trees_at_its_shape(name, kernel, block,
 
     launch = triton_launch()
     device = device_for("triton")
-    shapes = []
-    launcher = getattr(launch, kernel)
+    shapes = {kernel: [] for kernel in kernels}
 
-    def counted(grid, args, num_warps, stream, **constexprs):
-        shapes.append((launch.TUNING["block"], launch.TUNING["num_warps"], constexprs["BLOCK"], num_warps))
-        launcher(grid, args, num_warps, stream, **constexprs)
+    def counted(kernel, launcher):
+        def launch_counted(grid, args, num_warps, stream, **constexprs):
+            shapes[kernel].append((launch.TUNING["block"], launch.TUNING["num_warps"], constexprs["BLOCK"], num_warps))
+            launcher(grid, args, num_warps, stream, **constexprs)
 
-    monkeypatch.setattr(launch, kernel, counted)
+        return launch_counted
+
+    for kernel in kernels:
+        monkeypatch.setattr(launch, kernel, counted(kernel, getattr(launch, kernel)))
     kwargs, tree = _tree_call("draft logits", TREES["bushy"], 8, seed=3, vocab=2100)
     want = verify(**kwargs, tree=tree, backend="torch")
     variant = resolve(name)
@@ -136,8 +139,9 @@ def test_a_launch_shape_variant_verifies_trees_at_its_shape(name, kernel, block,
     got = variant.bind({**_on(device, kwargs), "tree": DraftTree(tree.parents.to(device), tree.candidates)})()
     for field in ("output_token_ids", "num_emitted", "num_accepted", "accepted_nodes"):
         assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), field
-    assert shapes and all(shape[:2] == (block, warps) for shape in shapes), shapes
-    assert device.type != "cuda" or all(shape[2:] == (block, warps) for shape in shapes), shapes
+    for kernel, launched in shapes.items():
+        assert launched and all(shape[:2] == (block, warps) for shape in launched), (kernel, launched)
+        assert device.type != "cuda" or all(shape[2:] == (block, warps) for shape in launched), (kernel, launched)
 
 
 @pytest.mark.parametrize("form", ["greedy", "draft logits", "target probs, one-hot", "synthetic"])
@@ -260,13 +264,13 @@ def _race_exponentials(kwargs: dict, vocab: int) -> torch.Tensor:
                                   torch.arange(vocab)[None, :]))
 
 
-@pytest.mark.parametrize("backend", ["triton", "triton-split"])
-@pytest.mark.parametrize(("form", "depth"), [("draft logits", 0), ("target probs, draft logits", 0),
-                                             ("without replacement, draft probs", 0), ("one-hot", 0),
-                                             ("draft logits", 1), ("draft probs", 1)])
+@pytest.mark.parametrize(("form", "depth", "backend"), [
+    *((form, 0, backend) for backend in ("triton", "triton-split")
+      for form in ("draft logits", "target probs, draft logits", "without replacement, draft probs", "one-hot")),
+    ("draft logits", 1, "triton"), ("draft probs", 1, "triton")])  # (depth 1 in one program: the suite's time)
 def test_the_race_after_two_rejected_children_runs_from_candidates(form, depth, backend, monkeypatch):
     # both children of the root (depth 0), or of node 0 after the root's first child is accepted (depth 1: its
-    # children are nodes 2 and 3, so the first sibling is not lane 0's default node), are rejected (each drafts its
+    # children are nodes 2 and 3, so the first sibling is not lane 1's default node), are rejected (each drafts its
     # row's least likely token, given much draft mass): the pass summing the mass left after the first keeps each
     # lane's candidate, and the race after the second runs over them alone (kernels/tree.py, CANDIDATE_MARGIN) where
     # its winner clears every dropped token; where it cannot (the margin made huge here), the race takes its pass

@@ -337,13 +337,9 @@ def fused_shuffles(ptx: str) -> int:
     return sum(any(operand in shuffled for operand in operands) for operands in fmas)
 
 
-def sass_loops(cubin: Path) -> list[dict[str, int]]:
-    """The innermost loops of the SASS (a backward branch whose body holds no other one).
-
-    Per loop: instructions per iteration, global loads, MUFU (exp2, log2, rcp) and local-memory
-    (spill) instructions. With BLOCK tokens and W warps per program, one iteration handles
-    BLOCK / (32 W) tokens per thread.
-    """
+def innermost_loops(cubin: Path) -> list[list[str]]:
+    """The innermost loops of the SASS (a backward branch whose body holds no other one), each as its
+    instructions' opcodes in order (with their modifiers); none where cuobjdump is missing."""
     tool = _cuda_tool("cuobjdump")
     if tool is None:
         return []
@@ -356,28 +352,41 @@ def sass_loops(cubin: Path) -> list[dict[str, int]]:
         if branch and int(branch.group(1), 16) < address and int(branch.group(1), 16) in index:
             spans.append((index[int(branch.group(1), 16)], i))
     innermost = [(a, b) for a, b in spans if not any(a <= c and d <= b and (c, d) != (a, b) for c, d in spans)]
-    loops = []
-    for first, last in innermost:
-        ops = [text.split()[1] if text.startswith("@") else text.split()[0] for _a, text in code[first:last + 1]]
-        loops.append({
-            "instructions": len(ops),
-            "global_loads": sum(op.startswith("LDG") for op in ops),
-            "mufu": sum(op.startswith("MUFU") for op in ops),
-            "local_memory": sum(op.startswith(("LDL", "STL")) for op in ops),
-        })
-    return loops
+    return [[text.split()[1] if text.startswith("@") else text.split()[0] for _a, text in code[first:last + 1]]
+            for first, last in innermost]
 
 
-def _compile(index: int, arch: int, with_loops: bool) -> dict:
-    # one variant, by its place in variants(): a worker process rebuilds the list rather than unpickle kernels
-    kernel, constexprs, warps, dtype = variants()[index]
+def sass_loops(cubin: Path) -> list[dict[str, int]]:
+    """The innermost loops of the SASS (``innermost_loops``).
+
+    Per loop: instructions per iteration, global loads, MUFU (exp2, log2, rcp) and local-memory
+    (spill) instructions. With BLOCK tokens and W warps per program, one iteration handles
+    BLOCK / (32 W) tokens per thread.
+    """
+    return [{
+        "instructions": len(ops),
+        "global_loads": sum(op.startswith("LDG") for op in ops),
+        "mufu": sum(op.startswith("MUFU") for op in ops),
+        "local_memory": sum(op.startswith(("LDL", "STL")) for op in ops),
+    } for ops in innermost_loops(cubin)]
+
+
+def compile_variant(index: int, arch: int = 90):
+    """Variant ``index`` of ``variants()`` lowered for compute capability ``arch``: (its row of variants(),
+    Triton's compiled kernel)."""
+    kernel, constexprs, warps, dtype = variant = variants()[index]
     names = list(inspect.signature(kernel.fn).parameters)
     sig = signature(kernel, constexprs, dtype)
     source = triton.compiler.ASTSource(
         fn=kernel, signature=sig, constexprs={(names.index(name),): value for name, value in constexprs.items()},
         attrs=aligned_attributes(names, sig),
     )
-    compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
+    return variant, triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
+
+
+def _compile(index: int, arch: int, with_loops: bool) -> dict:
+    # one variant, by its place in variants(): a worker process rebuilds the list rather than unpickle kernels
+    (kernel, constexprs, warps, dtype), compiled = compile_variant(index, arch)
     with tempfile.TemporaryDirectory() as workdir:
         cubin = Path(workdir) / "kernel.cubin"
         cubin.write_bytes(compiled.asm["cubin"])

@@ -39,7 +39,7 @@ def small_blocks(monkeypatch):
     """The truncation kernels read rows in blocks of 16 tokens here (several chunks, a short last one; the
     deferred races three slices a row, the last one short)."""
     launch = triton_launch()
-    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device, fused=False, batch=0: (16, 4))
+    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device, fused=False, batch=0, draft_rows=True: (16, 4))
     monkeypatch.setattr(launch, "_race_shape", lambda vocab, device, batch: (16, 4))
     monkeypatch.setattr(launch, "_histogram_shape", lambda vocab, device: (16, 16, 4))
     monkeypatch.setattr(launch, "_bounds_shape", lambda vocab, device: (32, 16, 4))
@@ -321,7 +321,7 @@ def test_top_k_fast_path_equals_sort_and_radix_path(small_blocks, monkeypatch, i
     cutoffs equal a sort's, specbench.truncation's and the radix path's, and the rows meant for
     the fast path are resolved by it (they have a kept list, the radix path's rows none)."""
     launch = small_blocks
-    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device, fused=False, batch=0: (32, 4))
+    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device, fused=False, batch=0, draft_rows=True: (32, 4))
     vocab = 150
     generator = torch.Generator().manual_seed(5)
     logits = _rows(generator, 8, 2, vocab)
@@ -353,7 +353,7 @@ def test_top_k_fast_path_equals_sort_and_radix_path(small_blocks, monkeypatch, i
     assert torch.equal(fast[4] > 0, expected_fast & has_mass), (fast[4], expected_fast)
     assert bool((fast[4] <= top_k[:, None].clamp(max=64)).all())
     monkeypatch.undo()
-    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device, fused=False, batch=0: (32, 4))
+    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device, fused=False, batch=0, draft_rows=True: (32, 4))
     monkeypatch.setattr(launch, "MAX_GROUPS", 1)  # no row fits: the radix path everywhere
     radix = launch.truncation_summaries(**keywords)
     assert not bool(radix[4].any())

@@ -12,7 +12,7 @@
 #                                                # initcheck and racecheck (two shards each) on the tree workload
 #   bash results/h200-tree-spills/run.sh profile # ncu on one step's one-program kernel, the tree and the chain K = 6,
 #                                                # both stopping at depth 2, B = 64 and 256, draft logits
-#   bash results/h200-tree-spills/run.sh sanitize  # GROUPS of the tree workload under memcheck, initcheck and racecheck
+#   bash results/h200-tree-spills/run.sh sanitize  # groups SHARDS of the tree workload under memcheck, initcheck and racecheck
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-/tmp/specbench-pycache}
 export PATH=$PATH:/usr/local/cuda/bin
@@ -65,9 +65,9 @@ for step in "$@"; do
       done ;;
     sanitize)
       # groups of the tree workload (tests/sanitize_kernels.py --part trees: 20 groups), one process per group and
-      # tool: GROUPS="9 10 11 12" (draft logits), "13 14 15 16" (draft probabilities)
+      # tool: SHARDS="9 10 11 12" (draft logits), "13 14 15 16" (draft probabilities)
       for tool in memcheck initcheck racecheck; do
-        for g in ${GROUPS:-9 10 11 12}; do
+        for g in ${SHARDS:-9 10 11 12}; do
           timeout ${LIMIT:-290} python3 tests/sanitize_kernels.py --part trees --tools $tool --shard $g/20 \
             --out "$out/trees-$tool-$g" > "$out/trees-$tool-$g.txt" 2>&1 &
         done

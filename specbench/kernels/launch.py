@@ -674,8 +674,11 @@ _LOGPROBS = _Launcher(_logprobs_kernel)
 # 723.9 / 644.0 / 779.5, at B = 512: 1109.4 / 1043.9 / 909.6; after the pass took each group's largest
 # entry, 2048 x 4 / 2048 x 8 fused: 643.4 / 718.8 at B = 256, 1029.8 / 847.4 at B = 512
 TRUNCATION_SHAPES = {"prepass": (2048, 8), "fused": (2048, 4), "fused-wide": (2048, 8)}
-# ... the fused path takes "fused-wide" beyond the requests that 4-warp programs keep resident (three
-# per multiprocessor): there the batch runs in waves anyway, and wider programs finish each sooner
+# ... the fused path takes "fused-wide" beyond three requests per multiprocessor (there the batch runs
+# in waves anyway, and wider programs finish each sooner) where its programs read two rows a slot (draft
+# logits); with draft probabilities or one-hot drafts (target rows alone) 2048 x 4 stays faster. With the
+# pass loading a chunk ahead, 2048 x 4 / 2048 x 8 at B = 512: 904.2 / 828.9 from draft logits, 339.0 /
+# 419.0 from draft probabilities (results/h200-pass-prefetch/)
 FUSED_WIDE_REQUESTS_PER_SM = 3
 
 
@@ -684,10 +687,12 @@ FUSED_WIDE_REQUESTS_PER_SM = 3
 ROW_PROGRAM_SHAPE = (1024, 4)
 
 
-def _truncation_shape(vocab: int, device: torch.device, fused: bool = False, batch: int = 0) -> tuple[int, int]:
+def _truncation_shape(vocab: int, device: torch.device, fused: bool = False, batch: int = 0,
+                      draft_rows: bool = True) -> tuple[int, int]:
+    # draft_rows: the step reads its requests' draft rows (draft logits)
     path = "prepass"
     if fused and device.type == "cuda":
-        wide = batch > 0 and batch > FUSED_WIDE_REQUESTS_PER_SM * _num_sms(device.index or 0)
+        wide = draft_rows and batch > 0 and batch > FUSED_WIDE_REQUESTS_PER_SM * _num_sms(device.index or 0)
         path = "fused-wide" if wide else "fused"
     return _program_shape(vocab, device, *TRUNCATION_SHAPES[path])
 
@@ -1109,7 +1114,7 @@ def _verify_truncated(
     # races in the step (its rows with 1 <= top_k <= 64 race over their kept lists, the only rows a
     # batch must have for the deferred race to be worth its launch)
     defer = no_top_k and split
-    block, num_warps = _truncation_shape(vocab, device, fused, batch)
+    block, num_warps = _truncation_shape(vocab, device, fused, batch, draft_kind == 1)
     race_block, race_warps = _race_shape(vocab, device, batch)
     race_splits, race_chunk = _slices(batch, vocab, race_block, device) if defer else (0, 0)
     knobs, flags = _knob_args(top_k, top_p, min_p, temperatures)

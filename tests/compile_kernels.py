@@ -206,7 +206,7 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                                            "DEFER": 0, "SUMMARIZE_EMITTED": 0, "DECIDED": 0, **step_groups}, step_warps,
                                            "fp32")
                for fused, (step_block, step_warps, step_groups) in step_shapes.items())
-    # the fused step's wide shape (batches beyond what its 4-warp programs keep resident), in the form
+    # the fused step's wide shape (beyond three requests per multiprocessor, with draft logits), in the form
     # large batches time: target and truncated draft logits, every knob
     wide_block, wide_warps = launch.TRUNCATION_SHAPES["fused-wide"]
     wide = {"MODE": 1, "TARGET_PROBS": 0, "TRUNCATE_DRAFT": 1, **every_knob, "DRAFT": 1, "BLOCK": wide_block,

@@ -39,7 +39,8 @@ def small_blocks(monkeypatch):
     """The truncation kernels read rows in blocks of 16 tokens here (several chunks, a short last one; the
     deferred races three slices a row, the last one short)."""
     launch = triton_launch()
-    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device, fused=False, batch=0, draft_rows=True: (16, 4))
+    monkeypatch.setattr(launch, "_truncation_shape",
+                        lambda vocab, device, fused=False, batch=0, draft_rows=True: (16, 4))
     monkeypatch.setattr(launch, "_race_shape", lambda vocab, device, batch: (16, 4))
     monkeypatch.setattr(launch, "_histogram_shape", lambda vocab, device: (16, 16, 4))
     monkeypatch.setattr(launch, "_bounds_shape", lambda vocab, device: (32, 16, 4))
@@ -321,7 +322,8 @@ def test_top_k_fast_path_equals_sort_and_radix_path(small_blocks, monkeypatch, i
     cutoffs equal a sort's, specbench.truncation's and the radix path's, and the rows meant for
     the fast path are resolved by it (they have a kept list, the radix path's rows none)."""
     launch = small_blocks
-    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device, fused=False, batch=0, draft_rows=True: (32, 4))
+    monkeypatch.setattr(launch, "_truncation_shape",
+                        lambda vocab, device, fused=False, batch=0, draft_rows=True: (32, 4))
     vocab = 150
     generator = torch.Generator().manual_seed(5)
     logits = _rows(generator, 8, 2, vocab)
@@ -353,7 +355,8 @@ def test_top_k_fast_path_equals_sort_and_radix_path(small_blocks, monkeypatch, i
     assert torch.equal(fast[4] > 0, expected_fast & has_mass), (fast[4], expected_fast)
     assert bool((fast[4] <= top_k[:, None].clamp(max=64)).all())
     monkeypatch.undo()
-    monkeypatch.setattr(launch, "_truncation_shape", lambda vocab, device, fused=False, batch=0, draft_rows=True: (32, 4))
+    monkeypatch.setattr(launch, "_truncation_shape",
+                        lambda vocab, device, fused=False, batch=0, draft_rows=True: (32, 4))
     monkeypatch.setattr(launch, "MAX_GROUPS", 1)  # no row fits: the radix path everywhere
     radix = launch.truncation_summaries(**keywords)
     assert not bool(radix[4].any())
@@ -679,3 +682,82 @@ def test_decisions_where_the_bounds_are_wide(small_blocks, monkeypatch, way, rou
         _same(got, want)
         unsure += int(((decided[:, 1] == 0)).sum())
     assert unsure > 0
+
+
+# --- the group maxima pass, loading a chunk ahead or not ---------------------------------------------------------
+
+
+try:  # (the kernel below calls cutoffs.group_maxima; without Triton the fixture skips every test here)
+    import triton
+    import triton.language as tl
+
+    from specbench.kernels.cutoffs import group_maxima
+except ModuleNotFoundError:
+    triton = None
+
+if triton is not None:
+
+    @triton.jit
+    def _group_maxima_kernel(rows_ptr, out_ptr, V, num_groups, SLICE: tl.constexpr, inv_temperature,
+                             TARGET_PROBS: tl.constexpr, GROUP_ROWS: tl.constexpr, PREFETCH: tl.constexpr):
+        # a program per (row, slice of SLICE groups) writes its slice's maxima
+        row = tl.program_id(0)
+        first = tl.program_id(1) * SLICE
+        last = tl.minimum(first + SLICE, num_groups)
+        group_maxima(rows_ptr + row * V, V, inv_temperature, out_ptr + row * num_groups, first, last, TARGET_PROBS,
+                     GROUP_ROWS, PREFETCH)
+
+
+@pytest.mark.parametrize("is_probs", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_group_maxima_pass_loading_ahead_writes_what_the_plain_one_does(small_blocks, is_probs, dtype):
+    """The pass (cutoffs.group_maxima) with each chunk loaded one iteration ahead (the fused step's) and
+    without (the prepass's), on rows of several chunks of 2 groups cut into slices of 3 and 4 groups (a
+    slice ending inside a chunk, a short last one): the same maxima, bit for bit, equal to the groups'
+    largest values (temperature 1.3, and 0 where a +inf logit has no mass), and nothing written outside
+    each program's slice."""
+    vocab = 233  # 8 groups, the last one short
+    generator = torch.Generator().manual_seed(3)
+    stored = _rows(generator, 1, 3, vocab)[0]
+    stored[1, 40:70] = math.inf
+    if is_probs:
+        stored = torch.softmax(stored.nan_to_num(nan=-math.inf, posinf=30.0), dim=-1)
+        stored[2, 100:140] = -0.25  # no mass
+    stored = stored.to(dtype)
+    groups = -(-vocab // 32)
+    for inv_temperature in (1 / 1.3, 0.0):
+        for slice_groups in (3, 4):
+            got = {}
+            for prefetch in (False, True):
+                out = torch.full((3, groups), math.nan)
+                _group_maxima_kernel[(3, -(-groups // slice_groups))](stored, out, vocab, groups, slice_groups, inv_temperature,
+                                                                      is_probs, 2, prefetch)
+                got[prefetch] = out
+            assert torch.equal(got[True], got[False]), (got[True], got[False])
+            padded = torch.nn.functional.pad(stored.float(), (0, groups * 32 - vocab), value=-math.inf)
+            padded = padded.masked_fill(padded.isnan(), -math.inf)  # a NaN entry has no mass: never a maximum
+            if is_probs:
+                largest = padded.view(3, groups, 32).amax(-1).clamp(0.0, 1.0)
+                want = torch.where(largest > 0, largest, -math.inf)
+            else:
+                raw = padded if inv_temperature else padded.masked_fill(padded == math.inf, -math.inf)
+                want = (raw.view(3, groups, 32).amax(-1) * inv_temperature).nan_to_num(nan=-math.inf)
+                want = want.clamp(max=torch.finfo(torch.float32).max) + 0.0  # -0 read as 0
+            assert torch.equal(got[True], want), (got[True], want)
+
+
+@pytest.mark.parametrize("draft, draft_rows", [("logits", True), ("probs", False), ("none", False)])
+def test_the_fused_step_takes_its_wide_shape_only_where_it_reads_draft_rows(small_blocks, monkeypatch, draft,
+                                                                              draft_rows):
+    """The launcher tells the truncation shape whether the step reads draft rows: with draft logits only."""
+    asked = []
+
+    def shape(vocab, device, fused=False, batch=0, draft_rows=True):
+        asked.append((fused, draft_rows))
+        return 16, 4
+
+    monkeypatch.setattr(small_blocks, "_truncation_shape", shape)
+    inputs = _inputs(7, "logits", draft, batch=2)
+    with small_blocks.strategy("sequential"):
+        _verify(inputs, knobs={"top_k": torch.tensor([3, 5], dtype=torch.int32)})
+    assert asked == [(True, draft_rows)]

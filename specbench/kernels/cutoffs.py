@@ -308,7 +308,7 @@ def _stored_chunk(row, offs, stop, TARGET_PROBS: tl.constexpr):
 
 @triton.jit
 def group_maxima(row, V, inv_temperature, group_max_ptr, first, last, TARGET_PROBS: tl.constexpr,
-                 GROUP_ROWS: tl.constexpr, PREFETCH: tl.constexpr):
+                 GROUP_ROWS: tl.constexpr, PREFETCH: tl.constexpr = False):
     # the largest value of groups first .. last - 1 of GROUP consecutive tokens, to their scratch
     # slots (-inf for a group with no value of mass). A value is a monotone function of the stored
     # entry (a positive scale, then clamps; the maximum skips NaN entries, which have no mass), so it
@@ -317,13 +317,14 @@ def group_maxima(row, V, inv_temperature, group_max_ptr, first, last, TARGET_PRO
     # The chunk's offsets are contiguous along a group and its mask constant along one (V and the
     # slice's end are multiples of 16 or masked per token): the loads go out as wide vectors, several
     # per thread in flight. PREFETCH: each chunk is loaded one iteration ahead, so the next chunk's loads
-    # are in flight while this one is reduced (the last iteration's is masked whole and reads nothing);
-    # for a program that streams many chunks with few warps beside it (the fused step: 1.2x faster at
-    # B = 256, results/h200-pass-prefetch/), not for the prepass, whose programs read a chunk or a few
+    # are in flight while this one is reduced (the last iteration's is masked whole and reads nothing):
+    # the fused step's pass, a whole row by a program with few warps beside it (1.2x faster at B = 256,
+    # results/h200-pass-prefetch/). The prepass does not: where its programs read one chunk or two (B <= 8)
+    # it was level or slower, and where they read a row (B = 64) 1.5% faster, within a run's spread
     rows = tl.arange(0, GROUP_ROWS)
     lanes = tl.arange(0, GROUP)
     stop = tl.minimum(last * GROUP, V)  # tokens past the slice or the row read nothing
-    coming = tl.zeros([GROUP_ROWS, GROUP], tl.float32)  # (PREFETCH: the first chunk, as stored)
+    coming = tl.zeros([GROUP_ROWS, GROUP], row.dtype.element_ty)  # the chunk loaded ahead (PREFETCH)
     if PREFETCH:
         coming = _stored_chunk(row, (first + rows)[:, None] * GROUP + lanes[None, :], stop, TARGET_PROBS)
     for start in range(first, last, GROUP_ROWS):

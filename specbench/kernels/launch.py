@@ -667,18 +667,19 @@ _LOGPROBS = _Launcher(_logprobs_kernel)
 # Launch shapes of the truncation kernels (tokens a program reads per chunk, warps), by path: the
 # prepass path of small batches, where a row's cutoff search is one program's work while the others
 # wait (8 warps: a search of 8192 group maxima took 18.2 µs against 21.1 at 4), and the fused path of
-# large ones, where each program streams its rows and searches between them (4 warps keep three
-# programs on a multiprocessor; 2048-token blocks, 8192-token passes). H200, graph, top_k 50 + top_p
-# 0.9, draft logits, µs (results/h200-truncation-s3/): 1024 x 4 / 2048 x 8 for the prepass at B = 1, 8,
-# 64: 34.6 / 28.1, 44.9 / 37.0, 275.5 / 176.7; 1024 x 4 / 2048 x 4 / 2048 x 8 fused at B = 256 K = 7:
-# 723.9 / 644.0 / 779.5, at B = 512: 1109.4 / 1043.9 / 909.6; after the pass took each group's largest
-# entry, 2048 x 4 / 2048 x 8 fused: 643.4 / 718.8 at B = 256, 1029.8 / 847.4 at B = 512
+# large ones, where each program streams its rows and searches between them (2048-token blocks,
+# 8192-token passes; at 4 warps its 254 registers a thread keep two programs on a multiprocessor).
+# H200, graph, top_k 50 + top_p 0.9, draft logits, µs (results/h200-truncation-s3/): 1024 x 4 / 2048 x 8
+# for the prepass at B = 1, 8, 64: 34.6 / 28.1, 44.9 / 37.0, 275.5 / 176.7; 1024 x 4 / 2048 x 4 / 2048 x 8
+# fused at B = 256 K = 7: 723.9 / 644.0 / 779.5, at B = 512: 1109.4 / 1043.9 / 909.6; after the pass took
+# each group's largest entry, 2048 x 4 / 2048 x 8 fused: 643.4 / 718.8 at B = 256, 1029.8 / 847.4 at B = 512
 TRUNCATION_SHAPES = {"prepass": (2048, 8), "fused": (2048, 4), "fused-wide": (2048, 8)}
-# ... the fused path takes "fused-wide" beyond three requests per multiprocessor (there the batch runs
-# in waves anyway, and wider programs finish each sooner) where its programs read two rows a slot (draft
-# logits); with draft probabilities or one-hot drafts (target rows alone) 2048 x 4 stays faster. With the
-# pass loading a chunk ahead, 2048 x 4 / 2048 x 8 at B = 512: 904.2 / 828.9 from draft logits, 339.0 /
-# 419.0 from draft probabilities (results/h200-pass-prefetch/)
+# ... the fused path takes "fused-wide" beyond three requests per multiprocessor (a threshold from the
+# timings: there the batch runs in waves anyway, and wider programs finish each sooner) where its programs
+# read two rows a slot (draft logits); with draft probabilities (target rows alone; one-hot drafts, which
+# read target rows alone too, untimed) 2048 x 4 stays faster.
+# With the pass loading a chunk ahead, 2048 x 4 / 2048 x 8 at B = 512: 904.2 / 828.9 from draft logits,
+# 339.0 / 419.0 from draft probabilities (results/h200-pass-prefetch/)
 FUSED_WIDE_REQUESTS_PER_SM = 3
 
 
@@ -1114,7 +1115,7 @@ def _verify_truncated(
     # races in the step (its rows with 1 <= top_k <= 64 race over their kept lists, the only rows a
     # batch must have for the deferred race to be worth its launch)
     defer = no_top_k and split
-    block, num_warps = _truncation_shape(vocab, device, fused, batch, draft_kind == 1)
+    block, num_warps = _truncation_shape(vocab, device, fused, batch, draft_kind == 1)  # (probabilistic only)
     race_block, race_warps = _race_shape(vocab, device, batch)
     race_splits, race_chunk = _slices(batch, vocab, race_block, device) if defer else (0, 0)
     knobs, flags = _knob_args(top_k, top_p, min_p, temperatures)

@@ -233,8 +233,7 @@ def load_run(path: str | Path) -> tuple[dict[str, Any], list[dict]]:
     if metadata.get("kind") not in ("kernels", "sweep", "plan"):
         raise SpecbenchError(f"{path} holds a {metadata.get('kind')!r} run; compare reads kernels, sweep and plan runs")
     if metadata["kind"] == "kernels":
-        given = Path(path)
-        check_timings(given if given.is_file() else given / results.RESULTS_JSON, records)
+        check_timings(results.results_file(path), records)
     return metadata, records
 
 

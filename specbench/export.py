@@ -67,12 +67,11 @@ _JSON_ONLY = ("samples_us",)
 def load(path: str | Path) -> tuple[str, dict[str, Any], list[dict]]:
     """``(kind, run metadata, rows)`` of a results folder or file, or of a ``compare --json`` report
     (kind ``compare``; its rows are the compared cases, its metadata the current run's)."""
-    given = Path(path)
-    file = given / results.RESULTS_JSON if given.is_dir() else given
+    file = results.results_file(path)
     if file.is_file():
         try:
-            payload = json.loads(file.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            payload = json.loads(results.read_text(file))
+        except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise SpecbenchError(f"{file} is not a readable JSON file ({exc})") from exc
         if isinstance(payload, dict) and isinstance(payload.get("cases"), list) and "status" in payload:
             return "compare", {**(payload.get("current_run") or {}), "compared": payload.get("kind")}, \

@@ -139,8 +139,8 @@ def merge_runs(folders: Sequence[Path], output: Path | None = None, allow_partia
     metadata = _merged_metadata(runs, missing)
     if output is None:
         output = results.default_output_dir(kind)
-    elif (output / results.RESULTS_JSON).is_file():
-        raise SpecbenchError(f"{output} already holds {results.RESULTS_JSON}; choose another --output")
+    elif (output / results.RESULTS_JSON).is_file() or (output / results.RESULTS_JSON_GZ).is_file():
+        raise SpecbenchError(f"{output} already holds a results file; choose another --output")
     elif output.exists() and not output.is_dir():
         raise SpecbenchError(f"--output {output} is a file, not a folder")
     results.ResultsWriter(output, metadata, records)

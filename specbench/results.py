@@ -2,13 +2,15 @@
 
 Records are written after every finished case (the JSON through a temporary file and a rename),
 so a run stopped by Ctrl-C leaves everything it finished readable. Charts and comparisons read
-these files and never re-run anything.
+these files and never re-run anything. A folder kept for the record may hold ``results.json.gz``
+instead (the same file, gzip-compressed): whatever reads a results folder or file reads either.
 """
 
 from __future__ import annotations
 
 import csv
 import datetime as _dt
+import gzip
 import json
 import math
 import os
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 RESULTS_JSON = "results.json"
+RESULTS_JSON_GZ = RESULTS_JSON + ".gz"  # the same file kept compressed (gzip), read wherever results.json is
 RESULTS_CSV = "results.csv"
 # settings a results folder written before they were recorded is taken to hold, by metadata field: what
 # those runs did (ten placements, the default until forty); resuming and comparing such a folder reads them in
@@ -186,6 +189,8 @@ def open_output(
         return default_output_dir(kind), [], {}
     if output.exists() and not output.is_dir():
         raise SpecbenchError(f"--output {output} is a file, not a folder")
+    if (output / RESULTS_JSON_GZ).is_file():
+        raise SpecbenchError(f"{output} holds {RESULTS_JSON_GZ}, a run kept compressed: choose another --output")
     if not (output / RESULTS_JSON).is_file():
         return output, [], {}
     if not resume:
@@ -299,17 +304,33 @@ def _write_csv(records: list[dict], path: Path) -> None:
         writer.writerows({key: _csv_cell(value) for key, value in record.items()} for record in records)
 
 
-def read_results(directory: str | Path) -> tuple[dict[str, Any], list[dict]]:
-    """``(metadata, records)`` of a results folder (or its ``results.json`` itself); a missing or
-    broken file is a usage error."""
+def results_file(directory: str | Path) -> Path:
+    """The results file of a folder (``results.json``, else ``results.json.gz``), or the file given."""
     given = Path(directory)
-    path = given if given.is_file() else given / RESULTS_JSON
+    if given.is_file() or not (given / RESULTS_JSON_GZ).is_file():
+        return given if given.is_file() else given / RESULTS_JSON
+    return given / RESULTS_JSON_GZ
+
+
+def read_text(path: Path) -> str:
+    """A JSON file's text, decompressed where its name ends in ``.gz``."""
+    if path.suffix == ".gz":
+        with gzip.open(path, "rt", encoding="utf-8") as file:
+            return file.read()
+    return path.read_text()
+
+
+def read_results(directory: str | Path) -> tuple[dict[str, Any], list[dict]]:
+    """``(metadata, records)`` of a results folder (or its ``results.json`` or ``results.json.gz``
+    itself); a missing or broken file is a usage error."""
+    given = Path(directory)
+    path = results_file(given)
     if not path.is_file():
         what = "no such folder" if not given.exists() else f"no {RESULTS_JSON} in it"
         raise SpecbenchError(f"{directory} is not a specbench results folder ({what})")
     try:
-        payload = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        payload = json.loads(read_text(path))
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SpecbenchError(f"{path} is not a readable specbench results file ({exc})") from exc
     if not isinstance(payload, dict):
         found = {list: "a JSON list", str: "a JSON string"}.get(type(payload), f"a JSON {type(payload).__name__}")

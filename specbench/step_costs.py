@@ -79,6 +79,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from specbench import results
 from specbench.errors import SpecbenchError
 from specbench.roofline_specs import GPUS, MODELS, GpuSpec, ModelSpec, resolve_gpu
 
@@ -418,10 +419,10 @@ class _SamplerTimes:
     def __init__(self, path: Path, vocab_size: int | None):
         self.path = Path(path)
         given = self.path
-        file = given / "results.json" if given.is_dir() else given
+        file = results.results_file(given)
         try:
-            payload = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            payload = json.loads(results.read_text(file))
+        except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise SpecbenchError(f"{given} is not a readable specbench results file ({exc})") from exc
         records = payload.get("records") if isinstance(payload, dict) else None
         metadata = payload.get("metadata") if isinstance(payload, dict) else None

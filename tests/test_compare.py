@@ -67,6 +67,32 @@ def test_a_run_against_itself_passes(quick_run):
     assert "slower" not in result.output.split("specbench compare:")[1].split("\n")[0]
 
 
+def _gzipped(run: Path, target: Path) -> Path:
+    """A copy of a run whose results.json is kept compressed (results.json.gz in its place)."""
+    import gzip
+
+    shutil.copytree(run, target)
+    plain = target / results.RESULTS_JSON
+    (target / results.RESULTS_JSON_GZ).write_bytes(gzip.compress(plain.read_bytes()))
+    plain.unlink()
+    return target
+
+
+def test_a_run_kept_compressed_reads_as_the_plain_one(quick_run, tmp_path):
+    kept = _gzipped(quick_run, tmp_path / "kept")
+    assert results.read_results(kept) == results.read_results(quick_run)
+    assert results.read_results(kept / results.RESULTS_JSON_GZ) == results.read_results(quick_run)
+    baseline = _with_samples(quick_run, tmp_path / "base", seed=1)
+    slower = _with_samples(quick_run, tmp_path / "slower", seed=2, scale={3: 1.5})
+    result = _compare(_gzipped(baseline, tmp_path / "base-kept"), _gzipped(slower, tmp_path / "slower-kept"))
+    assert result.exit_code == 1 and "FAIL: 1 slower" in _one_line(result.output), result.output
+    out = runner.invoke(app, ["kernels", "--quick", "--device", "cpu", "-o", str(kept)])
+    assert out.exit_code == 2 and "kept compressed" in _one_line(out.output), out.output
+    (kept / results.RESULTS_JSON_GZ).write_bytes(b"\x1f\x8b not gzip")
+    broken = _compare(kept, quick_run)
+    assert broken.exit_code == 2 and "is not a readable specbench results file" in _one_line(broken.stderr)
+
+
 def test_a_planted_1_5x_slowdown_fails_and_is_named(quick_run, tmp_path):
     baseline = _with_samples(quick_run, tmp_path / "base", seed=1)
     current = _with_samples(quick_run, tmp_path / "cur", seed=2, scale={3: 1.5})

@@ -199,3 +199,14 @@ def test_rows_alike_but_for_their_acceptance_label_or_model_get_distinct_names(r
     assert names[0] != names[1] and names[0].endswith("[scenario-a]")
     presets = [{**row, "model": "llama3"}, {**row, "model": "other-128k"}]
     assert len(set(export.benchmark_names("kernels", presets))) == 2
+
+
+def test_a_run_kept_compressed_exports_as_the_plain_one(runs, tmp_path):
+    import gzip
+    import shutil
+
+    kept = shutil.copytree(runs["kernels"], tmp_path / "kept")
+    (kept / "results.json.gz").write_bytes(gzip.compress((kept / "results.json").read_bytes()))
+    (kept / "results.json").unlink()
+    assert export.load(kept) == export.load(runs["kernels"])
+    assert _export(kept, "csv", tmp_path)[0] == _export(runs["kernels"], "csv", tmp_path)[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import math
 import os
@@ -270,6 +271,14 @@ def test_sampler_time_from_a_results_file(sampler_results):
     assert any("NVIDIA H200 at V=128256" in line for line in model.describe())
     qwen = roofline(MODELS["Qwen3-8B"], "H200", context_length=0, sampler_results=sampler_results / "results.json")
     assert qwen.step(8, 3).sampler_ms == pytest.approx(0.5)  # the nearest V to Qwen3's 151936
+
+
+def test_sampler_time_from_a_results_file_kept_compressed(sampler_results, tmp_path):
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "results.json.gz").write_bytes(gzip.compress((sampler_results / "results.json").read_bytes()))
+    model = roofline(MODELS["Llama-3.1-8B"], "H200", context_length=0, sampler_results=kept)
+    assert model.step(8, 3).sampler_ms == pytest.approx(0.040)
 
 
 def test_sampler_refuses_what_was_not_measured(sampler_results):

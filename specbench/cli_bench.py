@@ -797,7 +797,7 @@ def _run_on_devices(ctx: typer.Context, devices: str, *, output: Path | None, no
 
 
 def plot_command(
-    directory: Annotated[Path, typer.Argument(metavar="DIR", help="A results folder, or its results.json.")],
+    directory: Annotated[Path, typer.Argument(metavar="DIR", help="A results folder, or its results.json[.gz].")],
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", metavar="DIR", help="Where to write the charts (default: DIR itself).",
         show_default=False)] = None,
@@ -817,10 +817,10 @@ def plot_command(
     except OSError as exc:
         fail(f"cannot write charts into {out_dir}: {exc.strerror or exc}")
     except (KeyError, StopIteration) as exc:
-        fail(f"{folder}/{results.RESULTS_JSON} has a record without the field {exc.args[0] if exc.args else ''!r} "
-             f"its charts need")
+        fail(f"{results.results_file(directory)} has a record without the field "
+             f"{exc.args[0] if exc.args else ''!r} its charts need")
     except (TypeError, ValueError) as exc:
-        fail(f"{folder}/{results.RESULTS_JSON} has a record whose values its charts cannot use ({exc})")
+        fail(f"{results.results_file(directory)} has a record whose values its charts cannot use ({exc})")
     if not charts:
         fail(f"{folder} has no records to chart (kinds: "
              f"{', '.join(sorted({str(r.get('kind')) for r in records})) or 'none'})")

@@ -38,10 +38,10 @@ def _table(comparison: compare.Comparison) -> Table:
 
 
 def compare_command(
-    baseline: Annotated[Path, typer.Argument(metavar="BASELINE", help="Results folder (or results.json) of the "
-                                             "baseline run.", show_default=False)],
-    current: Annotated[Path, typer.Argument(metavar="CURRENT", help="Results folder (or results.json) of the run to "
-                                            "judge.", show_default=False)],
+    baseline: Annotated[Path, typer.Argument(metavar="BASELINE", help="Results folder (or its results.json[.gz]) "
+                                             "of the baseline run.", show_default=False)],
+    current: Annotated[Path, typer.Argument(metavar="CURRENT", help="Results folder (or its results.json[.gz]) of "
+                                            "the run to judge.", show_default=False)],
     threshold: Annotated[list[str] | None, typer.Option(
         "--threshold", "-t", metavar="T", help="Slowdown that fails the gate: 5% (default), or per mode such as "
         "greedy=3% (repeat or comma-separate).", show_default=False)] = None,
@@ -94,7 +94,7 @@ def compare_command(
 
 def calibrate_command(
     runs: Annotated[list[Path], typer.Argument(metavar="RUN...", help="Two or more kernels runs of one commit on one "
-                                               "device (results folders or results.json), each made in its own "
+                                               "device (results folders or results.json[.gz]), each made in its own "
                                                "process.", show_default=False)],
     output: Annotated[Path, typer.Option(
         "--output", "-o", metavar="FILE", help="Where to write the calibration (JSON) for compare --calibration "

@@ -21,7 +21,7 @@ export = lazy_module("specbench.export")
 
 def export_command(
     result: Annotated[Path, typer.Argument(metavar="RESULT", help="A kernels, sweep or plan results folder (or its "
-                                           "results.json), or the JSON of specbench compare --json.",
+                                           "results.json[.gz]), or the JSON of specbench compare --json.",
                                            show_default=False)],
     output_format: Annotated[str, typer.Option(
         "--format", metavar="FORMAT", help="bencher (Bencher Metric Format), github-action-benchmark "

@@ -19,6 +19,7 @@ import shlex
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -190,7 +191,8 @@ def open_output(
     if output.exists() and not output.is_dir():
         raise SpecbenchError(f"--output {output} is a file, not a folder")
     if (output / RESULTS_JSON_GZ).is_file():
-        raise SpecbenchError(f"{output} holds {RESULTS_JSON_GZ}, a run kept compressed: choose another --output")
+        raise SpecbenchError(f"{output} holds {RESULTS_JSON_GZ}, a run kept compressed: choose another --output (or "
+                             f"gunzip it to continue that run)")
     if not (output / RESULTS_JSON).is_file():
         return output, [], {}
     if not resume:
@@ -305,19 +307,27 @@ def _write_csv(records: list[dict], path: Path) -> None:
 
 
 def results_file(directory: str | Path) -> Path:
-    """The results file of a folder (``results.json``, else ``results.json.gz``), or the file given."""
+    """The results file of a folder (``results.json``, else ``results.json.gz``), or the file given (a
+    ``results.json`` that is not there but kept compressed beside: the compressed one)."""
     given = Path(directory)
-    if given.is_file() or not (given / RESULTS_JSON_GZ).is_file():
-        return given if given.is_file() else given / RESULTS_JSON
-    return given / RESULTS_JSON_GZ
+    if given.is_file():
+        return given
+    folder = given.parent if given.name == RESULTS_JSON else given
+    if not (folder / RESULTS_JSON).is_file() and (folder / RESULTS_JSON_GZ).is_file():
+        return folder / RESULTS_JSON_GZ
+    return given if given.name == RESULTS_JSON else given / RESULTS_JSON
 
 
 def read_text(path: Path) -> str:
-    """A JSON file's text, decompressed where its name ends in ``.gz``."""
-    if path.suffix == ".gz":
+    """A JSON file's text (UTF-8), decompressed where its name ends in ``.gz``; damaged compressed data
+    is an ``OSError`` as an unreadable file is."""
+    if path.suffix != ".gz":
+        return path.read_text(encoding="utf-8")
+    try:
         with gzip.open(path, "rt", encoding="utf-8") as file:
             return file.read()
-    return path.read_text()
+    except zlib.error as exc:
+        raise gzip.BadGzipFile(f"damaged compressed data ({exc})") from exc
 
 
 def read_results(directory: str | Path) -> tuple[dict[str, Any], list[dict]]:
@@ -326,7 +336,7 @@ def read_results(directory: str | Path) -> tuple[dict[str, Any], list[dict]]:
     given = Path(directory)
     path = results_file(given)
     if not path.is_file():
-        what = "no such folder" if not given.exists() else f"no {RESULTS_JSON} in it"
+        what = "no such folder" if not given.exists() else f"no {RESULTS_JSON} or {RESULTS_JSON_GZ} in it"
         raise SpecbenchError(f"{directory} is not a specbench results folder ({what})")
     try:
         payload = json.loads(read_text(path))

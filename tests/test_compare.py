@@ -86,11 +86,20 @@ def test_a_run_kept_compressed_reads_as_the_plain_one(quick_run, tmp_path):
     slower = _with_samples(quick_run, tmp_path / "slower", seed=2, scale={3: 1.5})
     result = _compare(_gzipped(baseline, tmp_path / "base-kept"), _gzipped(slower, tmp_path / "slower-kept"))
     assert result.exit_code == 1 and "FAIL: 1 slower" in _one_line(result.output), result.output
+    assert results.read_results(kept / results.RESULTS_JSON) == results.read_results(quick_run)  # named plainly
     out = runner.invoke(app, ["kernels", "--quick", "--device", "cpu", "-o", str(kept)])
     assert out.exit_code == 2 and "kept compressed" in _one_line(out.output), out.output
-    (kept / results.RESULTS_JSON_GZ).write_bytes(b"\x1f\x8b not gzip")
-    broken = _compare(kept, quick_run)
-    assert broken.exit_code == 2 and "is not a readable specbench results file" in _one_line(broken.stderr)
+    # beside a plain results.json, the compressed one is not read
+    shutil.copy(baseline / results.RESULTS_JSON, kept / results.RESULTS_JSON)
+    assert results.read_results(kept) == results.read_results(baseline)
+    (kept / results.RESULTS_JSON).unlink()
+    # damaged: a header that is not gzip's; compressed data that is not deflate's; a file cut short
+    whole = (kept / results.RESULTS_JSON_GZ).read_bytes()
+    for damaged in (b"\x1f\x8b not gzip", whole[:10] + b"\xff" * 20 + whole[30:], whole[: len(whole) // 2]):
+        (kept / results.RESULTS_JSON_GZ).write_bytes(damaged)
+        broken = _compare(kept, quick_run)
+        assert broken.exit_code == 2, broken.output
+        assert "is not a readable specbench results file" in _one_line(broken.stderr), broken.output
 
 
 def test_a_planted_1_5x_slowdown_fails_and_is_named(quick_run, tmp_path):

@@ -209,4 +209,5 @@ def test_a_run_kept_compressed_exports_as_the_plain_one(runs, tmp_path):
     (kept / "results.json.gz").write_bytes(gzip.compress((kept / "results.json").read_bytes()))
     (kept / "results.json").unlink()
     assert export.load(kept) == export.load(runs["kernels"])
+    assert export.load(kept / "results.json.gz") == export.load(runs["kernels"])
     assert _export(kept, "csv", tmp_path)[0] == _export(runs["kernels"], "csv", tmp_path)[0]

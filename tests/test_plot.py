@@ -85,7 +85,7 @@ def test_plot_of_a_folder_without_results_is_a_usage_error(tmp_path):
     assert result.exit_code == 2 and "is not a specbench results folder (no such folder)" in result.stderr
     (tmp_path / "empty").mkdir()
     result = CliRunner().invoke(app, ["plot", str(tmp_path / "empty")])
-    assert result.exit_code == 2 and "(no results.json in it)" in result.stderr
+    assert result.exit_code == 2 and "(no results.json or results.json.gz in it)" in result.stderr
 
 
 def test_plot_takes_the_results_file_itself(tmp_path):

@@ -139,6 +139,13 @@ def test_merge_refuses_an_incomplete_set_unless_allowed_and_an_unsharded_run(ker
     assert metadata["partial"] is True and [r["case"] for r in records] == [0, 2, 4, 5]
     result = runner.invoke(app, ["merge", str(kernels_runs["full"]), str(kernels_runs[1])])
     assert result.exit_code == 2 and "was not run with --shard" in result.output
+    # nor into a folder that holds a run, kept compressed or not
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "results.json.gz").write_bytes(b"")
+    result = runner.invoke(app, ["merge", str(kernels_runs[1]), str(kernels_runs[2]), str(kernels_runs[3]), "-o",
+                                 str(kept)])
+    assert result.exit_code == 2 and "already holds a results file" in " ".join(result.output.split())
     # a case held by two folders (a shard relabelled) is an overlap too
     twin = _copy(kernels_runs[1], tmp_path / "twin", shard_index=2)
     with pytest.raises(SpecbenchError, match="both hold the case torch: greedy B=1"):

@@ -71,7 +71,7 @@ def load(path: str | Path) -> tuple[str, dict[str, Any], list[dict]]:
     if file.is_file():
         try:
             payload = json.loads(results.read_text(file))
-        except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise SpecbenchError(f"{file} is not a readable JSON file ({exc})") from exc
         if isinstance(payload, dict) and isinstance(payload.get("cases"), list) and "status" in payload:
             return "compare", {**(payload.get("current_run") or {}), "compared": payload.get("kind")}, \

@@ -319,14 +319,14 @@ def results_file(directory: str | Path) -> Path:
 
 
 def read_text(path: Path) -> str:
-    """A JSON file's text (UTF-8), decompressed where its name ends in ``.gz``; damaged compressed data
-    is an ``OSError`` as an unreadable file is."""
+    """A JSON file's text (UTF-8), decompressed where its name ends in ``.gz``; damaged or cut-short
+    compressed data is an ``OSError``, as an unreadable file is."""
     if path.suffix != ".gz":
         return path.read_text(encoding="utf-8")
     try:
         with gzip.open(path, "rt", encoding="utf-8") as file:
             return file.read()
-    except zlib.error as exc:
+    except (zlib.error, EOFError) as exc:
         raise gzip.BadGzipFile(f"damaged compressed data ({exc})") from exc
 
 
@@ -340,7 +340,7 @@ def read_results(directory: str | Path) -> tuple[dict[str, Any], list[dict]]:
         raise SpecbenchError(f"{directory} is not a specbench results folder ({what})")
     try:
         payload = json.loads(read_text(path))
-    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SpecbenchError(f"{path} is not a readable specbench results file ({exc})") from exc
     if not isinstance(payload, dict):
         found = {list: "a JSON list", str: "a JSON string"}.get(type(payload), f"a JSON {type(payload).__name__}")

@@ -422,7 +422,7 @@ class _SamplerTimes:
         file = results.results_file(given)
         try:
             payload = json.loads(results.read_text(file))
-        except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise SpecbenchError(f"{given} is not a readable specbench results file ({exc})") from exc
         records = payload.get("records") if isinstance(payload, dict) else None
         metadata = payload.get("metadata") if isinstance(payload, dict) else None

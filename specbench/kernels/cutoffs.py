@@ -298,15 +298,6 @@ def top_k_path(k, V, GROUP_BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _stored_chunk(row, offs, stop, TARGET_PROBS: tl.constexpr):
-    # a chunk of the group maxima pass as stored (lanes at or past `stop` read nothing: a probability of 0, a
-    # logit of -inf)
-    if TARGET_PROBS:
-        return tl.load(row + offs, mask=offs < stop, other=0.0)
-    return tl.load(row + offs, mask=offs < stop, other=float("-inf"))
-
-
-@triton.jit
 def group_maxima(row, V, inv_temperature, group_max_ptr, first, last, TARGET_PROBS: tl.constexpr,
                  GROUP_ROWS: tl.constexpr, PREFETCH: tl.constexpr = False):
     # the largest value of groups first .. last - 1 of GROUP consecutive tokens, to their scratch
@@ -324,16 +315,15 @@ def group_maxima(row, V, inv_temperature, group_max_ptr, first, last, TARGET_PRO
     rows = tl.arange(0, GROUP_ROWS)
     lanes = tl.arange(0, GROUP)
     stop = tl.minimum(last * GROUP, V)  # tokens past the slice or the row read nothing
-    coming = tl.zeros([GROUP_ROWS, GROUP], row.dtype.element_ty)  # the chunk loaded ahead (PREFETCH)
     if PREFETCH:
-        coming = _stored_chunk(row, (first + rows)[:, None] * GROUP + lanes[None, :], stop, TARGET_PROBS)
+        coming = load_row(row, (first + rows)[:, None] * GROUP + lanes[None, :], stop, TARGET_PROBS)
     for start in range(first, last, GROUP_ROWS):
         groups = start + rows
         if PREFETCH:
-            stored = coming.to(tl.float32)
-            coming = _stored_chunk(row, (groups + GROUP_ROWS)[:, None] * GROUP + lanes[None, :], stop, TARGET_PROBS)
+            stored = coming
+            coming = load_row(row, (groups + GROUP_ROWS)[:, None] * GROUP + lanes[None, :], stop, TARGET_PROBS)
         else:
-            stored = _stored_chunk(row, groups[:, None] * GROUP + lanes[None, :], stop, TARGET_PROBS).to(tl.float32)
+            stored = load_row(row, groups[:, None] * GROUP + lanes[None, :], stop, TARGET_PROBS)
         if TARGET_PROBS:
             largest = clean_prob(tl.max(stored, axis=1))
             value = tl.where(largest > 0.0, largest, float("-inf"))

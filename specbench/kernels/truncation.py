@@ -259,9 +259,9 @@ def _truncation_prepass_kernel(
             first = s * SLICE_GROUPS
             last = tl.minimum(first + SLICE_GROUPS, num_groups)
             if side == 0:
-                group_maxima(t_row, V, inv_temperature, group_max, first, last, TARGET_PROBS, GROUP_ROWS, False)
+                group_maxima(t_row, V, inv_temperature, group_max, first, last, TARGET_PROBS, GROUP_ROWS)
             else:
-                group_maxima(d_row, V, inv_temperature, group_max, first, last, False, GROUP_ROWS, False)
+                group_maxima(d_row, V, inv_temperature, group_max, first, last, False, GROUP_ROWS)
         finisher = True
         if SLICES > 1:
             finisher = last_to_arrive(arrivals_ptr, cell, SLICES)

@@ -668,7 +668,7 @@ def test_decisions_where_the_bounds_are_wide(small_blocks, monkeypatch, way, rou
     bounds often, so requests stop deciding there (clean 0) and the step tests those drafts itself from
     exact summaries; equal to the reference over three seeds. (Bounds on S that leave out the cutoff token's
     mass, for one, accept drafts here that the reference rejects.)"""
-    batch = 16
+    batch = 8
     generator = torch.Generator().manual_seed(37)
     logits = torch.randn(batch, K + 1, V, generator=generator) * 2.5
     ranked = logits[:, :K].argsort(-1, descending=True)
@@ -697,7 +697,7 @@ try:  # (the kernel below calls cutoffs.group_maxima; without Triton the fixture
     import triton
     import triton.language as tl
 
-    from specbench.kernels.cutoffs import group_maxima
+    from specbench.kernels.cutoffs import _kth_largest_bound, _kth_largest_bound_from, group_maxima
 except ModuleNotFoundError:
     triton = None
 
@@ -712,6 +712,69 @@ if triton is not None:
         last = tl.minimum(first + SLICE, num_groups)
         group_maxima(rows_ptr + row * V, V, inv_temperature, out_ptr + row * num_groups, first, last, TARGET_PROBS,
                      GROUP_ROWS, PREFETCH)
+
+    @triton.jit
+    def _bisections_kernel(keys_ptr, guesses_ptr, out_ptr, k, enough, N: tl.constexpr):
+        # row r's order keys (INT32_MIN: no entry): the bisection from the top bit, then from the bits the row's
+        # largest key shares with each guess (near, far) of row r: (c, count) of each
+        r = tl.program_id(0)
+        key = tl.load(keys_ptr + r * N + tl.arange(0, N))
+        c, count = _kth_largest_bound(key, k, enough)
+        c_from, count_from = _kth_largest_bound_from(key, k, enough, tl.max(key, axis=0), tl.load(guesses_ptr + r * 2),
+                                                     tl.load(guesses_ptr + r * 2 + 1))
+        tl.store(out_ptr + r * 4 + 0, c)
+        tl.store(out_ptr + r * 4 + 1, count)
+        tl.store(out_ptr + r * 4 + 2, c_from)
+        tl.store(out_ptr + r * 4 + 3, count_from)
+
+
+def _order_keys(values: torch.Tensor) -> torch.Tensor:
+    """The kernels' int32 order keys of float32 values (cutoffs._order_key32), NaN as no entry (INT32_MIN)."""
+    bits = values.float().view(torch.int32)
+    keys = torch.where(bits >= 0, bits, bits ^ 0x7FFFFFFF)
+    return keys.masked_fill(values.isnan(), torch.iinfo(torch.int32).min)
+
+
+@pytest.mark.parametrize("enough", [5, 12])
+def test_a_bisection_started_from_shared_bits_bounds_the_kth_largest_as_from_the_top(small_blocks, enough):
+    """cutoffs._kth_largest_bound_from, the top-k path's bisections started from the bits the row's largest key
+    shares with a guess, on rows of 64 keys (continuous values of both signs, ties, probabilities, a few entries
+    or none): with guesses just below the k-th largest (the start holds k keys), above it (it does not: the
+    other guess, or both above: the top bit), and of the other sign, k = 5. Its bound is one (at least k keys
+    at or above it, their count returned, at most `enough` of them or the k-th largest itself), and where the
+    bisection from the top bit ends at the k-th largest or at exactly k keys (enough = k), the keys at or above
+    each bound are the same set."""
+    k, n = 5, 64
+    generator = torch.Generator().manual_seed(11)
+    rows = [torch.randn(n, generator=generator) * 3, torch.randn(n, generator=generator).abs() + 20.0,
+            torch.randint(-3, 4, (n,), generator=generator).float(),
+            torch.softmax(torch.randn(n, generator=generator) * 2, 0),
+            -torch.rand(n, generator=generator) - 1.0]
+    sparse = torch.full((n,), math.nan)
+    sparse[[3, 9, 40]] = torch.tensor([1.0, 2.0, 0.5])  # fewer than k entries
+    rows += [sparse, torch.full((n,), math.nan)]
+    values = torch.stack(rows)
+    cases = []
+    for row in values:
+        entries = row[~row.isnan()].sort(descending=True).values
+        kth = entries[k - 1].item() if len(entries) >= k else 0.0
+        top = entries.max().item() if len(entries) else 1.0
+        for near, far in ((kth * 0.999 if kth > 0 else kth * 1.001, -kth), (top, kth - 1.0), (top, top),
+                          (-abs(kth) - 5.0, 1e30)):
+            cases.append((row, near, far))
+    keys = _order_keys(torch.stack([row for row, _near, _far in cases]))
+    guesses = _order_keys(torch.tensor([[near, far] for _row, near, far in cases], dtype=torch.float32))
+    out = torch.zeros(len(cases), 4, dtype=torch.int32)
+    _bisections_kernel[(len(cases),)](keys, guesses, out, k, enough, n)
+    for row, (c, count, c_from, count_from) in zip(keys, out.tolist()):
+        entries = int((row > torch.iinfo(torch.int32).min).sum())
+        kth = row.sort(descending=True).values[k - 1].item() if entries >= k else torch.iinfo(torch.int32).min
+        for bound, counted in ((c, count), (c_from, count_from)):
+            at_least = int((row >= bound).sum()) if bound > torch.iinfo(torch.int32).min else entries
+            assert counted == at_least and bound <= kth
+            assert counted <= enough or bound == kth or entries < k
+        if enough == k and entries >= k:
+            assert torch.equal(row >= c, row >= c_from)
 
 
 @pytest.mark.parametrize("is_probs", [False, True])

@@ -347,13 +347,19 @@ def _kth_largest_bound(key, k, enough):
     # when fewer than k keys are given). Each step is one count over the block, in registers.
     c = tl.full([], -2147483648, tl.int32)
     count = tl.sum((key > c).to(tl.int32), axis=0)
-    step = tl.full([], 0, tl.int32)
-    while (step < 32) & (count > enough):
-        trial = c ^ (tl.full([], 1, tl.int32) << (31 - step))  # c's bits below 31 - step are 0 (bit 31: to 0)
+    return _bisect_down(key, k, enough, c, count, tl.full([], 0x80000000, tl.uint32))
+
+
+@triton.jit
+def _bisect_down(key, k, enough, c, count, bit):
+    # the bisection's steps from bound c (count keys >= it, c's bits from `bit` down 0; bit: uint32, one bit set
+    # or none): each bit, highest first, set where at least k keys stay >= c, until at most `enough` are
+    while (bit != 0) & (count > enough):
+        trial = c ^ bit.to(tl.int32, bitcast=True)  # (bit 31: to 0, the bisection's order)
         at_least = tl.sum((key >= trial).to(tl.int32), axis=0)
         c = tl.where(at_least >= k, trial, c)
         count = tl.where(at_least >= k, at_least, count)
-        step += 1
+        bit = bit >> 1
     return c, count
 
 
@@ -394,13 +400,7 @@ def _kth_largest_bound_from(key, k, enough, high, near, far):
     count = tl.where(count_near >= k, count_near, count_far)
     if count < k:  # neither start holds k keys: from the top bit, all entries counted
         count = tl.sum(entry.to(tl.int32), axis=0)
-    while (bit != 0) & (count > enough):
-        trial = c ^ bit.to(tl.int32, bitcast=True)  # c's bits from `bit` down are 0 (bit 31: to 0)
-        at_least = tl.sum((key >= trial).to(tl.int32), axis=0)
-        c = tl.where(at_least >= k, trial, c)
-        count = tl.where(at_least >= k, at_least, count)
-        bit = bit >> 1
-    return c, count
+    return _bisect_down(key, k, enough, c, count, bit)
 
 
 @triton.jit

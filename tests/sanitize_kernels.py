@@ -158,9 +158,12 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1)) -> int:
     # grid so ties cross the top_k and top_p boundaries, V not a multiple of the block, top_k >= V
     # (no 70001-token rows here: the radix fallback's ~25 passes over them under the sanitizers took minutes;
     # 4099 tokens still span several blocks and groups, and bfloat16 runs on the first shape only)
+    # (part "topk": the calls given top_k alone, probabilistic, with one more shape: rows of 4097 groups, where the
+    # fused step's group block is 8192)
     truncation_shapes = [shape for shape in CHAIN_SHAPES if shape[2] != 70001]
+    truncation_shapes += [(2, 2, 131101)] if part == "topk" else []
     truncation_modes = {"all": ("probabilistic", "synthetic", "greedy"), "truncation": ("probabilistic", "synthetic",
-                        "greedy"), "radix": ("probabilistic",)}.get(part, ())
+                        "greedy"), "radix": ("probabilistic",), "topk": ("probabilistic",)}.get(part, ())
     for mode, draft, target, dtype in _groups(mine, truncation_modes):
         for batch, num_spec, vocab in truncation_shapes[:1] if dtype == torch.bfloat16 else truncation_shapes:
             kwargs = hostile_inputs(batch, num_spec, vocab, draft, target, dtype, seed=batch + vocab)
@@ -178,9 +181,11 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1)) -> int:
                         for _ in range(2):  # the JIT launch, then the direct one
                             verify(mode=mode, backend="triton", check_values=False, sampling=sampling,
                                    truncate_draft_logits=truncate_draft, logprobs=logprobs, **kwargs)
-                            verify(mode=mode, backend="triton", check_values=False, logprobs=logprobs,
-                                   temperatures=sampling.temperatures, **kwargs)  # logprobs alone
-                            calls += 2
+                            calls += 1
+                            if part != "topk":
+                                verify(mode=mode, backend="triton", check_values=False, logprobs=logprobs,
+                                       temperatures=sampling.temperatures, **kwargs)  # logprobs alone
+                                calls += 1
             # a batch given no top_k: a split path (histogram.py, or radix.py) summarises its rows; the
             # step races itself ("sequential") or leaves its races over whole rows to the split terminal ("split")
             # (and top_p alone once, split: kernels compiled without min_p's in-play test); without
@@ -193,7 +198,7 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1)) -> int:
                                                    ("sequential", no_top_k, "processed", 1),
                                                    ("split", top_p_alone, "processed", 1), ("split", no_top_k, None, 1),
                                                    ("sequential", top_p_alone, None, 1), ("split", no_top_k, None, 2),
-                                                   ("sequential", top_p_alone, None, 2)):
+                                                   ("sequential", top_p_alone, None, 2)) if part != "topk" else ():
                 launch.TUNING["histogram_decide"] = way
                 with launch.strategy(strategy):
                     for _ in range(2):  # the JIT launch, then the direct one
@@ -206,7 +211,7 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1)) -> int:
     calls += _tree_workload(mine, device) if part in ("all", "trees") else 0
     calls += _block_workload(mine, device) if part in ("all", "block") else 0
     counts, simulated = torch.zeros(4, dtype=torch.int64), False
-    if part not in ("trees", "block") and mine():
+    if part not in ("trees", "block", "topk") and mine():
         simulated = True
         counts = simulate_acceptance([0.9, 0.7, 0.3], 5000, seed=3, backend="triton", device=device)
         counts += simulate_acceptance([0.9, 0.7, 0.3], 5000, seed=3, backend="triton", device=device,
@@ -328,8 +333,10 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("sanitize-logs"), help="folder for the logs and summary")
     parser.add_argument("--tools", default=",".join(TOOLS), help="comma-separated compute-sanitizer tools")
     parser.add_argument("--workload", action="store_true", help="run the kernels (what the tools watch)")
-    parser.add_argument("--part", choices=("all", "truncation", "radix", "trees", "block"), default="all",
+    parser.add_argument("--part", choices=("all", "truncation", "topk", "radix", "trees", "block"), default="all",
                         help="truncation: only the truncation and log-probability kernels and the simulations; "
+                             "topk: only the truncated calls given top_k (the prepass and the fused step), "
+                             "probabilistic, with rows of 4097 groups too; "
                              "radix: only the truncated calls given no top_k (the split paths), probabilistic; "
                              "trees: only the tree kernels; block: only block verification's")
     parser.add_argument("--split-search", choices=("radix", "histogram"), default=None,

@@ -155,8 +155,8 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     """The truncation prepass, the truncated step (summarising rows itself, FUSED, and from summaries made
     before it; in DEFERRED_FORMS also deferring its races, DEFER, given no top_k), the deferred race's
     terminal launch and the log-probability epilogue: every mode, target and draft form with every knob given
-    (the knobs not given only drop loads), one with top_k alone, the fused step's wide shape for target
-    and draft logits, in float32, and in bfloat16 the form that
+    (the knobs not given only drop loads), one with top_k alone, in float32 (the fused step with its register
+    cap, as the launcher launches it), and in bfloat16 the form that
     reads the most rows in it (target and truncated draft logits): bfloat16 changes only the loads, and
     these kernels take 4 to 16 s each to compile, so the rest would take the suite past its budget."""
     block, warps = launch._truncation_shape(1 << 17, _GPU)
@@ -206,13 +206,6 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                                            "DEFER": 0, "SUMMARIZE_EMITTED": 0, "DECIDED": 0, **step_groups}, step_warps,
                                            "fp32")
                for fused, (step_block, step_warps, step_groups) in step_shapes.items())
-    # the fused step's wide shape (beyond three requests per multiprocessor, with draft logits), in the form
-    # large batches time: target and truncated draft logits, every knob
-    wide_block, wide_warps = launch.TRUNCATION_SHAPES["fused-wide"]
-    wide = {"MODE": 1, "TARGET_PROBS": 0, "TRUNCATE_DRAFT": 1, **every_knob, "DRAFT": 1, "BLOCK": wide_block,
-            "OUT_BLOCK": 8, "FUSED": 1, "DEFER": 0, "SUMMARIZE_EMITTED": 0, "DECIDED": 0,
-            **launch._group_shape(1 << 17, wide_block, True)}
-    out.append((_verify_truncated_kernel, wide, wide_warps, "fp32"))
     # the split radix path (the launch variants triton-radix-...; batches given no top_k take the histogram
     # path): each step, target logits with truncated draft logits
     slice_, radix_block, radix_warps = launch._radix_shape(1 << 17, _GPU)
@@ -375,13 +368,25 @@ def compile_variant(index: int, arch: int = 90):
     """Variant ``index`` of ``variants()`` lowered for compute capability ``arch``: (its row of variants(),
     Triton's compiled kernel)."""
     kernel, constexprs, warps, dtype = variant = variants()[index]
+    return variant, compile_kernel(kernel, constexprs, warps, dtype, arch, register_cap(kernel, constexprs, warps))
+
+
+def compile_kernel(kernel, constexprs: dict, warps: int, dtype: str, arch: int = 90, max_registers: int | None = None):
+    """Triton's compiled ``kernel`` (any ``@triton.jit`` kernel, another version's too) at these constexprs, warps and
+    row dtype, launched on aligned tensors, for compute capability ``arch``, with ``maxnreg`` where given."""
     names = list(inspect.signature(kernel.fn).parameters)
     sig = signature(kernel, constexprs, dtype)
     source = triton.compiler.ASTSource(
         fn=kernel, signature=sig, constexprs={(names.index(name),): value for name, value in constexprs.items()},
         attrs=aligned_attributes(names, sig),
     )
-    return variant, triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
+    options = {"num_warps": warps} if max_registers is None else {"num_warps": warps, "maxnreg": max_registers}
+    return triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options)
+
+
+def register_cap(kernel, constexprs: dict, warps: int) -> int | None:
+    """The register cap the launcher launches a variant with (``maxnreg``): the fused truncated step's, else none."""
+    return launch._register_cap(warps) if kernel is _verify_truncated_kernel and constexprs.get("FUSED") else None
 
 
 def _compile(index: int, arch: int, with_loops: bool) -> dict:
@@ -391,7 +396,7 @@ def _compile(index: int, arch: int, with_loops: bool) -> dict:
         cubin = Path(workdir) / "kernel.cubin"
         cubin.write_bytes(compiled.asm["cubin"])
         row = {"kernel": kernel.fn.__name__, "constexprs": constexprs, "num_warps": warps, "dtype": dtype,
-               "cubin_bytes": cubin.stat().st_size, "fused_shuffles": fused_shuffles(compiled.asm["ptx"]),
+               "max_registers": register_cap(kernel, constexprs, warps), "cubin_bytes": cubin.stat().st_size, "fused_shuffles": fused_shuffles(compiled.asm["ptx"]),
                **resources(cubin)}
         if with_loops:
             row["loops"] = sass_loops(cubin)

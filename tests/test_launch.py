@@ -70,13 +70,14 @@ def test_small_and_large_batches_split_into_shorter_programs(h100):
     assert launch._launch_shape(128256, h100, True, "greedy", 8) == (2048, 8)
 
 
-def test_the_fused_truncated_step_widens_past_three_requests_a_multiprocessor_only_with_draft_rows(h100):
-    # B = 512 on an H200 with the pass loading a chunk ahead (results/h200-pass-prefetch/): 8 warps faster from
-    # draft logits (828.9 against 904.2 µs), 4 warps from draft probabilities (339.0 against 419.0)
-    assert launch._truncation_shape(128256, h100, True, 396) == (2048, 4)
-    assert launch._truncation_shape(128256, h100, True, 512) == (2048, 8)
-    assert launch._truncation_shape(128256, h100, True, 512, draft_rows=False) == (2048, 4)
-    assert launch._truncation_shape(128256, h100, False, 512, draft_rows=True) == (2048, 8)  # the prepass's
+def test_the_fused_truncated_step_runs_8_warps_capped_so_that_two_programs_share_a_multiprocessor(h100):
+    # B = 256 on an H200, top_k 50 + top_p 0.9 from draft logits (results/h200-register-cap/): 2048 x 4 558.7 µs,
+    # 2048 x 8 uncapped 702.7, capped at 128 registers 442.0
+    assert launch._truncation_shape(128256, h100, True) == (2048, 8)
+    assert launch._truncation_shape(128256, h100) == (2048, 8)  # the prepass's
+    assert launch._register_cap(8) == 128
+    assert launch._register_cap(16) == 64
+    assert launch._register_cap(4) is None  # 256: no cap (a thread has at most 255)
 
 
 def test_races_are_screened_where_they_are_bound_by_issue(h100):

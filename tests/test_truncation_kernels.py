@@ -40,7 +40,7 @@ def small_blocks(monkeypatch):
     deferred races three slices a row, the last one short)."""
     launch = triton_launch()
     monkeypatch.setattr(launch, "_truncation_shape",
-                        lambda vocab, device, fused=False, batch=0, draft_rows=True: (16, 4))
+                        lambda vocab, device, fused=False: (16, 4))
     monkeypatch.setattr(launch, "_race_shape", lambda vocab, device, batch: (16, 4))
     monkeypatch.setattr(launch, "_histogram_shape", lambda vocab, device: (16, 16, 4))
     monkeypatch.setattr(launch, "_bounds_shape", lambda vocab, device: (32, 16, 4))
@@ -329,7 +329,7 @@ def test_top_k_fast_path_equals_sort_and_radix_path(small_blocks, monkeypatch, i
     the fast path are resolved by it (they have a kept list, the radix path's rows none)."""
     launch = small_blocks
     monkeypatch.setattr(launch, "_truncation_shape",
-                        lambda vocab, device, fused=False, batch=0, draft_rows=True: (32, 4))
+                        lambda vocab, device, fused=False: (32, 4))
     vocab = 150
     generator = torch.Generator().manual_seed(5)
     logits = _rows(generator, 8, 2, vocab)
@@ -362,7 +362,7 @@ def test_top_k_fast_path_equals_sort_and_radix_path(small_blocks, monkeypatch, i
     assert bool((fast[4] <= top_k[:, None].clamp(max=64)).all())
     monkeypatch.undo()
     monkeypatch.setattr(launch, "_truncation_shape",
-                        lambda vocab, device, fused=False, batch=0, draft_rows=True: (32, 4))
+                        lambda vocab, device, fused=False: (32, 4))
     monkeypatch.setattr(launch, "MAX_GROUPS", 1)  # no row fits: the radix path everywhere
     radix = launch.truncation_summaries(**keywords)
     assert not bool(radix[4].any())
@@ -815,18 +815,22 @@ def test_the_group_maxima_pass_loading_ahead_writes_what_the_plain_one_does(smal
             assert torch.equal(got[True], want), (got[True], want)
 
 
-@pytest.mark.parametrize("draft, draft_rows", [("logits", True), ("probs", False), ("none", False)])
-def test_the_fused_step_takes_its_wide_shape_only_where_it_reads_draft_rows(small_blocks, monkeypatch, draft,
-                                                                              draft_rows):
-    """The launcher tells the truncation shape whether the step reads draft rows: with draft logits only."""
+@pytest.mark.parametrize("strategy, capped", [("sequential", True), ("split", False)])
+def test_only_the_fused_step_launches_with_its_register_cap(small_blocks, monkeypatch, strategy, capped):
+    """The launcher caps the truncated step's registers (launch._register_cap) where the step summarises its own
+    rows (FUSED: a batch that does not split), not where the prepass did; the tokens are the same either way."""
     asked = []
+    launcher = small_blocks._TRUNCATED
 
-    def shape(vocab, device, fused=False, batch=0, draft_rows=True):
-        asked.append((fused, draft_rows))
-        return 16, 4
+    def recorded(grid, args, num_warps, stream, max_registers=None, **constexprs):
+        asked.append((constexprs["FUSED"], max_registers))
+        return launcher(grid, args, num_warps, stream, max_registers=max_registers, **constexprs)
 
-    monkeypatch.setattr(small_blocks, "_truncation_shape", shape)
-    inputs = _inputs(7, "logits", draft, batch=2)
-    with small_blocks.strategy("sequential"):
-        _verify(inputs, knobs={"top_k": torch.tensor([3, 5], dtype=torch.int32)})
-    assert asked == [(True, draft_rows)]
+    monkeypatch.setattr(small_blocks, "_TRUNCATED", recorded)
+    monkeypatch.setattr(small_blocks, "_register_cap", lambda num_warps: 77)
+    inputs = _inputs(7, "logits", "logits", batch=2)
+    knobs = {"top_k": torch.tensor([3, 5], dtype=torch.int32)}
+    with small_blocks.strategy(strategy):
+        got = _verify(inputs, knobs=knobs)
+    assert asked == [(capped, 77 if capped else None)]
+    _same(got, _verify(inputs, backend="torch", knobs=knobs))

@@ -527,8 +527,9 @@ def summarize_row(row, V, inv_temperature, k, top_p, min_p, group_max_ptr, group
     # scratch), the radix path otherwise (or when ties made it give up), by this program alone.
     # m = -inf and nothing kept for a row with no value of mass. The search's bisections start from shared
     # bits (top_k_from_groups' SHARED_START) except in the fused step (WRITE_MAXIMA) over more than 4096 groups:
-    # that step spills at 4 warps, and the start's values moved its spills (B = 256, V = 151936: 233.2 to 265.0
-    # µs from draft probabilities; elsewhere 4-12% faster; results/h200-search-start/)
+    # that step spilled at 4 warps, and the start's values moved its spills (B = 256, V = 151936: 233.2 to 265.0
+    # µs from draft probabilities; elsewhere 4-12% faster; results/h200-search-start/). (The fused step now runs
+    # 8 warps with its registers capped, launch._register_cap; the start there was not timed at that shape.)
     done = False
     m = tl.full([], float("-inf"), tl.float32)
     mass = tl.full([], 0.0, tl.float32)

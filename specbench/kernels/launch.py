@@ -145,13 +145,19 @@ class _Launcher:
         self.constexpr_names = [p.name for p in parameters if p.annotation is tl.constexpr]
 
     def __call__(self, grid: tuple[int, ...], args: tuple, num_warps: int, stream: tuple[str, int, int, int],
-                 **constexprs: object) -> None:
+                 max_registers: int | None = None, **constexprs: object) -> None:
         """Launch on ``grid`` with ``args`` (every non-constexpr argument, in order) on ``stream``
-        (``_stream_key``: device type and index, the CUDA stream handle, the scratch set)."""
-        if INTERPRETED or not _Launcher.direct:
+        (``_stream_key``: device type and index, the CUDA stream handle, the scratch set); ``max_registers``:
+        a cap on the registers a thread takes (Triton's ``maxnreg``; the interpreter has none)."""
+        if INTERPRETED:
             self.kernel[grid](*args, num_warps=num_warps, **constexprs)
             return
-        key = (num_warps, stream[1], *constexprs.values(), *_argument_classes(args))
+        options = {"num_warps": num_warps} if max_registers is None else {"num_warps": num_warps,
+                                                                          "maxnreg": max_registers}
+        if not _Launcher.direct:
+            self.kernel[grid](*args, **options, **constexprs)
+            return
+        key = (num_warps, max_registers, stream[1], *constexprs.values(), *_argument_classes(args))
         compiled = self.compiled.get(key)
         if compiled is not None:
             try:
@@ -162,7 +168,7 @@ class _Launcher:
             except Exception as exc:  # noqa: BLE001 -- a Triton without this entry point: use the JIT from now on
                 _Launcher.direct = False
                 _Launcher.failure = f"{self.kernel.fn.__name__}: {type(exc).__name__}: {exc}"
-        compiled = self.kernel[grid](*args, num_warps=num_warps, **constexprs)
+        compiled = self.kernel[grid](*args, **options, **constexprs)
         if compiled is not None and len(self.constexpr_names) == len(constexprs) and hasattr(compiled, "__getitem__"):
             self.compiled[key] = compiled
 
@@ -668,19 +674,18 @@ _LOGPROBS = _Launcher(_logprobs_kernel)
 # prepass path of small batches, where a row's cutoff search is one program's work while the others
 # wait (8 warps: a search of 8192 group maxima took 18.2 µs against 21.1 at 4), and the fused path of
 # large ones, where each program streams its rows and searches between them (2048-token blocks,
-# 8192-token passes; at 4 warps its 254 registers a thread keep two programs on a multiprocessor).
+# 8192-token passes), its registers capped so that FUSED_PROGRAMS_PER_SM programs share a multiprocessor
+# (_register_cap: 128 a thread at 8 warps; ptxas puts the rest on the stack, outside the loops over a row).
 # H200, graph, top_k 50 + top_p 0.9, draft logits, µs (results/h200-truncation-s3/): 1024 x 4 / 2048 x 8
-# for the prepass at B = 1, 8, 64: 34.6 / 28.1, 44.9 / 37.0, 275.5 / 176.7; 1024 x 4 / 2048 x 4 / 2048 x 8
-# fused at B = 256 K = 7: 723.9 / 644.0 / 779.5, at B = 512: 1109.4 / 1043.9 / 909.6; after the pass took
-# each group's largest entry, 2048 x 4 / 2048 x 8 fused: 643.4 / 718.8 at B = 256, 1029.8 / 847.4 at B = 512
-TRUNCATION_SHAPES = {"prepass": (2048, 8), "fused": (2048, 4), "fused-wide": (2048, 8)}
-# ... the fused path takes "fused-wide" beyond three requests per multiprocessor (a threshold from the
-# timings: there the batch runs in waves anyway, and wider programs finish each sooner) where its programs
-# read two rows a slot (draft logits); with draft probabilities (target rows alone; one-hot drafts, which
-# read target rows alone too, untimed) 2048 x 4 stays faster.
-# With the pass loading a chunk ahead, 2048 x 4 / 2048 x 8 at B = 512: 904.2 / 828.9 from draft logits,
-# 339.0 / 419.0 from draft probabilities (results/h200-pass-prefetch/)
-FUSED_WIDE_REQUESTS_PER_SM = 3
+# for the prepass at B = 1, 8, 64: 34.6 / 28.1, 44.9 / 37.0, 275.5 / 176.7. The fused step, draft logits /
+# probs (results/h200-register-cap/): 2048 x 4 (254 registers, two programs a multiprocessor) / 2048 x 8
+# uncapped (192 to 208: one) / 2048 x 8 capped at 128 (two): B = 256 558.7 / 702.7 / 442.0 and 231.2 /
+# 256.7 / 210.7; B = 512 791.5 (8 warps uncapped, then the launcher's pick) / 791.5 / 630.0 and 325.5
+# (4 warps, then its pick) / 385.3 / 306.8
+TRUNCATION_SHAPES = {"prepass": (2048, 8), "fused": (2048, 8)}
+FUSED_PROGRAMS_PER_SM = 2
+_REGISTERS_PER_SM = 65536  # 32-bit registers a multiprocessor holds (sm_80 and sm_90)
+_MAX_REGISTERS = 255  # the most a thread can have (no cap below it is a cap)
 
 
 # One program per request (block verification's one-program path) or per emitted token (the
@@ -688,14 +693,15 @@ FUSED_WIDE_REQUESTS_PER_SM = 3
 ROW_PROGRAM_SHAPE = (1024, 4)
 
 
-def _truncation_shape(vocab: int, device: torch.device, fused: bool = False, batch: int = 0,
-                      draft_rows: bool = True) -> tuple[int, int]:
-    # draft_rows: the step reads its requests' draft rows (draft logits)
-    path = "prepass"
-    if fused and device.type == "cuda":
-        wide = draft_rows and batch > 0 and batch > FUSED_WIDE_REQUESTS_PER_SM * _num_sms(device.index or 0)
-        path = "fused-wide" if wide else "fused"
-    return _program_shape(vocab, device, *TRUNCATION_SHAPES[path])
+def _truncation_shape(vocab: int, device: torch.device, fused: bool = False) -> tuple[int, int]:
+    return _program_shape(vocab, device, *TRUNCATION_SHAPES["fused" if fused and device.type == "cuda" else "prepass"])
+
+
+def _register_cap(num_warps: int) -> int | None:
+    # the registers a thread of the fused truncated step may take (Triton's maxnreg), so that
+    # FUSED_PROGRAMS_PER_SM of its programs fit a multiprocessor; None where that needs no cap
+    cap = _REGISTERS_PER_SM // (FUSED_PROGRAMS_PER_SM * 32 * num_warps)
+    return cap if cap < _MAX_REGISTERS else None
 
 
 def _program_shape(vocab: int, device: torch.device, block: int, num_warps: int) -> tuple[int, int]:
@@ -1115,7 +1121,7 @@ def _verify_truncated(
     # races in the step (its rows with 1 <= top_k <= 64 race over their kept lists, the only rows a
     # batch must have for the deferred race to be worth its launch)
     defer = no_top_k and split
-    block, num_warps = _truncation_shape(vocab, device, fused, batch, draft_kind == 1)  # (probabilistic only)
+    block, num_warps = _truncation_shape(vocab, device, fused)
     race_block, race_warps = _race_shape(vocab, device, batch)
     race_splits, race_chunk = _slices(batch, vocab, race_block, device) if defer else (0, 0)
     knobs, flags = _knob_args(top_k, top_p, min_p, temperatures)
@@ -1136,7 +1142,8 @@ def _verify_truncated(
                (out, out.stride(0), num_emitted, num_accepted, *target_args, draft_ids, draft_ids.stride(0),
                 *request_args, conditional_rates, *knobs, *scratch.cutoffs, scratch.record_f, scratch.record_i,
                 scratch.decided, vocab, num_slots),
-               num_warps, key, DRAFT=draft_kind, BLOCK=block, FUSED=fused, DEFER=defer,
+               num_warps, key, max_registers=_register_cap(num_warps) if fused else None, DRAFT=draft_kind,
+               BLOCK=block, FUSED=fused, DEFER=defer,
                SUMMARIZE_EMITTED=logprobs and mode == "synthetic", DECIDED=decided,
                OUT_BLOCK=_next_power_of_2(num_slots), **common, **group_shape)
     if defer:

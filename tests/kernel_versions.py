@@ -4,7 +4,8 @@ in one process (the ``before.py`` of a results folder, given to ``specbench kern
 ``kernel_module(path)`` loads a file of kernels (an earlier commit's copy, say); ``with_kernels(name, kernels,
 description, source)`` is specbench's Triton backend under another name whose calls launch the given kernels in
 place of the launcher's own (by the launcher's names: ``{"_TRUNCATED": module._verify_truncated_kernel}``), each with
-the arguments and constexprs today's launcher passes, for the length of one call.
+the arguments and constexprs today's launcher passes, for the length of one call; ``with_truncation_kernels(name,
+path, description, source)`` does so with the truncation prepass and step of the file at ``path``.
 """
 
 from __future__ import annotations
@@ -50,3 +51,11 @@ def with_kernels(name: str, kernels: dict[str, object], description: str, source
         return step_with_kernels
 
     return replace(BUILT_IN["triton"], name=name, description=description, prepare=prepare, source=source)
+
+
+def with_truncation_kernels(name: str, path: str, description: str, source: str):
+    """specbench's Triton backend named ``name`` whose truncated calls launch the prepass and the truncated step of the
+    kernel file at ``path`` (``kernel_module``)."""
+    module = kernel_module(path)
+    return with_kernels(name, {"_PREPASS": module._truncation_prepass_kernel,
+                               "_TRUNCATED": module._verify_truncated_kernel}, description, source)

@@ -2,7 +2,8 @@
 
 Run by ``tests/test_kernels_compile.py`` in a subprocess without ``TRITON_INTERPRET`` (under the
 interpreter ``@triton.jit`` gives functions that are never lowered). Prints one JSON line per
-variant: kernel, constexprs, warps, logits dtype, cubin bytes, and (where Triton ships cuobjdump)
+variant: kernel, constexprs, warps, logits dtype, the register cap it is launched with (``max_registers``: the
+fused truncated step's, ``launch._register_cap``; else null), cubin bytes, and (where Triton ships cuobjdump)
 registers per thread and stack bytes, where ptxas puts registers it could not keep. Every variant is
 compiled as a launch on aligned tensors and sizes specialises it (``aligned_attributes``). Exits 3 when
 this Triton has no NVIDIA backend.
@@ -371,7 +372,8 @@ def compile_variant(index: int, arch: int = 90):
     return variant, compile_kernel(kernel, constexprs, warps, dtype, arch, register_cap(kernel, constexprs, warps))
 
 
-def compile_kernel(kernel, constexprs: dict, warps: int, dtype: str, arch: int = 90, max_registers: int | None = None):
+def compile_kernel(kernel, constexprs: dict, warps: int, dtype: str, arch: int = 90,
+                   max_registers: int | None = None):
     """Triton's compiled ``kernel`` (any ``@triton.jit`` kernel, another version's too) at these constexprs, warps and
     row dtype, launched on aligned tensors, for compute capability ``arch``, with ``maxnreg`` where given."""
     names = list(inspect.signature(kernel.fn).parameters)
@@ -396,7 +398,8 @@ def _compile(index: int, arch: int, with_loops: bool) -> dict:
         cubin = Path(workdir) / "kernel.cubin"
         cubin.write_bytes(compiled.asm["cubin"])
         row = {"kernel": kernel.fn.__name__, "constexprs": constexprs, "num_warps": warps, "dtype": dtype,
-               "max_registers": register_cap(kernel, constexprs, warps), "cubin_bytes": cubin.stat().st_size, "fused_shuffles": fused_shuffles(compiled.asm["ptx"]),
+               "max_registers": register_cap(kernel, constexprs, warps), "cubin_bytes": cubin.stat().st_size,
+               "fused_shuffles": fused_shuffles(compiled.asm["ptx"]),
                **resources(cubin)}
         if with_loops:
             row["loops"] = sass_loops(cubin)

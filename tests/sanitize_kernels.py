@@ -158,7 +158,7 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1)) -> int:
     # grid so ties cross the top_k and top_p boundaries, V not a multiple of the block, top_k >= V
     # (no 70001-token rows here: the radix fallback's ~25 passes over them under the sanitizers took minutes;
     # 4099 tokens still span several blocks and groups, and bfloat16 runs on the first shape only)
-    # (part "topk": the calls given top_k alone, probabilistic, with one more shape: rows of 4097 groups, where the
+    # (part "topk": the calls given top_k, probabilistic, with one more shape: rows of 4097 groups, where the
     # fused step's group block is 8192)
     truncation_shapes = [shape for shape in CHAIN_SHAPES if shape[2] != 70001]
     truncation_shapes += [(2, 2, 131101)] if part == "topk" else []
@@ -344,8 +344,8 @@ def main() -> int:
                              "default: the launcher's own)")
     parser.add_argument("--shard", default="1/1", help="I/N: run every N-th group of calls from the I-th (1-based)")
     parser.add_argument("--shape", default=None,
-                        help="BLOCKxWARPS: launch every kernel at this shape (launch.TUNING), e.g. 2048x8 for the "
-                             "truncated fused step's wide shape, which the workload's batches never pick")
+                        help="BLOCKxWARPS: launch every kernel at this shape (launch.TUNING, which also launches "
+                             "the truncated fused step without its register cap), e.g. 512x4 for rows of many chunks")
     args = parser.parse_args()
     try:
         index, count = (int(part) for part in args.shard.split("/"))

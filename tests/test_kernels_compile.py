@@ -28,6 +28,9 @@ def test_every_kernel_variant_compiles_for_hopper(kernel_compile_run):
     expected = [(getattr(kernel, "fn", kernel).__name__, constexprs, dtype) for kernel, constexprs, _warps, dtype in variants()]
     assert [(row["kernel"], row["constexprs"], row["dtype"]) for row in compiled] == expected
     assert all(row["cubin_bytes"] > 0 for row in compiled)
+    # the fused truncated step compiles with the launcher's register cap, and keeps within it
+    capped = [row for row in compiled if row["kernel"] == "_verify_truncated_kernel" and row["constexprs"].get("FUSED")]
+    assert capped and all(row["max_registers"] == 128 and row.get("reg", 0) <= 128 for row in capped)
     # a thread's own product fused into a cross-thread add leaves one sum's threads disagreeing (racecheck)
     fused = [(row["kernel"], row["constexprs"], row["dtype"]) for row in compiled if row["fused_shuffles"]]
     assert not fused, fused

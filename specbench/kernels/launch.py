@@ -55,9 +55,9 @@ in a CUDA graph. Scratch buffers and arrival counters are kept per (device, stre
 ``scratch_set(j)`` makes the launches inside a ``with`` block take set ``j`` (0 otherwise), so a timer
 that places a case's inputs at several addresses can place its scratch with them (``bench.py``).
 
-The truncation launches take their shapes from ``TRUNCATION_SHAPES``, by path and batch; the
-log-probability epilogue and block's one-program path ``ROW_PROGRAM_SHAPE``; a launch variant's
-``TUNING`` overrides both.
+The truncation launches take their shapes from ``TRUNCATION_SHAPES``, by path (the prepass, or the fused step,
+whose registers ``_register_cap`` caps); the log-probability epilogue and block's one-program path
+``ROW_PROGRAM_SHAPE``; a launch variant's ``TUNING`` overrides both (and launches the fused step uncapped).
 """
 
 from __future__ import annotations
@@ -132,7 +132,8 @@ class _Launcher:
     The compiled kernel is kept per specialisation (``_argument_classes`` of the arguments, the
     constexprs, the warps, the device) and called with all arguments in signature order, as
     Triton's own launch does. Should a Triton version refuse that call, every later launch takes
-    the JIT path.
+    the JIT path. A launch may cap the registers a thread takes (``max_registers``, Triton's ``maxnreg``:
+    part of that key too).
     """
 
     direct = True
@@ -675,17 +676,18 @@ _LOGPROBS = _Launcher(_logprobs_kernel)
 # wait (8 warps: a search of 8192 group maxima took 18.2 µs against 21.1 at 4), and the fused path of
 # large ones, where each program streams its rows and searches between them (2048-token blocks,
 # 8192-token passes), its registers capped so that FUSED_PROGRAMS_PER_SM programs share a multiprocessor
-# (_register_cap: 128 a thread at 8 warps; ptxas puts the rest on the stack, outside the loops over a row).
+# (_register_cap: 128 a thread at 8 warps; ptxas puts the rest on the stack, outside the pass over a row).
+# A launch variant's TUNING warps launch it uncapped (triton-sequential-2048x8: the uncapped 8-warp step).
 # H200, graph, top_k 50 + top_p 0.9, draft logits, µs (results/h200-truncation-s3/): 1024 x 4 / 2048 x 8
 # for the prepass at B = 1, 8, 64: 34.6 / 28.1, 44.9 / 37.0, 275.5 / 176.7. The fused step, draft logits /
 # probs (results/h200-register-cap/): 2048 x 4 (254 registers, two programs a multiprocessor) / 2048 x 8
 # uncapped (192 to 208: one) / 2048 x 8 capped at 128 (two): B = 256 558.7 / 702.7 / 442.0 and 231.2 /
-# 256.7 / 210.7; B = 512 791.5 (8 warps uncapped, then the launcher's pick) / 791.5 / 630.0 and 325.5
-# (4 warps, then its pick) / 385.3 / 306.8
+# 256.7 / 210.7; B = 512 884.3 / 791.5 / 630.0 and 325.5 / 385.3 / 306.8 (the 2048 x 4 times at B = 512
+# from final/, the rest from variants/)
 TRUNCATION_SHAPES = {"prepass": (2048, 8), "fused": (2048, 8)}
 FUSED_PROGRAMS_PER_SM = 2
 _REGISTERS_PER_SM = 65536  # 32-bit registers a multiprocessor holds (sm_80 and sm_90)
-_MAX_REGISTERS = 255  # the most a thread can have (no cap below it is a cap)
+_MAX_REGISTERS = 255  # the most a thread can have (a cap at or above it is none)
 
 
 # One program per request (block verification's one-program path) or per emitted token (the
@@ -1142,7 +1144,8 @@ def _verify_truncated(
                (out, out.stride(0), num_emitted, num_accepted, *target_args, draft_ids, draft_ids.stride(0),
                 *request_args, conditional_rates, *knobs, *scratch.cutoffs, scratch.record_f, scratch.record_i,
                 scratch.decided, vocab, num_slots),
-               num_warps, key, max_registers=_register_cap(num_warps) if fused else None, DRAFT=draft_kind,
+               num_warps, key, max_registers=_register_cap(num_warps) if fused and not TUNING["num_warps"] else None,
+               DRAFT=draft_kind,
                BLOCK=block, FUSED=fused, DEFER=defer,
                SUMMARIZE_EMITTED=logprobs and mode == "synthetic", DECIDED=decided,
                OUT_BLOCK=_next_power_of_2(num_slots), **common, **group_shape)

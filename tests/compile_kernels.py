@@ -3,7 +3,7 @@
 Run by ``tests/test_kernels_compile.py`` in a subprocess without ``TRITON_INTERPRET`` (under the
 interpreter ``@triton.jit`` gives functions that are never lowered). Prints one JSON line per
 variant: kernel, constexprs, warps, logits dtype, the register cap it is launched with (``max_registers``: the
-fused truncated step's, ``launch._register_cap``; else null), cubin bytes, and (where Triton ships cuobjdump)
+fused truncated step's, ``launch.truncated_step_cap``; else null), cubin bytes, and (where Triton ships cuobjdump)
 registers per thread and stack bytes, where ptxas puts registers it could not keep. Every variant is
 compiled as a launch on aligned tensors and sizes specialises it (``aligned_attributes``). Exits 3 when
 this Triton has no NVIDIA backend.
@@ -388,7 +388,9 @@ def compile_kernel(kernel, constexprs: dict, warps: int, dtype: str, arch: int =
 
 def register_cap(kernel, constexprs: dict, warps: int) -> int | None:
     """The register cap the launcher launches a variant with (``maxnreg``): the fused truncated step's, else none."""
-    return launch._register_cap(warps) if kernel is _verify_truncated_kernel and constexprs.get("FUSED") else None
+    if kernel is not _verify_truncated_kernel:
+        return None
+    return launch.truncated_step_cap(bool(constexprs.get("FUSED")), warps)
 
 
 def _compile(index: int, arch: int, with_loops: bool) -> dict:

@@ -21,23 +21,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
-from kernel_versions import kernel_module, with_kernels
+from kernel_versions import with_truncation_kernels
 
-_HEAD = kernel_module(".old/s49/truncation_head.py")  # its import of cutoffs_head finds the copy beside it
-
-triton_before = with_kernels(
-    "triton-before", {"_PREPASS": _HEAD._truncation_prepass_kernel, "_TRUNCATED": _HEAD._verify_truncated_kernel},
+# (truncation_head.py's import of cutoffs_head finds the copy beside it)
+triton_before = with_truncation_kernels(
+    "triton-before", ".old/s49/truncation_head.py",
     "Triton, the truncation kernels of fde41ff (the cutoff search's bisections from the top bit)",
     "results/h200-search-start/before.py:triton_before")
 
-_D = kernel_module(".old/s49/truncation_d.py")
-triton_d = with_kernels(
-    "triton-d", {"_PREPASS": _D._truncation_prepass_kernel, "_TRUNCATED": _D._verify_truncated_kernel},
+triton_d = with_truncation_kernels(
+    "triton-d", ".old/s49/truncation_d.py",
     "Triton, the second bisection started from shared bits, the first from the top bit",
     "results/h200-search-start/before.py:triton_d")
 
-_B = kernel_module(".old/s49/truncation_b.py")
-triton_b = with_kernels(
-    "triton-b", {"_PREPASS": _B._truncation_prepass_kernel, "_TRUNCATED": _B._verify_truncated_kernel},
+triton_b = with_truncation_kernels(
+    "triton-b", ".old/s49/truncation_b.py",
     "Triton, the first bisection started from shared bits, the second from the top bit",
     "results/h200-search-start/before.py:triton_b")

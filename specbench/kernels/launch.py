@@ -706,6 +706,12 @@ def _register_cap(num_warps: int) -> int | None:
     return cap if cap < _MAX_REGISTERS else None
 
 
+def truncated_step_cap(fused: bool, num_warps: int) -> int | None:
+    # the truncated step's register cap: the fused step's at the launcher's own shape, none at a launch
+    # variant's TUNING warps or where the prepass summarised the rows
+    return _register_cap(num_warps) if fused and not TUNING["num_warps"] else None
+
+
 def _program_shape(vocab: int, device: torch.device, block: int, num_warps: int) -> tuple[int, int]:
     # (tokens a program reads per chunk, warps): a launch variant's TUNING over the given shape, the
     # block no larger than the row needs; the interpreter's small blocks on a CPU
@@ -1144,9 +1150,8 @@ def _verify_truncated(
                (out, out.stride(0), num_emitted, num_accepted, *target_args, draft_ids, draft_ids.stride(0),
                 *request_args, conditional_rates, *knobs, *scratch.cutoffs, scratch.record_f, scratch.record_i,
                 scratch.decided, vocab, num_slots),
-               num_warps, key, max_registers=_register_cap(num_warps) if fused and not TUNING["num_warps"] else None,
-               DRAFT=draft_kind,
-               BLOCK=block, FUSED=fused, DEFER=defer,
+               num_warps, key, max_registers=truncated_step_cap(fused, num_warps), DRAFT=draft_kind, BLOCK=block,
+               FUSED=fused, DEFER=defer,
                SUMMARIZE_EMITTED=logprobs and mode == "synthetic", DECIDED=decided,
                OUT_BLOCK=_next_power_of_2(num_slots), **common, **group_shape)
     if defer:

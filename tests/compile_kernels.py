@@ -184,7 +184,7 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                                                                **step_groups},
                                     step_warps, dtype) for fused, (step_block, step_warps, step_groups) in step_shapes.items())
                         if (mode, draft, truncate_draft, target_probs) in DEFERRED_FORMS and dtype == "fp32":
-                            # the step deferring its races (a batch given no top_k that splits)
+                            # the step deferring its races (a batch given no top_k, on a GPU)
                             out.append((_verify_truncated_kernel, {**common, "HAS_TOP_K": 0, "DRAFT": draft,
                                                                    "BLOCK": block, "OUT_BLOCK": 8, "FUSED": 0,
                                                                    "DEFER": 1,
@@ -192,7 +192,7 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                                                                    "DECIDED": 0, **groups}, warps, dtype))
                         if mode == "probabilistic" and (draft != 1 or truncate_draft) and dtype == "fp32":
                             # and from the split histogram path's decisions (histogram.STEP_DECIDE), deferring
-                            # its races (a batch that splits) or not
+                            # its races (the launcher's own) or not (strategy("sequential"))
                             out.extend((_verify_truncated_kernel, {
                                 **common, "HAS_TOP_K": 0, "DRAFT": draft, "BLOCK": block, "OUT_BLOCK": 8,
                                 "FUSED": 0, "DEFER": defer, "SUMMARIZE_EMITTED": 0, "DECIDED": 1, **groups},

@@ -40,6 +40,19 @@ def test_a_forced_strategy_and_the_cpu_ignore_the_table(h100):
     assert not launch._use_split(1, 2, "greedy", torch.device("cpu"))
 
 
+def test_a_batch_given_no_top_k_defers_its_races_on_a_gpu_at_every_batch_size(h100):
+    # results/h200-large-batch-race/: the deferred race 7-17% faster at B = 128 to 512, where the batch does not split
+    for batch in (8, 128, 512):
+        split = launch._use_split(batch, 8, "probabilistic", h100)
+        assert launch._defers_races(True, split, h100)
+        assert not launch._defers_races(False, split, h100)  # top_k given: the step races over its kept lists
+    with launch.strategy("sequential"):
+        assert not launch._defers_races(True, False, h100)
+    with launch.strategy("split"):
+        assert launch._defers_races(True, True, torch.device("cpu"))
+    assert not launch._defers_races(True, False, torch.device("cpu"))
+
+
 @pytest.mark.parametrize(("mode", "target_is_probs", "draft_kind", "inline"), [
     ("synthetic", False, 0, True),
     ("probabilistic", True, 0, True),

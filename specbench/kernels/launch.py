@@ -22,9 +22,10 @@ Truncation and log-probabilities (``specbench/kernels/truncation.py``, ``specben
   written first to the step's scratch, by the prepass (grid ``B x (K + 1) x sides * slices``; a batch
   given ``top_k`` that splits) or by the split histogram path's six launches (a batch given no ``top_k``;
   the launch variants ``triton-radix-...``: the split radix path's ten), or found by the step itself as it
-  reaches them (``FUSED``: a batch given ``top_k`` too large to split); then one program per request (``_verify_truncated_kernel``) verifies the batch, and in a
-  batch given no ``top_k`` that splits it leaves each race over a whole row to one more launch split
-  across programs (``_truncated_terminal_kernel``, ``DEFER``). Within that call
+  reaches them (``FUSED``: a batch given ``top_k`` too large to split); then one program per request
+  (``_verify_truncated_kernel``) verifies the batch, and in a batch given no ``top_k`` (on a GPU unless
+  ``strategy("sequential")``, elsewhere where it splits) it leaves each race over a whole row to one more
+  launch split across programs (``_truncated_terminal_kernel``, ``DEFER``). Within that call
   a request with every knob off, and a greedy one, is decided by today's arithmetic (the helpers
   ``sequential.py`` uses, bit for bit); a truncated one from its summaries. ``TRUNCATE_DRAFT``: draft
   logits are truncated too (``truncate_draft_logits``); draft probabilities never are.
@@ -847,6 +848,24 @@ def _radix_shape(vocab: int, device: torch.device) -> tuple[int, int, int]:
     return _slice_shape(vocab, device, "radix", RADIX_SHAPE)
 
 
+# Whether a batch given no top_k defers its races over whole rows to the split terminal launch on a GPU at every
+# batch size (else only where it splits, B <= 66 on an H200). H200, graph, L = 3, target logits, draft logits /
+# probs, µs, the race in the step (one program per request, 2048 x 8) -> deferred (results/h200-large-batch-race/):
+# top_p 0.95 at B = 128 1,171.5 -> 1,088.7 / 671.0 -> 586.0, B = 256 2,255.1 -> 2,050.2 / 1,249.4 -> 1,063.6,
+# B = 512 3,799.6 -> 3,438.0 / 2,068.7 -> 1,749.4; min_p 0.05 at B = 256 3,339.0 -> 3,132.5 / 1,861.9 -> 1,675.9.
+# At B = 256 from draft logits the step took 353.5 µs of a cold call, and the step and its deferred race 5.8 + 142.7
+DEFER_ON_GPU = True
+
+
+def _defers_races(no_top_k: bool, split: bool, device: torch.device) -> bool:
+    # whether a truncated step leaves its races over whole rows to the split terminal launch (DEFER): a batch
+    # given no top_k (its rows have no kept list) where it splits, and on a GPU at every batch size unless one
+    # program per request is forced (DEFER_ON_GPU); one given top_k races in the step (its rows with
+    # 1 <= top_k <= 64 race over their kept lists, the only rows a batch must have for the deferred race to be
+    # worth its launch)
+    return no_top_k and (split or (DEFER_ON_GPU and _strategy == "auto" and device.type == "cuda"))
+
+
 def _race_shape(vocab: int, device: torch.device, batch: int) -> tuple[int, int]:
     # (tokens per block, warps) of the deferred races (_truncated_terminal_kernel): the untruncated split
     # terminal kernel's shape
@@ -1107,8 +1126,8 @@ def _verify_truncated(
     # the step with truncation given: small batches summarise every row a truncated request may need
     # first (the prepass, each row split across programs), large ones summarise rows inside the step
     # as it reaches them (FUSED); one program per request verifies every request (truncated or not),
-    # and in a batch given no top_k that splits (as untruncated) leaves its races over whole rows to
-    # the split terminal launch (DEFER)
+    # and in a batch given no top_k it leaves its races over whole rows to the split terminal launch
+    # (DEFER, _defers_races)
     step = _Step.of(target_logits, target_probs, draft_logits, draft_probs, draft_token_ids)
     target, target_is_probs, draft, draft_kind, draft_ids = (step.target, step.target_is_probs, step.draft,
                                                              step.draft_kind, step.draft_ids)
@@ -1125,10 +1144,7 @@ def _verify_truncated(
     no_top_k = top_k is None
     split = _use_split(batch, num_slots, "probabilistic", device)
     fused = not no_top_k and not split
-    # a batch given no top_k that splits defers its races (its rows have no kept list); one given top_k
-    # races in the step (its rows with 1 <= top_k <= 64 race over their kept lists, the only rows a
-    # batch must have for the deferred race to be worth its launch)
-    defer = no_top_k and split
+    defer = _defers_races(no_top_k, split, device)
     block, num_warps = _truncation_shape(vocab, device, fused)
     race_block, race_warps = _race_shape(vocab, device, batch)
     race_splits, race_chunk = _slices(batch, vocab, race_block, device) if defer else (0, 0)

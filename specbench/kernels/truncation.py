@@ -39,8 +39,9 @@ p'(x)`` and races over ``max(p' - q', 0)`` or ``p'``: over the kept list when th
 token outside it has ``p' = 0``, and each token's race value depends only on its id, so the winner
 is the row race's), otherwise over the row with the tokens outside the cutoff left out.
 
-``DEFER`` (a step from the split histogram or radix path's summaries, way 3, in a batch that splits as the
-untruncated step does; a batch given ``top_k`` races over its kept lists in the step):
+``DEFER`` (a step from the split histogram or radix path's summaries, way 3: on a GPU at every batch size
+unless one program per request is forced, and wherever the batch splits as the untruncated step does; a
+batch given ``top_k`` races over its kept lists in the step):
 a race over a whole row (a row with no kept list) is not run by the request's one program, which
 writes instead a record of it (the row, what it races, the token it leaves out, the token emitted
 if nothing is kept, the stream, the summaries); ``_truncated_terminal_kernel`` (grid ``B x S``)

@@ -41,7 +41,8 @@ def test_a_forced_strategy_and_the_cpu_ignore_the_table(h100):
 
 
 def test_a_batch_given_no_top_k_defers_its_races_on_a_gpu_at_every_batch_size(h100):
-    # results/h200-large-batch-race/: the deferred race 7-17% faster at B = 128 to 512, where the batch does not split
+    # results/h200-large-batch-race/: the deferred race 1.05x to 1.18x faster at B = 128 to 512, where the batch does
+    # not split
     for batch in (8, 128, 512):
         split = launch._use_split(batch, 8, "probabilistic", h100)
         assert launch._defers_races(True, split, h100)
@@ -51,6 +52,42 @@ def test_a_batch_given_no_top_k_defers_its_races_on_a_gpu_at_every_batch_size(h1
     with launch.strategy("split"):
         assert launch._defers_races(True, True, torch.device("cpu"))
     assert not launch._defers_races(True, False, torch.device("cpu"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the launch of a GPU step")
+@pytest.mark.parametrize(("forced", "races"), [("auto", 1), ("sequential", 0)])
+def test_a_large_batch_given_top_p_alone_launches_the_deferred_race_on_a_gpu(monkeypatch, forced, races):
+    # a batch too large to split (128 requests), given top_p alone: one terminal launch races its rows (none where
+    # one program per request is forced), and the tokens are the torch reference's either way
+    from specbench.verification import SamplingParams, verify
+
+    launched = []
+    terminal = launch._TRUNCATED_TERMINAL
+
+    def counted(*args, **constexprs):
+        launched.append(constexprs["DRAFT"])
+        return terminal(*args, **constexprs)
+
+    monkeypatch.setattr(launch, "_TRUNCATED_TERMINAL", counted)
+    device = torch.device("cuda")
+    generator = torch.Generator(device=device).manual_seed(5)
+    batch, num_spec, vocab = 128, 3, 3000
+    target = torch.randn(batch, num_spec + 1, vocab, generator=generator, device=device) * 3
+    drafts = torch.randint(0, vocab, (batch, num_spec), generator=generator, device=device)
+    sampling = SamplingParams(temperatures=torch.ones(batch, device=device),
+                              top_p=torch.full((batch,), 0.9, device=device))
+    inputs = {"draft_token_ids": drafts, "draft_logits": target[:, :num_spec] + 0.5 * torch.randn(
+                  batch, num_spec, vocab, generator=generator, device=device),
+              "num_draft_tokens": torch.full((batch,), num_spec, dtype=torch.int32, device=device),
+              "seeds": torch.arange(batch, device=device), "positions": torch.zeros(batch, dtype=torch.int64,
+                                                                                      device=device)}
+    assert not launch._use_split(batch, num_spec + 1, "probabilistic", device)
+    with launch.strategy(forced):
+        got = verify(target, sampling=sampling, backend="triton", **inputs)
+    assert len(launched) == races
+    want = verify(target, sampling=sampling, backend="torch", **inputs)
+    assert torch.equal(got.output_token_ids, want.output_token_ids)
+    assert torch.equal(got.num_emitted, want.num_emitted)
 
 
 @pytest.mark.parametrize(("mode", "target_is_probs", "draft_kind", "inline"), [

@@ -2,7 +2,8 @@
 # The truncated step's race at batches that do not split (issue 20): a batch given no top_k races in the step, one
 # program per request, unless it splits (B <= 66 on an H200), where one more launch races each row split across
 # programs (the deferred race). `triton-split` forces the split rule, so its rows are the deferred race at every
-# batch. On the GPU machine from the repository root with OUT set:
+# batch (first/ ran at 46e68b7, where `triton` raced in the step at B >= 128; since 0f67cb4 both defer). On the GPU
+# machine from the repository root with OUT set:
 #   bash results/h200-large-batch-race/run.sh warm       # every shape of `time` at --max-ms 1, all at once (compiled)
 #   bash results/h200-large-batch-race/run.sh time       # top_p 0.95 alone and min_p 0.05 alone at B = BATCHES
 #                                                        # (128 256 512), draft logits and probs, IMPLS side by side

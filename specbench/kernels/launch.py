@@ -1212,7 +1212,8 @@ def _logprobs(result: VerifyResult, *, mode: str, target_logits: torch.Tensor | 
               seeds: torch.Tensor, positions: torch.Tensor, top_k: torch.Tensor | None, top_p: torch.Tensor | None,
               min_p: torch.Tensor | None, raw: bool) -> torch.Tensor:
     # the epilogue (specbench/kernels/logprobs.py): [B, K + 1] float32, after the step's kernels on the
-    # same stream (a truncated step's summaries are still in the scratch: nothing ran since)
+    # same stream (a truncated step's summaries are still in the scratch: only its deferred race ran since, which
+    # leaves them alone)
     target = target_logits if target_probs is None else target_probs
     batch, num_slots, vocab = target.shape
     device = target.device

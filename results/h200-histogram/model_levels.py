@@ -2,7 +2,9 @@
 rows of 151936 tokens drawn from a few distributions and several top_p, how each row would finish (``list``
 and its number of candidates, ``overflow`` past the list's 1024, ``open part``: the cutoff beyond the first
 level's 32 nats, ``no part``) with 64 parts a level and three levels. Bounds as the kernel takes them (float64
-here). Usage: python3 results/h200-histogram/model_levels.py [--sum-slack 1e-5] [--top-p 0.9,0.999]."""
+here). ``--shares``: instead, the share of the row's tokens inside each level's window and inside the last one's
+kept parts (the tokens a level's counts and the gather's list take). Usage: python3
+results/h200-histogram/model_levels.py [--sum-slack 1e-5] [--top-p 0.9,0.999] [--shares]."""
 
 import argparse
 
@@ -11,7 +13,10 @@ import numpy as np
 PART_SLACK = 1e-4
 
 
-def finish(z: np.ndarray, top_p: float, sum_slack: float, bins: int = 64, levels: int = 3, cap: int = 1024):
+def finish(z: np.ndarray, top_p: float, sum_slack: float, bins: int = 64, levels: int = 3, cap: int = 1024,
+           shares: list[float] | None = None):
+    # (how the row finishes, its candidates or the level it stopped at); `shares` collects the share of the
+    # row's tokens inside each level's window, then inside the candidates' range
     z = z.astype(np.float32)
     m = z.max()
     w = np.exp(z - m).astype(np.float32)
@@ -20,6 +25,8 @@ def finish(z: np.ndarray, top_p: float, sum_slack: float, bins: int = 64, levels
     x = ((m - z) * np.float32(8)).astype(np.float32)  # distances in eighths of a nat
     lo, hi, width, before = 0.0, np.inf, 256.0 / bins, 0.0
     for level in range(levels):
+        if shares is not None:
+            shares.append(float(((x >= lo) & (x < hi)).mean()))
         if level == 0:
             part = np.minimum(x / width, bins - 1).astype(np.int64)
         else:
@@ -45,6 +52,8 @@ def finish(z: np.ndarray, top_p: float, sum_slack: float, bins: int = 64, levels
         lo, hi = lo + first * width, lo + (last + 1) * width
         width = width * (1 << int(np.ceil(np.log2(last - first + 1)))) / bins
     candidates = int(((x >= lo) & (x < hi)).sum())
+    if shares is not None:
+        shares.append(candidates / len(x))
     return ("list" if candidates <= cap else "overflow"), candidates
 
 
@@ -52,6 +61,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sum-slack", type=float, default=1e-5)
     parser.add_argument("--top-p", default="0.1,0.5,0.9,0.95,0.99,0.999,0.9999")
+    parser.add_argument("--shares", action="store_true", help="each level's share of the row's tokens in play")
     args = parser.parse_args()
     rng = np.random.default_rng(1)
     vocab = 151936
@@ -70,6 +80,12 @@ def main() -> None:
     tops = [float(t) for t in args.top_p.split(",")]
     for name, make in rows.items():
         z = make()
+        if args.shares:
+            for t in tops:
+                shares: list[float] = []
+                finish(z, t, args.sum_slack, shares=shares)
+                print(f"{name}, top_p {t}: " + " / ".join(f"{share:.2%}" for share in shares))
+            continue
         print(f"{name}: " + ", ".join(f"{t}: {kind} {n}" for t in tops for kind, n in [finish(z, t, args.sum_slack)]))
 
 

@@ -195,6 +195,44 @@ def test_a_histogram_variant_takes_its_parts_per_level_inside_its_call(monkeypat
     assert launch.TUNING["histogram_bins"] is None
 
 
+def test_a_histogram_variant_counts_by_atomics_and_takes_slices_inside_its_call(monkeypatch):
+    """triton-histogram-...-atomic counts the last level by atomics (ATOMIC on that launch alone) and -slicesN has
+    each program of the slices' launches take N slices (a grid of that many fewer programs); the launcher's own
+    path takes neither. Rows of 600 tokens: three slices of 256 on the interpreter, two programs at N = 2."""
+    from conftest import device_for
+
+    from specbench.verification import SamplingParams
+
+    seen = []
+    split_histogram = launch._SPLIT_HISTOGRAM
+
+    def recorded(grid, args, num_warps, stream, **constexprs):
+        seen.append((constexprs["STEP"], constexprs["LAST"], constexprs["ATOMIC"], constexprs["SLICES_PER_PROGRAM"],
+                     grid))
+        return split_histogram(grid, args, num_warps, stream, **constexprs)
+
+    monkeypatch.setattr(launch, "_SPLIT_HISTOGRAM", recorded)
+    generator = torch.Generator().manual_seed(5)
+    device = device_for("triton")
+    vocab = 600
+    kwargs = {"target_logits": torch.randn(2, 3, vocab, generator=generator).to(device),
+              "draft_token_ids": torch.randint(0, vocab, (2, 2), generator=generator).to(device),
+              "draft_logits": torch.randn(2, 2, vocab, generator=generator).to(device),
+              "seeds": torch.arange(2, device=device),
+              "sampling": SamplingParams(temperatures=torch.ones(2, device=device),
+                                         top_p=torch.full((2,), 0.9, device=device))}
+    slices = -(-vocab // launch._histogram_shape(vocab, torch.device(device))[0])
+    for name, atomic, per_program in (("triton", False, 1), ("triton-histogram-4096x1024x4-atomic-slices2", True, 2)):
+        seen.clear()
+        resolve(name).prepare(dict(kwargs))()
+        levels = [entry for entry in seen if entry[0] == 1]
+        assert levels and all(entry[2] == (atomic and entry[1]) for entry in levels)
+        assert any(entry[2] for entry in levels) is atomic
+        assert all(entry[3] == per_program for entry in seen)
+        assert all(entry[4][2] == 2 * -(-slices // per_program) for entry in seen if entry[0] in (0, 1, 2))
+    assert launch.TUNING["histogram_atomic"] is None and launch.TUNING["histogram_slices_per_program"] is None
+
+
 def test_the_split_searches_follow_a_launch_variant(h100):
     """The histogram path is the default search of a batch given no top_k; a triton-radix-... variant takes
     the radix path at its shape, a triton-histogram-... variant sets the histogram path's shape."""

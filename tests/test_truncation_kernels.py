@@ -259,6 +259,40 @@ def test_split_radix_prefetch_gives_the_same_summaries(small_blocks, monkeypatch
         assert torch.equal(plain[summarised], ahead[summarised])
 
 
+@pytest.mark.parametrize(("atomic", "per_program"), [(1, 1), (0, 2), (1, 4)])
+def test_the_histogram_path_variants_give_the_same_summaries(small_blocks, monkeypatch, atomic, per_program):
+    """The split histogram path with its last level counting by atomics (the launch variants ...-atomic) and with
+    each program taking several slices of a row in turn (-slicesN: 2 of a row of 40's three slices of 16, the
+    second program's second slice past the row; 4, the whole row in one program): the summaries of the launcher's
+    own path, bit for bit, with no row fallen back (the levels ran to the end). Only the rows summarised are
+    compared (rows 0..n of requests not greedy with a knob on)."""
+    from specbench.kernels import histogram
+
+    launch = small_blocks
+    monkeypatch.setitem(launch.TUNING, "split_search", 1)
+    inputs = _inputs(23, "logits", "none")
+    knobs = _knobs_without_top_k()
+    summaries, stages = [], []
+    for tuning in ({}, {"histogram_atomic": atomic, "histogram_slices_per_program": per_program}):
+        for name, value in tuning.items():
+            monkeypatch.setitem(launch.TUNING, name, value)
+        scratches = _histogram_scratches(monkeypatch, launch)
+        summaries.append(launch.truncation_summaries(
+            target=inputs["target_logits"], target_is_probs=False, temperatures=inputs["temperatures"],
+            num_draft_tokens=inputs["num_draft_tokens"], top_k=None, **knobs))
+        batch, num_slots = inputs["target_logits"].shape[:2]
+        stages.append(scratches[0].radix_state_i[:batch * num_slots * 2 * histogram.STATE.value]
+                      .view(batch, num_slots, 2, -1)[:, :, 0, 0])
+    on = ((knobs["top_p"] < 1) | (knobs["min_p"] > 0)) & (inputs["temperatures"] != 0)
+    rows = torch.arange(inputs["target_logits"].shape[1])
+    summarised = on[:, None] & (rows[None, :] <= inputs["num_draft_tokens"][:, None])
+    assert int(summarised.sum()) > 0
+    for stage in stages:
+        assert not bool((stage[summarised] == histogram.FALLBACK.value).any())
+    for plain, variant in zip(*summaries, strict=True):
+        assert torch.equal(plain[summarised], variant[summarised])
+
+
 def _histogram_scratches(monkeypatch, launch) -> list:
     """Fresh scratch from here on whose floats are NaN and ints the histogram search's fallback stage (so a
     read of what nothing wrote shows), and the list each split histogram search appends its scratch to."""

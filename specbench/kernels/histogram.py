@@ -28,7 +28,8 @@ are used for.
 2. ``STEP_LEVEL``, ``levels`` launches (``launch._histogram_levels``: as many as bring a part to 1/256
    nat): each program counts its tokens *in play* (a value of mass and ``w >= min_p``, the contract's
    min-p) per part of the window (``tl.histogram``) and adds them to the cell's counts (integer atomics:
-   the same in any order); at the first level it also sums its mass in play and finds its last token in
+   the same in any order; with ``ATOMIC``, the launch variants ``-atomic``, the last level adds one for each
+   of its tokens inside the window instead, a window of few tokens); at the first level it also sums its mass in play and finds its last token in
    play (smallest value, largest id), at the others it sums the exact mass of its tokens in play before
    the window. The last to arrive sums the slices in slice order. At the first level: ``M`` the mass in
    play and the target ``T = top_p M`` (0 for a row keeping its first token only); ``min_p`` alone
@@ -68,6 +69,10 @@ are used for.
    order; the list sorted in the row's order (value, largest first, then id; one int64 key), and the
    first candidate whose running mass ``A + c_j`` reaches ``T`` is the cutoff ``(tau, iota)``, ``S = A +
    c_j`` (the first candidate where ``T = 0``, when the candidates start at distance 0).
+
+With ``SLICES_PER_PROGRAM`` above 1 (the launch variants ``-slicesN``) each program of steps 1-3 takes that
+many slices of its row in turn, every slice as one program would (its own sums, its own arrival), so the
+summaries are the same at any count.
 
 Where the search cannot finish so, the cell is marked (stage ``FALLBACK``), the launches after skip it,
 and the finish step finds its cutoff by the one-program radix search (``cutoffs.truncate_row_radix``:
@@ -213,7 +218,7 @@ def _window(state, istate, TARGET_PROBS: tl.constexpr):
 @triton.jit
 def _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, start, counts, part_f, part_i, x,
                  FIRST: tl.constexpr, SLICE: tl.constexpr, BINS: tl.constexpr, TARGET_PROBS: tl.constexpr,
-                 HAS_MIN_P: tl.constexpr, DECIDE: tl.constexpr, BLOCK: tl.constexpr):
+                 HAS_MIN_P: tl.constexpr, DECIDE: tl.constexpr, BLOCK: tl.constexpr, ATOMIC: tl.constexpr):
     # this slice's counts of the window's parts (added to the cell's); at the first level (the window the
     # whole row, its last part open-ended) its mass in play and last token in play (and with DECIDE its mass
     # in play before token x, the cell's draft, in the row's order), at the others its mass
@@ -258,9 +263,14 @@ def _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, star
             if TARGET_PROBS or HAS_MIN_P:
                 inside = inside & play
                 before = before & play
-            hist += tl.histogram(tl.where(inside, _part(dist, lo, width, TARGET_PROBS), 0), BINS, mask=inside)
+            if ATOMIC:  # (a later level whose window holds few tokens: each counted on the cell's counts)
+                tl.atomic_add(counts + tl.where(inside, _part(dist, lo, width, TARGET_PROBS), 0), 1, mask=inside,
+                              sem="relaxed")
+            else:
+                hist += tl.histogram(tl.where(inside, _part(dist, lo, width, TARGET_PROBS), 0), BINS, mask=inside)
             total += tl.where(before, mass, 0.0)
-    tl.atomic_add(counts + tl.arange(0, BINS), hist, sem="relaxed")
+    if not ATOMIC:
+        tl.atomic_add(counts + tl.arange(0, BINS), hist, sem="relaxed")
     if FIRST:
         slice_low = tl.min(low, axis=0)
         tl.store(part_f + P_PLAY, tl.sum(total, axis=0))
@@ -430,7 +440,8 @@ def _histogram_row(row, cell, s, x, V, inv_temperature, k, top_p, min_p, level, 
                    counts_ptr, list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES,
                    ZERO_SHARE, STEP: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr, SLICE: tl.constexpr,
                    BINS: tl.constexpr, BINS_SHIFT: tl.constexpr, CAP: tl.constexpr, TARGET_PROBS: tl.constexpr,
-                   HAS_MIN_P: tl.constexpr, DECIDE: tl.constexpr, BLOCK: tl.constexpr, P_BLOCK: tl.constexpr):
+                   HAS_MIN_P: tl.constexpr, DECIDE: tl.constexpr, BLOCK: tl.constexpr, P_BLOCK: tl.constexpr,
+                   ATOMIC: tl.constexpr):
     # one program's share of one step for one cell (row `row`, slice s; x the cell's draft, read only with
     # DECIDE at the first level); top_p the request's (the search takes 0 for a row keeping its first token
     # only, k = 1; the fallback the knobs as they are)
@@ -479,7 +490,7 @@ def _histogram_row(row, cell, s, x, V, inv_temperature, k, top_p, min_p, level, 
                 if STEP == STEP_LEVEL:
                     _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, s * SLICE,
                                  counts + level * BINS, cell_f + s * PART, cell_i + s * PART, x, FIRST, SLICE, BINS,
-                                 TARGET_PROBS, HAS_MIN_P, DECIDE, BLOCK)
+                                 TARGET_PROBS, HAS_MIN_P, DECIDE, BLOCK, ATOMIC)
                     if last_to_arrive(arrivals_ptr, cell, NUM_SLICES):
                         _finish_level(m, tl.where(k == 1, 0.0, top_p), state, istate, cell_f, cell_i,
                                       counts + level * BINS, summary_f_ptr, summary_i_ptr, cell, NUM_SLICES, FIRST,
@@ -586,6 +597,45 @@ def _decide_request(b, state_f, state_i, part_f, summary_f_ptr, summary_i_ptr, d
 
 
 @triton.jit
+def _histogram_slice(request, s, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS: tl.constexpr,
+                     TRUNCATE_DRAFT: tl.constexpr, HAS_MIN_P: tl.constexpr, STEP: tl.constexpr, DECIDE: tl.constexpr,
+                     SKIP_DECIDED: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr, SLICE: tl.constexpr,
+                     BLOCK: tl.constexpr, BINS: tl.constexpr, BINS_SHIFT: tl.constexpr, CAP: tl.constexpr,
+                     P_BLOCK: tl.constexpr, ATOMIC: tl.constexpr):
+    # a program's share of a step for slice s of its cell (the request's row r, side), where the step reads it
+    b, r, side, n, greedy, inv_temperature, truncated, k, top_p, min_p = request
+    (state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr, list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr,
+     summary_i_ptr, decided_ptr, target_ptr, target_stride_b, target_stride_k, draft_ptr, draft_stride_b,
+     draft_stride_k, draft_ids_ptr, draft_ids_stride) = pointers
+    wanted = summary_wanted(truncated, greedy, r, n, side, TRUNCATE_DRAFT)
+    if SKIP_DECIDED and (STEP == STEP_MAX):
+        # the drafts were decided before this launch (draft_bounds.py): a cell the step will not read is
+        # marked skipped, for the launches after, and passed over
+        skip = wanted & skipped(r, tl.load(decided_ptr + b * 2), tl.load(decided_ptr + b * 2 + 1))
+        if skip & (s == 0):
+            tl.store(state_i_ptr + ((b * NUM_SLOTS + r) * 2 + side) * STATE + I_STAGE, SKIPPED)
+        wanted = wanted & (~skip)
+    if wanted:
+        cell = (b * NUM_SLOTS + r) * 2 + side
+        x = r * 0  # the cell's draft (the first level with DECIDE; the bonus row's and an invalid id: 0)
+        if DECIDE and FIRST:
+            x = tl.load(draft_ids_ptr + b * draft_ids_stride + r, mask=r < n, other=0)
+            x = tl.where((x >= 0) & (x < V), x, 0).to(tl.int32)
+        if side == 0:
+            _histogram_row(target_ptr + b * target_stride_b + r * target_stride_k, cell, s, x, V, inv_temperature,
+                           k, top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr,
+                           list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES, ZERO_SHARE,
+                           STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, TARGET_PROBS, HAS_MIN_P, DECIDE, BLOCK,
+                           P_BLOCK, ATOMIC)
+        else:
+            _histogram_row(draft_ptr + b * draft_stride_b + r * draft_stride_k, cell, s, x, V, inv_temperature, k,
+                           top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr,
+                           list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES, ZERO_SHARE,
+                           STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, False, HAS_MIN_P, DECIDE, BLOCK, P_BLOCK,
+                           ATOMIC)
+
+
+@triton.jit
 def _split_histogram_kernel(
     state_f_ptr, state_i_ptr,  # [B * (K + 1) * 2, STATE] float32 and int32 scratch
     part_f_ptr, part_i_ptr,  # [B * (K + 1) * 2, NUM_SLICES, PART] float32 and int32 scratch
@@ -622,8 +672,10 @@ def _split_histogram_kernel(
     BINS_SHIFT: tl.constexpr,  # log2(BINS)
     CAP: tl.constexpr,  # the most candidates a row's list holds (a power of two)
     P_BLOCK: tl.constexpr,  # a power of two >= NUM_SLICES
+    ATOMIC: tl.constexpr,  # STEP_LEVEL, a later level: its window's tokens counted by atomics, not tl.histogram
+    SLICES_PER_PROGRAM: tl.constexpr,  # the slices of a row each program takes, one after another
 ):
-    # grid (B, K + 1, sides * NUM_SLICES); STEP_FINISH (B, K + 1, sides); STEP_DECIDE (B,)
+    # grid (B, K + 1, sides * cdiv(NUM_SLICES, SLICES_PER_PROGRAM)); STEP_FINISH (B, K + 1, sides); STEP_DECIDE (B,)
     if STEP == STEP_DECIDE:
         b = tl.program_id(0).to(tl.int64)
         _decide_request(b, state_f_ptr, state_i_ptr, part_f_ptr, summary_f_ptr, summary_i_ptr, decided_ptr,
@@ -632,31 +684,27 @@ def _split_histogram_kernel(
                         position_ptr, top_k_ptr, top_p_ptr, min_p_ptr, V, NUM_SLOTS, NUM_SLICES, MODE, DRAFT,
                         TARGET_PROBS, TRUNCATE_DRAFT, HAS_TOP_K, HAS_TOP_P, HAS_MIN_P, P_BLOCK)
     else:
-        b, r, side, s, n, greedy, inv_temperature, truncated, k, top_p, min_p = cell_program(
+        b, r, side, group, n, greedy, inv_temperature, truncated, k, top_p, min_p = cell_program(
             num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, top_k_ptr, top_p_ptr, min_p_ptr, V, NUM_SLOTS,
-            NUM_SLICES, STEP == STEP_FINISH, MODE, HAS_TOP_K, HAS_TOP_P, HAS_MIN_P)
-        wanted = summary_wanted(truncated, greedy, r, n, side, TRUNCATE_DRAFT)
-        if SKIP_DECIDED and (STEP == STEP_MAX):
-            # the drafts were decided before this launch (draft_bounds.py): a cell the step will not read is
-            # marked skipped, for the launches after, and passed over
-            skip = wanted & skipped(r, tl.load(decided_ptr + b * 2), tl.load(decided_ptr + b * 2 + 1))
-            if skip & (s == 0):
-                tl.store(state_i_ptr + ((b * NUM_SLOTS + r) * 2 + side) * STATE + I_STAGE, SKIPPED)
-            wanted = wanted & (~skip)
-        if wanted:
-            cell = (b * NUM_SLOTS + r) * 2 + side
-            x = r * 0  # the cell's draft (the first level with DECIDE; the bonus row's and an invalid id: 0)
-            if DECIDE and FIRST:
-                x = tl.load(draft_ids_ptr + b * draft_ids_stride + r, mask=r < n, other=0)
-                x = tl.where((x >= 0) & (x < V), x, 0).to(tl.int32)
-            if side == 0:
-                _histogram_row(target_ptr + b * target_stride_b + r * target_stride_k, cell, s, x, V, inv_temperature,
-                               k, top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr,
-                               list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES, ZERO_SHARE,
-                               STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, TARGET_PROBS, HAS_MIN_P, DECIDE, BLOCK,
-                               P_BLOCK)
-            else:
-                _histogram_row(draft_ptr + b * draft_stride_b + r * draft_stride_k, cell, s, x, V, inv_temperature, k,
-                               top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr,
-                               list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES, ZERO_SHARE,
-                               STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, False, HAS_MIN_P, DECIDE, BLOCK, P_BLOCK)
+            tl.cdiv(NUM_SLICES, SLICES_PER_PROGRAM), STEP == STEP_FINISH, MODE, HAS_TOP_K, HAS_TOP_P, HAS_MIN_P)
+        request = (b, r, side, n, greedy, inv_temperature, truncated, k, top_p, min_p)
+        pointers = (state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr, list_f_ptr, list_i_ptr, arrivals_ptr,
+                    summary_f_ptr, summary_i_ptr, decided_ptr, target_ptr, target_stride_b, target_stride_k, draft_ptr,
+                    draft_stride_b, draft_stride_k, draft_ids_ptr, draft_ids_stride)
+        if STEP == STEP_FINISH:  # (one program a cell)
+            _histogram_slice(request, 0, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
+                             TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, FIRST, LAST, SLICE, BLOCK, BINS,
+                             BINS_SHIFT, CAP, P_BLOCK, ATOMIC)
+        elif SLICES_PER_PROGRAM == 1:
+            _histogram_slice(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
+                             TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, FIRST, LAST, SLICE, BLOCK, BINS,
+                             BINS_SHIFT, CAP, P_BLOCK, ATOMIC)
+        else:
+            # the program's slices in turn; each arrives apart, so the row's last slice to arrive finishes the
+            # step, as with one slice a program
+            for j in tl.static_range(SLICES_PER_PROGRAM):
+                s = group * SLICES_PER_PROGRAM + j
+                if s < NUM_SLICES:
+                    _histogram_slice(request, s, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
+                                     TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, FIRST, LAST, SLICE, BLOCK,
+                                     BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC)

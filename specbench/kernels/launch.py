@@ -205,7 +205,8 @@ TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk"
                                  "split_search": None, "histogram_slice": None, "histogram_block": None,
                                  "histogram_warps": None, "histogram_bins": None,
                                  "histogram_decide": None, "bounds_slice": None, "bounds_block": None,
-                                 "bounds_warps": None, "bounds_rounds": None}
+                                 "bounds_warps": None, "bounds_rounds": None, "histogram_atomic": None,
+                                 "histogram_slices_per_program": None}
 
 
 @contextlib.contextmanager
@@ -909,6 +910,14 @@ SPLIT_SEARCH = "histogram"
 HISTOGRAM_SHAPE = (4096, 1024, 4)
 HISTOGRAM_BINS = 64
 HISTOGRAM_CAP = 1024
+# ... whether its last level (after the first) counts its window's tokens by integer atomics on the cell's counts
+# instead of tl.histogram, whose code costs the same for every token in the window or not (the last window holds at
+# most about 3% of a row: results/h200-histogram/ncu-sass/), and how many slices of a row each of its programs takes
+# in turn (each slice's sums apart, so a row's summary is the same at any count). Both off until a GPU timing and the
+# sanitizers say otherwise; the launch variants triton-histogram-...-atomic and -slicesN turn them on
+# (results/h200-level-atomics/: the atomics 1.05x / 1.04x faster at B = 64 / 256, top_p 0.95, draft logits, H200)
+HISTOGRAM_ATOMIC = False
+HISTOGRAM_SLICES_PER_PROGRAM = 1
 
 
 def _histogram_shape(vocab: int, device: torch.device) -> tuple[int, int, int]:
@@ -1000,17 +1009,20 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
             scratch.candidates_f, scratch.candidates_i, arrivals, scratch.summary_f, scratch.summary_i,
             scratch.decided, *target_args, draft_ids, draft_ids.stride(0), *request_args, *knobs, vocab, num_slots,
             slices, zero_share)
+    per_program = TUNING["histogram_slices_per_program"] or HISTOGRAM_SLICES_PER_PROGRAM
+    atomic = HISTOGRAM_ATOMIC if TUNING["histogram_atomic"] is None else bool(TUNING["histogram_atomic"])
     shape = {"SLICE": slice_, "BLOCK": block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1, "CAP": cap,
-             "P_BLOCK": p_block, **constexprs}
-    grid = (batch, num_slots, sides * slices)
+             "P_BLOCK": p_block, "SLICES_PER_PROGRAM": per_program, **constexprs}
+    grid = (batch, num_slots, sides * _cdiv(slices, per_program))
     # (DECIDE, SKIP_DECIDED and DRAFT only where they change the code: the first launch, the first level and
     # STEP_DECIDE)
-    plain = {"DECIDE": False, "SKIP_DECIDED": False, "DRAFT": 0}
+    plain = {"DECIDE": False, "SKIP_DECIDED": False, "DRAFT": 0, "ATOMIC": False}
     _SPLIT_HISTOGRAM(grid, (*args, 0), num_warps, key, STEP=0, **{**plain, "SKIP_DECIDED": way == "bounds"},
                      FIRST=False, LAST=False, **shape)
     for level in range(levels):
         after_first = level == 0 and way == "level"
-        _SPLIT_HISTOGRAM(grid, (*args, level), num_warps, key, STEP=1, **{**plain, "DECIDE": after_first},
+        _SPLIT_HISTOGRAM(grid, (*args, level), num_warps, key, STEP=1,
+                         **{**plain, "DECIDE": after_first, "ATOMIC": atomic and 0 < level == levels - 1},
                          FIRST=level == 0, LAST=level == levels - 1, **shape)
         if after_first:
             _SPLIT_HISTOGRAM((batch,), (*args, 0), 1, key, STEP=4, **{**plain, "DECIDE": True, "DRAFT": draft_kind},

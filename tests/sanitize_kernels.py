@@ -294,7 +294,7 @@ def _block_workload(mine, device) -> int:
 
 
 def sanitize(out: Path, tools: list[str], part: str = "all", shard: str = "1/1", shape: str | None = None,
-             split_search: str | None = None) -> int:
+             split_search: str | None = None, histogram_variants: bool = False) -> int:
     """Run the workload under each tool; 0 when every tool reports nothing, 1 otherwise."""
     sanitizer = shutil.which("compute-sanitizer")
     if sanitizer is None:
@@ -312,6 +312,7 @@ def sanitize(out: Path, tools: list[str], part: str = "all", shard: str = "1/1",
         command += [sys.executable, str(Path(__file__).resolve()), "--workload", "--part", part, "--shard", shard]
         command += ["--shape", shape] if shape else []
         command += ["--split-search", split_search] if split_search else []
+        command += ["--histogram-variants"] if histogram_variants else []
         with log.open("w") as handle:
             done = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env=env, check=False)
         text = log.read_text(errors="replace")
@@ -342,6 +343,9 @@ def main() -> int:
     parser.add_argument("--split-search", choices=("radix", "histogram"), default=None,
                         help="how a batch given no top_k searches its cutoffs (launch.TUNING's split_search; "
                              "default: the launcher's own)")
+    parser.add_argument("--histogram-variants", action="store_true",
+                        help="the split histogram path as its launch variants -atomic and -slices2 run it (its last "
+                             "level counted by atomics, two slices a program)")
     parser.add_argument("--shard", default="1/1", help="I/N: run every N-th group of calls from the I-th (1-based)")
     parser.add_argument("--shape", default=None,
                         help="BLOCKxWARPS: launch every kernel at this shape (launch.TUNING, which also launches "
@@ -368,6 +372,10 @@ def main() -> int:
             from specbench.kernels import launch
 
             launch.TUNING["split_search"] = ("radix", "histogram").index(args.split_search)
+        if args.histogram_variants:
+            from specbench.kernels import launch
+
+            launch.TUNING.update(histogram_atomic=1, histogram_slices_per_program=2)
         return workload(args.part, (index, count))
     import torch
 
@@ -379,7 +387,7 @@ def main() -> int:
     if unknown or not tools:
         print(f"--tools takes some of {', '.join(TOOLS)}, got {args.tools!r}", file=sys.stderr)
         return 2
-    return sanitize(args.out, tools, args.part, args.shard, args.shape, args.split_search)
+    return sanitize(args.out, tools, args.part, args.shard, args.shape, args.split_search, args.histogram_variants)
 
 
 if __name__ == "__main__":

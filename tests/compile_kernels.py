@@ -242,8 +242,8 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     out.extend((_split_histogram_kernel, {"MODE": 1, "TARGET_PROBS": target_probs, "TRUNCATE_DRAFT": 1 - target_probs,
                                           "HAS_TOP_K": 0, "HAS_TOP_P": 1, "HAS_MIN_P": 1, **step, "SLICE": slice_,
                                           "BLOCK": hist_block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1,
-                                          "CAP": launch.HISTOGRAM_CAP, "P_BLOCK": 32, "SLICES_PER_PROGRAM": 1}, hist_warps,
-                "fp32")
+                                          "CAP": launch.HISTOGRAM_CAP, "P_BLOCK": 32, "SLICES_PER_PROGRAM": 1},
+                hist_warps, "fp32")
                for target_probs in (0, 1) for step in hist_steps
                if not (target_probs and (step["STEP"] == 3 or step["DRAFT"] == 1)))
     # a middle level given no min_p (top_p alone: no in-play test for logits)
@@ -253,9 +253,10 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     out.append((_split_histogram_kernel, {**middle, "HAS_MIN_P": 0}, hist_warps, "fp32"))
     # the launch variants triton-histogram-...-atomic and -slices4: the last level counted by atomics, and a middle
     # level taking four slices a program
-    last = next(constexprs for kernel, constexprs, _w, _d in out if kernel is _split_histogram_kernel
-                and constexprs["STEP"] == 1 and constexprs["LAST"] and not constexprs["TARGET_PROBS"])
-    out.append((_split_histogram_kernel, {**last, "ATOMIC": 1}, hist_warps, "fp32"))
+    # (the last level for target logits and probabilities: their parts are computed apart)
+    out.extend((_split_histogram_kernel, {**constexprs, "ATOMIC": 1}, hist_warps, "fp32")
+               for kernel, constexprs, _w, _d in list(out) if kernel is _split_histogram_kernel
+               and constexprs["STEP"] == 1 and constexprs["LAST"])
     out.append((_split_histogram_kernel, {**middle, "SLICES_PER_PROGRAM": 4}, hist_warps, "fp32"))
     # target probabilities with truncated draft logits: their first level and decisions
     probs_first = next(constexprs for kernel, constexprs, _w, _d in out if kernel is _split_histogram_kernel

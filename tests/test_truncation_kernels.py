@@ -293,6 +293,34 @@ def test_the_histogram_path_variants_give_the_same_summaries(small_blocks, monke
         assert torch.equal(plain[summarised], variant[summarised])
 
 
+@pytest.mark.parametrize(("atomic", "per_program", "way"), [(1, 1, None), (0, 2, None), (1, 2, 2)])
+def test_the_histogram_path_variants_give_the_same_step(small_blocks, monkeypatch, atomic, per_program, way):
+    """Both sides of the split histogram path's variants (target logits, truncated draft logits: two sides a slot's
+    cell, the programs' sides decoded from the grid), with every row searched or the drafts decided first from the
+    bounds (way 2): the same tokens as the launcher's own path, and the same summaries and level counts in its
+    scratch, bit for bit (counts that only bound a part's mass could be wrong without changing a token)."""
+    launch = small_blocks
+    monkeypatch.setitem(launch.TUNING, "split_search", 1)
+    monkeypatch.setitem(launch.TUNING, "histogram_decide", way)
+    inputs = _inputs(29, "logits", "logits")
+    knobs = _knobs_without_top_k()
+    results, scratches = [], []
+    for tuning in ({}, {"histogram_atomic": atomic, "histogram_slices_per_program": per_program}):
+        for name, value in tuning.items():
+            monkeypatch.setitem(launch.TUNING, name, value)
+        searched = _histogram_scratches(monkeypatch, launch)
+        with launch.strategy("split"):
+            results.append(_verify(inputs, knobs=knobs, truncate_draft_logits=True))
+        scratches.append(searched[0])
+    _same(results[1], results[0])
+    for name in ("summary_f", "summary_i", "counts"):
+        want, got = getattr(scratches[0], name), getattr(scratches[1], name)
+        assert torch.equal(want.nan_to_num(7.0), got.nan_to_num(7.0)), name
+    batch, num_slots = inputs["target_logits"].shape[:2]
+    summaries = scratches[0].summary_f[:batch * num_slots * 8].view(batch, num_slots, 2, 4)
+    assert bool(summaries[..., 1, 1].isfinite().any())  # draft cells were summarised (their kept mass written)
+
+
 def _histogram_scratches(monkeypatch, launch) -> list:
     """Fresh scratch from here on whose floats are NaN and ints the histogram search's fallback stage (so a
     read of what nothing wrote shows), and the list each split histogram search appends its scratch to."""

@@ -103,8 +103,8 @@ def launch_variant(name: str) -> Implementation | None:
         rounds = {None: None, "-rounds": 1, "-norounds": 0}[histogram.group(9)]
         atomic = 1 if histogram.group(10) else None
         per_program = int(histogram.group(11)) if histogram.group(11) else None
-        if per_program is not None and per_program > 16:
-            raise SpecbenchError(f"{name}: at most 16 slices a program, got {per_program}")
+        if per_program is not None and not 2 <= per_program <= 16:
+            raise SpecbenchError(f"{name}: -slicesN takes 2 to 16 slices a program, got {per_program}")
         if (bounds[0] is not None or rounds is not None) and decide != 2:
             raise SpecbenchError(f"{name}: a shape and -rounds / -norounds follow -bounds only")
         if bounds[0] is not None:

@@ -29,8 +29,9 @@ are used for.
    nat): each program counts its tokens *in play* (a value of mass and ``w >= min_p``, the contract's
    min-p) per part of the window (``tl.histogram``) and adds them to the cell's counts (integer atomics:
    the same in any order; with ``ATOMIC``, the launch variants ``-atomic``, the last level adds one for each
-   of its tokens inside the window instead, a window of few tokens); at the first level it also sums its mass in play and finds its last token in
-   play (smallest value, largest id), at the others it sums the exact mass of its tokens in play before
+   of its tokens inside the window instead: few tokens on the rows measured, every one on a row of ties); at
+   the first level it also sums its mass in play and finds its last token in play (smallest value, largest
+   id), at the others it sums the exact mass of its tokens in play before
    the window. The last to arrive sums the slices in slice order. At the first level: ``M`` the mass in
    play and the target ``T = top_p M`` (0 for a row keeping its first token only); ``min_p`` alone
    (``top_p`` off), or ``T >= M`` (``top_p`` within rounding of 1), keeps every token in play: the
@@ -226,6 +227,7 @@ def _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, star
     # bound the search's cost, ncu on an H200): a logit of -inf (NaN cleaned to it) is at distance +inf,
     # inside no window and before none, so only min_p decides whether a token is in play there, and -0 and
     # +0 have the same distance and mass, so the value is not normalised
+    tl.static_assert(not (FIRST and ATOMIC), "the first level counts by tl.histogram (its counts and sums go together)")
     hist = tl.zeros([BINS], tl.int32)
     total = tl.zeros([BLOCK], tl.float32)
     low = tl.full([BLOCK], float("inf"), tl.float32)
@@ -263,7 +265,7 @@ def _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, star
             if TARGET_PROBS or HAS_MIN_P:
                 inside = inside & play
                 before = before & play
-            if ATOMIC:  # (a later level whose window holds few tokens: each counted on the cell's counts)
+            if ATOMIC:  # (the last level, whose window held few tokens on the rows measured: each counted)
                 tl.atomic_add(counts + tl.where(inside, _part(dist, lo, width, TARGET_PROBS), 0), 1, mask=inside,
                               sem="relaxed")
             else:
@@ -702,7 +704,7 @@ def _split_histogram_kernel(
         else:
             # the program's slices in turn; each arrives apart, so the row's last slice to arrive finishes the
             # step, as with one slice a program
-            for j in tl.static_range(SLICES_PER_PROGRAM):
+            for j in range(SLICES_PER_PROGRAM):
                 s = group * SLICES_PER_PROGRAM + j
                 if s < NUM_SLICES:
                     _histogram_slice(request, s, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,

@@ -911,8 +911,9 @@ HISTOGRAM_SHAPE = (4096, 1024, 4)
 HISTOGRAM_BINS = 64
 HISTOGRAM_CAP = 1024
 # ... whether its last level (after the first) counts its window's tokens by integer atomics on the cell's counts
-# instead of tl.histogram, whose code costs the same for every token in the window or not (the last window holds at
-# most about 3% of a row: results/h200-histogram/ncu-sass/), and how many slices of a row each of its programs takes
+# instead of tl.histogram, whose code costs the same for every token in the window or not (the last window held at
+# most about 3% of a row in the distributions modelled, results/h200-histogram/ncu-sass/; a row of ties puts every
+# token there), and how many slices of a row each of its programs takes
 # in turn (each slice's sums apart, so a row's summary is the same at any count). Both off until a GPU timing and the
 # sanitizers say otherwise; the launch variants triton-histogram-...-atomic and -slicesN turn them on
 # (results/h200-level-atomics/: the atomics 1.05x / 1.04x faster at B = 64 / 256, top_p 0.95, draft logits, H200)

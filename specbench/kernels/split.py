@@ -67,7 +67,7 @@ ARGMAX = tl.constexpr(3)  # the argmax (a greedy row's own token in the syntheti
 
 @triton.jit
 def last_to_arrive(arrivals_ptr, b, expected):
-    # Count this program in; True for the last of `expected` programs of request b. The barriers
+    # Count this program in (or one slice of its work); True for the last of `expected` arrivals at b. The barriers
     # make every thread's stores precede the release, and every later load follow the acquire.
     tl.debug_barrier()
     arrived = tl.atomic_add(arrivals_ptr + b, 1, sem="acq_rel")

@@ -207,7 +207,8 @@ def cell_program(num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, top_k_p
                   HAS_TOP_P: tl.constexpr, HAS_MIN_P: tl.constexpr):
     # a program of the launches that summarise cells before a step (the prepass, radix.py, histogram.py):
     # grid (B, K + 1, sides * NUM_SLICES), or (B, K + 1, sides) for a step of one program per cell (slice 0);
-    # (b, r, side, s), the request's draft count, greediness and 1 / temperature, and its knobs (request_knobs)
+    # (b, r, side, s), the request's draft count (s: the slice, or for histogram.py's -slicesN programs the
+    # group of slices), greediness and 1 / temperature, and its knobs (request_knobs)
     b = tl.program_id(0).to(tl.int64)
     r = tl.program_id(1)
     if ONE_PER_CELL:

@@ -272,17 +272,13 @@ def test_the_histogram_path_variants_give_the_same_summaries(small_blocks, monke
     monkeypatch.setitem(launch.TUNING, "split_search", 1)
     inputs = _inputs(23, "logits", "none")
     knobs = _knobs_without_top_k()
-    summaries, stages = [], []
-    for tuning in ({}, {"histogram_atomic": atomic, "histogram_slices_per_program": per_program}):
-        for name, value in tuning.items():
-            monkeypatch.setitem(launch.TUNING, name, value)
-        scratches = _histogram_scratches(monkeypatch, launch)
-        summaries.append(launch.truncation_summaries(
-            target=inputs["target_logits"], target_is_probs=False, temperatures=inputs["temperatures"],
-            num_draft_tokens=inputs["num_draft_tokens"], top_k=None, **knobs))
-        batch, num_slots = inputs["target_logits"].shape[:2]
-        stages.append(scratches[0].radix_state_i[:batch * num_slots * 2 * histogram.STATE.value]
-                      .view(batch, num_slots, 2, -1)[:, :, 0, 0])
+    runs = _with_and_without_variant(monkeypatch, launch, atomic, per_program, lambda: launch.truncation_summaries(
+        target=inputs["target_logits"], target_is_probs=False, temperatures=inputs["temperatures"],
+        num_draft_tokens=inputs["num_draft_tokens"], top_k=None, **knobs))
+    summaries = [summary for summary, _scratch in runs]
+    batch, num_slots = inputs["target_logits"].shape[:2]
+    stages = [scratch.radix_state_i[:batch * num_slots * 2 * histogram.STATE.value].view(batch, num_slots, 2, -1)
+              [:, :, 0, 0] for _summary, scratch in runs]
     on = ((knobs["top_p"] < 1) | (knobs["min_p"] > 0)) & (inputs["temperatures"] != 0)
     rows = torch.arange(inputs["target_logits"].shape[1])
     summarised = on[:, None] & (rows[None, :] <= inputs["num_draft_tokens"][:, None])
@@ -304,21 +300,30 @@ def test_the_histogram_path_variants_give_the_same_step(small_blocks, monkeypatc
     monkeypatch.setitem(launch.TUNING, "histogram_decide", way)
     inputs = _inputs(29, "logits", "logits")
     knobs = _knobs_without_top_k()
-    results, scratches = [], []
-    for tuning in ({}, {"histogram_atomic": atomic, "histogram_slices_per_program": per_program}):
-        for name, value in tuning.items():
-            monkeypatch.setitem(launch.TUNING, name, value)
-        searched = _histogram_scratches(monkeypatch, launch)
-        with launch.strategy("split"):
-            results.append(_verify(inputs, knobs=knobs, truncate_draft_logits=True))
-        scratches.append(searched[0])
-    _same(results[1], results[0])
+    with launch.strategy("split"):
+        runs = _with_and_without_variant(monkeypatch, launch, atomic, per_program,
+                                         lambda: _verify(inputs, knobs=knobs, truncate_draft_logits=True))
+    (plain, _), (variant, _) = runs
+    scratches = [scratch for _result, scratch in runs]
+    _same(variant, plain)
     for name in ("summary_f", "summary_i", "counts"):
         want, got = getattr(scratches[0], name), getattr(scratches[1], name)
         assert torch.equal(want.nan_to_num(7.0), got.nan_to_num(7.0)), name
     batch, num_slots = inputs["target_logits"].shape[:2]
     summaries = scratches[0].summary_f[:batch * num_slots * 8].view(batch, num_slots, 2, 4)
     assert bool(summaries[..., 1, 1].isfinite().any())  # draft cells were summarised (their kept mass written)
+
+
+def _with_and_without_variant(monkeypatch, launch, atomic: int, per_program: int, call) -> list[tuple]:
+    """(call's result, the split histogram search's scratch) with the launcher's own settings, then with the
+    launch variants' (``histogram_atomic``, ``histogram_slices_per_program``), each on fresh scratch."""
+    runs = []
+    for tuning in ({}, {"histogram_atomic": atomic, "histogram_slices_per_program": per_program}):
+        for name, value in tuning.items():
+            monkeypatch.setitem(launch.TUNING, name, value)
+        scratches = _histogram_scratches(monkeypatch, launch)
+        runs.append((call(), scratches[0]))
+    return runs
 
 
 def _histogram_scratches(monkeypatch, launch) -> list:

@@ -693,11 +693,7 @@ def _split_histogram_kernel(
         pointers = (state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr, list_f_ptr, list_i_ptr, arrivals_ptr,
                     summary_f_ptr, summary_i_ptr, decided_ptr, target_ptr, target_stride_b, target_stride_k, draft_ptr,
                     draft_stride_b, draft_stride_k, draft_ids_ptr, draft_ids_stride)
-        if STEP == STEP_FINISH:  # (one program a cell)
-            _histogram_slice(request, 0, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
-                             TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, FIRST, LAST, SLICE, BLOCK, BINS,
-                             BINS_SHIFT, CAP, P_BLOCK, ATOMIC)
-        elif SLICES_PER_PROGRAM == 1:
+        if (STEP == STEP_FINISH) or (SLICES_PER_PROGRAM == 1):  # (STEP_FINISH: one program a cell, group 0)
             _histogram_slice(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
                              TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, FIRST, LAST, SLICE, BLOCK, BINS,
                              BINS_SHIFT, CAP, P_BLOCK, ATOMIC)

@@ -251,8 +251,8 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                   and constexprs["STEP"] == 1 and not constexprs["FIRST"] and not constexprs["LAST"]
                   and not constexprs["TARGET_PROBS"])
     out.append((_split_histogram_kernel, {**middle, "HAS_MIN_P": 0}, hist_warps, "fp32"))
-    # the launch variants triton-histogram-...-atomic and -slices4: the last level counted by atomics, and a middle
-    # level taking four slices a program
+    # the last level counted by atomics (the launcher's own; `plain` above is the launch variants' -noatomic), and
+    # a middle level taking four slices a program (-slices4)
     # (the last level for target logits and probabilities: their parts are computed apart)
     out.extend((_split_histogram_kernel, {**constexprs, "ATOMIC": 1}, hist_warps, "fp32")
                for kernel, constexprs, _w, _d in list(out) if kernel is _split_histogram_kernel

@@ -344,8 +344,8 @@ def main() -> int:
                         help="how a batch given no top_k searches its cutoffs (launch.TUNING's split_search; "
                              "default: the launcher's own)")
     parser.add_argument("--histogram-variants", action="store_true",
-                        help="the split histogram path as its launch variants -atomic and -slices2 run it (its last "
-                             "level counted by atomics, two slices a program)")
+                        help="the split histogram path as its launch variants -noatomic and -slices2 run it (its "
+                             "last level counted by tl.histogram, two slices a program)")
     parser.add_argument("--shard", default="1/1", help="I/N: run every N-th group of calls from the I-th (1-based)")
     parser.add_argument("--shape", default=None,
                         help="BLOCKxWARPS: launch every kernel at this shape (launch.TUNING, which also launches "
@@ -375,7 +375,7 @@ def main() -> int:
         if args.histogram_variants:
             from specbench.kernels import launch
 
-            launch.TUNING.update(histogram_atomic=1, histogram_slices_per_program=2)
+            launch.TUNING.update(histogram_atomic=0, histogram_slices_per_program=2)
         return workload(args.part, (index, count))
     import torch
 

@@ -196,9 +196,10 @@ def test_a_histogram_variant_takes_its_parts_per_level_inside_its_call(monkeypat
 
 
 def test_a_histogram_variant_counts_by_atomics_and_takes_slices_inside_its_call(monkeypatch):
-    """triton-histogram-...-atomic counts the last level by atomics (ATOMIC on that launch alone) and -slicesN has
-    each program of the slices' launches take N slices (a grid of that many fewer programs); the launcher's own
-    path takes neither. Rows of 600 tokens: three slices of 256 on the interpreter, two programs at N = 2."""
+    """The launcher's own path counts the last level by atomics (ATOMIC on that launch alone), as
+    triton-histogram-...-atomic does, -noatomic by tl.histogram; -slicesN has each program of the slices' launches
+    take N slices (a grid of that many fewer programs), the launcher's own path one. Rows of 600 tokens: three
+    slices of 256 on the interpreter, two programs at N = 2."""
     from conftest import device_for
 
     from specbench.verification import SamplingParams
@@ -222,7 +223,8 @@ def test_a_histogram_variant_counts_by_atomics_and_takes_slices_inside_its_call(
               "sampling": SamplingParams(temperatures=torch.ones(2, device=device),
                                          top_p=torch.full((2,), 0.9, device=device))}
     slices = -(-vocab // launch._histogram_shape(vocab, torch.device(device))[0])
-    for name, atomic, per_program in (("triton", False, 1), ("triton-histogram-4096x1024x4-atomic-slices2", True, 2)):
+    for name, atomic, per_program in (("triton", True, 1), ("triton-histogram-4096x1024x4-noatomic-slices2", False, 2),
+                                      ("triton-histogram-4096x1024x4-atomic-slices2", True, 2)):
         seen.clear()
         resolve(name).prepare(dict(kwargs))()
         levels = [entry for entry in seen if entry[0] == 1]

@@ -261,11 +261,12 @@ def test_split_radix_prefetch_gives_the_same_summaries(small_blocks, monkeypatch
 
 @pytest.mark.parametrize(("atomic", "per_program"), [(1, 1), (0, 2), (1, 4)])
 def test_the_histogram_path_variants_give_the_same_summaries(small_blocks, monkeypatch, atomic, per_program):
-    """The split histogram path with its last level counting by atomics (the launch variants ...-atomic) and with
-    each program taking several slices of a row in turn (-slicesN: 2 of a row of 40's three slices of 16, the
-    second program's second slice past the row; 4, the whole row in one program): the summaries of the launcher's
-    own path, bit for bit, with no row fallen back (the levels ran to the end). Only the rows summarised are
-    compared (rows 0..n of requests not greedy with a knob on)."""
+    """The split histogram path with its last level counting by atomics (the launcher's own, the launch variants
+    ...-atomic) and with each program taking several slices of a row in turn (-slicesN: 2 of a row of 40's three
+    slices of 16, the second program's second slice past the row; 4, the whole row in one program): the summaries
+    of the path counting every level by tl.histogram, one slice a program (-noatomic), bit for bit, with no row
+    fallen back (the levels ran to the end). Only the rows summarised are compared (rows 0..n of requests not
+    greedy with a knob on)."""
     from specbench.kernels import histogram
 
     launch = small_blocks
@@ -293,8 +294,8 @@ def test_the_histogram_path_variants_give_the_same_summaries(small_blocks, monke
 def test_the_histogram_path_variants_give_the_same_step(small_blocks, monkeypatch, atomic, per_program, way):
     """Both sides of the split histogram path's variants (target logits, truncated draft logits: two sides a slot's
     cell, the programs' sides decoded from the grid), with every row searched or the drafts decided first from the
-    bounds (way 2): the same tokens as the launcher's own path, and the same summaries and level counts in its
-    scratch, bit for bit (counts that only bound a part's mass could be wrong without changing a token)."""
+    bounds (way 2): the same tokens as the path counting by tl.histogram, one slice a program, and the same summaries
+    and level counts in its scratch, bit for bit (counts that only bound a part's mass could be wrong without changing a token)."""
     launch = small_blocks
     monkeypatch.setitem(launch.TUNING, "split_search", 1)
     monkeypatch.setitem(launch.TUNING, "histogram_decide", way)
@@ -315,10 +316,12 @@ def test_the_histogram_path_variants_give_the_same_step(small_blocks, monkeypatc
 
 
 def _with_and_without_variant(monkeypatch, launch, atomic: int, per_program: int, call) -> list[tuple]:
-    """(call's result, the split histogram search's scratch) with the launcher's own settings, then with the
-    launch variants' (``histogram_atomic``, ``histogram_slices_per_program``), each on fresh scratch."""
+    """(call's result, the split histogram search's scratch) with every level counted by tl.histogram, one slice a
+    program, then with the launch variants' settings (``histogram_atomic``, ``histogram_slices_per_program``), each
+    on fresh scratch."""
     runs = []
-    for tuning in ({}, {"histogram_atomic": atomic, "histogram_slices_per_program": per_program}):
+    for tuning in ({"histogram_atomic": 0, "histogram_slices_per_program": 1},
+                   {"histogram_atomic": atomic, "histogram_slices_per_program": per_program}):
         for name, value in tuning.items():
             monkeypatch.setitem(launch.TUNING, name, value)
         scratches = _histogram_scratches(monkeypatch, launch)

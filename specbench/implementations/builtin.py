@@ -56,7 +56,7 @@ _SHAPE_NAME = re.compile(r"triton-(sequential|split)-(\d+)x(\d+)(?:-chunk(\d+))?
 _RADIX_NAME = re.compile(r"triton-radix-(\d+)x(\d+)x(\d+)(-prefetch)?")
 _HISTOGRAM_BINS = (16, 32, 64)  # parts a level the histogram path takes (launch._histogram_levels)
 _HISTOGRAM_NAME = re.compile(r"triton-histogram-(\d+)x(\d+)x(\d+)(?:-bins([1-9]\d*))?(-nodecide|-decide|-bounds)?"
-                             r"(?:(\d+)x(\d+)x(\d+))?(-rounds|-norounds)?(-atomic)?(?:-slices([1-9]\d*))?")
+                             r"(?:(\d+)x(\d+)x(\d+))?(-rounds|-norounds)?(-atomic|-noatomic)?(?:-slices([1-9]\d*))?")
 
 
 def _slice_shape(name: str, slice_: int, block: int, warps: int) -> None:
@@ -80,8 +80,9 @@ def launch_variant(name: str) -> Implementation | None:
     decided after the search's first level, ``-bounds``: from one pass's bounds before the search, each at any
     batch size, where the launcher decides from ``HISTOGRAM_DECIDE_MIN_BATCH``; ``-bounds16384x1024x4``: that
     pass at this many tokens of a row per program, per chunk, and warps; ``-rounds`` / ``-norounds``: that pass
-    in one round per slot, or all slots at once, at any batch; ``-atomic``: its last level counts its window's
-    tokens by atomics; ``-slices4``: each of its programs takes four slices of a row in turn),
+    in one round per slot, or all slots at once, at any batch; ``-atomic`` / ``-noatomic``: its last level counts
+    its window's tokens by atomics, or by ``tl.histogram`` as the levels before it do; ``-slices4``: each of its
+    programs takes four slices of a row in turn),
     None for a name of another form; a shape Triton cannot launch is a ``SpecbenchError``."""
     radix = _RADIX_NAME.fullmatch(name)
     if radix is not None:
@@ -101,7 +102,7 @@ def launch_variant(name: str) -> Implementation | None:
         _slice_shape(name, slice_, block, warps)
         bounds = tuple(int(group) for group in histogram.groups()[5:8]) if histogram.group(6) else (None,) * 3
         rounds = {None: None, "-rounds": 1, "-norounds": 0}[histogram.group(9)]
-        atomic = 1 if histogram.group(10) else None
+        atomic = {None: None, "-atomic": 1, "-noatomic": 0}[histogram.group(10)]
         per_program = int(histogram.group(11)) if histogram.group(11) else None
         if per_program is not None and not 2 <= per_program <= 16:
             raise SpecbenchError(f"{name}: -slicesN takes 2 to 16 slices a program, got {per_program}")
@@ -121,7 +122,8 @@ def launch_variant(name: str) -> Implementation | None:
                                    + (f" at {bounds[0]} tokens of a row per program, {bounds[1]} x {bounds[2]} warps"
                                       if bounds[0] else "")
                                    + {None: "", 1: ", one round per slot", 0: ", every slot at once"}[rounds] + ")"}[decide]
-                             + (", the last level counted by atomics" if atomic else "")
+                             + {None: "", 1: ", the last level counted by atomics",
+                                0: ", the last level counted by tl.histogram"}[atomic]
                              + (f", {per_program} slices a program" if per_program else ""),
                        _triton_variant(None, split_search=1, histogram_slice=slice_, histogram_block=block,
                                        histogram_warps=warps, histogram_bins=bins,

@@ -28,8 +28,9 @@ are used for.
 2. ``STEP_LEVEL``, ``levels`` launches (``launch._histogram_levels``: as many as bring a part to 1/256
    nat): each program counts its tokens *in play* (a value of mass and ``w >= min_p``, the contract's
    min-p) per part of the window (``tl.histogram``) and adds them to the cell's counts (integer atomics:
-   the same in any order; with ``ATOMIC``, the launch variants ``-atomic``, the last level adds one for each
-   of its tokens inside the window instead: few tokens on the rows measured, every one on a row of ties); at
+   the same in any order; with ``ATOMIC``, the launcher's default since ``results/h200-histogram-variants/``
+   (the launch variants ``-noatomic`` turn it off), the last level adds one for each of its tokens inside the
+   window instead: few tokens on the rows measured, every one on a row of ties); at
    the first level it also sums its mass in play and finds its last token in play (smallest value, largest
    id), at the others it sums the exact mass of its tokens in play before
    the window. The last to arrive sums the slices in slice order. At the first level: ``M`` the mass in

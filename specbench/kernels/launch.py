@@ -913,11 +913,13 @@ HISTOGRAM_CAP = 1024
 # ... whether its last level (after the first) counts its window's tokens by integer atomics on the cell's counts
 # instead of tl.histogram, whose code costs the same for every token in the window or not (the last window held at
 # most about 3% of a row in the distributions modelled, results/h200-histogram/ncu-sass/; a row of ties puts every
-# token there), and how many slices of a row each of its programs takes
-# in turn (each slice's sums apart, so a row's summary is the same at any count). Both off until a GPU timing and the
-# sanitizers say otherwise; the launch variants triton-histogram-...-atomic and -slicesN turn them on
-# (results/h200-level-atomics/: the atomics 1.05x / 1.04x faster at B = 64 / 256, top_p 0.95, draft logits, H200)
-HISTOGRAM_ATOMIC = False
+# token there), and how many slices of a row each of its programs takes in turn (each slice's sums apart, so a
+# row's summary is the same at any count; the launch variants triton-histogram-...-atomic / -noatomic and -slicesN
+# choose). H200, graph, top_p 0.95, draft logits / probs, µs, tl.histogram -> atomics
+# (results/h200-histogram-variants/): B = 8 121.0 -> 116.4 / 80.4 -> 78.0, B = 64 569.6 -> 543.7 / 313.3 -> 298.6,
+# B = 256 2,052.2 -> 1,964.8 / 1,064.5 -> 1,019.4, B = 512 3,445.9 -> 3,292.7 / 1,746.3 -> 1,671.4; two or four
+# slices a program slower at every batch (B = 256: 2,208.0 / 2,139.8 from logits, 2,176.0 / 2,080.1 with atomics)
+HISTOGRAM_ATOMIC = True
 HISTOGRAM_SLICES_PER_PROGRAM = 1
 
 

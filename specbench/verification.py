@@ -428,8 +428,8 @@ def verify(
             request with a negative or NaN temperature is invalid (it emits nothing).
         tree: ``specbench.trees.DraftTree`` (``parents [B, N]``, ``candidates``): the drafts form a tree of
             ``N = K`` nodes per request (module docstring, "Trees"); ``acceptance_rates`` is then a table
-            of conditional rates. Default None: a chain. Trees run on the torch backend for now
-            (``"auto"`` picks it; ``"triton"`` is refused).
+            of conditional rates. Default None: a chain. Every backend runs trees (the Triton kernel
+            ``specbench/kernels/tree.py``, every mode and draft form).
 
     Returns:
         ``VerifyResult(output_token_ids [B, K+1] int64 (-1 padded), num_emitted [B] int32,

@@ -13,7 +13,7 @@ from conftest import same_result
 from specbench import oracle
 from specbench.errors import SpecbenchError
 from specbench.implementations import contract, registry, resolve, resolve_all, sampler
-from specbench.verification import verify
+from specbench.verification import VerifyResult, verify
 
 PLUGIN = textwrap.dedent('''
     from specbench import verify
@@ -221,6 +221,148 @@ def test_the_sglang_adapter_loads_the_kernel_file_alone_and_maps_its_layout(tmp_
     assert token.output_token_ids.tolist() == [[3, 1, 4, 7], [1, 5, 9, 7]]
     assert block.output_token_ids.tolist() == [[3, 1, 4, 8], [1, 5, 9, 8]]
     assert token.num_accepted.tolist() == [3, 3] and token.num_emitted.tolist() == [4, 4]
+
+
+# a stand-in for SGLang 0.5.23's spec_tree.py: imports of its server the adapter must never run, and a greedy tree
+# walker written here to the signature of SGLang's verify_tree_greedy_kernel_triton (one program a request: from
+# the root, the first child in list order whose token is the target's argmax at the current node's row, until
+# none is; each accepted node's row index written after the root's, then the argmax at the last one)
+_SGLANG_TREE_STAND_IN = """
+from sglang.srt.platforms import current_platform
+
+import triton
+import triton.language as tl
+
+raise ImportError("the module's body: never run by the adapter")
+
+
+@triton.jit
+def verify_tree_greedy_kernel_triton(predicts_ptr, accept_index_ptr, accept_token_num_ptr, candidates_ptr,
+                                     retrieve_index_ptr, retrieve_next_token_ptr, retrieve_next_sibling_ptr,
+                                     target_predict_ptr, batch_size: tl.constexpr,
+                                     num_speculative_tokens: tl.constexpr, num_draft_tokens: tl.constexpr):
+    b = tl.program_id(0)
+    base = b * num_draft_tokens
+    row = tl.load(retrieve_index_ptr + base)
+    tl.store(accept_index_ptr + b * num_speculative_tokens, row.to(tl.int32))
+    node = row * 0
+    count = node.to(tl.int32)
+    walking = node + 1
+    for _depth in range(1, num_speculative_tokens):
+        if walking != 0:
+            want = tl.load(target_predict_ptr + row)
+            child = tl.load(retrieve_next_token_ptr + base + node)
+            found = node * 0 - 1
+            for _sibling in range(num_draft_tokens):
+                if (found == -1) & (child != -1):
+                    if tl.load(candidates_ptr + base + child) == want:
+                        found = child
+                    else:
+                        child = tl.load(retrieve_next_sibling_ptr + base + child)
+            if found == -1:
+                walking = walking * 0
+            else:
+                tl.store(predicts_ptr + row, want.to(tl.int32))
+                row = tl.load(retrieve_index_ptr + base + found)
+                count += 1
+                tl.store(accept_index_ptr + b * num_speculative_tokens + count, row.to(tl.int32))
+                node = found
+    tl.store(accept_token_num_ptr + b, count)
+    tl.store(predicts_ptr + row, tl.load(target_predict_ptr + row).to(tl.int32))
+"""
+
+
+def _sglang_tree_file(tmp_path, monkeypatch, content: str, init: str = ""):
+    """SGLang's package as the adapter finds it: ``sglang/kernels/ops/speculative/spec_tree.py`` holding
+    ``content``, ``sglang/__init__.py`` holding ``init``; the walker loaded afresh from it."""
+    from specbench.implementations import adapters
+
+    kernel_dir = tmp_path / "sglang" / "kernels" / "ops" / "speculative"
+    kernel_dir.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "sglang" / "__init__.py").write_text(init)
+    (kernel_dir / "spec_tree.py").write_text(content)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(adapters, "_sglang_tree_walker", adapters._sglang_tree_walker.__wrapped__)
+    return kernel_dir / "spec_tree.py"
+
+
+def test_the_sglang_tree_adapter_compiles_the_walker_alone_and_maps_the_layouts(tmp_path, monkeypatch):
+    """sglang-tree: the walker compiled from its file without the module's imports, SGLang's lists built from
+    this layout (ragged trees, absent nodes, siblings repeating a token, a parent after its node, one below -1),
+    and the walk read back: the torch reference's greedy tokens, counts and accepted nodes, for a tree and for a
+    chain, including requests that accept the tree's deepest path to its end; a row holding a NaN takes the raw
+    argmax (SGLang's), where the reference reads a NaN as -inf."""
+    from conftest import device_for
+
+    from specbench.trees import DraftTree
+
+    _sglang_tree_file(tmp_path, monkeypatch, _SGLANG_TREE_STAND_IN, "raise ImportError('the server stack')\n")
+    device = device_for("triton")
+    generator = torch.Generator().manual_seed(11)
+    batch, vocab = 48, 3  # (three tokens: many drafts match the argmax, so paths run deep)
+    parents = torch.tensor([-1, -1, -1, 0, 0, 1, 3, 3, 6, 8, 9])  # the deepest path: nodes 0, 3, 6, 8, 9, 10
+    num_nodes = len(parents)
+    parents = parents.expand(batch, num_nodes).clone()
+    parents[0, 4] = 7  # (a parent after its node: no parent reaches node 4 of request 0)
+    parents[1, 5] = -5  # (nor node 5 of request 1)
+    target = torch.randn(batch, num_nodes + 1, vocab, generator=generator)
+    drafts = torch.randint(0, vocab, parents.shape, generator=generator)
+    drafts[torch.rand(parents.shape, generator=generator) < 0.1] = -1  # absent nodes
+    counts = torch.randint(0, num_nodes + 1, (batch,), generator=generator).to(torch.int32)
+    deepest = [0, 3, 6, 8, 9, 10]
+    rows_before = [0, 1, 4, 7, 9, 10]  # the row each of those nodes is tested against (its parent's)
+    for b in (2, 3):  # every node of the deepest path the argmax of its parent's row, the whole tree counted
+        drafts[b, deepest] = target[b, rows_before].argmax(dim=-1)
+        counts[b] = num_nodes
+    target[4, 0, 1] = float("nan")  # the root's row: SGLang's argmax is the NaN's id
+    base = {"target_logits": target.to(device), "draft_token_ids": drafts.to(device), "mode": "greedy",
+            "temperatures": torch.zeros(batch, device=device), "num_draft_tokens": counts.to(device)}
+    impl = resolve("sglang-tree")
+    for kwargs in ({**base, "tree": DraftTree(parents.to(device)), "check_values": False}, base):
+        want, got = verify(**kwargs, backend="torch"), impl.prepare(dict(kwargs))()
+        others = torch.arange(batch, device=device) != 4
+        assert same_result(VerifyResult(*(value[others] if value is not None else None for value in got)),
+                           VerifyResult(*(value[others] if value is not None else None for value in want)))
+        assert got.output_token_ids[4, 0].item() == 1 != want.output_token_ids[4, 0].item()
+        assert (got.accepted_nodes is None) == ("tree" not in kwargs)
+        if "tree" in kwargs:
+            assert got.num_accepted[2:4].tolist() == [len(deepest)] * 2
+            assert got.accepted_nodes[2].tolist()[:len(deepest)] == deepest
+    with pytest.raises(SpecbenchError, match="sglang-tree verifies greedily only"):
+        impl.prepare({**base, "mode": "probabilistic", "temperatures": torch.ones(batch, device=device),
+                      "seeds": torch.arange(batch, device=device)})
+    assert impl.trees and impl.modes == ("greedy",)
+
+
+def test_sglangs_tree_lists_link_children_in_rank_order_from_this_layout():
+    from specbench.implementations.adapters import sglang_tree_lists
+
+    parents = torch.tensor([[-1, 0, -1, 0, 2], [-1, 0, 1, 2, 3], [-1, 3, 0, 2, -5]])
+    drafts = torch.tensor([[5, 6, 7, 8, 9], [1, 2, 3, 4, 5], [1, 1, 1, 1, 1]])
+    lists = sglang_tree_lists(parents, drafts, torch.tensor([5, 3, 5]))
+    # request 0: the root's children 1 and 3 (nodes 0, 2), node 1's 2 and 4 (nodes 1, 3), node 3's 5 (node 4);
+    # request 2: node 1's parent comes after it and node 4's is below -1 (neither linked), so node 3's parent
+    # (node 2, under node 0) is linked and nothing below node 1
+    assert lists["retrive_next_token"].tolist() == [[1, 2, -1, 5, -1, -1], [1, 2, 3, -1, -1, -1],
+                                                    [1, 3, -1, 4, -1, -1]]
+    assert lists["retrive_next_sibling"].tolist() == [[-1, 3, 4, -1, -1, -1], [-1] * 6, [-1] * 6]
+    assert lists["candidates"].tolist()[:2] == [[0, 5, 6, 7, 8, 9], [0, 1, 2, 3, 4, 5]]
+    assert lists["retrive_index"][1].tolist() == [6, 7, 8, 9, 10, 11]
+    assert int(lists["depth"]) == 3  # request 2's path of nodes 0, 2, 3 (request 1's last two are past its count)
+
+
+def test_the_sglang_tree_adapter_says_when_the_walker_is_missing(tmp_path, monkeypatch):
+    from specbench.implementations import adapters
+
+    path = _sglang_tree_file(tmp_path, monkeypatch, "def another_kernel():\n    pass\n")
+    with pytest.raises(SpecbenchError, match="spec_tree.py has no function verify_tree_greedy_kernel_triton"):
+        adapters._sglang_tree_walker()
+    path.write_text("import triton\n\n@module_decorator\ndef verify_tree_greedy_kernel_triton(x):\n    pass\n")
+    with pytest.raises(SpecbenchError, match="verify_tree_greedy_kernel_triton in .* does not load alone: NameError"):
+        adapters._sglang_tree_walker()
+    path.unlink()
+    with pytest.raises(SpecbenchError, match="this SGLang has no spec_tree.py where 0.5.23 keeps"):
+        adapters._sglang_tree_walker()
 
 
 @pytest.mark.parametrize(("name", "content", "message"), [

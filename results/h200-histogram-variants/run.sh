@@ -10,7 +10,10 @@
 #   bash results/h200-histogram-variants/run.sh sanitize  # --part radix under memcheck, initcheck and racecheck,
 #                                                         # SHARDS (default 9) shards each, every process at once,
 #                                                         # LIMIT seconds each; VARIANTS=1: --histogram-variants;
-#                                                         # the logs in sanitize.tgz (a call returns few files)
+#                                                         # the logs in sanitize.tgz (a call returns few files);
+#                                                         # first every shard's workload without the tools, all
+#                                                         # at once (Triton's cache filled: a fresh machine's 27
+#                                                         # processes otherwise each compile every kernel)
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin
 out=${OUT:?set OUT to the folder for the results}
@@ -60,6 +63,11 @@ for step in "$@"; do
     sanitize)
       shards=${SHARDS:-9}
       mkdir -p "$out/s"
+      for shard in $(seq 1 $shards); do
+        timeout ${WARM_LIMIT:-240} python3 tests/sanitize_kernels.py --workload --part radix \
+          ${VARIANTS:+--histogram-variants} --shard $shard/$shards > "$out/s/warm-$shard.txt" 2>&1 &
+      done
+      wait; echo "workloads without the tools: $(grep -l 'workload done' "$out"/s/warm-*.txt | wc -l) of $shards done"
       for tool in memcheck initcheck racecheck; do
         for shard in $(seq 1 $shards); do
           timeout ${LIMIT:-500} python3 tests/sanitize_kernels.py --part radix ${VARIANTS:+--histogram-variants} \

@@ -47,12 +47,34 @@ one-line note, never a traceback).
   when the residual has no mass), and a draft whose q is not in ``(0, 1]`` is rejected. The kernel file
   imports only Triton, so it is loaded from the installed package by path: importing ``sglang`` itself
   would pull in its server's dependencies.
+- ``sglang-tree``: SGLang's greedy tree verification as its server runs it (SGLang 0.5.23,
+  ``eagle_utils.py``): ``torch.argmax`` over every target row (ties to the lowest id), then its Triton tree
+  walker ``verify_tree_greedy_kernel_triton`` (``sglang/kernels/ops/speculative/spec_tree.py``; SGLang runs
+  this walker on XPU and a CUDA one of the same contract on NVIDIA GPUs, JIT-built through apache-tvm-ffi,
+  which needs its server's packages). SGLang's tree layout (``specbench/trees.py``, ``from_sglang``): node 0
+  the root and node ``j + 1`` this layout's node ``j``; ``candidates`` ``[B, N + 1]``; a first-child list and
+  a next-sibling list in increasing node order (this layout's child ranks), only a request's first
+  ``num_draft_tokens`` nodes linked; ``retrive_index`` ``b * (N + 1) + m``, the rows of the flat target. The
+  lists are built once when the call is prepared, as SGLang's drafting step builds them before verification;
+  the timed step is the argmax, the walk and reading the path back (``predicts`` at ``accept_index``). The
+  walk takes the first sibling in list order whose token is the target's argmax, as the greedy rule here
+  does; a draft id of ``-1`` or outside ``[0, V)`` never matches. The greedy mode only. The argmax is of the
+  raw row, so it parts from specbench's cleaning of rows (``specbench/verification.py``) where a row holds a
+  NaN (SGLang's argmax picks it; the contract reads it as ``-inf``), ``+inf`` beside the float32 maximum (the
+  contract cleans ``+inf`` to that maximum, so the lower id wins), or no finite value (all ``-inf``: an
+  invalid row that stops the request in the contract, token 0 for SGLang, whose walk goes on), and, for target
+  probabilities, rows with no positive entry (invalid in the contract) or entries above 1 (the contract clamps
+  them to 1, so the lowest id among them wins). The walker's function is compiled from its file's source alone
+  (under the file's name and lines, where Triton reads its source back): the module's own imports pull in
+  SGLang's server.
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib.util
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -60,7 +82,7 @@ import torch
 
 from specbench.errors import SpecbenchError
 from specbench.implementations.contract import Implementation, sampler
-from specbench.verification import VerifyResult
+from specbench.verification import VerifyResult, prepare_verify
 
 
 def _missing(module: str, package: str, project: str):
@@ -171,19 +193,127 @@ def vllm_mrv2(*, target_logits, draft_token_ids, num_draft_tokens, temperatures,
     return VerifyResult(tokens, num_emitted, num_emitted - 1)
 
 
-@functools.cache
-def _sglang_verifier():
-    # SGLang's chain verifier, from its kernel file alone (find_spec locates the package without running it)
+def _sglang_file(name: str, holds: str) -> Path:
+    # a file of SGLang's speculative kernels, found without running the package (find_spec only locates it)
     package = importlib.util.find_spec("sglang")
     if package is None or not package.submodule_search_locations:
         raise SpecbenchError("SGLang is not installed (pip install sglang)")
-    path = Path(package.submodule_search_locations[0]) / "kernels" / "ops" / "speculative" / "reject_sampling.py"
+    path = Path(package.submodule_search_locations[0]) / "kernels" / "ops" / "speculative" / name
     if not path.is_file():
-        raise SpecbenchError(f"this SGLang has no {path.name} where 0.5.23 keeps its Triton chain verifier ({path})")
+        raise SpecbenchError(f"this SGLang has no {name} where 0.5.23 keeps {holds} ({path})")
+    return path
+
+
+@functools.cache
+def _sglang_verifier():
+    # SGLang's chain verifier, from its kernel file alone
+    path = _sglang_file("reject_sampling.py", "its Triton chain verifier")
     spec = importlib.util.spec_from_file_location("specbench_sglang_reject_sampling", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.chain_speculative_sampling_triton
+
+
+_SGLANG_TREE_WALKER = "verify_tree_greedy_kernel_triton"
+
+
+@functools.cache
+def _sglang_tree_walker():
+    # SGLang's Triton greedy tree walker: its function alone, compiled under the file's name at its own lines
+    # (Triton's JIT reads a kernel's source back from there), so the module's imports never run
+    import triton
+    import triton.language as tl
+
+    path = _sglang_file("spec_tree.py", "its Triton greedy tree walker")
+    source = path.read_text()
+    found = [node for node in ast.parse(source).body
+             if isinstance(node, ast.FunctionDef) and node.name == _SGLANG_TREE_WALKER]
+    if not found:
+        raise SpecbenchError(f"{path} has no function {_SGLANG_TREE_WALKER} (SGLang 0.5.23's greedy tree walker)")
+    node = found[0]
+    first = min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)])
+    lines = source.splitlines()[first - 1:node.end_lineno]
+    namespace = {"triton": triton, "tl": tl}
+    try:
+        # (the source is SGLang's installed kernel file, which its own import would run too)
+        exec(compile("\n" * (first - 1) + "\n".join(lines) + "\n", str(path), "exec"), namespace)  # noqa: S102
+    except Exception as error:  # a later SGLang's walker may lean on more of its module
+        raise SpecbenchError(f"SGLang's {_SGLANG_TREE_WALKER} in {path} does not load alone: "
+                             f"{type(error).__name__}: {error}") from error
+    return namespace[_SGLANG_TREE_WALKER]
+
+
+def sglang_tree_lists(parents: torch.Tensor, draft_token_ids: torch.Tensor,
+                      num_draft_tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+    """SGLang's tree layout (module docstring, ``sglang-tree``) of trees in this layout, on the CPU:
+    ``candidates``, ``retrive_index``, ``retrive_next_token``, ``retrive_next_sibling`` (``[B, N + 1]`` int64
+    each) and ``depth`` (the deepest node's depth plus one, 0 for no node: the most drafts a path accepts)."""
+    batch, num_nodes = draft_token_ids.shape
+    width = num_nodes + 1
+    first = torch.full((batch, width), -1, dtype=torch.int64)
+    sibling = torch.full((batch, width), -1, dtype=torch.int64)
+    parent_rows, counts = parents.tolist(), num_draft_tokens.tolist()
+    deepest = 0
+    for b in range(batch):
+        last_child = {}  # SGLang node -> its last child linked so far
+        depth = {0: 0}
+        for j in range(min(max(int(counts[b]), 0), num_nodes)):
+            parent = int(parent_rows[b][j])
+            if parent + 1 not in depth:
+                continue  # (a parent outside [-1, j) or not linked: a node never walked, as in this layout)
+            node, above = j + 1, parent + 1
+            if above in last_child:
+                sibling[b, last_child[above]] = node
+            else:
+                first[b, above] = node
+            last_child[above] = node
+            depth[node] = depth[above] + 1
+            deepest = max(deepest, depth[node])
+    root = torch.zeros((batch, 1), dtype=torch.int64)  # the last accepted token: never compared
+    return {"candidates": torch.cat([root, draft_token_ids.cpu().to(torch.int64)], dim=1),
+            "retrive_index": torch.arange(batch * width, dtype=torch.int64).reshape(batch, width),
+            "retrive_next_token": first, "retrive_next_sibling": sibling, "depth": torch.tensor(deepest)}
+
+
+def _sglang_tree(kwargs: dict) -> Callable[[], VerifyResult]:
+    # prepare: the public checks and SGLang's lists, once; the step: argmax, walk, the path read back
+    _, checked = prepare_verify(**kwargs, backend="torch")
+    if checked["mode"] != "greedy":
+        raise SpecbenchError(f"sglang-tree verifies greedily only (SGLang's tree walker compares drafts with the "
+                             f"argmax), got mode {checked['mode']!r}")
+    target = checked["target_logits"] if checked["target_logits"] is not None else checked["target_probs"]
+    draft_token_ids = checked["draft_token_ids"]
+    batch, num_nodes = draft_token_ids.shape
+    width, device = num_nodes + 1, target.device
+    parents = checked.get("tree_parents")
+    tree = parents is not None
+    if not tree:  # a chain: each draft the child of the one before
+        parents = (torch.arange(num_nodes, dtype=torch.int64) - 1).expand(batch, num_nodes)
+    lists = sglang_tree_lists(parents.cpu(), draft_token_ids.cpu(), checked["num_draft_tokens"].cpu())
+    walker = _sglang_tree_walker()
+    slots = int(lists.pop("depth")) + 1  # accept_index: the root and at most `depth` accepted nodes
+    lists = {name: tensor.to(device) for name, tensor in lists.items()}
+    rows = target.reshape(batch * width, target.shape[-1])
+    columns = torch.arange(slots, device=device)
+    requests = torch.arange(batch, device=device)[:, None] * width
+
+    def step() -> VerifyResult:
+        target_predict = torch.argmax(rows, dim=-1)
+        predicts = torch.zeros(batch * width, dtype=torch.int32, device=device)
+        accept_index = torch.full((batch, slots), -1, dtype=torch.int32, device=device)
+        accepted = torch.empty((batch,), dtype=torch.int32, device=device)
+        walker[(batch,)](predicts, accept_index, accepted, lists["candidates"], lists["retrive_index"],
+                         lists["retrive_next_token"], lists["retrive_next_sibling"], target_predict,
+                         batch_size=batch, num_speculative_tokens=slots, num_draft_tokens=width)
+        on_path = columns[None, :] <= accepted[:, None]
+        path = accept_index.to(torch.int64).clamp(min=0)
+        tokens = torch.full((batch, width), -1, dtype=torch.int64, device=device)
+        tokens[:, :slots] = torch.where(on_path, predicts.to(torch.int64)[path], -1)
+        nodes = torch.full((batch, num_nodes), -1, dtype=torch.int32, device=device)
+        nodes[:, :slots - 1] = torch.where(on_path[:, 1:], path[:, 1:] - requests - 1, -1).to(torch.int32)
+        return VerifyResult(tokens, accepted + 1, accepted, accepted_nodes=nodes if tree else None)
+
+    return step
 
 
 @sampler(name="sglang", description="SGLang chain_speculative_sampling_triton (probabilities in; token and block "
@@ -218,4 +348,9 @@ ADAPTERS: dict[str, Implementation] = {
     "vllm": replace(vllm, unavailable=_missing("vllm", "vllm", "vLLM")),
     "vllm-mrv2": replace(vllm_mrv2, unavailable=_missing("vllm", "vllm", "vLLM")),
     "sglang": replace(sglang, unavailable=_missing("sglang", "sglang", "SGLang"), needs_gpu=True),
+    "sglang-tree": Implementation(
+        "sglang-tree", "SGLang greedy tree verification: torch.argmax of every row, then its Triton tree walker "
+        "verify_tree_greedy_kernel_triton", prepare=_sglang_tree, modes=("greedy",), seeded=True,
+        batch_invariant=True, cuda_graph=True, trees=True, needs_gpu=True,
+        unavailable=_missing("sglang", "sglang", "SGLang"), source="specbench.implementations.adapters:_sglang_tree"),
 }

@@ -373,8 +373,9 @@ def kernels_command(
         "instead of --acceptance-length and --num-spec-tokens.", show_default=False)] = None,
     impl: Annotated[str | None, typer.Option(
         "--impl", metavar="NAMES", help="Implementations to time, comma-separated: torch, triton, triton-split, "
-        "triton-sequential, flashinfer, flashinfer-truncated, vllm, vllm-mrv2, sglang, sglang-tree, a plugin's name, "
-        "module:function or file.py:function (default torch, triton where they run); Triton launch variants: "
+        "triton-sequential, flashinfer, flashinfer-truncated, vllm, vllm-mrv2, sglang, sglang-tree, "
+        "sglang-tree-cuda, sglang-tree-target-only, a plugin's name, module:function or file.py:function "
+        "(default torch, triton where they run); Triton launch variants: "
         "triton-split-BLOCKxWARPS[-chunkN], triton-sequential-BLOCKxWARPS, triton-radix-SLICExBLOCKxWARPS"
         "[-prefetch], triton-histogram-SLICExBLOCKxWARPS[-binsN].", show_default=False)] = None,
     top_k: Annotated[str | None, typer.Option(

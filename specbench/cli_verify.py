@@ -120,7 +120,8 @@ def _write_report(metadata: dict, runs: list[_Run], json_path: Path) -> None:
 def verify_command(
     impl: Annotated[str, typer.Option(
         "--impl", metavar="NAMES", help="Implementations to check, comma-separated: torch, triton, flashinfer, vllm, "
-        "vllm-mrv2, sglang, sglang-tree, textbook, control-*, a plugin's name, module:function or file.py:function.",
+        "vllm-mrv2, sglang, sglang-tree, sglang-tree-cuda, sglang-tree-target-only, textbook, control-*, a plugin's "
+        "name, module:function or file.py:function.",
         show_default=False)],
     mode: Annotated[str, typer.Option(
         "--mode", "-m", metavar="MODES", help="greedy, probabilistic, synthetic, comma-separated, or all (the "

@@ -328,10 +328,164 @@ def test_the_sglang_tree_adapter_compiles_the_walker_alone_and_maps_the_layouts(
         if "tree" in kwargs:
             assert got.num_accepted[2:4].tolist() == [len(deepest)] * 2
             assert got.accepted_nodes[2].tolist()[:len(deepest)] == deepest
-    with pytest.raises(SpecbenchError, match="sglang-tree verifies greedily only"):
+    with pytest.raises(SpecbenchError, match="SGLang's tree walkers verify greedily only"):
         impl.prepare({**base, "mode": "probabilistic", "temperatures": torch.ones(batch, device=device),
                       "seeds": torch.arange(batch, device=device)})
     assert impl.trees and impl.modes == ("greedy",)
+
+
+def _walk_like_sglangs_cuda(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+                            retrive_next_sibling, target_predict):
+    """A stand-in written here to the contract of SGLang's CUDA ``verify_tree_greedy`` (tree.cuh): its dtypes and
+    shapes checked as its host function checks them, then the greedy walk over its lists, in Python."""
+    batch, width = candidates.shape
+    for tensor in (candidates, retrive_index, retrive_next_token, retrive_next_sibling, target_predict):
+        assert tensor.shape == (batch, width) and tensor.dtype == torch.int64 and tensor.is_contiguous()
+    assert predicts.shape == (batch * width,) and predicts.dtype == torch.int32
+    assert accept_index.shape[0] == batch and accept_index.dtype == accept_token_num.dtype == torch.int32
+    flat = target_predict.reshape(-1)
+    for b in range(batch):
+        row, node, count = int(retrive_index[b, 0]), 0, 0
+        accept_index[b, 0] = row
+        while count + 1 < accept_index.shape[1]:
+            child = int(retrive_next_token[b, node])
+            while child != -1 and int(candidates[b, child]) != int(flat[row]):
+                child = int(retrive_next_sibling[b, child])
+            if child == -1:
+                break
+            predicts[row] = flat[row]
+            row, node, count = int(retrive_index[b, child]), child, count + 1
+            accept_index[b, count] = row
+        accept_token_num[b] = count
+        predicts[row] = flat[row]
+
+
+def test_the_sglang_cuda_tree_adapter_hands_the_walker_sglangs_shapes(monkeypatch):
+    """sglang-tree-cuda: SGLang's CUDA walker (a stand-in with its host function's checks here) given its lists and
+    target_predict as [B, N + 1]: the torch reference's greedy tokens, counts and paths, tree and chain."""
+    from specbench.implementations import sglang_jit
+    from specbench.trees import DraftTree
+
+    monkeypatch.setattr(sglang_jit, "tree_walker", lambda: _walk_like_sglangs_cuda)
+    generator = torch.Generator().manual_seed(5)
+    batch, vocab, parents = 40, 3, torch.tensor([-1, -1, 0, 0, 2, 4, 4])
+    base = {"target_logits": torch.randn(batch, len(parents) + 1, vocab, generator=generator),
+            "draft_token_ids": torch.randint(-1, vocab, (batch, len(parents)), generator=generator),
+            "num_draft_tokens": torch.randint(0, len(parents) + 1, (batch,), generator=generator).to(torch.int32),
+            "mode": "greedy", "temperatures": torch.zeros(batch)}
+    impl = resolve("sglang-tree-cuda")
+    for kwargs in ({**base, "tree": DraftTree(parents.expand(batch, -1).contiguous())}, base):
+        want, got = verify(**kwargs, backend="torch"), impl.prepare(dict(kwargs))()
+        assert same_result(got, want) and int(want.num_accepted.max()) >= 2
+        if "tree" in kwargs:
+            assert torch.equal(got.accepted_nodes, want.accepted_nodes)
+    assert impl.devices == ("cuda",) and impl.trees
+
+
+def test_the_sglang_target_only_adapter_hands_the_sampler_sglangs_inputs(monkeypatch):
+    """sglang-tree-target-only: SGLang's sampler (a stand-in with its host function's checks, which walks to the
+    argmax of each row: what any sampler does on one-hot rows) given its lists, coins in [0, 1), zero draft rows
+    and the thresholds 1: on one-hot target probabilities, the reference's tokens, counts and paths; refused in
+    another mode."""
+    from specbench.implementations import sglang_jit
+    from specbench.trees import DraftTree
+
+    seen = []
+
+    def sample(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+               retrive_next_sibling, coins, final_coins, target_probs, draft_probs, threshold_single, threshold_acc):
+        batch, width = candidates.shape
+        assert coins.shape == (batch, width) and final_coins.shape == (batch,) and coins.dtype == torch.float32
+        assert bool(((coins >= 0) & (coins < 1)).all()) and bool(((final_coins >= 0) & (final_coins < 1)).all())
+        assert target_probs.shape[:2] == (batch, width) and target_probs.dtype == torch.float32
+        assert draft_probs.shape == target_probs.shape and not bool(draft_probs.any())
+        assert target_probs.is_contiguous() and draft_probs.is_contiguous() and coins.is_contiguous()
+        assert (threshold_single, threshold_acc) == (1.0, 1.0)
+        seen.append(target_probs.clone())
+        _walk_like_sglangs_cuda(predicts, accept_index, accept_token_num, candidates, retrive_index,
+                                retrive_next_token, retrive_next_sibling, target_probs.argmax(dim=-1))
+
+    widths = []
+    monkeypatch.setattr(sglang_jit, "tree_sampler", lambda vec_size: widths.append(vec_size) or sample)
+    generator = torch.Generator().manual_seed(7)
+    batch, vocab, parents = 32, 6, torch.tensor([-1, -1, 0, 0, 2, 4])
+    rows = torch.randint(0, 3, (batch, len(parents) + 1), generator=generator)  # (few tokens: paths run deep)
+    kwargs = {"target_probs": torch.nn.functional.one_hot(rows, vocab).float(), "mode": "probabilistic",
+              "draft_token_ids": torch.randint(0, 3, (batch, len(parents)), generator=generator),
+              "num_draft_tokens": torch.randint(0, len(parents) + 1, (batch,), generator=generator).to(torch.int32),
+              "seeds": torch.arange(batch), "tree": DraftTree(parents.expand(batch, -1).contiguous())}
+    impl = resolve("sglang-tree-target-only")
+    want, got = verify(**kwargs, backend="torch"), impl.prepare(dict(kwargs))()
+    assert same_result(got, want) and torch.equal(got.accepted_nodes, want.accepted_nodes)
+    assert int(want.num_accepted.max()) >= 2 and widths == [2]  # (gcd(4, 6))
+    # the rows it is given: target logits softmaxed at each request's temperature, one-hot at temperature 0
+    # (target probabilities too); a draft id outside [0, V) in a linked node refused, one past the count not
+    temperatures = torch.where(torch.arange(batch) % 3 == 0, 0.0, 0.8)
+    logits = torch.randn(batch, len(parents) + 1, vocab, generator=generator)
+    for given in ({"target_logits": logits}, {"target_probs": torch.softmax(logits, dim=-1)}):
+        seen.clear()
+        call = {**kwargs, "target_probs": None, **given, "temperatures": temperatures}
+        impl.prepare(call)()
+        greedy = torch.nn.functional.one_hot(logits.argmax(dim=-1), vocab).float()
+        tempered = torch.softmax(logits / 0.8, dim=-1) if "target_logits" in given else torch.softmax(logits, -1)
+        assert torch.allclose(seen[0], torch.where((temperatures == 0)[:, None, None], greedy, tempered), atol=1e-6)
+    ragged = {**kwargs, "num_draft_tokens": torch.full((batch,), 3, dtype=torch.int32)}
+    ragged["draft_token_ids"] = kwargs["draft_token_ids"].clone()
+    ragged["draft_token_ids"][0, 5] = -1  # (node 5: past the count of 3)
+    impl.prepare(ragged)()
+    ragged["draft_token_ids"][1, 1] = vocab
+    with pytest.raises(SpecbenchError, match=r"takes draft ids in \[0, 6\) only"):
+        impl.prepare(ragged)
+    with pytest.raises(SpecbenchError, match="sglang-tree-target-only samples .* only, got mode 'greedy'"):
+        impl.prepare({**kwargs, "mode": "greedy"})
+    facts = impl.facts()
+    assert (facts["modes"], facts["devices"], facts["trees"], facts["cuda_graph"]) == (["probabilistic"], ["cuda"],
+                                                                                      True, True)
+    assert (facts["invalid_drafts"], facts["seeded"], facts["rng"]) == (False, False, "own")
+
+
+def test_sglang_jit_writes_one_export_and_sglangs_flags():
+    from specbench.implementations import sglang_jit
+
+    source = sglang_jit.entry_source("speculative/tree.cuh", "sglang::verify_tree_greedy", "verify_tree_greedy")
+    assert '#include "speculative/tree.cuh"' in source and "#include <tvm/ffi/function.h>" in source
+    assert "TVM_FFI_DLL_EXPORT_TYPED_FUNC(verify_tree_greedy, (sglang::verify_tree_greedy));" in source
+    assert sglang_jit.build_flags((9, 0)) == ["-std=c++20", "-O3", "--expt-relaxed-constexpr", "-DSGL_CUDA_ARCH=900"]
+    assert sglang_jit.build_flags((12, 1))[-1] == "-DSGL_CUDA_ARCH=1210"
+    with pytest.raises(SpecbenchError, match="reads 1, 2 or 4 tokens at a time, got 3"):
+        sglang_jit.tree_sampler(3)
+
+
+def test_sglang_jit_says_what_it_lacks_in_one_sentence(tmp_path, monkeypatch):
+    import importlib.util
+
+    from specbench.implementations import sglang_jit
+
+    (tmp_path / "sglang").mkdir()
+    (tmp_path / "sglang" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(SpecbenchError, match="this SGLang has no CUDA kernel sources where 0.5.23 keeps them"):
+        sglang_jit.sglang_jit_dir()
+    monkeypatch.setitem(sys.modules, "tvm_ffi", None)  # (an import of it raises ImportError)
+    with pytest.raises(SpecbenchError, match=r'apache-tvm-ffi is not installed \(pip install "apache-tvm-ffi\[cpp\]"\)'):
+        sglang_jit._load("speculative/tree.cuh", "sglang::verify_tree_greedy", "verify_tree_greedy")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tvm_ffi" else real(name, *a))
+    assert resolve("sglang-tree-cuda").unavailable(torch.device("cuda")) == \
+        'apache-tvm-ffi is not installed (pip install "apache-tvm-ffi[cpp]")'
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sglang" else real(name, *a))
+    with pytest.raises(SpecbenchError, match=r"SGLang is not installed \(pip install sglang\)"):
+        sglang_jit.sglang_jit_dir()
+    assert sglang_jit._extra_includes("speculative/tree.cuh") == []
+    (tmp_path / "flashinfer").mkdir()
+    (tmp_path / "flashinfer" / "__init__.py").write_text("")
+    with pytest.raises(SpecbenchError, match="this FlashInfer has no headers where SGLang 0.5.23 reads them"):
+        sglang_jit._extra_includes("speculative/sampling.cuh")
+    (tmp_path / "flashinfer" / "data" / "include").mkdir(parents=True)
+    assert sglang_jit._extra_includes("speculative/sampling.cuh")[0].endswith("flashinfer/data/include")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "flashinfer" else real(name, *a))
+    with pytest.raises(SpecbenchError, match=r"FlashInfer is not installed \(pip install flashinfer-python\)"):
+        sglang_jit._extra_includes("speculative/sampling.cuh")
 
 
 def test_sglangs_tree_lists_link_children_in_rank_order_from_this_layout():

@@ -3,6 +3,9 @@ else under the Triton interpreter:
 
     TRITON_INTERPRET=1 PYTHONPATH=DIR python3 results/cpu-sglang-tree/compare.py
 
+IMPL (environment) names the adapter, ``sglang-tree`` by default (``sglang-tree-cuda``: on a GPU, with
+apache-tvm-ffi and SGLang's CUDA headers under DIR too).
+
 DIR holds ``sglang/kernels/ops/speculative/spec_tree.py`` (an installed SGLang's, or that file alone beside an
 ``sglang/__init__.py``: the adapter only locates the package). Small vocabularies, so that many drafts match the
 argmax and paths run deep; some drafts absent (-1); ragged counts; each tree also as a batch of its chain.
@@ -10,6 +13,7 @@ argmax and paths run deep; some drafts absent (-1); ragged counts; each tree als
 
 from __future__ import annotations
 
+import os
 import sys
 
 import torch
@@ -40,7 +44,7 @@ def case(parents: list[int], batch: int, vocab: int, seed: int, tree: bool) -> d
 
 
 def main() -> int:
-    impl = resolve("sglang-tree")
+    impl = resolve(os.environ.get("IMPL", "sglang-tree"))
     failures = 0
     for name, parents in TREES.items():
         for vocab in (3, 6):

@@ -67,6 +67,22 @@ one-line note, never a traceback).
   them to 1, so the lowest id among them wins). The walker's function is compiled from its file's source alone
   (under the file's name and lines, where Triton reads its source back): the module's own imports pull in
   SGLang's server.
+- ``sglang-tree-cuda``: the same with SGLang's CUDA tree walker ``verify_tree_greedy``
+  (``sglang/kernels/jit/csrc/speculative/tree.cuh``), the one its server runs on NVIDIA GPUs, built from the
+  installed SGLang's headers through apache-tvm-ffi by ``sglang_jit.py`` (``target_predict`` passed as
+  ``[B, N + 1]``). Needs a CUDA GPU, SGLang's sources and apache-tvm-ffi.
+- ``sglang-tree-target-only``: SGLang's probabilistic tree verification as its server runs it on NVIDIA GPUs
+  without a draft distribution (``eagle_utils.py``, no rejection sampling): target probabilities (target
+  logits softmaxed at each request's temperature by specbench's conversion, ``contract.logits_to_probs``;
+  probabilities as given), draft rows of zeros, coins from ``torch.rand`` on the device (``[B, N + 1]`` and
+  ``[B]``: not seeded per request), then ``tree_speculative_sampling_target_only`` (``sampling.cuh``, built by
+  ``sglang_jit.py``; thresholds 1, deterministic) over the same lists. Its rule, read from the kernel: one coin
+  a node, and its children's target probabilities added up in turn until the sum passes the coin, no draft
+  distribution read; a token repeated among siblings is counted once for each, so siblings drawn with repeats
+  (independent draws, or other rules than distinct one-hot candidates) need not give the target's law; distinct
+  one-hot candidates do. Draft ids of linked nodes must lie in ``[0, V)`` (the kernel reads and writes rows at
+  them unchecked: refused), and ``B (N + 1) V < 2^32`` (its 32-bit offsets). Needs a CUDA GPU, SGLang's
+  sources, apache-tvm-ffi and FlashInfer's headers.
 """
 
 from __future__ import annotations
@@ -74,6 +90,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib.util
+import math
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -193,6 +210,17 @@ def vllm_mrv2(*, target_logits, draft_token_ids, num_draft_tokens, temperatures,
     return VerifyResult(tokens, num_emitted, num_emitted - 1)
 
 
+def _sglang_cuda_unavailable(device: torch.device) -> str | None:
+    # SGLang's CUDA kernels need SGLang's sources and apache-tvm-ffi to be built
+    missing = _missing("sglang", "sglang", "SGLang")(device)
+    return missing or _missing("tvm_ffi", '"apache-tvm-ffi[cpp]"', "apache-tvm-ffi")(device)
+
+
+def _sglang_sampling_unavailable(device: torch.device) -> str | None:
+    # SGLang's tree sampling kernel also includes FlashInfer's headers
+    return _sglang_cuda_unavailable(device) or _missing("flashinfer", "flashinfer-python", "FlashInfer")(device)
+
+
 def _sglang_file(name: str, holds: str) -> Path:
     # a file of SGLang's speculative kernels, found without running the package (find_spec only locates it)
     package = importlib.util.find_spec("sglang")
@@ -275,12 +303,18 @@ def sglang_tree_lists(parents: torch.Tensor, draft_token_ids: torch.Tensor,
             "retrive_next_token": first, "retrive_next_sibling": sibling, "depth": torch.tensor(deepest)}
 
 
-def _sglang_tree(kwargs: dict) -> Callable[[], VerifyResult]:
+def _sglang_tree_walk(walker: str) -> Callable[[dict], Callable[[], VerifyResult]]:
+    """``prepare`` of the SGLang tree adapters: its ``walker``, ``"triton"`` (``sglang-tree``) or ``"cuda"``
+    (``sglang-tree-cuda``)."""
+    return functools.partial(_sglang_tree, walker=walker)
+
+
+def _sglang_tree(kwargs: dict, walker: str = "triton") -> Callable[[], VerifyResult]:
     # prepare: the public checks and SGLang's lists, once; the step: argmax, walk, the path read back
     _, checked = prepare_verify(**kwargs, backend="torch")
     if checked["mode"] != "greedy":
-        raise SpecbenchError(f"sglang-tree verifies greedily only (SGLang's tree walker compares drafts with the "
-                             f"argmax), got mode {checked['mode']!r}")
+        raise SpecbenchError(f"SGLang's tree walkers verify greedily only (they compare drafts with the argmax), "
+                             f"got mode {checked['mode']!r}")
     target = checked["target_logits"] if checked["target_logits"] is not None else checked["target_probs"]
     draft_token_ids = checked["draft_token_ids"]
     batch, num_nodes = draft_token_ids.shape
@@ -290,7 +324,12 @@ def _sglang_tree(kwargs: dict) -> Callable[[], VerifyResult]:
     if not tree:  # a chain: each draft the child of the one before
         parents = (torch.arange(num_nodes, dtype=torch.int64) - 1).expand(batch, num_nodes)
     lists = sglang_tree_lists(parents.cpu(), draft_token_ids.cpu(), checked["num_draft_tokens"].cpu())
-    walker = _sglang_tree_walker()
+    if walker == "cuda":
+        from specbench.implementations import sglang_jit
+
+        walk_cuda = sglang_jit.tree_walker()
+    else:
+        walk_triton = _sglang_tree_walker()
     slots = int(lists.pop("depth")) + 1  # accept_index: the root and at most `depth` accepted nodes
     lists = {name: tensor.to(device) for name, tensor in lists.items()}
     rows = target.reshape(batch * width, target.shape[-1])
@@ -302,18 +341,90 @@ def _sglang_tree(kwargs: dict) -> Callable[[], VerifyResult]:
         predicts = torch.zeros(batch * width, dtype=torch.int32, device=device)
         accept_index = torch.full((batch, slots), -1, dtype=torch.int32, device=device)
         accepted = torch.empty((batch,), dtype=torch.int32, device=device)
-        walker[(batch,)](predicts, accept_index, accepted, lists["candidates"], lists["retrive_index"],
-                         lists["retrive_next_token"], lists["retrive_next_sibling"], target_predict,
-                         batch_size=batch, num_speculative_tokens=slots, num_draft_tokens=width)
-        on_path = columns[None, :] <= accepted[:, None]
-        path = accept_index.to(torch.int64).clamp(min=0)
-        tokens = torch.full((batch, width), -1, dtype=torch.int64, device=device)
-        tokens[:, :slots] = torch.where(on_path, predicts.to(torch.int64)[path], -1)
-        nodes = torch.full((batch, num_nodes), -1, dtype=torch.int32, device=device)
-        nodes[:, :slots - 1] = torch.where(on_path[:, 1:], path[:, 1:] - requests - 1, -1).to(torch.int32)
-        return VerifyResult(tokens, accepted + 1, accepted, accepted_nodes=nodes if tree else None)
+        if walker == "cuda":  # (its target_predict [B, M], as SGLang's server reshapes it)
+            walk_cuda(predicts, accept_index, accepted, lists["candidates"], lists["retrive_index"],
+                      lists["retrive_next_token"], lists["retrive_next_sibling"], target_predict.view(batch, width))
+        else:
+            walk_triton[(batch,)](predicts, accept_index, accepted, lists["candidates"], lists["retrive_index"],
+                                  lists["retrive_next_token"], lists["retrive_next_sibling"], target_predict,
+                                  batch_size=batch, num_speculative_tokens=slots, num_draft_tokens=width)
+        return _sglang_path(predicts, accept_index, accepted, columns, requests, num_nodes, tree)
 
     return step
+
+
+def _sglang_tree_target_only(kwargs: dict) -> Callable[[], VerifyResult]:
+    # prepare: the checks, SGLang's lists and its kernel, once; the step: as SGLang's server runs it without a
+    # draft distribution (probabilities, zero draft rows, torch.rand coins, the kernel, the path read back)
+    from specbench.implementations import sglang_jit
+    from specbench.implementations.contract import logits_to_probs
+
+    _, checked = prepare_verify(**kwargs, backend="torch")
+    if checked["mode"] != "probabilistic":
+        raise SpecbenchError(f"sglang-tree-target-only samples (the probabilistic mode) only, got mode "
+                             f"{checked['mode']!r}")
+    draft_token_ids = checked["draft_token_ids"]
+    batch, num_nodes = draft_token_ids.shape
+    logits, probs, temperatures = checked["target_logits"], checked["target_probs"], checked["temperatures"]
+    vocab = (logits if logits is not None else probs).shape[-1]
+    width, device = num_nodes + 1, draft_token_ids.device
+    parents = checked.get("tree_parents")
+    tree = parents is not None
+    if not tree:
+        parents = (torch.arange(num_nodes, dtype=torch.int64) - 1).expand(batch, num_nodes)
+    lists = sglang_tree_lists(parents.cpu(), draft_token_ids.cpu(), checked["num_draft_tokens"].cpu())
+    # (the kernel reads and writes the rows at each tested node's id unchecked, and indexes them in 32 bits)
+    linked = torch.zeros_like(lists["candidates"], dtype=torch.bool)  # (the nodes some list reaches)
+    for links in (lists["retrive_next_token"], lists["retrive_next_sibling"]):
+        request, node = (links >= 0).nonzero(as_tuple=True)
+        linked[request, links[request, node]] = True
+    ids = lists["candidates"][linked]
+    if bool(((ids < 0) | (ids >= vocab)).any()):
+        raise SpecbenchError(f"sglang-tree-target-only takes draft ids in [0, {vocab}) only: SGLang's sampler reads "
+                             f"the target's row at each draft id unchecked")
+    if batch * width * vocab >= 2 ** 32:
+        raise SpecbenchError(f"sglang-tree-target-only takes fewer than 2^32 target entries ({batch} x {width} x "
+                             f"{vocab} here): SGLang's sampler indexes them in 32 bits")
+    sample = sglang_jit.tree_sampler(math.gcd(4, vocab))
+    greedy = temperatures == 0
+    greedy_rows = bool(greedy.any())
+    slots = int(lists.pop("depth")) + 1
+    lists = {name: tensor.to(device) for name, tensor in lists.items()}
+    columns = torch.arange(slots, device=device)
+    requests = torch.arange(batch, device=device)[:, None] * width
+
+    def step() -> VerifyResult:
+        if logits is not None:
+            target = logits_to_probs(logits, temperatures, greedy_rows).contiguous()
+        else:  # (a temperature-0 request is greedy whatever the form: its rows one-hot at their argmax)
+            target = probs.to(torch.float32).contiguous()
+            if greedy_rows:
+                one_hot = torch.zeros_like(target).scatter_(-1, target.argmax(dim=-1, keepdim=True), 1.0)
+                target = torch.where(greedy[:, None, None], one_hot, target)
+        predicts = torch.zeros(batch * width, dtype=torch.int32, device=device)
+        accept_index = torch.full((batch, slots), -1, dtype=torch.int32, device=device)
+        accepted = torch.empty((batch,), dtype=torch.int32, device=device)
+        sample(predicts, accept_index, accepted, lists["candidates"], lists["retrive_index"],
+               lists["retrive_next_token"], lists["retrive_next_sibling"],
+               torch.rand((batch, width), device=device), torch.rand((batch,), device=device), target,
+               torch.zeros_like(target), 1.0, 1.0)
+        return _sglang_path(predicts, accept_index, accepted, columns, requests, num_nodes, tree)
+
+    return step
+
+
+def _sglang_path(predicts: torch.Tensor, accept_index: torch.Tensor, accepted: torch.Tensor, columns: torch.Tensor,
+                 requests: torch.Tensor, num_nodes: int, tree: bool) -> VerifyResult:
+    # SGLang's accepted path (the rows of the root and each accepted node in accept_index, its tokens in predicts
+    # there) as this layout's result
+    batch, slots = accept_index.shape
+    on_path = columns[None, :] <= accepted[:, None]
+    path = accept_index.to(torch.int64).clamp(min=0)
+    tokens = torch.full((batch, num_nodes + 1), -1, dtype=torch.int64, device=predicts.device)
+    tokens[:, :slots] = torch.where(on_path, predicts.to(torch.int64)[path], -1)
+    nodes = torch.full((batch, num_nodes), -1, dtype=torch.int32, device=predicts.device)
+    nodes[:, :slots - 1] = torch.where(on_path[:, 1:], path[:, 1:] - requests - 1, -1).to(torch.int32)
+    return VerifyResult(tokens, accepted + 1, accepted, accepted_nodes=nodes if tree else None)
 
 
 @sampler(name="sglang", description="SGLang chain_speculative_sampling_triton (probabilities in; token and block "
@@ -350,7 +461,18 @@ ADAPTERS: dict[str, Implementation] = {
     "sglang": replace(sglang, unavailable=_missing("sglang", "sglang", "SGLang"), needs_gpu=True),
     "sglang-tree": Implementation(
         "sglang-tree", "SGLang greedy tree verification: torch.argmax of every row, then its Triton tree walker "
-        "verify_tree_greedy_kernel_triton", prepare=_sglang_tree, modes=("greedy",), seeded=True,
+        "verify_tree_greedy_kernel_triton", prepare=_sglang_tree_walk("triton"), modes=("greedy",), seeded=True,
         batch_invariant=True, cuda_graph=True, trees=True, needs_gpu=True,
         unavailable=_missing("sglang", "sglang", "SGLang"), source="specbench.implementations.adapters:_sglang_tree"),
+    "sglang-tree-cuda": Implementation(
+        "sglang-tree-cuda", "SGLang greedy tree verification as on NVIDIA GPUs: torch.argmax of every row, then its "
+        "CUDA tree walker verify_tree_greedy (built through apache-tvm-ffi)", prepare=_sglang_tree_walk("cuda"),
+        modes=("greedy",), seeded=True, batch_invariant=True, cuda_graph=True, trees=True, devices=("cuda",),
+        unavailable=_sglang_cuda_unavailable, source="specbench.implementations.adapters:_sglang_tree"),
+    "sglang-tree-target-only": Implementation(
+        "sglang-tree-target-only", "SGLang tree sampling without a draft distribution as on NVIDIA GPUs: target "
+        "probabilities, then its CUDA kernel tree_speculative_sampling_target_only (built through apache-tvm-ffi)",
+        prepare=_sglang_tree_target_only, modes=("probabilistic",), invalid_drafts=False, cuda_graph=True,
+        trees=True, devices=("cuda",), unavailable=_sglang_sampling_unavailable,
+        source="specbench.implementations.adapters:_sglang_tree_target_only"),
 }

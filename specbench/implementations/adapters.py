@@ -94,9 +94,11 @@ import math
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
+from specbench import trees
 from specbench.errors import SpecbenchError
 from specbench.implementations.contract import Implementation, sampler
 from specbench.verification import VerifyResult, prepare_verify
@@ -303,52 +305,83 @@ def sglang_tree_lists(parents: torch.Tensor, draft_token_ids: torch.Tensor,
             "retrive_next_token": first, "retrive_next_sibling": sibling, "depth": torch.tensor(deepest)}
 
 
-def _sglang_tree_walk(walker: str) -> Callable[[dict], Callable[[], VerifyResult]]:
-    """``prepare`` of the SGLang tree adapters: its ``walker``, ``"triton"`` (``sglang-tree``) or ``"cuda"``
-    (``sglang-tree-cuda``)."""
-    return functools.partial(_sglang_tree, walker=walker)
+class _SGLangLayout(NamedTuple):
+    """A prepared call in SGLang's layout: its lists on the call's device (``sglang_tree_lists``), the
+    ``accept_index`` columns (``slots``: the root and the deepest path's nodes), each request's first flat row
+    (``requests``, ``[B, 1]``), and whether the call was a tree (else a chain: no ``accepted_nodes``)."""
+
+    lists: dict[str, torch.Tensor]
+    slots: int
+    requests: torch.Tensor
+    tree: bool
+
+    def buffers(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """SGLang's outputs, fresh as its server allocates them each step: ``predicts`` ``[B * M]``,
+        ``accept_index`` ``[B, slots]`` (-1) and ``accept_token_num`` ``[B]``, int32."""
+        batch, width = self.lists["candidates"].shape
+        device = self.requests.device
+        return (torch.zeros(batch * width, dtype=torch.int32, device=device),
+                torch.full((batch, self.slots), -1, dtype=torch.int32, device=device),
+                torch.empty((batch,), dtype=torch.int32, device=device))
+
+    def result(self, predicts: torch.Tensor, accept_index: torch.Tensor, accepted: torch.Tensor) -> VerifyResult:
+        """SGLang's accepted path (the rows of the root and each accepted node in ``accept_index``, its tokens in
+        ``predicts`` there) as this layout's result."""
+        batch, width = self.lists["candidates"].shape
+        device = predicts.device
+        on_path = torch.arange(self.slots, device=device)[None, :] <= accepted[:, None]
+        path = accept_index.to(torch.int64).clamp(min=0)
+        tokens = torch.full((batch, width), -1, dtype=torch.int64, device=device)
+        tokens[:, :self.slots] = torch.where(on_path, predicts.to(torch.int64)[path], -1)
+        nodes = torch.full((batch, width - 1), -1, dtype=torch.int32, device=device)
+        nodes[:, :self.slots - 1] = torch.where(on_path[:, 1:], path[:, 1:] - self.requests - 1, -1).to(torch.int32)
+        return VerifyResult(tokens, accepted + 1, accepted, accepted_nodes=nodes if self.tree else None)
+
+
+def _sglang_layout(checked: dict, device: torch.device) -> _SGLangLayout:
+    # a checked call's trees (a chain's, when it gives none) in SGLang's layout, once, on the CPU, then on `device`
+    draft_token_ids = checked["draft_token_ids"]
+    batch, num_nodes = draft_token_ids.shape
+    parents = checked.get("tree_parents")
+    if parents is None:
+        parents = trees.batched(trees.chain(num_nodes), batch).parents
+    lists = sglang_tree_lists(parents.cpu(), draft_token_ids.cpu(), checked["num_draft_tokens"].cpu())
+    slots = int(lists.pop("depth")) + 1
+    requests = torch.arange(batch, device=device)[:, None] * (num_nodes + 1)
+    return _SGLangLayout({name: tensor.to(device) for name, tensor in lists.items()}, slots, requests,
+                         checked.get("tree_parents") is not None)
 
 
 def _sglang_tree(kwargs: dict, walker: str = "triton") -> Callable[[], VerifyResult]:
-    # prepare: the public checks and SGLang's lists, once; the step: argmax, walk, the path read back
+    # prepare (``sglang-tree``: the Triton walker; ``sglang-tree-cuda``: the CUDA one): the public checks and
+    # SGLang's lists, once; the step: argmax, walk, the path read back
     _, checked = prepare_verify(**kwargs, backend="torch")
     if checked["mode"] != "greedy":
         raise SpecbenchError(f"SGLang's tree walkers verify greedily only (they compare drafts with the argmax), "
                              f"got mode {checked['mode']!r}")
     target = checked["target_logits"] if checked["target_logits"] is not None else checked["target_probs"]
-    draft_token_ids = checked["draft_token_ids"]
-    batch, num_nodes = draft_token_ids.shape
-    width, device = num_nodes + 1, target.device
-    parents = checked.get("tree_parents")
-    tree = parents is not None
-    if not tree:  # a chain: each draft the child of the one before
-        parents = (torch.arange(num_nodes, dtype=torch.int64) - 1).expand(batch, num_nodes)
-    lists = sglang_tree_lists(parents.cpu(), draft_token_ids.cpu(), checked["num_draft_tokens"].cpu())
+    layout = _sglang_layout(checked, target.device)
+    lists = layout.lists
+    batch, width = lists["candidates"].shape
     if walker == "cuda":
         from specbench.implementations import sglang_jit
 
         walk_cuda = sglang_jit.tree_walker()
     else:
         walk_triton = _sglang_tree_walker()
-    slots = int(lists.pop("depth")) + 1  # accept_index: the root and at most `depth` accepted nodes
-    lists = {name: tensor.to(device) for name, tensor in lists.items()}
     rows = target.reshape(batch * width, target.shape[-1])
-    columns = torch.arange(slots, device=device)
-    requests = torch.arange(batch, device=device)[:, None] * width
 
     def step() -> VerifyResult:
         target_predict = torch.argmax(rows, dim=-1)
-        predicts = torch.zeros(batch * width, dtype=torch.int32, device=device)
-        accept_index = torch.full((batch, slots), -1, dtype=torch.int32, device=device)
-        accepted = torch.empty((batch,), dtype=torch.int32, device=device)
+        predicts, accept_index, accepted = layout.buffers()
         if walker == "cuda":  # (its target_predict [B, M], as SGLang's server reshapes it)
             walk_cuda(predicts, accept_index, accepted, lists["candidates"], lists["retrive_index"],
                       lists["retrive_next_token"], lists["retrive_next_sibling"], target_predict.view(batch, width))
         else:
             walk_triton[(batch,)](predicts, accept_index, accepted, lists["candidates"], lists["retrive_index"],
                                   lists["retrive_next_token"], lists["retrive_next_sibling"], target_predict,
-                                  batch_size=batch, num_speculative_tokens=slots, num_draft_tokens=width)
-        return _sglang_path(predicts, accept_index, accepted, columns, requests, num_nodes, tree)
+                                  batch_size=batch, num_speculative_tokens=layout.slots, num_draft_tokens=width)
+        return layout.result(predicts, accept_index, accepted)
 
     return step
 
@@ -363,16 +396,12 @@ def _sglang_tree_target_only(kwargs: dict) -> Callable[[], VerifyResult]:
     if checked["mode"] != "probabilistic":
         raise SpecbenchError(f"sglang-tree-target-only samples (the probabilistic mode) only, got mode "
                              f"{checked['mode']!r}")
-    draft_token_ids = checked["draft_token_ids"]
-    batch, num_nodes = draft_token_ids.shape
     logits, probs, temperatures = checked["target_logits"], checked["target_probs"], checked["temperatures"]
     vocab = (logits if logits is not None else probs).shape[-1]
-    width, device = num_nodes + 1, draft_token_ids.device
-    parents = checked.get("tree_parents")
-    tree = parents is not None
-    if not tree:
-        parents = (torch.arange(num_nodes, dtype=torch.int64) - 1).expand(batch, num_nodes)
-    lists = sglang_tree_lists(parents.cpu(), draft_token_ids.cpu(), checked["num_draft_tokens"].cpu())
+    device = checked["draft_token_ids"].device
+    layout = _sglang_layout(checked, device)
+    lists = layout.lists
+    batch, width = lists["candidates"].shape
     # (the kernel reads and writes the rows at each tested node's id unchecked, and indexes them in 32 bits)
     linked = torch.zeros_like(lists["candidates"], dtype=torch.bool)  # (the nodes some list reaches)
     for links in (lists["retrive_next_token"], lists["retrive_next_sibling"]):
@@ -388,10 +417,6 @@ def _sglang_tree_target_only(kwargs: dict) -> Callable[[], VerifyResult]:
     sample = sglang_jit.tree_sampler(math.gcd(4, vocab))
     greedy = temperatures == 0
     greedy_rows = bool(greedy.any())
-    slots = int(lists.pop("depth")) + 1
-    lists = {name: tensor.to(device) for name, tensor in lists.items()}
-    columns = torch.arange(slots, device=device)
-    requests = torch.arange(batch, device=device)[:, None] * width
 
     def step() -> VerifyResult:
         if logits is not None:
@@ -401,30 +426,14 @@ def _sglang_tree_target_only(kwargs: dict) -> Callable[[], VerifyResult]:
             if greedy_rows:
                 one_hot = torch.zeros_like(target).scatter_(-1, target.argmax(dim=-1, keepdim=True), 1.0)
                 target = torch.where(greedy[:, None, None], one_hot, target)
-        predicts = torch.zeros(batch * width, dtype=torch.int32, device=device)
-        accept_index = torch.full((batch, slots), -1, dtype=torch.int32, device=device)
-        accepted = torch.empty((batch,), dtype=torch.int32, device=device)
+        predicts, accept_index, accepted = layout.buffers()
         sample(predicts, accept_index, accepted, lists["candidates"], lists["retrive_index"],
                lists["retrive_next_token"], lists["retrive_next_sibling"],
                torch.rand((batch, width), device=device), torch.rand((batch,), device=device), target,
                torch.zeros_like(target), 1.0, 1.0)
-        return _sglang_path(predicts, accept_index, accepted, columns, requests, num_nodes, tree)
+        return layout.result(predicts, accept_index, accepted)
 
     return step
-
-
-def _sglang_path(predicts: torch.Tensor, accept_index: torch.Tensor, accepted: torch.Tensor, columns: torch.Tensor,
-                 requests: torch.Tensor, num_nodes: int, tree: bool) -> VerifyResult:
-    # SGLang's accepted path (the rows of the root and each accepted node in accept_index, its tokens in predicts
-    # there) as this layout's result
-    batch, slots = accept_index.shape
-    on_path = columns[None, :] <= accepted[:, None]
-    path = accept_index.to(torch.int64).clamp(min=0)
-    tokens = torch.full((batch, num_nodes + 1), -1, dtype=torch.int64, device=predicts.device)
-    tokens[:, :slots] = torch.where(on_path, predicts.to(torch.int64)[path], -1)
-    nodes = torch.full((batch, num_nodes), -1, dtype=torch.int32, device=predicts.device)
-    nodes[:, :slots - 1] = torch.where(on_path[:, 1:], path[:, 1:] - requests - 1, -1).to(torch.int32)
-    return VerifyResult(tokens, accepted + 1, accepted, accepted_nodes=nodes if tree else None)
 
 
 @sampler(name="sglang", description="SGLang chain_speculative_sampling_triton (probabilities in; token and block "
@@ -461,12 +470,12 @@ ADAPTERS: dict[str, Implementation] = {
     "sglang": replace(sglang, unavailable=_missing("sglang", "sglang", "SGLang"), needs_gpu=True),
     "sglang-tree": Implementation(
         "sglang-tree", "SGLang greedy tree verification: torch.argmax of every row, then its Triton tree walker "
-        "verify_tree_greedy_kernel_triton", prepare=_sglang_tree_walk("triton"), modes=("greedy",), seeded=True,
+        "verify_tree_greedy_kernel_triton", prepare=functools.partial(_sglang_tree, walker="triton"), modes=("greedy",), seeded=True,
         batch_invariant=True, cuda_graph=True, trees=True, needs_gpu=True,
         unavailable=_missing("sglang", "sglang", "SGLang"), source="specbench.implementations.adapters:_sglang_tree"),
     "sglang-tree-cuda": Implementation(
         "sglang-tree-cuda", "SGLang greedy tree verification as on NVIDIA GPUs: torch.argmax of every row, then its "
-        "CUDA tree walker verify_tree_greedy (built through apache-tvm-ffi)", prepare=_sglang_tree_walk("cuda"),
+        "CUDA tree walker verify_tree_greedy (built through apache-tvm-ffi)", prepare=functools.partial(_sglang_tree, walker="cuda"),
         modes=("greedy",), seeded=True, batch_invariant=True, cuda_graph=True, trees=True, devices=("cuda",),
         unavailable=_sglang_cuda_unavailable, source="specbench.implementations.adapters:_sglang_tree"),
     "sglang-tree-target-only": Implementation(

@@ -12,8 +12,9 @@
 #                                                         # LIMIT seconds each; VARIANTS=1: --histogram-variants;
 #                                                         # the logs in sanitize.tgz (a call returns few files);
 #                                                         # first every shard's workload without the tools, all
-#                                                         # at once (Triton's cache filled: a fresh machine's 27
-#                                                         # processes otherwise each compile every kernel)
+#                                                         # at once (to fill Triton's cache; on a fresh machine
+#                                                         # none finished in 150 s, and the step needed a second
+#                                                         # call on the still-warm machine: default-sanitize/)
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin
 out=${OUT:?set OUT to the folder for the results}

@@ -104,8 +104,9 @@ def verify_tree(
                                          shape.rank.clamp(max=table.shape[1] - 1)], 0.0)
         sampled_accept_at = draft_valid & (u < rate)  # [B, N]: decided up front, rows are not read
     elif mode == "probabilistic":
-        p_at, q_at, q_rows = _node_probabilities(target, is_probs, row_max, row_valid, shape, drafts_in_range,
-                                                 draft_valid, draft_logits, draft_probs, inv_temperature, vocab)
+        p_at, q_at, q_rows, one_hot_at = _node_probabilities(target, is_probs, row_max, row_valid, shape,
+                                                             drafts_in_range, draft_valid, draft_logits, draft_probs,
+                                                             inv_temperature, vocab)
     test_row = shape.owner.clamp(min=0)  # [B, N]: the place whose row tests node j
     greedy_accept_at = drafts == row_argmax.gather(1, test_row)  # [B, N]
 
@@ -150,11 +151,13 @@ def verify_tree(
         child = torch.where(moved, shape.first_child[batch_index, place],
                             torch.where(rejected, shape.next_sibling[batch_index, node], child))
         if sampled:
-            # rejected: r <- max(r - R q_k, 0), R <- sum r (an absent child leaves r as it is)
+            # rejected: r <- max(r - R q_k, 0), R <- sum r, or R - r(x) after a one-hot draft (an absent child
+            # leaves r as it is)
             update = (rejected & valid & ~greedy_row)[:, None]
             left = (residual - mass[:, None] * q_row).clamp_min(0.0)
             residual = torch.where(update, left, residual)
-            mass = torch.where(update[:, 0], residual.sum(dim=-1), mass)
+            new_mass = torch.where(one_hot_at[batch_index, node], mass - r_x, residual.sum(dim=-1))
+            mass = torch.where(update[:, 0], new_mass, mass)
             taken = torch.where(update, taken | torch.nn.functional.one_hot(x, vocab).bool(), taken)
             # moved: start over at the new place with its own row
             residual = torch.where(moved[:, None], p_rows[batch_index, place], residual)
@@ -190,7 +193,8 @@ def _node_probabilities(target, is_probs, row_max, row_valid, shape, drafts_in_r
     """``p_at`` ``[B, N]``: ``p(x_j)`` of node ``j``'s token under its parent's row, computed as the chain
     computes ``p(x)`` (so rank 0 is the chain's test bit for bit); ``q_at`` ``[B, N]``: ``q_j(x_j)`` (1 for a
     one-hot draft); ``q_rows`` ``[B, N, V]``: each node's draft row (one-hot at the token for one-hot drafts
-    and invalid draft-logit rows; all zeros for an absent node)."""
+    and invalid draft-logit rows; all zeros for an absent node); ``one_hot_at`` ``[B, N]``: whether node
+    ``j``'s draft is one-hot."""
     batch, num_nodes = drafts_in_range.shape
     test_place = shape.owner.clamp(min=0)
     tested = target.gather(1, test_place[..., None].expand(batch, num_nodes, vocab))  # [B, N, V]
@@ -211,7 +215,7 @@ def _node_probabilities(target, is_probs, row_max, row_valid, shape, drafts_in_r
         q_rows = torch.where((cleaned_max > _NEG_INF)[..., None], _softmax(cleaned, cleaned_max), one_hot)
     else:
         q_rows = one_hot
-    return p_at, q_at, torch.where(draft_valid[..., None], q_rows, 0.0)
+    return p_at, q_at, torch.where(draft_valid[..., None], q_rows, 0.0), one_hot_draft
 
 
 def _candidate_law(candidates: str, q_row: torch.Tensor, q_x: torch.Tensor, x: torch.Tensor,

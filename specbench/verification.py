@@ -210,14 +210,20 @@ nothing for it, as for chains; an invalid request emits nothing at all.
   ``c_k``, its token ``x`` and its draft law ``q_k`` (``q_k(x)`` below; the one-hot at ``x`` for one-hot
   drafts); ``u_k = U(seed, t, ACCEPT, k)`` (index ``k``: rank 0 draws the chain's uniform). Accept iff
   ``x`` is a valid id and ``(u_k * q_k(x)) * R < r(x)``, in that order of products; then move to
-  ``c_k`` and start over there with its own row. Otherwise ``r <- max(r - R * q_k, 0)`` (an absent child
-  leaves ``r`` as it is; a one-hot ``q_k`` takes ``x`` out of ``r``), ``R <- sum r`` (float32), next rank.
+  ``c_k`` and start over there with its own row. Otherwise, for a valid ``x``, ``r <- max(r - R * q_k, 0)``
+  (a one-hot ``q_k`` takes ``x`` out of ``r``) and ``R <- sum r`` (float32); where the child's draft is
+  one-hot (one-hot drafts, or a node whose draft-logit row is invalid) ``R <- R - r(x)`` instead (float32,
+  ``r(x)`` the value its test read; no sum over the row). An absent child leaves ``r`` and ``R`` as they
+  are. Next rank. A rejected one-hot child has ``R >= r(x)`` (``u_k < 1``), so it sets ``r(x)`` to 0 and
+  ``R - r(x) >= 0``; on a row that sums to 1 the difference is the sum in exact arithmetic. On target
+  probabilities given unnormalised it keeps ``R`` relative to 1, as the rank-0 test is (the sum would not:
+  there a one-hot draft and a draft-probability row one-hot at ``x`` give different laws).
   At rank 0 ``r(x)`` is read as the chain reads ``p(x)``, and the test is the chain's ``u * q(x) < p(x)``.
   When every child is rejected, emit the ``RESIDUAL`` race at ``t``, ``argmax_y r(y) / E_y`` over
   ``r(y) > 0`` with ``E_y = -log U(seed, t, RESIDUAL, y)`` (over ``p`` when nothing is left). At a leaf
   emit the bonus, the ``SAMPLE`` race over ``p`` at ``t``. Dividing the residual by ``R`` is what
-  renormalises the target after a rejected sibling: the test of ``c_k`` reads the residual law
-  ``r / R``, and ``max(r / R - q_k, 0)`` is the next residual law up to its mass.
+  renormalises the target after a rejected sibling (on rows that sum to 1): the test of ``c_k`` reads the
+  residual law ``r / R``, and ``max(r / R - q_k, 0)`` is the next residual law up to its mass.
   - ``candidates="independent"`` (default): each child's token was drawn from its own row ``q_{c_k}``,
     independently of its siblings; ``q_k = q_{c_k}``. With one-hot drafts (deterministic candidates) a
     rejected child is removed from the target and the rest renormalised.
@@ -238,12 +244,13 @@ nothing for it, as for chains; an invalid request emits nothing at all.
   own token at ``v``'s row: the argmax for a greedy request, else the ``SAMPLE`` race over ``p`` at ``t``.
   A chain's unconditional rates ``p_i`` are the table ``[[c_1], [c_2], ...]`` of its conditional rates.
 
-A chain given as a tree emits the chain's tokens and counts bit for bit in every mode (rank 0 draws
-the chain's uniforms; the races use the chain's streams at ``pos + depth``). Backends agree to the bit
-up to float rounding (``R`` is a float32 sum in an order each backend chooses). Temperature, cleaning,
-draft rows (an invalid draft-logit row makes its node one-hot; NaN draft probabilities count as 0) and
-invalid rows and requests are as for chains. Not for trees in this version (refused, every backend):
-the truncation knobs, ``logprobs``, and a ``method`` other than ``token``.
+A chain given as a tree emits the chain's tokens and counts bit for bit in every mode (rank 0 draws the
+chain's uniforms; the races use the chain's streams at ``pos + depth``). Backends agree to the bit up to
+float rounding (``R`` after a rejected sampled candidate is a float32 sum in an order each backend chooses;
+after a one-hot one it is the difference above, the same bits wherever the ``R`` before it was).
+Temperature, cleaning, draft rows (an invalid draft-logit row makes its node one-hot; NaN draft
+probabilities count as 0) and invalid rows and requests are as for chains. Not for trees in this version
+(refused, every backend): the truncation knobs, ``logprobs``, and a ``method`` other than ``token``.
 """
 
 from __future__ import annotations

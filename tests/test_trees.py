@@ -291,6 +291,17 @@ def test_a_rejected_one_hot_sibling_is_removed_and_the_rest_renormalised():
     assert result.output_token_ids[:, 1].tolist() == [2] * 400  # the leaf's bonus
 
 
+def test_after_a_rejected_one_hot_child_the_mass_is_r_minus_its_value_not_the_rows_sum():
+    # target probabilities as given, summing to 1/2 at the root: (0.2, 0.2, 0.1), one-hot children with tokens 0
+    # and 1. Child 0 fails with probability 0.8; then R = 1 - 0.2 = 0.8 (the contract's R - r(x)), so child 1
+    # passes u * 0.8 < 0.2 a quarter of the time (the row's sum, 0.3, would give two thirds)
+    rows = [[.2, .2, .1], [0, 0, 1], [0, 0, 1]]
+    result = _by_hand(rows, [0, 1], [-1, -1], seeds=2000)
+    rejected_first = result.accepted_nodes[:, 0] != 0
+    second = float((result.accepted_nodes[rejected_first, 0] == 1).float().mean())
+    assert 1400 < int(rejected_first.sum()) < 1800 and 0.2 < second < 0.3, (int(rejected_first.sum()), second)
+
+
 def test_absent_nodes_are_rejected_untested_and_their_subtrees_never_reached():
     # child 0 absent (-1) with a child of its own carrying the target's only token: never reached;
     # child 1 (token 0) takes all the mass

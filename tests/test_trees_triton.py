@@ -266,7 +266,7 @@ def _race_exponentials(kwargs: dict, vocab: int) -> torch.Tensor:
 
 @pytest.mark.parametrize(("form", "depth", "backend"), [
     *((form, 0, backend) for backend in ("triton", "triton-split")
-      for form in ("draft logits", "target probs, draft logits", "without replacement, draft probs", "one-hot")),
+      for form in ("draft logits", "target probs, draft logits", "without replacement, draft probs")),
     ("draft logits", 1, "triton"), ("draft probs", 1, "triton")])  # (depth 1 in one program: the suite's time)
 def test_the_race_after_two_rejected_children_runs_from_candidates(form, depth, backend, monkeypatch):
     # both children of the root (depth 0), or of node 0 after the root's first child is accepted (depth 1: its
@@ -322,6 +322,97 @@ def test_the_race_after_two_rejected_children_runs_from_candidates(form, depth, 
             assert 2 * fell_back < len(won) and (len(races) > 0) == (fell_back > 0), (won, len(races))
         else:
             assert all(token < 0 for token in won) and len(races) >= stopped
+
+
+def _counted(function, calls: list):
+    # `function`, appending to `calls` each time it runs (the interpreter calls a kernel's helpers as Python)
+    return lambda *args: calls.append(1) or function(*args)
+
+
+@pytest.mark.parametrize("backend", ["triton", "triton-split"])
+@pytest.mark.parametrize("form", ["one-hot", "invalid draft-logit rows", "without replacement, one-hot"])
+def test_a_rejected_one_hot_child_leaves_a_mass_without_a_pass(form, backend, monkeypatch):
+    # three children at the root, each drafting one of its row's least likely tokens (rejected): after a one-hot
+    # draft the next sibling's mass is R - r(x) (the contract), so no pass sums a mass (one program's walk, the
+    # split path's masses part, the pass keeping candidates), the walk never stops for one, and the race after
+    # the last child takes its pass over the row. A draft-logit row with no finite value is one-hot too; drawn
+    # without replacement the third child repeats the first's token (its draft law is then empty). The tokens
+    # are the reference's.
+    tree_kernels = importlib.import_module("specbench.kernels.tree")
+    batch, vocab, parents = 12, 2100, [-1, -1, -1, 0]
+    kwargs, tree = _tree_call("draft logits" if form == "invalid draft-logit rows" else "one-hot", parents, batch,
+                              seed=11, vocab=vocab)
+    if form.startswith("without replacement"):
+        tree = DraftTree(tree.parents, "without_replacement")
+    kwargs.update(num_draft_tokens=torch.full((batch,), 4), temperatures=torch.full((batch,), 0.8))
+    kwargs["temperatures"][5] = 0.0  # a greedy request beside them
+    target = kwargs["target_logits"]
+    unlikely = target[:, 0].argsort(-1)[:, :3]
+    kwargs["draft_token_ids"][:, :3] = unlikely
+    if form.startswith("without replacement"):
+        kwargs["draft_token_ids"][:, 2] = unlikely[:, 0]
+    if "draft_logits" in kwargs:
+        kwargs["draft_logits"][:, :3] = float("-inf")  # no finite value: each root child's draft is one-hot
+    want = verify(**kwargs, tree=tree, backend="torch")
+    assert int((want.num_accepted == 0).sum()) >= batch - 1  # every sampled request rejects the three
+    sums = []
+    with pytest.MonkeyPatch.context() as patch:
+        if interpreted("triton"):
+            for name in ("_residual_mass", "_slice_mass", "_mass_and_candidates"):
+                patch.setattr(tree_kernels, name, _counted(getattr(tree_kernels, name), sums))
+        got, _won, races = _triton_counting_races(kwargs, tree, backend, monkeypatch)
+    for field in RESULT_FIELDS:
+        assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), (form, field)
+    if races is not None:
+        assert not sums and len(races) >= batch - 1, (len(sums), len(races))
+
+
+@pytest.mark.parametrize("backend", ["triton", "triton-split"])
+@pytest.mark.parametrize(("form", "drafts", "law"), [
+    ("one-hot", [0, 1, 2], [0.5, 0.25, 0.125]),
+    ("one-hot", [0, 0, 1], [0.5, 0.0, 0.25]),  # a repeat: r(x) is 0 there, R stays
+    ("without replacement, one-hot", [0, 0, 1], [0.5, 0.0, 0.25]),
+    ("invalid draft-logit rows", [0, 1, 2], [0.5, 0.25, 0.125])])
+def test_one_hot_children_are_accepted_with_their_target_probabilities(form, drafts, law, backend, monkeypatch):
+    # three one-hot children at the root, p = (1/2, 1/4, 1/8, and 1/8 spread over the rest): the k-th distinct
+    # token is accepted with probability p(x_k) exactly when each rejection leaves R - r(x) (a mass left at R
+    # would give 1/8 and 1/32 to the later ones; subtracting p(x) for a repeat, whose r(x) is 0, 1/2 to token 1).
+    # The reference's shares over 512 requests follow the law; the kernel is the reference to the bit on the
+    # first 64 (either mistake above changes about one request in eight; the interpreter's time)
+    batch, vocab, on_kernel = 512, 16, 64
+    p = torch.tensor([0.5, 0.25, 0.125] + [0.125 / 13] * 13)
+    logits = p.log()[None, None].expand(batch, 4, vocab).contiguous()
+    kwargs = {"target_logits": logits, "draft_token_ids": torch.tensor([drafts] * batch),
+              "seeds": torch.arange(batch), "temperatures": torch.ones(batch)}
+    if form == "invalid draft-logit rows":
+        kwargs["draft_logits"] = torch.full((batch, 3, vocab), float("-inf"))
+    tree = batched([-1, -1, -1], batch, candidates="without_replacement" if form.startswith("without") else
+                   "independent")
+    want = verify(**kwargs, tree=tree, backend="torch")
+    shares = [float((want.accepted_nodes[:, 0] == node).float().mean()) for node in range(3)]
+    for share, expected in zip(shares, law, strict=True):  # (binomial, 512 draws: 4.5 standard deviations)
+        assert abs(share - expected) <= 4.5 * (expected * (1 - expected) / batch) ** 0.5 + 1e-9, (shares, law)
+    first = {key: value[:on_kernel] for key, value in kwargs.items()}
+    got, _won, _races = _triton_counting_races(first, DraftTree(tree.parents[:on_kernel], tree.candidates), backend,
+                                               monkeypatch)
+    for field in RESULT_FIELDS:
+        assert torch.equal(getattr(got, field).cpu(), getattr(want, field)[:on_kernel]), field
+
+
+@pytest.mark.parametrize("backend", ["triton", "triton-split"])
+def test_the_mass_after_a_one_hot_child_is_the_references_on_rows_not_summing_to_one(backend, monkeypatch):
+    # target probabilities as given, (0.2, 0.2, 0.1) at the root, one-hot children 0 and 1: after child 0 fails
+    # the contract's mass is 1 - 0.2, not the row's 0.3, which decides child 1 for a third of the draws
+    batch = 256
+    probs = torch.tensor([[.2, .2, .1], [0, 0, 1], [0, 0, 1]])[None].expand(batch, -1, -1).contiguous()
+    kwargs = {"target_probs": probs, "draft_token_ids": torch.tensor([[0, 1]] * batch),
+              "seeds": torch.arange(batch), "temperatures": torch.ones(batch)}
+    tree = batched([-1, -1], batch)
+    want = verify(**kwargs, tree=tree, backend="torch")
+    assert 0.15 < float((want.accepted_nodes[:, 0] == 1).float().mean()) < 0.25  # 0.8 x 0.25 = 0.2
+    got, _won, _races = _triton_counting_races(kwargs, tree, backend, monkeypatch)
+    for field in RESULT_FIELDS:
+        assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), field
 
 
 @pytest.mark.parametrize(("backend", "covered"), [("triton", 200), ("triton-split", 3)])

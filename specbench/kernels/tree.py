@@ -12,8 +12,10 @@ target row as the chain kernels do and tests the children one by one:
   replacement) are kept in lane ``k`` of small vectors, and the residual ``r`` is never stored: wherever
   it is needed (``r(x)`` of a later sibling, the mass ``R`` for the next one, the final race) it is
   replayed from the target row and the rejected siblings' draft rows, ``r <- max(r - R_j q_j, 0)`` in
-  rank order, the reference's arithmetic. A chain (one child per place) thus reads each target row once
-  and the terminal row twice, as the chain kernel does;
+  rank order, the reference's arithmetic. After a one-hot draft (one-hot drafts, an invalid draft-logit row)
+  the next mass is ``R - r(x)`` from the test's own values, with no pass (the contract). A chain (one child
+  per place) thus reads each target row once and the terminal row twice, as the chain kernel does, and so
+  does a tree of one-hot candidates;
 - synthetic rows: children accepted by the positional table, rows read only to emit.
 
 The bonus (a leaf) is the ``SAMPLE`` race over ``p``; after rejected children, the ``RESIDUAL`` race over the
@@ -339,13 +341,13 @@ def _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, att
     # passes over the rows here, or (SPLIT) from the merged slices of every row: lane r of merged_* holds
     # target row r's argmax or (m, s), node r - 1's draft (md, sd), and, where lane r of summed_r1 is not 0, the
     # mass R left at place r - 1 after its first child is rejected (summed across programs by the split path's
-    # masses part). Where a later sibling's test needs a mass not summed, the walk takes a pass over the rows
-    # in this program, or (STOP_FOR_MASS, after the first sibling only) stops there: FINAL_MASS, the place in
-    # `place`. Returns the path, its length, the stop place, what is left to emit (FINAL_DONE: `token`;
-    # FINAL_BONUS: the race over p; FINAL_RESIDUAL: the race over the residual after the `rejected` children in
-    # the sibling lanes), the stop row's (m, s). A walk that stopped for a mass resumes (SPLIT, resume_place >=
-    # -1) where it stopped: at that place, its first child rejected, the path and its length given, the next
-    # child tested against the mass.
+    # masses part). After a rejected one-hot draft the next mass is R - r(x), never a sum. Where a later
+    # sibling's test needs a sum not summed, the walk takes a pass over the rows in this program, or
+    # (STOP_FOR_MASS, after the first sibling only) stops there: FINAL_MASS, the place in `place`. Returns the
+    # path, its length, the stop place, what is left to emit (FINAL_DONE: `token`; FINAL_BONUS: the race over p;
+    # FINAL_RESIDUAL: the race over the residual after the `rejected` children in the sibling lanes), the stop
+    # row's (m, s). A walk that stopped for a mass resumes (SPLIT, resume_place >= -1) where it stopped: at that
+    # place, its first child rejected, the path and its length given, the next child tested against the mass.
     path = start_path
     length = start_length  # accepted nodes; the current place's children are tested at position + length
     place = tl.maximum(resume_place, -1)  # the current place: -1 the root, else a node
@@ -492,32 +494,38 @@ def _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, att
                     sib_div = tl.where(here, div, sib_div)
                     k += 1
                     c = tl.min(tl.where(kids & (lanes > c), lanes, NODE_BLOCK), axis=0)
-                    if valid & (c < NODE_BLOCK):  # the next sibling's test needs the new mass
-                        summed = k < 0  # never, in one program
-                        if SPLIT:  # after the first child, where it was summed across programs
-                            summed = (k == 1) & (_lane(summed_r1, row_lanes, place + 1) != 0)
-                        if summed:
-                            mass = _lane(merged_r1, row_lanes, place + 1)
-                        elif STOP_FOR_MASS & (k == 1):
-                            stopped = 1
-                            c = NODE_BLOCK
-                        elif SPLIT:
-                            mass = _residual_mass(t_row, d_base, d_stride, V, inv_temperature, m, s, k, lanes,
-                                                  sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div,
-                                                  DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK)
-                        elif (k == 1) & (tl.min(tl.where(kids & (lanes > c), lanes, NODE_BLOCK), axis=0) == NODE_BLOCK):
-                            # the second child is the last: the pass keeps the candidates of the race after both
-                            mass, lane_idx, lane_ratio, dropped = _mass_and_candidates(
-                                t_row, d_base, d_stride, 0, V, inv_temperature, m, s, lanes, sib_node, sib_token,
-                                sib_valid, sib_mass, sib_md, sib_sd, sib_div, stream_key(key_of_seed, t, RESIDUAL),
-                                DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK, CAND_LANE)
-                            cand_ids, cand_dropped = _grouped_candidates(lane_idx, lane_ratio, dropped,
-                                                                         BLOCK // CAND_LANE, CAND_BLOCK)
-                            cand_place = place
-                        else:
-                            mass = _residual_mass(t_row, d_base, d_stride, V, inv_temperature, m, s, k, lanes,
-                                                  sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div,
-                                                  DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK)
+                    if valid & (c < NODE_BLOCK) & (md == float("-inf")):
+                        # the next sibling's test needs the new mass; after a one-hot draft (md = -inf) it is
+                        # R - r(x), no pass (the contract; r(x) <- 0 in the replays, which subtract R)
+                        mass = mass - r_x
+                    elif valid & (c < NODE_BLOCK):  # noqa: SIM102 (a runtime test, then a constexpr one)
+                        if DRAFT != DRAFT_NONE:  # after a sampled draft: its sum
+                            summed = k < 0  # never, in one program
+                            if SPLIT:  # after the first child, where it was summed across programs
+                                summed = (k == 1) & (_lane(summed_r1, row_lanes, place + 1) != 0)
+                            if summed:
+                                mass = _lane(merged_r1, row_lanes, place + 1)
+                            elif STOP_FOR_MASS & (k == 1):
+                                stopped = 1
+                                c = NODE_BLOCK
+                            elif SPLIT:
+                                mass = _residual_mass(t_row, d_base, d_stride, V, inv_temperature, m, s, k, lanes,
+                                                      sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div,
+                                                      DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK)
+                            elif (k == 1) & (tl.min(tl.where(kids & (lanes > c), lanes, NODE_BLOCK), axis=0)
+                                             == NODE_BLOCK):
+                                # the second child is the last: the pass keeps the candidates of the race after both
+                                mass, lane_idx, lane_ratio, dropped = _mass_and_candidates(
+                                    t_row, d_base, d_stride, 0, V, inv_temperature, m, s, lanes, sib_node, sib_token,
+                                    sib_valid, sib_mass, sib_md, sib_sd, sib_div, stream_key(key_of_seed, t, RESIDUAL),
+                                    DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK, CAND_LANE)
+                                cand_ids, cand_dropped = _grouped_candidates(lane_idx, lane_ratio, dropped,
+                                                                             BLOCK // CAND_LANE, CAND_BLOCK)
+                                cand_place = place
+                            else:
+                                mass = _residual_mass(t_row, d_base, d_stride, V, inv_temperature, m, s, k, lanes,
+                                                      sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div,
+                                                      DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK)
             rejected = k
             if moved_to < 0:
                 if stopped != 0:
@@ -731,7 +739,8 @@ def _places_to_sum(place, lanes, parents, attached, token_valid, merged_m, row_l
     # (a ROW_BLOCK vector, 1 at row r for place r - 1) the places whose first-rejection mass the masses part
     # sums after the walk stopped at `place`: that place, and each later child of it whose own walk could need
     # one once accepted (a valid token, two or more children, a valid first one, a valid row), so that a walk
-    # going on from there rarely needs a pass in one program
+    # going on from there rarely needs a pass in one program. (A later child whose first child's draft-logit row
+    # is invalid, one-hot, is summed too, and the walk then takes R - r(x) instead: work lost, not a result.)
     wanted = tl.where(row_lanes == place + 1, 1, 0)
     kids = attached & (parents == place)
     first = tl.min(tl.where(kids, lanes, NODE_BLOCK), axis=0)

@@ -11,7 +11,8 @@ Converters from the layouts serving engines use:
 
 - SGLang (``from_sglang``): ``candidates`` ``[B, M]`` with node 0 the root, a first-child list
   ``retrive_next_token`` and a next-sibling list ``retrive_next_sibling`` (``-1`` ends a list), and
-  ``retrive_index`` (each node's row in the flat batch of verified tokens).
+  ``retrive_index`` (each node's row in the flat batch of verified tokens); ``to_sglang`` goes the other way
+  (what the SGLang tree adapters hand its kernels).
 - EAGLE-1 / Medusa (``from_tree_choices``): ``tree_choices``, one path of sibling ranks per node
   (``[0, 1]`` is the second child of the first child of the root).
 - EAGLE-2 (``from_retrieve_indices``): ``retrieve_indices`` ``[L, D + 1]``, one root-to-leaf path per
@@ -245,6 +246,41 @@ def from_sglang(candidates: torch.Tensor, retrive_next_token: torch.Tensor, retr
             row_index[b, j + 1] = flat[b][node]
         counts[b] = len(order)
     return SGLangTree(DraftTree(parents), draft_token_ids, counts, node_index, row_index)
+
+
+def to_sglang(parents: torch.Tensor, draft_token_ids: torch.Tensor,
+              num_draft_tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+    """SGLang's layout of trees in this one (the inverse of ``from_sglang``), on the CPU: ``candidates``
+    (node 0 the root, with token 0: never compared; node ``j + 1`` this layout's node ``j``),
+    ``retrive_index`` (``b * (N + 1) + m``), ``retrive_next_token`` and ``retrive_next_sibling`` (children
+    linked in rank order, only a request's first ``num_draft_tokens`` nodes and only those below the root),
+    ``[B, N + 1]`` int64 each, and ``depth`` (the deepest linked node's depth plus one, 0 for no node: the
+    most drafts a path accepts)."""
+    batch, num_nodes = draft_token_ids.shape
+    width = num_nodes + 1
+    first = torch.full((batch, width), -1, dtype=torch.int64)
+    sibling = torch.full((batch, width), -1, dtype=torch.int64)
+    parent_rows, counts = parents.tolist(), num_draft_tokens.tolist()
+    deepest = 0
+    for b in range(batch):
+        last_child = {}  # SGLang node -> its last child linked so far
+        depth = {0: 0}
+        for j in range(min(max(int(counts[b]), 0), num_nodes)):
+            parent = int(parent_rows[b][j])
+            if parent + 1 not in depth:
+                continue  # (a parent outside [-1, j) or not linked: a node never walked, as in this layout)
+            node, above = j + 1, parent + 1
+            if above in last_child:
+                sibling[b, last_child[above]] = node
+            else:
+                first[b, above] = node
+            last_child[above] = node
+            depth[node] = depth[above] + 1
+            deepest = max(deepest, depth[node])
+    root = torch.zeros((batch, 1), dtype=torch.int64)  # the last accepted token: never compared
+    return {"candidates": torch.cat([root, draft_token_ids.cpu().to(torch.int64)], dim=1),
+            "retrive_index": torch.arange(batch * width, dtype=torch.int64).reshape(batch, width),
+            "retrive_next_token": first, "retrive_next_sibling": sibling, "depth": torch.tensor(deepest)}
 
 
 class ConvertedTree(NamedTuple):

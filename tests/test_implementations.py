@@ -488,23 +488,6 @@ def test_sglang_jit_says_what_it_lacks_in_one_sentence(tmp_path, monkeypatch):
         sglang_jit._extra_includes("speculative/sampling.cuh")
 
 
-def test_sglangs_tree_lists_link_children_in_rank_order_from_this_layout():
-    from specbench.implementations.adapters import sglang_tree_lists
-
-    parents = torch.tensor([[-1, 0, -1, 0, 2], [-1, 0, 1, 2, 3], [-1, 3, 0, 2, -5]])
-    drafts = torch.tensor([[5, 6, 7, 8, 9], [1, 2, 3, 4, 5], [1, 1, 1, 1, 1]])
-    lists = sglang_tree_lists(parents, drafts, torch.tensor([5, 3, 5]))
-    # request 0: the root's children 1 and 3 (nodes 0, 2), node 1's 2 and 4 (nodes 1, 3), node 3's 5 (node 4);
-    # request 2: node 1's parent comes after it and node 4's is below -1 (neither linked), so node 3's parent
-    # (node 2, under node 0) is linked and nothing below node 1
-    assert lists["retrive_next_token"].tolist() == [[1, 2, -1, 5, -1, -1], [1, 2, 3, -1, -1, -1],
-                                                    [1, 3, -1, 4, -1, -1]]
-    assert lists["retrive_next_sibling"].tolist() == [[-1, 3, 4, -1, -1, -1], [-1] * 6, [-1] * 6]
-    assert lists["candidates"].tolist()[:2] == [[0, 5, 6, 7, 8, 9], [0, 1, 2, 3, 4, 5]]
-    assert lists["retrive_index"][1].tolist() == [6, 7, 8, 9, 10, 11]
-    assert int(lists["depth"]) == 3  # request 2's path of nodes 0, 2, 3 (request 1's last two are past its count)
-
-
 def test_the_sglang_tree_adapter_says_when_the_walker_is_missing(tmp_path, monkeypatch):
     from specbench.implementations import adapters
 

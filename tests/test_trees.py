@@ -22,6 +22,7 @@ from specbench.trees import (
     full_tree,
     parse_tree_shape,
     tensor_depths,
+    to_sglang,
     tree_depth,
 )
 from specbench.verification import VerifyResult, verify
@@ -265,6 +266,40 @@ def _by_hand(target_rows: list[list[float]], drafts: list[int], parents: list[in
     ids = torch.tensor(drafts)[None].expand(seeds, -1).contiguous()
     return verify(target_probs=probs, draft_token_ids=ids, seeds=torch.arange(seeds), tree=batched(parents, seeds),
                   backend="torch", **kwargs)
+
+
+def test_sglangs_tree_lists_link_children_in_rank_order_from_this_layout():
+    parents = torch.tensor([[-1, 0, -1, 0, 2], [-1, 0, 1, 2, 3], [-1, 3, 0, 2, -5]])
+    drafts = torch.tensor([[5, 6, 7, 8, 9], [1, 2, 3, 4, 5], [1, 1, 1, 1, 1]])
+    lists = to_sglang(parents, drafts, torch.tensor([5, 3, 5]))
+    # request 0: the root's children 1 and 3 (nodes 0, 2), node 1's 2 and 4 (nodes 1, 3), node 3's 5 (node 4);
+    # request 2: node 1's parent comes after it and node 4's is below -1 (neither linked), so node 3's parent
+    # (node 2, under node 0) is linked and nothing below node 1
+    assert lists["retrive_next_token"].tolist() == [[1, 2, -1, 5, -1, -1], [1, 2, 3, -1, -1, -1],
+                                                    [1, 3, -1, 4, -1, -1]]
+    assert lists["retrive_next_sibling"].tolist() == [[-1, 3, 4, -1, -1, -1], [-1] * 6, [-1] * 6]
+    assert lists["candidates"].tolist()[:2] == [[0, 5, 6, 7, 8, 9], [0, 1, 2, 3, 4, 5]]
+    assert lists["retrive_index"][1].tolist() == [6, 7, 8, 9, 10, 11]
+    assert int(lists["depth"]) == 3  # request 2's path of nodes 0, 2, 3 (request 1's last two are past its count)
+
+
+def test_to_sglang_then_from_sglang_gives_the_trees_back():
+    parents = torch.tensor([[-1, 0, -1, 0, 2], [-1, -1, 1, 1, 0]])
+    drafts = torch.tensor([[5, 6, 7, 8, 9], [1, 2, 3, 4, 5]])
+    lists = to_sglang(parents, drafts, torch.tensor([5, 5]))
+    back = from_sglang(lists["candidates"], lists["retrive_next_token"], lists["retrive_next_sibling"],
+                       lists["retrive_index"])
+    # from_sglang numbers nodes level by level: each tree comes back relabelled breadth first, the same tree
+    for b in range(2):
+        order = back.node_index[b].tolist()  # SGLang node (ours + 1) of each node it gives
+        ours = [node - 1 for node in order]
+        assert drafts[b, ours].tolist() == back.draft_token_ids[b].tolist()
+        back_parents = back.tree.parents[b].tolist()
+        assert [parents[b, j].item() for j in ours] == [-1 if p < 0 else ours[p] for p in back_parents]
+        for parent in set(back_parents):  # the children keep their ranks
+            kids = [ours[j] for j, p in enumerate(back_parents) if p == parent]
+            assert kids == sorted(kids), (b, parent, kids)
+    assert back.num_draft_tokens.tolist() == [5, 5]
 
 
 def test_greedy_walk_takes_the_first_child_matching_the_argmax():

@@ -100,6 +100,7 @@ import torch
 
 from specbench import trees
 from specbench.errors import SpecbenchError
+from specbench.implementations import sglang_jit
 from specbench.implementations.contract import Implementation, sampler
 from specbench.verification import VerifyResult, prepare_verify
 
@@ -224,11 +225,8 @@ def _sglang_sampling_unavailable(device: torch.device) -> str | None:
 
 
 def _sglang_file(name: str, holds: str) -> Path:
-    # a file of SGLang's speculative kernels, found without running the package (find_spec only locates it)
-    package = importlib.util.find_spec("sglang")
-    if package is None or not package.submodule_search_locations:
-        raise SpecbenchError("SGLang is not installed (pip install sglang)")
-    path = Path(package.submodule_search_locations[0]) / "kernels" / "ops" / "speculative" / name
+    # a file of SGLang's speculative kernels, found without running the package
+    path = sglang_jit.sglang_dir() / "kernels" / "ops" / "speculative" / name
     if not path.is_file():
         raise SpecbenchError(f"this SGLang has no {name} where 0.5.23 keeps {holds} ({path})")
     return path
@@ -273,40 +271,8 @@ def _sglang_tree_walker():
     return namespace[_SGLANG_TREE_WALKER]
 
 
-def sglang_tree_lists(parents: torch.Tensor, draft_token_ids: torch.Tensor,
-                      num_draft_tokens: torch.Tensor) -> dict[str, torch.Tensor]:
-    """SGLang's tree layout (module docstring, ``sglang-tree``) of trees in this layout, on the CPU:
-    ``candidates``, ``retrive_index``, ``retrive_next_token``, ``retrive_next_sibling`` (``[B, N + 1]`` int64
-    each) and ``depth`` (the deepest node's depth plus one, 0 for no node: the most drafts a path accepts)."""
-    batch, num_nodes = draft_token_ids.shape
-    width = num_nodes + 1
-    first = torch.full((batch, width), -1, dtype=torch.int64)
-    sibling = torch.full((batch, width), -1, dtype=torch.int64)
-    parent_rows, counts = parents.tolist(), num_draft_tokens.tolist()
-    deepest = 0
-    for b in range(batch):
-        last_child = {}  # SGLang node -> its last child linked so far
-        depth = {0: 0}
-        for j in range(min(max(int(counts[b]), 0), num_nodes)):
-            parent = int(parent_rows[b][j])
-            if parent + 1 not in depth:
-                continue  # (a parent outside [-1, j) or not linked: a node never walked, as in this layout)
-            node, above = j + 1, parent + 1
-            if above in last_child:
-                sibling[b, last_child[above]] = node
-            else:
-                first[b, above] = node
-            last_child[above] = node
-            depth[node] = depth[above] + 1
-            deepest = max(deepest, depth[node])
-    root = torch.zeros((batch, 1), dtype=torch.int64)  # the last accepted token: never compared
-    return {"candidates": torch.cat([root, draft_token_ids.cpu().to(torch.int64)], dim=1),
-            "retrive_index": torch.arange(batch * width, dtype=torch.int64).reshape(batch, width),
-            "retrive_next_token": first, "retrive_next_sibling": sibling, "depth": torch.tensor(deepest)}
-
-
 class _SGLangLayout(NamedTuple):
-    """A prepared call in SGLang's layout: its lists on the call's device (``sglang_tree_lists``), the
+    """A prepared call in SGLang's layout: its lists on the call's device (``trees.to_sglang``), the
     ``accept_index`` columns (``slots``: the root and the deepest path's nodes), each request's first flat row
     (``requests``, ``[B, 1]``), and whether the call was a tree (else a chain: no ``accepted_nodes``)."""
 
@@ -345,7 +311,7 @@ def _sglang_layout(checked: dict, device: torch.device) -> _SGLangLayout:
     parents = checked.get("tree_parents")
     if parents is None:
         parents = trees.batched(trees.chain(num_nodes), batch).parents
-    lists = sglang_tree_lists(parents.cpu(), draft_token_ids.cpu(), checked["num_draft_tokens"].cpu())
+    lists = trees.to_sglang(parents.cpu(), draft_token_ids.cpu(), checked["num_draft_tokens"].cpu())
     slots = int(lists.pop("depth")) + 1
     requests = torch.arange(batch, device=device)[:, None] * (num_nodes + 1)
     return _SGLangLayout({name: tensor.to(device) for name, tensor in lists.items()}, slots, requests,
@@ -364,8 +330,6 @@ def _sglang_tree(kwargs: dict, walker: str = "triton") -> Callable[[], VerifyRes
     lists = layout.lists
     batch, width = lists["candidates"].shape
     if walker == "cuda":
-        from specbench.implementations import sglang_jit
-
         walk_cuda = sglang_jit.tree_walker()
     else:
         walk_triton = _sglang_tree_walker()
@@ -389,7 +353,6 @@ def _sglang_tree(kwargs: dict, walker: str = "triton") -> Callable[[], VerifyRes
 def _sglang_tree_target_only(kwargs: dict) -> Callable[[], VerifyResult]:
     # prepare: the checks, SGLang's lists and its kernel, once; the step: as SGLang's server runs it without a
     # draft distribution (probabilities, zero draft rows, torch.rand coins, the kernel, the path read back)
-    from specbench.implementations import sglang_jit
     from specbench.implementations.contract import logits_to_probs
 
     _, checked = prepare_verify(**kwargs, backend="torch")
@@ -470,14 +433,15 @@ ADAPTERS: dict[str, Implementation] = {
     "sglang": replace(sglang, unavailable=_missing("sglang", "sglang", "SGLang"), needs_gpu=True),
     "sglang-tree": Implementation(
         "sglang-tree", "SGLang greedy tree verification: torch.argmax of every row, then its Triton tree walker "
-        "verify_tree_greedy_kernel_triton", prepare=functools.partial(_sglang_tree, walker="triton"), modes=("greedy",), seeded=True,
-        batch_invariant=True, cuda_graph=True, trees=True, needs_gpu=True,
+        "verify_tree_greedy_kernel_triton", prepare=functools.partial(_sglang_tree, walker="triton"),
+        modes=("greedy",), seeded=True, batch_invariant=True, cuda_graph=True, trees=True, needs_gpu=True,
         unavailable=_missing("sglang", "sglang", "SGLang"), source="specbench.implementations.adapters:_sglang_tree"),
     "sglang-tree-cuda": Implementation(
         "sglang-tree-cuda", "SGLang greedy tree verification as on NVIDIA GPUs: torch.argmax of every row, then its "
-        "CUDA tree walker verify_tree_greedy (built through apache-tvm-ffi)", prepare=functools.partial(_sglang_tree, walker="cuda"),
-        modes=("greedy",), seeded=True, batch_invariant=True, cuda_graph=True, trees=True, devices=("cuda",),
-        unavailable=_sglang_cuda_unavailable, source="specbench.implementations.adapters:_sglang_tree"),
+        "CUDA tree walker verify_tree_greedy (built through apache-tvm-ffi)",
+        prepare=functools.partial(_sglang_tree, walker="cuda"), modes=("greedy",), seeded=True, batch_invariant=True,
+        cuda_graph=True, trees=True, devices=("cuda",), unavailable=_sglang_cuda_unavailable,
+        source="specbench.implementations.adapters:_sglang_tree"),
     "sglang-tree-target-only": Implementation(
         "sglang-tree-target-only", "SGLang tree sampling without a draft distribution as on NVIDIA GPUs: target "
         "probabilities, then its CUDA kernel tree_speculative_sampling_target_only (built through apache-tvm-ffi)",

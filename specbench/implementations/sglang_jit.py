@@ -45,13 +45,18 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC({export}, ({function}));
 """
 
 
-def sglang_jit_dir() -> Path:
-    """The installed SGLang's ``kernels/jit`` folder (headers under ``include`` and ``csrc``), found without
-    importing SGLang."""
+def sglang_dir() -> Path:
+    """The installed SGLang package's folder, found without importing it (find_spec only locates it: importing
+    ``sglang`` would pull in its server's dependencies)."""
     package = importlib.util.find_spec("sglang")
     if package is None or not package.submodule_search_locations:
         raise SpecbenchError("SGLang is not installed (pip install sglang)")
-    folder = Path(package.submodule_search_locations[0]) / "kernels" / "jit"
+    return Path(package.submodule_search_locations[0])
+
+
+def sglang_jit_dir() -> Path:
+    """The installed SGLang's ``kernels/jit`` folder (headers under ``include`` and ``csrc``)."""
+    folder = sglang_dir() / "kernels" / "jit"
     if not (folder / "csrc").is_dir() or not (folder / "include").is_dir():
         raise SpecbenchError(f"this SGLang has no CUDA kernel sources where 0.5.23 keeps them ({folder}/csrc, "
                              f"{folder}/include)")

@@ -283,10 +283,11 @@ def draft_distribution(
     temperature: float,
     vocab: int,
 ) -> torch.Tensor:
-    """``q`` ``[V]`` float64 at one slot: softmax of the draft logits, the given probabilities (NaN -> 0),
+    """``q`` ``[V]`` float64 at one slot: softmax of the draft logits, the given probabilities (cleaned as
+    target probabilities are: NaN and negative -> 0, above 1 -> 1),
     or the one-hot at the draft (no draft distribution, or an invalid draft-logit row)."""
     if draft_probs_row is not None:
-        return torch.nan_to_num(draft_probs_row.to(torch.float64), nan=0.0)
+        return clean_probs(draft_probs_row)
     if draft_logits_row is not None:
         q = softmax(draft_logits_row, temperature)
         if bool(q.any()):

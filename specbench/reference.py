@@ -148,7 +148,8 @@ def verify(
         draft_token_ids: ``[B, K]`` int64; ids outside ``[0, V)`` are rejected without a test.
         num_draft_tokens: ``[B]`` int32 in ``0..K``.
         draft_logits: ``[B, K, V]`` float or None (probabilistic mode only).
-        draft_probs: ``[B, K, V]`` float or None (probabilistic mode only); NaN counts as 0.
+        draft_probs: ``[B, K, V]`` float or None (probabilistic mode only); NaN and negative entries count as 0,
+            entries above 1 as 1.
         temperatures: ``[B]`` float32, 0 for a greedy row; it tempers target and draft logits (never
             probabilities); negative or NaN makes the request invalid (it emits nothing).
         seeds: ``[B]`` int64.
@@ -304,7 +305,7 @@ class _MethodRows:
             self.p = torch.where(cut.on[:, None, None], cut.probs(target, is_probs), self.p)
         one_hot = torch.nn.functional.one_hot(drafts.clamp(0, vocab - 1), vocab).to(torch.float32)
         if draft_probs is not None:
-            q = torch.nan_to_num(draft_probs.to(torch.float32), nan=0.0)
+            q = _clean_probs(draft_probs)
         elif draft_logits is not None:
             cleaned = _clean(draft_logits, inv_temperature[:, None])  # [B, K, V]
             q_max = cleaned.amax(dim=-1)
@@ -385,7 +386,7 @@ def _draft_prob_at_draft(
     batch, num_spec = drafts_in_range.shape
     if draft_probs is not None:
         q_draft = draft_probs.gather(2, drafts_in_range[..., None])[..., 0].to(torch.float32)
-        return torch.nan_to_num(q_draft, nan=0.0), torch.zeros_like(drafts_in_range, dtype=torch.bool)
+        return _clean_probs(q_draft), torch.zeros_like(drafts_in_range, dtype=torch.bool)
     if draft_logits is None:
         ones = torch.ones(batch, num_spec, dtype=torch.float32, device=drafts_in_range.device)
         return ones, torch.ones_like(drafts_in_range, dtype=torch.bool)
@@ -422,7 +423,7 @@ def _residual(
     draft_valid = (draft >= 0) & (draft < vocab)
     one_hot = torch.nn.functional.one_hot(draft.clamp(0, vocab - 1), vocab).to(torch.float32)
     if draft_probs is not None:
-        q = torch.nan_to_num(draft_probs[batch_index, slot].to(torch.float32), nan=0.0)
+        q = _clean_probs(draft_probs[batch_index, slot])
     elif draft_logits is not None:
         cleaned = _clean(draft_logits[batch_index, slot], inv_temperature)  # [B, V]
         row_max = cleaned.amax(dim=-1)

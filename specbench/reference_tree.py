@@ -208,7 +208,7 @@ def _node_probabilities(target, is_probs, row_max, row_valid, shape, drafts_in_r
     q_at = torch.where(one_hot_draft, 1.0, q_draft)
     one_hot = torch.nn.functional.one_hot(drafts_in_range, vocab).to(torch.float32)
     if draft_probs is not None:
-        q_rows = torch.nan_to_num(draft_probs.to(torch.float32), nan=0.0)
+        q_rows = _clean_probs(draft_probs)
     elif draft_logits is not None:
         cleaned = _clean(draft_logits, inv_temperature[:, None])
         cleaned_max = cleaned.amax(dim=-1)

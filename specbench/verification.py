@@ -10,7 +10,9 @@ Layout (padded, one row per draft slot plus the bonus row; ``B``, ``K``, ``V`` a
 - ``draft_logits`` or ``draft_probs`` ``[B, K, V]`` (at most one; neither means one-hot drafts).
   Draft logits mean one thing in every call: the drafter's logits before any temperature; ``q`` is
   their softmax after division by the request's temperature, whatever form the target takes
-  (logits or probabilities). Draft probabilities are ``q`` itself, already tempered.
+  (logits or probabilities). Draft probabilities are ``q`` itself, already tempered, read entry by
+  entry as target probabilities are (below: NaN and negative entries count as 0, entries above 1 as
+  1, nothing renormalised).
 - ``target_probs`` ``[B, K + 1, V]`` (keyword) instead of ``target_logits``: exactly one of the two.
   Probabilities are read as given, entry by entry, and never renormalised: NaN and negative
   entries count as 0, entries above 1 (``+inf`` too) as 1. So the acceptance test reads two values

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import math
 import os
 import subprocess
 import sys
@@ -91,6 +92,20 @@ def same_result(got, want) -> bool:
         if not torch.equal(a, b):
             return False
     return True
+
+
+def hostile_draft_probs(draft_probs: torch.Tensor, drafts: torch.Tensor, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(hostile, cleaned): draft probabilities ``[B, N, V]`` with -inf, negative, +inf, above-1 and NaN entries
+    scattered in (at request 0's drafts -inf, at request 1's 2), and the values the contract reads from them
+    (NaN and negative 0, above 1 1), for a test that the two calls give the same result."""
+    generator = torch.Generator().manual_seed(seed)
+    hostile = draft_probs.clone()
+    for value, share in ((-math.inf, 0.1), (-0.25, 0.1), (math.inf, 0.02), (1.5, 0.02), (math.nan, 0.1)):
+        hostile[torch.rand(hostile.shape, generator=generator) < share] = value
+    at_drafts = drafts.clamp(0, hostile.shape[-1] - 1)[..., None]
+    hostile[0].scatter_(1, at_drafts[0], -math.inf)  # q(x) = 0
+    hostile[1 % len(hostile)].scatter_(1, at_drafts[1 % len(hostile)], 2.0)  # q(x) = 1
+    return hostile, torch.where(hostile > 0, hostile.clamp(max=1.0), 0.0)
 
 
 def check_invariants(result: VerifyResult, num_draft_tokens: torch.Tensor, vocab: int, drafts: torch.Tensor) -> None:

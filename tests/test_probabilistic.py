@@ -14,7 +14,7 @@ import warnings
 import pytest
 import scipy.stats
 import torch
-from conftest import device_for, interpreted
+from conftest import device_for, hostile_draft_probs, interpreted
 
 from specbench import oracle
 
@@ -241,6 +241,23 @@ def test_nan_and_inf_inputs_give_the_documented_tokens(run_verify, backend, kind
     if backend != "torch":
         expected = run_verify(target, drafts, backend="torch", **keywords)
         assert torch.equal(result.output_token_ids, expected.output_token_ids)
+
+
+@pytest.mark.parametrize(("vocab", "target_form"), [(17, "logits"), (17, "probs"), (5_003, "logits")])
+def test_hostile_draft_probabilities_are_read_as_target_probabilities_are(run_verify, backend, vocab, target_form):
+    # negative (-inf too) and NaN entries count as 0, entries above 1 (+inf too) as 1: the same tokens, counts
+    # and accepted drafts, bit for bit, as the call given those cleaned values (an -inf entry once made the
+    # kernels' residual race compare inf with inf and emit another token than torch's)
+    batch = 40 if backend == "torch" else 12
+    target, drafts, keywords = _random_batch(batch, K, vocab, seed=vocab + 5, kind="probs")
+    if target_form == "probs":
+        keywords["target_probs"] = torch.softmax(target, dim=-1)
+        target = None
+    keywords["draft_probs"], cleaned = hostile_draft_probs(keywords["draft_probs"], drafts, seed=vocab)
+    result = run_verify(target, drafts, **keywords)
+    expected = run_verify(target, drafts, backend="torch", **{**keywords, "draft_probs": cleaned})
+    for name, a, b in zip(expected._fields, result, expected):
+        assert (a is None and b is None) or torch.equal(a, b), f"{name}: {backend} gave {a}, the cleaned call {b}"
 
 
 @pytest.mark.parametrize("kind", ["none", "logits", "probs"])

@@ -55,13 +55,13 @@ def raced_chunks(monkeypatch):
     return calls
 
 
-def _race(target, draft=None, *, logits=False, target_probs=True, kind=0, exclude=-1, seed=0, screen=True):
+def _race(target, draft=None, *, logits=False, target_probs=True, kind=0, exclude=-1, seed=0, screen=True, s=1.0):
     """(winner, stream key) of one race over the whole row; -1 when nothing has mass."""
     key = int(rng.stream_key(rng.seed_key(torch.tensor([seed])), torch.tensor([5]), rng.SAMPLE)[0])
     out = torch.full((1,), -7, dtype=torch.int32)
     draft = target if draft is None else draft
     with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):  # as the launcher does
-        _race_kernel[(1,)](out, target, draft, target.numel(), key, exclude, 1.0, 0.0, 1.0, 0.0, 1.0, LOGITS=logits,
+        _race_kernel[(1,)](out, target, draft, target.numel(), key, exclude, 1.0, 0.0, s, 0.0, 1.0, LOGITS=logits,
                            TARGET_PROBS=target_probs, KIND=kind, SCREEN=screen, BLOCK=BLOCK)
     return int(out[0]), key
 
@@ -153,9 +153,22 @@ def test_huge_infinite_and_nan_logits_race_as_the_contract_reads_them(raced_chun
 
 
 def test_weights_too_large_to_bound_turn_the_screen_off_not_the_race_wrong(raced_chunks):
-    # draft probabilities far below zero make w = p - q huge; the screen steps aside
+    # logits' statistics with a sum far below the row's (no launcher passes such, but the race takes any) make
+    # w = exp(z - m) / s near 1e37 and w / E beyond what the screen bounds: it steps aside, every chunk is raced
+    z = _logits(5, 1.0)
+    token, key = _race(z, target_probs=False, s=1e-35)
+    assert token == _reference_winner(torch.exp(z), key)
+    assert len(raced_chunks) == -(-VOCAB // BLOCK)
+
+
+def test_negative_and_nan_draft_probabilities_race_as_zero(raced_chunks):
+    # the contract reads them as 0 (and above 1 as 1): a draft probability of -1e37 or -inf no longer makes its
+    # token's weight huge
     p = torch.softmax(_logits(5, 1.0), dim=0)
-    q = torch.zeros(VOCAB)
-    q[[100, 2500]] = -1e37
-    token, key = _race(p, q, kind=2)
-    assert token == _reference_winner((p - q).clamp_min(0.0), key)
+    q = torch.softmax(_logits(6, 1.0), dim=0)
+    hostile = q.clone()
+    hostile[[100, 2500]] = torch.tensor([-1e37, -torch.inf])
+    hostile[[7, 8]] = torch.tensor([torch.nan, 3.0])
+    cleaned = torch.where(hostile > 0, hostile.clamp(max=1.0), 0.0)
+    token, key = _race(p, hostile, kind=2)
+    assert token == _reference_winner((p - cleaned).clamp_min(0.0), key)

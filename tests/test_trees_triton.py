@@ -10,7 +10,7 @@ import math
 
 import pytest
 import torch
-from conftest import _backend_context, device_for, interpreted, triton_launch
+from conftest import _backend_context, device_for, hostile_draft_probs, interpreted, triton_launch
 
 from specbench.trees import DraftTree, batched
 from specbench.verification import verify
@@ -108,6 +108,24 @@ def test_the_split_tree_path_is_the_reference_bit_for_bit(form):
     assert 0 < int(want.num_accepted.sum()) and int((want.num_emitted > want.num_accepted).sum()) > 0
     # the launches leave their counters (the finish kernel's ticket, the arrivals) at zero
     assert all(int(counters.abs().sum()) == 0 for counters in launch._arrivals.values())
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_hostile_draft_probabilities_are_read_cleaned_on_both_tree_paths(split):
+    # -inf, negative, NaN, +inf and above-1 draft probabilities: the reference and the kernel give what the call
+    # with the contract's cleaned values gives (0 below 0 and for NaN, 1 above 1), bit for bit
+    launch = triton_launch()
+    device = device_for("triton")
+    batch = 8 if interpreted("triton") else 300
+    kwargs, tree = _tree_call("draft probs", TREES["bushy"], batch, seed=11, vocab=2100 if split else VOCAB)
+    kwargs["draft_probs"], cleaned = hostile_draft_probs(kwargs["draft_probs"], kwargs["draft_token_ids"], seed=3)
+    want = verify(**{**kwargs, "draft_probs": cleaned}, tree=tree, backend="torch")
+    from_reference = verify(**kwargs, tree=tree, backend="torch")
+    with launch.strategy("split" if split else "auto"):
+        got = verify(**_on(device, kwargs), tree=DraftTree(tree.parents.to(device), tree.candidates), backend="triton")
+    for field in ("output_token_ids", "num_emitted", "num_accepted", "accepted_nodes"):
+        assert torch.equal(getattr(from_reference, field), getattr(want, field)), field
+        assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), field
 
 
 @pytest.mark.parametrize(("name", "kernels", "block", "warps"), [("triton-sequential-1024x4", ("_TREE",), 1024, 4),

@@ -22,7 +22,7 @@ import math
 
 import pytest
 import torch
-from conftest import device_for, interpreted, triton_launch
+from conftest import device_for, hostile_draft_probs, interpreted, triton_launch
 
 from specbench import truncation
 from specbench.verification import TOP_P_TOLERANCE, SamplingParams, verify
@@ -576,6 +576,20 @@ def test_mixed_batch_equals_reference(small_blocks, monkeypatch, form, which, pa
     _same(got, want)
     assert torch.allclose(got.logprobs, want.logprobs, atol=1e-5, rtol=0, equal_nan=True), (got.logprobs,
                                                                                            want.logprobs)
+
+
+@pytest.mark.parametrize("path", ["fused", "split-histogram"])
+def test_hostile_draft_probabilities_are_read_cleaned_when_truncating(small_blocks, monkeypatch, path):
+    """-inf, negative, NaN, +inf and above-1 draft probabilities under truncation: the reference and the kernels
+    (one program per request; the split histogram path with its deferred race) give what the call with the
+    contract's cleaned values gives, bit for bit."""
+    inputs = _inputs(19, "logits", "probs")
+    knobs = _knobs_without_top_k() if _no_top_k(monkeypatch, small_blocks, path) else _knobs()
+    inputs["draft_probs"], cleaned = hostile_draft_probs(inputs["draft_probs"], inputs["draft_token_ids"], seed=4)
+    want = _reference({**inputs, "draft_probs": cleaned}, knobs=knobs)
+    _same(_reference(inputs, knobs=knobs), want)
+    with small_blocks.strategy("auto" if path == "fused" else "split"):
+        _same(_verify(inputs, knobs=knobs), want)
 
 
 @pytest.mark.parametrize("path", ["fused", "prepass", "split-histogram"])

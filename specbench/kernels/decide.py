@@ -77,14 +77,13 @@ def target_prob_of(value, inv_temperature, m, s, TARGET_PROBS: tl.constexpr):
 def draft_prob_of(value, inv_temperature, md, sd, DRAFT: tl.constexpr):
     # q(x) from the draft's value at x: 1 for a one-hot draft (DRAFT_NONE, or draft logits with no
     # finite value: md = -inf), the softmax of the draft logits, or the given draft probability
-    # (NaN counts as 0)
+    # (read as target probabilities are: NaN and negative -> 0, above 1 -> 1)
     q_x = 1.0
     if DRAFT == DRAFT_LOGITS:
         q_draft = prob_of(clean(value.to(tl.float32) * inv_temperature), md, sd)
         q_x = tl.where(md == float("-inf"), 1.0, q_draft)
     if DRAFT == DRAFT_PROBS:
-        q_x = value.to(tl.float32)
-        q_x = tl.where(q_x != q_x, 0.0, q_x)  # noqa: PLR0124 (NaN test)
+        q_x = clean_prob(value.to(tl.float32))
     return q_x
 
 
@@ -99,8 +98,8 @@ def target_chunk(t_row, offs, V, inv_temperature, m, s, TARGET_PROBS: tl.constex
 
 @triton.jit
 def draft_chunk(d_row, offs, V, inv_temperature, md, sd, x, DRAFT: tl.constexpr):
-    # q over a chunk of a row: the softmax of the draft logits (md, sd), the given draft probabilities (NaN
-    # as 0), or the one-hot at x (one-hot drafts, and draft-logit rows with no finite value: md = -inf)
+    # q over a chunk of a row: the softmax of the draft logits (md, sd), the given draft probabilities (cleaned
+    # as target probabilities are), or the one-hot at x (one-hot drafts, and draft-logit rows with no finite value: md = -inf)
     one_hot = tl.where(offs == x, 1.0, 0.0)
     if DRAFT == DRAFT_LOGITS:
         md_safe = tl.where(md == float("-inf"), 0.0, md)
@@ -108,8 +107,7 @@ def draft_chunk(d_row, offs, V, inv_temperature, md, sd, x, DRAFT: tl.constexpr)
         q = tl.exp(clean(d * inv_temperature) - md_safe) / tl.where(sd == 0.0, 1.0, sd)
         q = tl.where(md == float("-inf"), one_hot, q)
     elif DRAFT == DRAFT_PROBS:
-        d = tl.load(d_row + offs, mask=offs < V, other=0.0).to(tl.float32)
-        q = tl.where(d != d, 0.0, d)  # noqa: PLR0124 (NaN test)
+        q = load_probs(d_row, offs, V)
     else:
         q = one_hot
     return q

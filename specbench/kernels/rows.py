@@ -297,7 +297,7 @@ def race_weights_slice(t_row, d_row, start, stop, inv_temperature, key, exclude,
             if KIND == RACE_RESIDUAL_LOGITS:
                 q = tl.exp(clean(d * inv_temperature) - md_safe) * inv_sd
             else:
-                q = tl.where(d != d, 0.0, d)  # noqa: PLR0124 (NaN test)
+                q = clean_prob(d)
             w = p - q
         word = hash_word(key, offs)
         if chunk_raced(w - ratio_screen * one_minus_uniform(word), SCREEN):  # 1 - u is at most E_y

@@ -105,7 +105,7 @@ SUMMARY_FIELDS = tl.constexpr(4)  # per cell: m, S, tau, n (the kept list's leng
 Q_NONE = tl.constexpr(0)  # w = p' (a token `exclude` left out)
 Q_TRUNCATED_LOGITS = tl.constexpr(1)  # q' from the draft row's summary
 Q_LOGITS = tl.constexpr(2)  # q = softmax of the draft logits (md, 1 / sd)
-Q_PROBS = tl.constexpr(3)  # q as given (NaN counts as 0)
+Q_PROBS = tl.constexpr(3)  # q as given (cleaned as target probabilities are)
 # DEFER: a request's terminal race over a whole row (a row with no kept list), left by the step to
 # _truncated_terminal_kernel in a record of RECORD float32 and RECORD int32 per request
 RECORD = tl.constexpr(8)
@@ -343,7 +343,7 @@ def _race_kept_weights(t_row, d_row, start, stop, inv_temperature, key, exclude,
             elif Q == Q_LOGITS:
                 q = tl.exp(clean(d * inv_temperature) - tl.where(md == float("-inf"), 0.0, md)) / sd
             else:
-                q = tl.where(d != d, 0.0, d)  # noqa: PLR0124 (NaN test)
+                q = clean_prob(d)
             w = w - q
         w = tl.where(offs < stop, w, 0.0)
         e = neg_log_of_uniform(uniform_of(hash_word(key, offs)))
@@ -370,7 +370,7 @@ def _race_list(list_ids, list_w, length, mass, key, exclude, d_row, inv_temperat
         elif Q == Q_LOGITS:
             q = tl.exp(clean(d * inv_temperature) - tl.where(md == float("-inf"), 0.0, md)) / sd
         else:
-            q = tl.where(d != d, 0.0, d)  # noqa: PLR0124 (NaN test)
+            q = clean_prob(d)
         w = w - q
     w = tl.where(listed & (w > 0.0), w, 0.0)
     e = neg_log_of_uniform(uniform_of(hash_word(key, ids)))

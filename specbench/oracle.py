@@ -631,7 +631,7 @@ def sample_drafts(draft_probs: torch.Tensor, num_requests: int, seed: int) -> to
     from ``q``, the tokens a correct verifier emits are distributed as ``p`` at every slot.
     """
     generator = torch.Generator().manual_seed(seed)
-    weights = torch.nan_to_num(draft_probs.to(torch.float64).cpu(), nan=0.0)
+    weights = clean_probs(draft_probs.cpu())  # (entry by entry: the draft probabilities as the contract reads them)
     columns = [torch.multinomial(row, num_requests, replacement=True, generator=generator) for row in weights]
     if not columns:
         return torch.zeros(num_requests, 0, dtype=torch.int64)

@@ -242,7 +242,8 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     out.extend((_split_histogram_kernel, {"MODE": 1, "TARGET_PROBS": target_probs, "TRUNCATE_DRAFT": 1 - target_probs,
                                           "HAS_TOP_K": 0, "HAS_TOP_P": 1, "HAS_MIN_P": 1, **step, "SLICE": slice_,
                                           "BLOCK": hist_block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1,
-                                          "CAP": launch.HISTOGRAM_CAP, "P_BLOCK": 32, "SLICES_PER_PROGRAM": 1},
+                                          "CAP": launch.HISTOGRAM_CAP, "P_BLOCK": 32, "SLICES_PER_PROGRAM": 1,
+                                          "PER_REQUEST": 0, "ROW_BLOCK": 8},
                 hist_warps, "fp32")
                for target_probs in (0, 1) for step in hist_steps
                if not (target_probs and (step["STEP"] == 3 or step["DRAFT"] == 1)))
@@ -258,6 +259,15 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                for kernel, constexprs, _w, _d in list(out) if kernel is _split_histogram_kernel
                and constexprs["STEP"] == 1 and constexprs["LAST"])
     out.append((_split_histogram_kernel, {**middle, "SLICES_PER_PROGRAM": 4}, hist_warps, "fp32"))
+    # each program taking its slice of every row of its request (the launcher's way after decisions from the bounds,
+    # at small batches): the launches the search makes then, target logits with truncated draft logits and target
+    # probabilities
+    out.extend((_split_histogram_kernel, {**constexprs, "PER_REQUEST": 1}, hist_warps, "fp32")
+               for kernel, constexprs, _w, _d in list(out) if kernel is _split_histogram_kernel
+               and constexprs["SLICES_PER_PROGRAM"] == 1
+               and constexprs["STEP"] in (0, 1, 2, 3) and not constexprs["DECIDE"]
+               and (constexprs["STEP"] != 0 or constexprs["SKIP_DECIDED"])
+               and (constexprs["STEP"] != 1 or not constexprs["LAST"] or constexprs["ATOMIC"]))
     # target probabilities with truncated draft logits: their first level and decisions
     probs_first = next(constexprs for kernel, constexprs, _w, _d in out if kernel is _split_histogram_kernel
                        and constexprs["STEP"] == 1 and constexprs["FIRST"] and constexprs["DECIDE"]

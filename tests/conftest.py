@@ -10,7 +10,7 @@ Every call through the ``run_verify`` fixture poisons what it can first (the CUD
 allocator's blocks, the Triton launcher's scratch buffers) and checks the output invariants
 every caller relies on, so each test also checks those.
 
-``tests/compile_kernels.py`` (about 13 minutes of one core: 251 variants, the truncation kernels 10-18 s
+``tests/compile_kernels.py`` (about 13 minutes of one core: 306 variants, the truncation kernels 10-18 s
 each) runs for the compile test, which is marked ``compile`` and left out of a plain ``pytest``
 (``pytest -m compile`` runs it, on every core; CI runs it after the suite). Selected with other tests
 (and without pytest-xdist's ``-n``), it starts with the session and runs beside them on one core, and its

@@ -235,6 +235,47 @@ def test_a_histogram_variant_counts_by_atomics_and_takes_slices_inside_its_call(
     assert launch.TUNING["histogram_atomic"] is None and launch.TUNING["histogram_slices_per_program"] is None
 
 
+def test_after_decisions_from_the_bounds_each_histogram_program_takes_every_row_of_its_request(monkeypatch):
+    """Where the drafts were decided from one pass's bounds (forced here at B = 2 by the -bounds variants), the split
+    histogram path launches one program per request, side and slice (grid (B, 1, ...); steps 0-3), each taking its
+    request's rows in turn; -percell one per row (grid (B, K + 1, ...)), as every other way does by default, and
+    -perrequest forces the first at any way. The same tokens every way."""
+    from conftest import device_for
+
+    from specbench.verification import SamplingParams
+
+    seen = []
+    split_histogram = launch._SPLIT_HISTOGRAM
+
+    def recorded(grid, args, num_warps, stream, **constexprs):
+        seen.append((constexprs["STEP"], constexprs["PER_REQUEST"], grid))
+        return split_histogram(grid, args, num_warps, stream, **constexprs)
+
+    monkeypatch.setattr(launch, "_SPLIT_HISTOGRAM", recorded)
+    generator = torch.Generator().manual_seed(6)
+    device = device_for("triton")
+    vocab, batch, num_slots = 600, 2, 3
+    kwargs = {"target_logits": torch.randn(batch, num_slots, vocab, generator=generator).to(device),
+              "draft_token_ids": torch.randint(0, vocab, (batch, num_slots - 1), generator=generator).to(device),
+              "draft_logits": torch.randn(batch, num_slots - 1, vocab, generator=generator).to(device),
+              "seeds": torch.arange(batch, device=device),
+              "sampling": SamplingParams(temperatures=torch.ones(batch, device=device),
+                                         top_p=torch.full((batch,), 0.9, device=device))}
+    results = []
+    for name, per_request in (("triton-histogram-4096x1024x4-bounds", True),
+                              ("triton-histogram-4096x1024x4-bounds-percell", False),
+                              ("triton-histogram-4096x1024x4-nodecide", False),
+                              ("triton-histogram-4096x1024x4-nodecide-perrequest", True)):
+        seen.clear()
+        results.append(resolve(name).prepare(dict(kwargs))())
+        per_cell = [entry for entry in seen if entry[0] in (0, 1, 2, 3)]
+        assert per_cell and all(entry[1] == per_request for entry in per_cell), name
+        assert all(entry[2][:2] == (batch, 1 if per_request else num_slots) for entry in per_cell), name
+    for result in results[1:]:
+        assert torch.equal(result.output_token_ids, results[0].output_token_ids)
+    assert launch.TUNING["histogram_per_request"] is None
+
+
 def test_the_split_searches_follow_a_launch_variant(h100):
     """The histogram path is the default search of a batch given no top_k; a triton-radix-... variant takes
     the radix path at its shape, a triton-histogram-... variant sets the histogram path's shape."""

@@ -290,12 +290,16 @@ def test_the_histogram_path_variants_give_the_same_summaries(small_blocks, monke
         assert torch.equal(plain[summarised], variant[summarised])
 
 
-@pytest.mark.parametrize(("atomic", "per_program", "way"), [(1, 1, None), (0, 2, None), (1, 2, 2)])
-def test_the_histogram_path_variants_give_the_same_step(small_blocks, monkeypatch, atomic, per_program, way):
+@pytest.mark.parametrize(("atomic", "per_program", "way", "per_request"),
+                         [(1, 1, None, 0), (0, 2, None, 0), (1, 2, 2, 0), (1, 1, 2, 1), (0, 2, 2, 1), (1, 1, None, 1)])
+def test_the_histogram_path_variants_give_the_same_step(small_blocks, monkeypatch, atomic, per_program, way,
+                                                        per_request):
     """Both sides of the split histogram path's variants (target logits, truncated draft logits: two sides a slot's
     cell, the programs' sides decoded from the grid), with every row searched or the drafts decided first from the
-    bounds (way 2): the same tokens as the path counting by tl.histogram, one slice a program, and the same summaries
-    and level counts in its scratch, bit for bit (counts that only bound a part's mass could be wrong without changing a token)."""
+    bounds (way 2), one program a row and slice or each program its slice of every row of its request (per_request:
+    the launcher's own after the bounds): the same tokens as the path counting by tl.histogram, one slice and one row
+    a program, and the same summaries and level counts in its scratch, bit for bit (counts that only bound a part's
+    mass could be wrong without changing a token)."""
     launch = small_blocks
     monkeypatch.setitem(launch.TUNING, "split_search", 1)
     monkeypatch.setitem(launch.TUNING, "histogram_decide", way)
@@ -303,7 +307,8 @@ def test_the_histogram_path_variants_give_the_same_step(small_blocks, monkeypatc
     knobs = _knobs_without_top_k()
     with launch.strategy("split"):
         runs = _with_and_without_variant(monkeypatch, launch, atomic, per_program,
-                                         lambda: _verify(inputs, knobs=knobs, truncate_draft_logits=True))
+                                         lambda: _verify(inputs, knobs=knobs, truncate_draft_logits=True),
+                                         per_request)
     (plain, _), (variant, _) = runs
     scratches = [scratch for _result, scratch in runs]
     _same(variant, plain)
@@ -315,13 +320,15 @@ def test_the_histogram_path_variants_give_the_same_step(small_blocks, monkeypatc
     assert bool(summaries[..., 1, 1].isfinite().any())  # draft cells were summarised (their kept mass written)
 
 
-def _with_and_without_variant(monkeypatch, launch, atomic: int, per_program: int, call) -> list[tuple]:
-    """(call's result, the split histogram search's scratch) with every level counted by tl.histogram, one slice a
-    program, then with the launch variants' settings (``histogram_atomic``, ``histogram_slices_per_program``), each
-    on fresh scratch."""
+def _with_and_without_variant(monkeypatch, launch, atomic: int, per_program: int, call,
+                              per_request: int = 0) -> list[tuple]:
+    """(call's result, the split histogram search's scratch) with every level counted by tl.histogram, one slice and
+    one row a program, then with the launch variants' settings (``histogram_atomic``,
+    ``histogram_slices_per_program``, ``histogram_per_request``), each on fresh scratch."""
     runs = []
-    for tuning in ({"histogram_atomic": 0, "histogram_slices_per_program": 1},
-                   {"histogram_atomic": atomic, "histogram_slices_per_program": per_program}):
+    for tuning in ({"histogram_atomic": 0, "histogram_slices_per_program": 1, "histogram_per_request": 0},
+                   {"histogram_atomic": atomic, "histogram_slices_per_program": per_program,
+                    "histogram_per_request": per_request}):
         for name, value in tuning.items():
             monkeypatch.setitem(launch.TUNING, name, value)
         scratches = _histogram_scratches(monkeypatch, launch)
@@ -578,18 +585,25 @@ def test_mixed_batch_equals_reference(small_blocks, monkeypatch, form, which, pa
                                                                                            want.logprobs)
 
 
-@pytest.mark.parametrize("path", ["fused", "split-histogram"])
-def test_hostile_draft_probabilities_are_read_cleaned_when_truncating(small_blocks, monkeypatch, path):
-    """-inf, negative, NaN, +inf and above-1 draft probabilities under truncation: the reference and the kernels
-    (one program per request; the split histogram path with its deferred race) give what the call with the
+@pytest.mark.parametrize(("path", "way"), [("fused", None), ("prepass", None), ("split-histogram", None),
+                                         ("split-histogram", 2)])
+def test_hostile_draft_probabilities_are_read_cleaned_when_truncating(small_blocks, monkeypatch, path, way):
+    """-inf, negative, NaN, +inf and above-1 draft probabilities under truncation, with the drafts of every other
+    request drawn at random (most outside the kept set, where a draft probability read below 0 would accept them):
+    the reference and the kernels (the step summarising its rows, after the prepass, after the split histogram path
+    with its deferred race, and with the drafts decided first from the bounds, way 2) give what the call with the
     contract's cleaned values gives, bit for bit."""
     inputs = _inputs(19, "logits", "probs")
     knobs = _knobs_without_top_k() if _no_top_k(monkeypatch, small_blocks, path) else _knobs()
+    monkeypatch.setitem(small_blocks.TUNING, "histogram_decide", way)
+    drafts = inputs["draft_token_ids"]  # (each row's argmax at first: kept) and in every other request at random
+    drafts[::2] = torch.randint(0, V, drafts[::2].shape, generator=torch.Generator().manual_seed(19))
     inputs["draft_probs"], cleaned = hostile_draft_probs(inputs["draft_probs"], inputs["draft_token_ids"], seed=4)
     want = _reference({**inputs, "draft_probs": cleaned}, knobs=knobs)
     _same(_reference(inputs, knobs=knobs), want)
     with small_blocks.strategy("auto" if path == "fused" else "split"):
         _same(_verify(inputs, knobs=knobs), want)
+    assert 0 < int(want.num_accepted.sum()) < int(inputs["num_draft_tokens"].sum())  # some accepted, some rejected
 
 
 @pytest.mark.parametrize("path", ["fused", "prepass", "split-histogram"])

@@ -56,7 +56,8 @@ _SHAPE_NAME = re.compile(r"triton-(sequential|split)-(\d+)x(\d+)(?:-chunk(\d+))?
 _RADIX_NAME = re.compile(r"triton-radix-(\d+)x(\d+)x(\d+)(-prefetch)?")
 _HISTOGRAM_BINS = (16, 32, 64)  # parts a level the histogram path takes (launch._histogram_levels)
 _HISTOGRAM_NAME = re.compile(r"triton-histogram-(\d+)x(\d+)x(\d+)(?:-bins([1-9]\d*))?(-nodecide|-decide|-bounds)?"
-                             r"(?:(\d+)x(\d+)x(\d+))?(-rounds|-norounds)?(-atomic|-noatomic)?(?:-slices([1-9]\d*))?")
+                             r"(?:(\d+)x(\d+)x(\d+))?(-rounds|-norounds)?(-atomic|-noatomic)?(?:-slices([1-9]\d*))?"
+                             r"(-percell|-perrequest)?")
 
 
 def _slice_shape(name: str, slice_: int, block: int, warps: int) -> None:
@@ -82,7 +83,9 @@ def launch_variant(name: str) -> Implementation | None:
     pass at this many tokens of a row per program, per chunk, and warps; ``-rounds`` / ``-norounds``: that pass
     in one round per slot, or all slots at once, at any batch; ``-atomic`` / ``-noatomic``: its last level counts
     its window's tokens by atomics, or by ``tl.histogram`` as the levels before it do; ``-slices4``: each of its
-    programs takes four slices of a row in turn),
+    programs takes four slices of a row in turn; ``-perrequest`` / ``-percell``: each program takes its slice of
+    every row of its request in turn, or one program per row and slice, at any batch and decision way, where the
+    launcher takes the first after decisions from the bounds at small batches),
     None for a name of another form; a shape Triton cannot launch is a ``SpecbenchError``."""
     radix = _RADIX_NAME.fullmatch(name)
     if radix is not None:
@@ -104,6 +107,7 @@ def launch_variant(name: str) -> Implementation | None:
         rounds = {None: None, "-rounds": 1, "-norounds": 0}[histogram.group(9)]
         atomic = {None: None, "-atomic": 1, "-noatomic": 0}[histogram.group(10)]
         per_program = int(histogram.group(11)) if histogram.group(11) else None
+        per_request = {None: None, "-percell": 0, "-perrequest": 1}[histogram.group(12)]
         if per_program is not None and not 2 <= per_program <= 16:
             raise SpecbenchError(f"{name}: -slicesN takes 2 to 16 slices a program, got {per_program}")
         if (bounds[0] is not None or rounds is not None) and decide != 2:
@@ -124,12 +128,14 @@ def launch_variant(name: str) -> Implementation | None:
                                    + {None: "", 1: ", one round per slot", 0: ", every slot at once"}[rounds] + ")"}[decide]
                              + {None: "", 1: ", the last level counted by atomics",
                                 0: ", the last level counted by tl.histogram"}[atomic]
-                             + (f", {per_program} slices a program" if per_program else ""),
+                             + (f", {per_program} slices a program" if per_program else "")
+                             + {None: "", 0: ", one program a row and slice",
+                                1: ", each program its slice of every row of its request"}[per_request],
                        _triton_variant(None, split_search=1, histogram_slice=slice_, histogram_block=block,
                                        histogram_warps=warps, histogram_bins=bins,
                                        histogram_decide=decide, bounds_slice=bounds[0], bounds_block=bounds[1],
                                        bounds_warps=bounds[2], bounds_rounds=rounds, histogram_atomic=atomic,
-                                       histogram_slices_per_program=per_program))
+                                       histogram_slices_per_program=per_program, histogram_per_request=per_request))
     match = _SHAPE_NAME.fullmatch(name)
     if match is None:
         return None

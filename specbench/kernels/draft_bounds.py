@@ -252,7 +252,7 @@ def _decide_request(b, slot, part_f, decided_ptr, t_row0, t_stride_k, d_row0, d_
             q_lo, q_hi, q_sure = _bounds(d_row0 + i * d_stride_k, part_f + (cell + 1) * NUM_SLICES * PART, x_safe,
                                          V, inv_temperature, top_p, NUM_SLICES, False, P_BLOCK)
             sure = sure & q_sure
-        else:  # one-hot drafts: 1; draft probabilities as given (NaN as 0), as the step reads them
+        else:  # one-hot drafts: 1; draft probabilities cleaned, as the step reads them
             q_lo = draft_prob_at(d_row0 + i * d_stride_k + x_safe, x_valid, 1.0, 0.0, 1.0, DRAFT)
             q_hi = q_lo
         stop, t, clean_stop = decide_slot(i, x_valid, p_lo, p_hi, q_lo, q_hi, sure, key_of_seed, position, clean_stop)

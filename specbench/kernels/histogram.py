@@ -74,7 +74,12 @@ are used for.
 
 With ``SLICES_PER_PROGRAM`` above 1 (the launch variants ``-slicesN``) each program of steps 1-3 takes that
 many slices of its row in turn, every slice as one program would (its own sums, its own arrival), so the
-summaries are the same at any count.
+summaries are the same at any count. With ``PER_REQUEST`` (the launcher's way where the drafts were decided
+from one pass's bounds, ``draft_bounds.py``, at small batches: ``launch.HISTOGRAM_PER_REQUEST_MAX_BATCH``) each
+program of steps 1-4 takes its slice (step 4: its cell) of every row of its request in turn, the grid's second
+dimension 1: there most rows are skipped, and a program per skipped cell costs the latency of its loads while it
+holds a place on the multiprocessor. Each cell is still taken as its own program would take it, so the summaries
+are the same.
 
 Where the search cannot finish so, the cell is marked (stage ``FALLBACK``), the launches after skip it,
 and the finish step finds its cutoff by the one-program radix search (``cutoffs.truncate_row_radix``:
@@ -581,7 +586,7 @@ def _decide_request(b, state_f, state_i, part_f, summary_f_ptr, summary_i_ptr, d
                                                       min_p, state_f, state_i, part_f, summary_f_ptr, summary_i_ptr,
                                                       NUM_SLOTS, NUM_SLICES, False, HAS_MIN_P, P_BLOCK)
                 sure = sure & q_sure
-            else:  # one-hot drafts: 1; draft probabilities as given (NaN as 0), as the step reads them
+            else:  # one-hot drafts: 1; draft probabilities cleaned, as the step reads them
                 q_lo = draft_prob_at(d_base + i * d_stride_k + x_safe, x_valid, 1.0, 0.0, 1.0, DRAFT)
                 q_hi = q_lo
             stop, t, clean_stop = decide_slot(i, x_valid, p_lo, p_hi, q_lo, q_hi, sure, key_of_seed, position,
@@ -677,8 +682,11 @@ def _split_histogram_kernel(
     P_BLOCK: tl.constexpr,  # a power of two >= NUM_SLICES
     ATOMIC: tl.constexpr,  # STEP_LEVEL, a later level: its window's tokens counted by atomics, not tl.histogram
     SLICES_PER_PROGRAM: tl.constexpr,  # the slices of a row each program takes, one after another
+    PER_REQUEST: tl.constexpr,  # each program takes its slice (or cell) of every row of its request in turn
+    ROW_BLOCK: tl.constexpr,  # PER_REQUEST: a power of two >= NUM_SLOTS
 ):
-    # grid (B, K + 1, sides * cdiv(NUM_SLICES, SLICES_PER_PROGRAM)); STEP_FINISH (B, K + 1, sides); STEP_DECIDE (B,)
+    # grid (B, K + 1, sides * cdiv(NUM_SLICES, SLICES_PER_PROGRAM)); STEP_FINISH (B, K + 1, sides); STEP_DECIDE (B,);
+    # with PER_REQUEST the second dimension is 1
     if STEP == STEP_DECIDE:
         b = tl.program_id(0).to(tl.int64)
         _decide_request(b, state_f_ptr, state_i_ptr, part_f_ptr, summary_f_ptr, summary_i_ptr, decided_ptr,
@@ -690,20 +698,51 @@ def _split_histogram_kernel(
         b, r, side, group, n, greedy, inv_temperature, truncated, k, top_p, min_p = cell_program(
             num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, top_k_ptr, top_p_ptr, min_p_ptr, V, NUM_SLOTS,
             tl.cdiv(NUM_SLICES, SLICES_PER_PROGRAM), STEP == STEP_FINISH, MODE, HAS_TOP_K, HAS_TOP_P, HAS_MIN_P)
-        request = (b, r, side, n, greedy, inv_temperature, truncated, k, top_p, min_p)
         pointers = (state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr, list_f_ptr, list_i_ptr, arrivals_ptr,
                     summary_f_ptr, summary_i_ptr, decided_ptr, target_ptr, target_stride_b, target_stride_k, draft_ptr,
                     draft_stride_b, draft_stride_k, draft_ids_ptr, draft_ids_stride)
-        if (STEP == STEP_FINISH) or (SLICES_PER_PROGRAM == 1):  # (STEP_FINISH: one program a cell, group 0)
-            _histogram_slice(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
-                             TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, FIRST, LAST, SLICE, BLOCK, BINS,
-                             BINS_SHIFT, CAP, P_BLOCK, ATOMIC)
+        if PER_REQUEST:
+            # the request's rows in turn, each as its own program would take it (where the drafts were decided
+            # first, most rows are passed over, and a program passing over one costs what its loads wait). After the
+            # first launch the rows' stages are loaded at once first (wanted cells only: the others' state is never
+            # written), so that a row passed over costs no wait of its own; a cell taken loads its stage again, from
+            # the cache
+            rows = tl.arange(0, ROW_BLOCK)
+            stages = tl.full([ROW_BLOCK], SEARCH, tl.int32)
+            if STEP != STEP_MAX:
+                at_rows = (summary_wanted(truncated, greedy, rows, n, side, TRUNCATE_DRAFT) != 0) & (rows < NUM_SLOTS)
+                stages = tl.load(state_i_ptr + ((b * NUM_SLOTS + rows) * 2 + side) * STATE + I_STAGE, mask=at_rows,
+                                 other=CLOSED)
+            for row in range(NUM_SLOTS):
+                if tl.max(tl.where(rows == row, stages, CLOSED), axis=0) >= SEARCH:
+                    _program_slices((b, row, side, n, greedy, inv_temperature, truncated, k, top_p, min_p), group,
+                                    pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
+                                    TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, FIRST, LAST, SLICE, BLOCK,
+                                    BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, SLICES_PER_PROGRAM)
         else:
-            # the program's slices in turn; each arrives apart, so the row's last slice to arrive finishes the
-            # step, as with one slice a program
-            for j in range(SLICES_PER_PROGRAM):
-                s = group * SLICES_PER_PROGRAM + j
-                if s < NUM_SLICES:
-                    _histogram_slice(request, s, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
-                                     TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, FIRST, LAST, SLICE, BLOCK,
-                                     BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC)
+            _program_slices((b, r, side, n, greedy, inv_temperature, truncated, k, top_p, min_p), group, pointers, V,
+                            NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS, TRUNCATE_DRAFT, HAS_MIN_P, STEP,
+                            DECIDE, SKIP_DECIDED, FIRST, LAST, SLICE, BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC,
+                            SLICES_PER_PROGRAM)
+
+
+@triton.jit
+def _program_slices(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS: tl.constexpr,
+                    TRUNCATE_DRAFT: tl.constexpr, HAS_MIN_P: tl.constexpr, STEP: tl.constexpr, DECIDE: tl.constexpr,
+                    SKIP_DECIDED: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr, SLICE: tl.constexpr,
+                    BLOCK: tl.constexpr, BINS: tl.constexpr, BINS_SHIFT: tl.constexpr, CAP: tl.constexpr,
+                    P_BLOCK: tl.constexpr, ATOMIC: tl.constexpr, SLICES_PER_PROGRAM: tl.constexpr):
+    # a program's share of a step for one cell: its slice (or group of slices), or with STEP_FINISH the cell
+    if (STEP == STEP_FINISH) or (SLICES_PER_PROGRAM == 1):  # (STEP_FINISH: one program a cell, group 0)
+        _histogram_slice(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
+                         TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, FIRST, LAST, SLICE, BLOCK, BINS,
+                         BINS_SHIFT, CAP, P_BLOCK, ATOMIC)
+    else:
+        # the program's slices in turn; each arrives apart, so the row's last slice to arrive finishes the step, as
+        # with one slice a program
+        for j in range(SLICES_PER_PROGRAM):
+            s = group * SLICES_PER_PROGRAM + j
+            if s < NUM_SLICES:
+                _histogram_slice(request, s, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
+                                 TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, FIRST, LAST, SLICE, BLOCK,
+                                 BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC)

@@ -206,7 +206,7 @@ TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk"
                                  "histogram_warps": None, "histogram_bins": None,
                                  "histogram_decide": None, "bounds_slice": None, "bounds_block": None,
                                  "bounds_warps": None, "bounds_rounds": None, "histogram_atomic": None,
-                                 "histogram_slices_per_program": None}
+                                 "histogram_slices_per_program": None, "histogram_per_request": None}
 
 
 @contextlib.contextmanager
@@ -921,6 +921,15 @@ HISTOGRAM_CAP = 1024
 # slices a program slower at every batch (B = 256: 2,208.0 / 2,139.8 from logits, 2,176.0 / 2,080.1 with atomics)
 HISTOGRAM_ATOMIC = True
 HISTOGRAM_SLICES_PER_PROGRAM = 1
+# ... and whether each program takes its slice of every row of its request in turn (one program per request and
+# slice, not per cell and slice), where the drafts were decided from one pass's bounds and most cells are skipped
+# (histogram.py, PER_REQUEST; the launch variants triton-histogram-...-percell / -perrequest choose), up to
+# HISTOGRAM_PER_REQUEST_MAX_BATCH requests. H200, graph, top_p 0.95, draft logits / probs, µs, one program a cell ->
+# a request (results/h200-histogram-per-request/): B = 8 118.8 -> 109.8 / 78.7 -> 73.6; B = 64 547.4 -> 601.4 /
+# 299.4 -> 313.7, B = 256 1,969.7 -> 2,082.1 / 1,017.1 -> 1,065.9 (slower: the loop's registers, 71 -> 109 a
+# thread for the first level compiled for sm_90, cost more than the passed-over programs); 9 to 63 not measured
+HISTOGRAM_PER_REQUEST = True
+HISTOGRAM_PER_REQUEST_MAX_BATCH = 8
 
 
 def _histogram_shape(vocab: int, device: torch.device) -> tuple[int, int, int]:
@@ -1014,9 +1023,13 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
             slices, zero_share)
     per_program = TUNING["histogram_slices_per_program"] or HISTOGRAM_SLICES_PER_PROGRAM
     atomic = HISTOGRAM_ATOMIC if TUNING["histogram_atomic"] is None else bool(TUNING["histogram_atomic"])
+    per_request = (HISTOGRAM_PER_REQUEST and way == "bounds" and batch <= HISTOGRAM_PER_REQUEST_MAX_BATCH
+                   if TUNING["histogram_per_request"] is None else bool(TUNING["histogram_per_request"]))
     shape = {"SLICE": slice_, "BLOCK": block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1, "CAP": cap,
-             "P_BLOCK": p_block, "SLICES_PER_PROGRAM": per_program, **constexprs}
-    grid = (batch, num_slots, sides * _cdiv(slices, per_program))
+             "P_BLOCK": p_block, "SLICES_PER_PROGRAM": per_program, "PER_REQUEST": per_request,
+             "ROW_BLOCK": max(_next_power_of_2(num_slots), 2) if per_request else 2, **constexprs}
+    rows = 1 if per_request else num_slots  # (the grid's second dimension: the request's rows, or one program's)
+    grid = (batch, rows, sides * _cdiv(slices, per_program))
     # (DECIDE, SKIP_DECIDED and DRAFT only where they change the code: the first launch, the first level and
     # STEP_DECIDE)
     plain = {"DECIDE": False, "SKIP_DECIDED": False, "DRAFT": 0, "ATOMIC": False}
@@ -1031,7 +1044,7 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
             _SPLIT_HISTOGRAM((batch,), (*args, 0), 1, key, STEP=4, **{**plain, "DECIDE": True, "DRAFT": draft_kind},
                              FIRST=False, LAST=False, **shape)
     _SPLIT_HISTOGRAM(grid, (*args, 0), num_warps, key, STEP=2, **plain, FIRST=False, LAST=False, **shape)
-    _SPLIT_HISTOGRAM((batch, num_slots, sides), (*args, 0), num_warps, key, STEP=3, **plain, FIRST=False, LAST=False,
+    _SPLIT_HISTOGRAM((batch, rows, sides), (*args, 0), num_warps, key, STEP=3, **plain, FIRST=False, LAST=False,
                      **shape)
     return scratch
 

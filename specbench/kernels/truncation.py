@@ -650,8 +650,7 @@ def _truncated_draft(t_row, d_row, cell, i, x, x_valid, inv_temperature, key_of_
         q_x = tl.where(md == float("-inf"), 1.0, q_x)  # no finite draft logit: one-hot
     if DRAFT == DRAFT_PROBS:
         md = tl.full([], 0.0, tl.float32)
-        q_x = d_at_x.to(tl.float32)
-        q_x = tl.where(q_x != q_x, 0.0, q_x)  # noqa: PLR0124 (NaN test)
+        q_x = clean_prob(d_at_x.to(tl.float32))
     token = x * 0 - 1
     race_kind = tl.full([], NO_RACE, tl.int32)
     accepted = x_valid & (u * q_x < p_x)

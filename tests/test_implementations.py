@@ -555,3 +555,12 @@ def test_a_plugin_declares_the_methods_it_truncates_with():
     assert sampler(methods=["token"], truncation=False)(fn).facts()["truncation_methods"] == []
     with pytest.raises(SpecbenchError, match="truncation_methods must be some of the declared methods"):
         sampler(methods=["token"], truncation=True, truncation_methods=["block"])
+
+
+def test_probabilities_handed_to_a_logits_sampler_are_read_as_verify_reads_them():
+    # NaN and negative entries 0 (a logit of -inf), entries above 1 (+inf too) 1 (a logit of 0), scaled by T
+    probs = torch.tensor([[[0.5, -0.25, float("nan"), 1.5, float("inf"), float("-inf"), 0.25]]])
+    logits = contract.probs_to_logits(probs, torch.tensor([2.0]))
+    cleaned = torch.tensor([0.5, 0.0, 0.0, 1.0, 1.0, 0.0, 0.25])
+    assert torch.equal(logits[0, 0], 2.0 * torch.log(cleaned))
+    assert torch.equal(contract.probs_to_logits(probs, torch.tensor([0.0]))[0, 0], torch.log(cleaned))

@@ -336,6 +336,20 @@ def test_triton_block_kernel_equals_the_reference(form):
     assert 0 < int(want.num_accepted.sum()) < 20 * 3
 
 
+@pytest.mark.parametrize("strategy", ["sequential", "split"])
+def test_hostile_draft_probabilities_under_block_are_read_cleaned(strategy):
+    # -inf, negative, NaN, +inf and above-1 draft probabilities: block verification on the reference and on both
+    # kernel paths gives what the call with the contract's cleaned values gives, bit for bit
+    from conftest import hostile_draft_probs
+
+    target, drafts, kwargs = _block_case("probs", batch=20, vocab=37, seed=16, peaked=False)
+    kwargs["draft_probs"], cleaned = hostile_draft_probs(kwargs["draft_probs"], drafts, seed=5)
+    want = verify(target, drafts, method="block", backend="torch", **{**kwargs, "draft_probs": cleaned})
+    assert _same(verify(target, drafts, method="block", backend="torch", **kwargs), want)
+    assert _same(_triton_block(target, drafts, kwargs, strategy), want)
+    assert 0 < int(want.num_accepted.sum()) < 20 * 3
+
+
 def _poisoned_scratch(monkeypatch):
     # the launcher's scratch comes fresh and poisoned (NaN floats, 0x5A5A5A5A ints): a slot read before this call
     # wrote it shows up in the tokens (as run_verify does, tests/conftest.py)

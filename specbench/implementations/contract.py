@@ -256,11 +256,11 @@ def logits_to_probs(logits: torch.Tensor, temperatures: torch.Tensor, greedy_row
 
 def probs_to_logits(probs: torch.Tensor, temperatures: torch.Tensor) -> torch.Tensor:
     """``T * log p`` (float32) of ``[B, R, V]`` probabilities at ``[B]`` temperatures (``log p`` where
-    ``T`` is 0), NaN and negative entries as 0: logits before the temperature, so the softmax of the
-    result over ``T`` is the row over its sum."""
+    ``T`` is 0), entries read as ``verify`` reads probabilities (NaN and negative 0, above 1 1): logits before the
+    temperature, so the softmax of the result over ``T`` is the cleaned row over its sum."""
     probs = probs.to(torch.float32)
     scale = torch.where(temperatures > 0, temperatures, 1.0)[:, None, None]
-    return torch.log(torch.where(torch.isnan(probs) | (probs < 0), 0.0, probs)) * scale
+    return torch.log(torch.where(probs > 0, probs.clamp(max=1.0), 0.0)) * scale
 
 
 def truncated_draft_probs(draft_logits: torch.Tensor, temperatures: torch.Tensor, top_k: torch.Tensor | None,

@@ -926,8 +926,8 @@ HISTOGRAM_SLICES_PER_PROGRAM = 1
 # (histogram.py, PER_REQUEST; the launch variants triton-histogram-...-percell / -perrequest choose), up to
 # HISTOGRAM_PER_REQUEST_MAX_BATCH requests. H200, graph, top_p 0.95, draft logits / probs, µs, one program a cell ->
 # a request (results/h200-histogram-per-request/): B = 8 118.8 -> 109.8 / 78.7 -> 73.6; B = 64 547.4 -> 601.4 /
-# 299.4 -> 313.7, B = 256 1,969.7 -> 2,082.1 / 1,017.1 -> 1,065.9 (slower: the loop's registers, 71 -> 109 a
-# thread for the first level compiled for sm_90, cost more than the passed-over programs); 9 to 63 not measured
+# 299.4 -> 313.7, B = 256 1,969.7 -> 2,082.1 / 1,017.1 -> 1,065.9 (slower; compiled for sm_90 the loop takes the
+# first level from 71 to 109 registers a thread, the likely cause, not measured apart); 9 to 63 not measured
 HISTOGRAM_PER_REQUEST = True
 HISTOGRAM_PER_REQUEST_MAX_BATCH = 8
 

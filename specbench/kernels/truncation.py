@@ -81,6 +81,7 @@ from specbench.kernels.decide import (
     RESIDUAL,
     SAMPLE,
     accept_test,
+    draft_prob_of,
     read_at_draft,
     request_setup,
     request_valid,
@@ -642,15 +643,14 @@ def _truncated_draft(t_row, d_row, cell, i, x, x_valid, inv_temperature, key_of_
                 cell + 1, d_row, V, inv_temperature, k, top_p, min_p, summary_f_ptr, summary_i_ptr, group_max_ptr,
                 group_ids_ptr, list_ids_ptr, list_v_ptr, list_w_ptr, FUSED, False, RADIX_BLOCK, GROUP_ROWS, GROUP_BLOCK,
                 CAP_GROUPS)
-            q_x = truncated_prob_of(d_at_x, x_safe, inv_temperature, md, sd, taud, iotad, False)
+            q_x = tl.where(md == float("-inf"), 1.0,  # no finite draft logit: one-hot
+                           truncated_prob_of(d_at_x, x_safe, inv_temperature, md, sd, taud, iotad, False))
         else:
             md, sd, _m2, _s2 = softmax_stats_slice(d_row, d_row, 0, V, inv_temperature, False, BLOCK)
-            q_x = tl.exp(clean(d_at_x.to(tl.float32) * inv_temperature) - tl.where(md == float("-inf"), 0.0, md))
-            q_x = q_x / tl.where(sd == 0.0, 1.0, sd)
-        q_x = tl.where(md == float("-inf"), 1.0, q_x)  # no finite draft logit: one-hot
+            q_x = draft_prob_of(d_at_x, inv_temperature, md, sd, DRAFT)
     if DRAFT == DRAFT_PROBS:
         md = tl.full([], 0.0, tl.float32)
-        q_x = clean_prob(d_at_x.to(tl.float32))
+        q_x = draft_prob_of(d_at_x, inv_temperature, md, sd, DRAFT)  # (cleaned as the contract reads them)
     token = x * 0 - 1
     race_kind = tl.full([], NO_RACE, tl.int32)
     accepted = x_valid & (u * q_x < p_x)

@@ -195,38 +195,51 @@ def test_a_histogram_variant_takes_its_parts_per_level_inside_its_call(monkeypat
     assert launch.TUNING["histogram_bins"] is None
 
 
+def _recorded_histogram_launches(monkeypatch) -> list[tuple[tuple, dict]]:
+    """The split histogram path's launches from here on, each as (grid, constexprs), in a list that fills as they go."""
+    seen = []
+    split_histogram = launch._SPLIT_HISTOGRAM
+
+    def recorded(grid, args, num_warps, stream, **constexprs):
+        seen.append((grid, constexprs))
+        return split_histogram(grid, args, num_warps, stream, **constexprs)
+
+    monkeypatch.setattr(launch, "_SPLIT_HISTOGRAM", recorded)
+    return seen
+
+
+def _top_p_call(seed: int, batch: int = 2, num_slots: int = 3, vocab: int = 600) -> dict:
+    """verify's keywords for a batch given top_p 0.9 alone (the split histogram path), draft logits, on the Triton
+    backend's device."""
+    from conftest import device_for
+
+    from specbench.verification import SamplingParams
+
+    generator = torch.Generator().manual_seed(seed)
+    device = device_for("triton")
+    return {"target_logits": torch.randn(batch, num_slots, vocab, generator=generator).to(device),
+            "draft_token_ids": torch.randint(0, vocab, (batch, num_slots - 1), generator=generator).to(device),
+            "draft_logits": torch.randn(batch, num_slots - 1, vocab, generator=generator).to(device),
+            "seeds": torch.arange(batch, device=device),
+            "sampling": SamplingParams(temperatures=torch.ones(batch, device=device),
+                                       top_p=torch.full((batch,), 0.9, device=device))}
+
+
 def test_a_histogram_variant_counts_by_atomics_and_takes_slices_inside_its_call(monkeypatch):
     """The launcher's own path counts the last level by atomics (ATOMIC on that launch alone), as
     triton-histogram-...-atomic does, -noatomic by tl.histogram; -slicesN has each program of the slices' launches
     take N slices (a grid of that many fewer programs), the launcher's own path one. Rows of 600 tokens: three
     slices of 256 on the interpreter, two programs at N = 2."""
-    from conftest import device_for
-
-    from specbench.verification import SamplingParams
-
-    seen = []
-    split_histogram = launch._SPLIT_HISTOGRAM
-
-    def recorded(grid, args, num_warps, stream, **constexprs):
-        seen.append((constexprs["STEP"], constexprs["LAST"], constexprs["ATOMIC"], constexprs["SLICES_PER_PROGRAM"],
-                     grid))
-        return split_histogram(grid, args, num_warps, stream, **constexprs)
-
-    monkeypatch.setattr(launch, "_SPLIT_HISTOGRAM", recorded)
-    generator = torch.Generator().manual_seed(5)
-    device = device_for("triton")
+    launches = _recorded_histogram_launches(monkeypatch)
     vocab = 600
-    kwargs = {"target_logits": torch.randn(2, 3, vocab, generator=generator).to(device),
-              "draft_token_ids": torch.randint(0, vocab, (2, 2), generator=generator).to(device),
-              "draft_logits": torch.randn(2, 2, vocab, generator=generator).to(device),
-              "seeds": torch.arange(2, device=device),
-              "sampling": SamplingParams(temperatures=torch.ones(2, device=device),
-                                         top_p=torch.full((2,), 0.9, device=device))}
-    slices = -(-vocab // launch._histogram_shape(vocab, torch.device(device))[0])
+    kwargs = _top_p_call(5, vocab=vocab)
+    device = kwargs["target_logits"].device
+    slices = -(-vocab // launch._histogram_shape(vocab, device)[0])
     for name, atomic, per_program in (("triton", True, 1), ("triton-histogram-4096x1024x4-noatomic-slices2", False, 2),
                                       ("triton-histogram-4096x1024x4-atomic-slices2", True, 2)):
-        seen.clear()
+        launches.clear()
         resolve(name).prepare(dict(kwargs))()
+        seen = [(c["STEP"], c["LAST"], c["ATOMIC"], c["SLICES_PER_PROGRAM"], grid) for grid, c in launches]
         levels = [entry for entry in seen if entry[0] == 1]
         assert levels and all(entry[2] == (atomic and entry[1]) for entry in levels)
         assert any(entry[2] for entry in levels) is atomic
@@ -240,35 +253,17 @@ def test_after_decisions_from_the_bounds_each_histogram_program_takes_every_row_
     histogram path launches one program per request, side and slice (grid (B, 1, ...); steps 0-3), each taking its
     request's rows in turn; -percell one per row (grid (B, K + 1, ...)), as every other way does by default, and
     -perrequest forces the first at any way. The same tokens every way."""
-    from conftest import device_for
-
-    from specbench.verification import SamplingParams
-
-    seen = []
-    split_histogram = launch._SPLIT_HISTOGRAM
-
-    def recorded(grid, args, num_warps, stream, **constexprs):
-        seen.append((constexprs["STEP"], constexprs["PER_REQUEST"], grid))
-        return split_histogram(grid, args, num_warps, stream, **constexprs)
-
-    monkeypatch.setattr(launch, "_SPLIT_HISTOGRAM", recorded)
-    generator = torch.Generator().manual_seed(6)
-    device = device_for("triton")
-    vocab, batch, num_slots = 600, 2, 3
-    kwargs = {"target_logits": torch.randn(batch, num_slots, vocab, generator=generator).to(device),
-              "draft_token_ids": torch.randint(0, vocab, (batch, num_slots - 1), generator=generator).to(device),
-              "draft_logits": torch.randn(batch, num_slots - 1, vocab, generator=generator).to(device),
-              "seeds": torch.arange(batch, device=device),
-              "sampling": SamplingParams(temperatures=torch.ones(batch, device=device),
-                                         top_p=torch.full((batch,), 0.9, device=device))}
+    launches = _recorded_histogram_launches(monkeypatch)
+    batch, num_slots = 2, 3
+    kwargs = _top_p_call(6, batch, num_slots)
     results = []
     for name, per_request in (("triton-histogram-4096x1024x4-bounds", True),
                               ("triton-histogram-4096x1024x4-bounds-percell", False),
                               ("triton-histogram-4096x1024x4-nodecide", False),
                               ("triton-histogram-4096x1024x4-nodecide-perrequest", True)):
-        seen.clear()
+        launches.clear()
         results.append(resolve(name).prepare(dict(kwargs))())
-        per_cell = [entry for entry in seen if entry[0] in (0, 1, 2, 3)]
+        per_cell = [(c["STEP"], c["PER_REQUEST"], grid) for grid, c in launches if c["STEP"] in (0, 1, 2, 3)]
         assert per_cell and all(entry[1] == per_request for entry in per_cell), name
         assert all(entry[2][:2] == (batch, 1 if per_request else num_slots) for entry in per_cell), name
     for result in results[1:]:

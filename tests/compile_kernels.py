@@ -268,6 +268,15 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                and constexprs["STEP"] in (0, 1, 2, 3) and not constexprs["DECIDE"]
                and (constexprs["STEP"] != 0 or constexprs["SKIP_DECIDED"])
                and (constexprs["STEP"] != 1 or not constexprs["LAST"] or constexprs["ATOMIC"]))
+    # more parts a level (the launch variants -bins128 and -bins256, two levels): the first level, and the last one
+    # counted by atomics, at each
+    so_far = list(out)
+    out.extend((_split_histogram_kernel, {**constexprs, "BINS": more, "BINS_SHIFT": more.bit_length() - 1}, hist_warps,
+                "fp32")
+               for more in (128, 256) for kernel, constexprs, _w, _d in so_far if kernel is _split_histogram_kernel
+               and not constexprs["TARGET_PROBS"] and constexprs["STEP"] == 1 and not constexprs["DECIDE"]
+               and constexprs["SLICES_PER_PROGRAM"] == 1 and not constexprs["PER_REQUEST"]
+               and (constexprs["FIRST"] or (constexprs["LAST"] and constexprs["ATOMIC"])))
     # target probabilities with truncated draft logits: their first level and decisions
     probs_first = next(constexprs for kernel, constexprs, _w, _d in out if kernel is _split_histogram_kernel
                        and constexprs["STEP"] == 1 and constexprs["FIRST"] and constexprs["DECIDE"]

@@ -289,7 +289,7 @@ def test_the_split_searches_follow_a_launch_variant(h100):
         launch.TUNING.update(saved)
 
 
-@pytest.mark.parametrize(("bins", "levels"), [(16, 6), (32, 4), (64, 3)])
+@pytest.mark.parametrize(("bins", "levels"), [(16, 6), (32, 4), (64, 3), (128, 3), (256, 2)])
 def test_the_histogram_levels_reach_a_256th_of_a_nat(bins, levels):
     """The first level's parts are 32 / bins nats; the second cuts eight of them, each later one four, into
     `bins` parts: levels until a part is at most 1/256 nat, and no more than the counts have room for."""

@@ -290,6 +290,38 @@ def test_the_histogram_path_variants_give_the_same_summaries(small_blocks, monke
         assert torch.equal(plain[summarised], variant[summarised])
 
 
+@pytest.mark.parametrize(("bins", "levels"), [(128, 2), (256, 2), (256, None)])
+def test_more_parts_and_fewer_levels_give_the_same_step(small_blocks, monkeypatch, bins, levels):
+    """The split histogram path with 128 or 256 parts a level in two levels (or as many as its rule asks, two at
+    256): the tokens and summaries of the launcher's own 64 parts in three levels, bit for bit, target logits with
+    truncated draft logits (no row falls back to one program's search here, whose sums run in another order)."""
+    launch = small_blocks
+    monkeypatch.setitem(launch.TUNING, "split_search", 1)
+    inputs = _inputs(31, "logits", "logits")
+    knobs = _knobs_without_top_k()
+    runs = []
+    for tuning in ({"histogram_bins": None, "histogram_levels": None},
+                   {"histogram_bins": bins, "histogram_levels": levels}):
+        for name, value in tuning.items():
+            monkeypatch.setitem(launch.TUNING, name, value)
+        scratches = _histogram_scratches(monkeypatch, launch)
+        with launch.strategy("split"):
+            runs.append((_verify(inputs, knobs=knobs, truncate_draft_logits=True), scratches[0]))
+    (plain, plain_scratch), (variant, variant_scratch) = runs
+    _same(variant, plain)
+    for name in ("summary_f", "summary_i"):
+        want, got = getattr(plain_scratch, name), getattr(variant_scratch, name)
+        assert torch.equal(want.nan_to_num(7.0), got.nan_to_num(7.0)), name
+    from specbench.kernels import histogram
+
+    batch, num_slots = inputs["target_logits"].shape[:2]
+    on = ((knobs["top_p"] < 1) | (knobs["min_p"] > 0)) & (inputs["temperatures"] != 0)
+    searched = on[:, None] & (torch.arange(num_slots)[None, :] <= inputs["num_draft_tokens"][:, None])
+    for scratch in (plain_scratch, variant_scratch):  # (every searched target row found in the list)
+        stage = scratch.radix_state_i[:batch * num_slots * 2 * histogram.STATE.value].view(batch, num_slots, 2, -1)
+        assert not bool((stage[:, :, 0, 0][searched] == histogram.FALLBACK.value).any())
+
+
 @pytest.mark.parametrize(("atomic", "per_program", "way", "per_request"),
                          [(1, 1, None, 0), (0, 2, None, 0), (1, 2, 2, 0), (1, 1, 2, 1), (0, 2, 2, 1), (1, 1, None, 1)])
 def test_the_histogram_path_variants_give_the_same_step(small_blocks, monkeypatch, atomic, per_program, way,

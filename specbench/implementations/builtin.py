@@ -54,10 +54,10 @@ def _triton_variant(strategy: str | None, **tuning: int | None):
 
 _SHAPE_NAME = re.compile(r"triton-(sequential|split)-(\d+)x(\d+)(?:-chunk(\d+))?")
 _RADIX_NAME = re.compile(r"triton-radix-(\d+)x(\d+)x(\d+)(-prefetch)?")
-_HISTOGRAM_BINS = (16, 32, 64)  # parts a level the histogram path takes (launch._histogram_levels)
+_HISTOGRAM_BINS = (16, 32, 64, 128, 256)  # parts a level the histogram path takes (launch._histogram_levels)
 _HISTOGRAM_NAME = re.compile(r"triton-histogram-(\d+)x(\d+)x(\d+)(?:-bins([1-9]\d*))?(-nodecide|-decide|-bounds)?"
                              r"(?:(\d+)x(\d+)x(\d+))?(-rounds|-norounds)?(-atomic|-noatomic)?(?:-slices([1-9]\d*))?"
-                             r"(-percell|-perrequest)?")
+                             r"(-percell|-perrequest)?(?:-levels([1-6]))?")
 
 
 def _slice_shape(name: str, slice_: int, block: int, warps: int) -> None:
@@ -76,7 +76,8 @@ def launch_variant(name: str) -> Implementation | None:
     or ``triton-radix-4096x1024x8`` (batches given top_p or min_p without top_k search their cutoffs by the
     split radix path instead of the split histogram path, at that many tokens of a row per program, per
     chunk, and warps; ``-prefetch``: its passes load each chunk one iteration ahead), or
-    ``triton-histogram-4096x1024x4`` (the split histogram path at that shape; ``-bins32``: parts per level;
+    ``triton-histogram-4096x1024x4`` (the split histogram path at that shape; ``-bins32``: parts per level,
+    16 to 256; ``-levels2`` (last in the name): that many levels instead of as many as bring a part to 1/256 nat;
     ``-nodecide``: every row a step may read searched, none of its drafts decided first; ``-decide``: drafts
     decided after the search's first level, ``-bounds``: from one pass's bounds before the search, each at any
     batch size, where the launcher decides from ``HISTOGRAM_DECIDE_MIN_BATCH``; ``-bounds16384x1024x4``: that
@@ -108,6 +109,7 @@ def launch_variant(name: str) -> Implementation | None:
         atomic = {None: None, "-atomic": 1, "-noatomic": 0}[histogram.group(10)]
         per_program = int(histogram.group(11)) if histogram.group(11) else None
         per_request = {None: None, "-percell": 0, "-perrequest": 1}[histogram.group(12)]
+        levels = int(histogram.group(13)) if histogram.group(13) else None
         if per_program is not None and not 2 <= per_program <= 16:
             raise SpecbenchError(f"{name}: -slicesN takes 2 to 16 slices a program, got {per_program}")
         if (bounds[0] is not None or rounds is not None) and decide != 2:
@@ -130,12 +132,14 @@ def launch_variant(name: str) -> Implementation | None:
                                 0: ", the last level counted by tl.histogram"}[atomic]
                              + (f", {per_program} slices a program" if per_program else "")
                              + {None: "", 0: ", one program a row and slice",
-                                1: ", each program its slice of every row of its request"}[per_request],
+                                1: ", each program its slice of every row of its request"}[per_request]
+                             + (f", {levels} levels" if levels else ""),
                        _triton_variant(None, split_search=1, histogram_slice=slice_, histogram_block=block,
                                        histogram_warps=warps, histogram_bins=bins,
                                        histogram_decide=decide, bounds_slice=bounds[0], bounds_block=bounds[1],
                                        bounds_warps=bounds[2], bounds_rounds=rounds, histogram_atomic=atomic,
-                                       histogram_slices_per_program=per_program, histogram_per_request=per_request))
+                                       histogram_slices_per_program=per_program, histogram_per_request=per_request,
+                                       histogram_levels=levels))
     match = _SHAPE_NAME.fullmatch(name)
     if match is None:
         return None

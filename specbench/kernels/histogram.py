@@ -121,7 +121,7 @@ STEP_LEVEL = tl.constexpr(1)
 STEP_GATHER = tl.constexpr(2)
 STEP_FINISH = tl.constexpr(3)
 STEP_DECIDE = tl.constexpr(4)
-MAX_BINS = 64  # the most bins a level's histogram may have (launch.HISTOGRAM_BINS)
+MAX_BINS = 256  # the most bins a level's histogram may have (launch.HISTOGRAM_BINS)
 MAX_LEVELS = 6
 COUNTS = tl.constexpr(MAX_BINS * MAX_LEVELS + 1)  # each level's counts, then the list's length
 STATE = tl.constexpr(8)  # state floats and ints per cell
@@ -346,7 +346,7 @@ def _finish_level(m, top_p, state, istate, cell_f, cell_i, counts, summary_f_ptr
         # the next window: those parts, cut into BINS parts of a power of two of theirs each
         span = last - first + 1
         grow = tl.zeros([], tl.int32)
-        for step in tl.static_range(1, 7):
+        for step in tl.static_range(1, BINS_SHIFT + 1):
             grow = tl.where(span > (1 << (step - 1)), step, grow)  # log2 of span, rounded up
         if TARGET_PROBS:
             tl.store(istate + I_LO, _edge(lo, first, width, TARGET_PROBS))

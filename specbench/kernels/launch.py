@@ -206,7 +206,8 @@ TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk"
                                  "histogram_warps": None, "histogram_bins": None,
                                  "histogram_decide": None, "bounds_slice": None, "bounds_block": None,
                                  "bounds_warps": None, "bounds_rounds": None, "histogram_atomic": None,
-                                 "histogram_slices_per_program": None, "histogram_per_request": None}
+                                 "histogram_slices_per_program": None, "histogram_per_request": None,
+                                 "histogram_levels": None}
 
 
 @contextlib.contextmanager
@@ -989,9 +990,15 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
     if bins & (bins - 1) or not 16 <= bins <= histogram.MAX_BINS:
         raise ValueError(f"the histogram path takes a power of two from 16 to {histogram.MAX_BINS} parts a level, "
                          f"got {bins}")
-    levels = _histogram_levels(bins)
-    if levels > histogram.MAX_LEVELS:  # (the counts hold MAX_LEVELS levels; 16 parts take six)
-        raise ValueError(f"the histogram path takes at most {histogram.MAX_LEVELS} levels, got {levels}")
+    # (a launch variant's levels, or as many as bring a part to 1/256 nat; fewer leave more candidates, and a row
+    # with more than the list holds is searched by one program: exact either way)
+    levels = TUNING["histogram_levels"] or _histogram_levels(bins)
+    if not 1 <= levels <= histogram.MAX_LEVELS:  # (the counts hold MAX_LEVELS levels; 16 parts take six)
+        raise ValueError(f"the histogram path takes 1 to {histogram.MAX_LEVELS} levels, got {levels}")
+    # (a part of the last level is at least 256 units / bins ** levels wide: at least 2**-16 units of logits, the
+    # float32 grid of a window's distances, and at least one bit pattern of probabilities, 2**28 / bins ** levels)
+    if bins ** levels > 2 ** 24:
+        raise ValueError(f"the histogram path takes parts ** levels up to 2**24, got {bins} ** {levels}")
     slices = _cdiv(vocab, slice_)
     cap = HISTOGRAM_CAP if device.type == "cuda" else min(HISTOGRAM_CAP, 64)  # (the interpreter sorts slowly)
     draft_ids, draft_kind, way = decide if decide is not None else (request_args[0], 0, None)  # (ids never read)

@@ -274,7 +274,7 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     out.extend((_split_histogram_kernel, {**constexprs, "BINS": more, "BINS_SHIFT": more.bit_length() - 1}, hist_warps,
                 "fp32")
                for more in (128, 256) for kernel, constexprs, _w, _d in so_far if kernel is _split_histogram_kernel
-               and not constexprs["TARGET_PROBS"] and constexprs["STEP"] == 1 and not constexprs["DECIDE"]
+               and constexprs["STEP"] == 1 and not constexprs["DECIDE"]
                and constexprs["SLICES_PER_PROGRAM"] == 1 and not constexprs["PER_REQUEST"]
                and (constexprs["FIRST"] or (constexprs["LAST"] and constexprs["ATOMIC"])))
     # target probabilities with truncated draft logits: their first level and decisions

@@ -290,14 +290,16 @@ def test_the_histogram_path_variants_give_the_same_summaries(small_blocks, monke
         assert torch.equal(plain[summarised], variant[summarised])
 
 
-@pytest.mark.parametrize(("bins", "levels"), [(128, 2), (256, 2), (256, None)])
-def test_more_parts_and_fewer_levels_give_the_same_step(small_blocks, monkeypatch, bins, levels):
-    """The split histogram path with 128 or 256 parts a level in two levels (or as many as its rule asks, two at
-    256): the tokens and summaries of the launcher's own 64 parts in three levels, bit for bit, target logits with
-    truncated draft logits (no row falls back to one program's search here, whose sums run in another order)."""
+@pytest.mark.parametrize(("bins", "levels", "target"), [(128, 2, "logits"), (256, None, "logits"),
+                                                      (128, 2, "probs"), (256, None, "probs")])
+def test_more_parts_and_fewer_levels_give_the_same_step(small_blocks, monkeypatch, bins, levels, target):
+    """The split histogram path with 128 or 256 parts a level in two levels (as many as its rule asks at 256): the
+    tokens and summaries of the launcher's own 64 parts in three levels, bit for bit, target logits or probabilities
+    with truncated draft logits (no target row falls back to one program's search here, whose sums run in another
+    order). Not covered here: a window of more than 64 parts (the rows are 40 tokens)."""
     launch = small_blocks
     monkeypatch.setitem(launch.TUNING, "split_search", 1)
-    inputs = _inputs(31, "logits", "logits")
+    inputs = _inputs(31, target, "logits")
     knobs = _knobs_without_top_k()
     runs = []
     for tuning in ({"histogram_bins": None, "histogram_levels": None},
@@ -314,7 +316,7 @@ def test_more_parts_and_fewer_levels_give_the_same_step(small_blocks, monkeypatc
         assert torch.equal(want.nan_to_num(7.0), got.nan_to_num(7.0)), name
     from specbench.kernels import histogram
 
-    batch, num_slots = inputs["target_logits"].shape[:2]
+    batch, num_slots = inputs[f"target_{target}"].shape[:2]
     on = ((knobs["top_p"] < 1) | (knobs["min_p"] > 0)) & (inputs["temperatures"] != 0)
     searched = on[:, None] & (torch.arange(num_slots)[None, :] <= inputs["num_draft_tokens"][:, None])
     for scratch in (plain_scratch, variant_scratch):  # (every searched target row found in the list)

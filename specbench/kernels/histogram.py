@@ -26,7 +26,8 @@ are used for.
    counts for the launches after. With ``SKIP_DECIDED`` (the drafts decided before, ``draft_bounds.py``)
    the programs of a cell the step will not read (``draft_bounds.skipped``) mark it ``SKIPPED`` and leave.
 2. ``STEP_LEVEL``, ``levels`` launches (``launch._histogram_levels``: as many as bring a part to 1/256
-   nat): each program counts its tokens *in play* (a value of mass and ``w >= min_p``, the contract's
+   nat, or a launch variant's ``-levelsN``; fewer leave more candidates, and a row with more than the list holds
+   falls back, below): each program counts its tokens *in play* (a value of mass and ``w >= min_p``, the contract's
    min-p) per part of the window (``tl.histogram``) and adds them to the cell's counts (integer atomics:
    the same in any order; with ``ATOMIC``, the launcher's default since ``results/h200-histogram-variants/``
    (the launch variants ``-noatomic`` turn it off), the last level adds one for each of its tokens inside the
@@ -123,7 +124,9 @@ STEP_FINISH = tl.constexpr(3)
 STEP_DECIDE = tl.constexpr(4)
 MAX_BINS = 256  # the most bins a level's histogram may have (launch.HISTOGRAM_BINS)
 MAX_LEVELS = 6
-COUNTS = tl.constexpr(MAX_BINS * MAX_LEVELS + 1)  # each level's counts, then the list's length
+# each level's counts, then the list's length: room for the most parts in all levels the launcher allows (parts **
+# levels at most 2**24: 16 parts in six levels, 32 or 64 in four, 128 or 256 in three)
+COUNTS = tl.constexpr(3 * MAX_BINS + 1)
 STATE = tl.constexpr(8)  # state floats and ints per cell
 PART = tl.constexpr(8)  # partial floats and ints per (cell, slice)
 RANGE_UNITS = tl.constexpr(256.0)  # logits: the first level's parts span 256 units (32 nats), the last open-ended

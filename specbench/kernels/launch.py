@@ -997,7 +997,7 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
         raise ValueError(f"the histogram path takes 1 to {histogram.MAX_LEVELS} levels, got {levels}")
     # (a part of the last level is at least 256 units / bins ** levels wide: at least 2**-16 units of logits, the
     # float32 grid of a window's distances, and at least one bit pattern of probabilities, 2**28 / bins ** levels)
-    if bins ** levels > 2 ** 24:
+    if bins ** levels > 2 ** 24 or bins * levels > histogram.COUNTS.value - 1:
         raise ValueError(f"the histogram path takes parts ** levels up to 2**24, got {bins} ** {levels}")
     slices = _cdiv(vocab, slice_)
     cap = HISTOGRAM_CAP if device.type == "cuda" else min(HISTOGRAM_CAP, 64)  # (the interpreter sorts slowly)

@@ -62,6 +62,7 @@ POINTERS = {
     "list_v_ptr": "*fp32", "list_w_ptr": "*fp32", "state_f_ptr": "*fp32", "state_i_ptr": "*i32",
     "part_f_ptr": "*fp32", "part_i_ptr": "*i32", "nodes_ptr": "*i32", "parents_ptr": "*i64", "rates_ptr": "*fp32",
     "record_f_ptr": "*fp32", "record_i_ptr": "*i32", "race_f_ptr": "*fp32", "race_i_ptr": "*i32", "decided_ptr": "*i32",
+    "row_max_ptr": "*fp32",
     "counts_ptr": "*i32", "list_f_ptr": "*fp32", "list_i_ptr": "*i32",
 }
 MODES = {"greedy": 0, "probabilistic": 1, "synthetic": 2}
@@ -230,10 +231,12 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     bins = launch.HISTOGRAM_BINS
     # (and with DECIDE, the first level and the decisions, STEP_DECIDE, for each draft form it takes: with target
     # probabilities the draft logits here are left whole, which decides nothing)
-    # (and with SKIP_DECIDED, the first launch after draft_bounds.py's decisions)
-    plain = {"DECIDE": 0, "SKIP_DECIDED": 0, "DRAFT": 0, "ATOMIC": 0}
-    hist_steps = [{"STEP": 0, "FIRST": 0, "LAST": 0, **plain}, {"STEP": 0, "FIRST": 0, "LAST": 0, **plain,
-                                                                  "SKIP_DECIDED": 1},
+    # (and with SKIP_DECIDED, the first launch after draft_bounds.py's decisions, taking the stop rows' largest values
+    # from there, BOUNDS_MAX, or reading them again, -noboundsmax)
+    plain = {"DECIDE": 0, "SKIP_DECIDED": 0, "BOUNDS_MAX": 0, "DRAFT": 0, "ATOMIC": 0}
+    hist_steps = [{"STEP": 0, "FIRST": 0, "LAST": 0, **plain},
+                  *({"STEP": 0, "FIRST": 0, "LAST": 0, **plain, "SKIP_DECIDED": 1, "BOUNDS_MAX": bounds_max}
+                    for bounds_max in (1, 0)),
                   {"STEP": 1, "FIRST": 1, "LAST": 0, **plain},
                   {"STEP": 1, "FIRST": 0, "LAST": 0, **plain}, {"STEP": 1, "FIRST": 0, "LAST": 1, **plain},
                   {"STEP": 2, "FIRST": 0, "LAST": 0, **plain}, {"STEP": 3, "FIRST": 0, "LAST": 0, **plain},
@@ -287,7 +290,7 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     # probabilities (a draft row's sums are the target logits' code), and the decisions for each draft form
     bounds_slice, bounds_block, bounds_warps = launch._bounds_shape(1 << 17, _GPU)
     bounds = {"MODE": 1, "HAS_TOP_K": 0, "HAS_TOP_P": 1, "HAS_MIN_P": 1, "SLICE": bounds_slice, "BLOCK": bounds_block,
-              "PREFETCH": 1, "P_BLOCK": 16}
+              "PREFETCH": 1, "P_BLOCK": 16, "ROW_MAX_STRIDE": 8}
     # (and in rounds, one per slot: target logits with truncated draft logits)
     out.extend((_draft_bounds_kernel, {**bounds, "DRAFT": draft, "TARGET_PROBS": target_probs, "STEP": step,
                                        "ROUNDS": rounds}, bounds_warps if step == 0 else 1, "fp32")

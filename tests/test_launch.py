@@ -271,6 +271,27 @@ def test_after_decisions_from_the_bounds_each_histogram_program_takes_every_row_
     assert launch.TUNING["histogram_per_request"] is None
 
 
+def test_after_decisions_from_the_bounds_the_search_takes_the_stop_rows_largest_values_from_them(monkeypatch):
+    """Where the drafts were decided from one pass's bounds, the split histogram path's first launch takes the
+    largest value of each row searched at a request's stop from that pass (BOUNDS_MAX), unless -noboundsmax says to
+    read the rows again; with no decisions first there is no such pass and nothing to take (-boundsmax then changes
+    nothing). The same tokens every way."""
+    launches = _recorded_histogram_launches(monkeypatch)
+    kwargs = _top_p_call(7, 2, 3)
+    results = []
+    for name, bounds_max in (("triton-histogram-4096x1024x4-bounds", True),
+                             ("triton-histogram-4096x1024x4-bounds-noboundsmax", False),
+                             ("triton-histogram-4096x1024x4-nodecide-boundsmax", False)):
+        launches.clear()
+        results.append(resolve(name).prepare(dict(kwargs))())
+        first = [c for _grid, c in launches if c["STEP"] == 0]
+        assert len(first) == 1 and first[0]["BOUNDS_MAX"] is bounds_max, name
+        assert all(not c["BOUNDS_MAX"] for _grid, c in launches if c["STEP"] != 0), name
+    for result in results[1:]:
+        assert torch.equal(result.output_token_ids, results[0].output_token_ids)
+    assert launch.TUNING["histogram_bounds_max"] is None
+
+
 def test_the_split_searches_follow_a_launch_variant(h100):
     """The histogram path is the default search of a batch given no top_k; a triton-radix-... variant takes
     the radix path at its shape, a triton-histogram-... variant sets the histogram path's shape."""

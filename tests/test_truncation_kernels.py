@@ -760,6 +760,62 @@ def test_decided_drafts_equal_the_reference(small_blocks, monkeypatch, form, str
         assert bool((decided[clean, 0] > 0).any()), decided  # a draft accepted without a search
 
 
+@pytest.mark.parametrize(("form", "rounds"), [(FORMS[1], 0), (FORMS[1], 1), (FORMS[6], 0)])
+def test_the_stop_rows_largest_values_from_the_bounds_pass_give_the_same_search(small_blocks, monkeypatch, form,
+                                                                                rounds):
+    """Drafts decided from one pass's bounds (all slots at once, or a round per slot): the search's first launch
+    taking the largest value of each row searched at a request's stop from that pass (``histogram_bounds_max`` 1,
+    the launcher's) gives the same tokens, summaries (bit for bit: request 0's target rows peak at -0.0, which
+    both read as +0.0) and level counts as reading the rows again (0), on fresh NaN scratch; and the pass's
+    values were used: requests that decide stop before their last draft (request 0 among them, on logits)."""
+    from specbench.kernels import histogram
+
+    target, draft, truncate_draft = form
+    inputs = _inputs(37 + FORMS.index(form), target, draft)
+    if target == "logits":
+        logits = inputs["target_logits"]
+        logits[0] = -logits[0].nan_to_num(nan=-math.inf).abs()
+        peaks = logits[0].argmax(-1)
+        logits[0, torch.arange(K + 1), peaks] = -0.0
+    values = inputs.get("target_logits", inputs.get("target_probs"))
+    inputs["draft_token_ids"] = values[:, :K].nan_to_num(nan=-math.inf).argmax(-1)  # accepted mostly
+    for b, slot in ((0, 1), (4, 0), (5, 1)):  # drafts the target's cut leaves out (its least value): rejected
+        row = values[b, slot].nan_to_num(nan=math.inf)
+        inputs["draft_token_ids"][b, slot] = row.masked_fill(row <= (0 if target == "probs" else -1e30),
+                                                             math.inf).argmin()
+    keywords = {"knobs": {"top_p": torch.tensor([0.7, 0.9, 0.95, 0.8, 0.6, 0.999])},
+                "truncate_draft_logits": truncate_draft}
+    runs = []
+    for bounds_max in (0, 1):
+        monkeypatch.setitem(small_blocks.TUNING, "histogram_bounds_max", bounds_max)
+        monkeypatch.setitem(small_blocks.TUNING, "split_search", 1)
+        monkeypatch.setitem(small_blocks.TUNING, "histogram_decide", 2)
+        monkeypatch.setitem(small_blocks.TUNING, "bounds_rounds", rounds)
+        scratches = _histogram_scratches(monkeypatch, small_blocks)
+        with small_blocks.strategy("split"):
+            runs.append((_verify(inputs, **keywords), scratches[0]))
+    (plain, plain_scratch), (variant, variant_scratch) = runs
+    _same(variant, plain)
+    _same(plain, _reference(inputs, **keywords))
+    batch, num_slots = inputs["draft_token_ids"].shape[0], K + 1
+    for name in ("summary_f", "summary_i", "counts"):
+        want, got = getattr(plain_scratch, name), getattr(variant_scratch, name)
+        if want.is_floating_point():
+            want, got = want.nan_to_num(7.0).view(torch.int32), got.nan_to_num(7.0).view(torch.int32)
+        assert torch.equal(want, got), name
+    decided = variant_scratch.decided.view(batch, 2)
+    deciding = (keywords["knobs"]["top_p"] < 1) & (inputs["temperatures"] != 0)
+    stops = deciding & (decided[:, 0] < inputs["num_draft_tokens"])
+    assert int(stops.sum()) >= 2, decided
+    if target == "logits":  # (request 0's row at its stop was searched, its largest value +0.0)
+        summaries = variant_scratch.summary_f[:batch * num_slots * 8].view(batch, num_slots, 2, 4)
+        assert bool(stops[0]), decided
+        m = summaries[0, int(decided[0, 0]), 0, 0]
+        assert float(m) == 0.0 and not bool(torch.signbit(m)), m
+    stage = variant_scratch.radix_state_i[:batch * num_slots * 2 * histogram.STATE.value]
+    assert bool((stage.view(batch, num_slots, 2, -1)[..., 0] == histogram.SKIPPED.value).any())
+
+
 @pytest.mark.parametrize("draft", ["logits", "probs"])
 @pytest.mark.parametrize("way", [1, 2])
 def test_decisions_on_rows_of_no_mass(small_blocks, monkeypatch, draft, way):

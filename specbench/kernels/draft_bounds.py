@@ -14,8 +14,8 @@ only on the rows the step will read (``launch.HISTOGRAM_DECIDE``, way ``"bounds"
    Sums: every token's (``Z_s``); the tokens before the draft ``x`` in the row's order (``A_s``: larger
    value, or equal value and smaller id); and, for each depth ``d_j = 2**j`` nats (``j < DEPTHS``), the
    tokens of value above ``x``'s less ``d_j`` (``G_js``: ``z > z_x - d_j``, or ``p > p_x exp(-d_j)``). It
-   also keeps the slice's largest logit. These sums stand in the partials of the histogram path, read
-   before its first launch writes them.
+   also keeps the slice's largest value (a logit, or a probability; ``-0`` kept as ``+0``, as the search reads
+   it). These sums stand in the partials of the histogram path, read before its first launch writes them.
 2. ``STEP_DECIDE`` (grid ``B``, one program per request): each row's sums are its slices' sums, ``p`` is
    ``x``'s own mass (1, or ``p_x``), ``M = Z`` and ``T = top_p M``. In a row of logits whose largest value
    ``z_max`` lies more than ``REACH`` above ``z_x`` (a mass clamped), ``p'(x)`` lies between 0 and
@@ -32,7 +32,10 @@ only on the rows the step will read (``launch.HISTOGRAM_DECIDE``, way ``"bounds"
    is surely accepted when ``u q'(x)`` (``u`` the step's own uniform) lies below the least ``p'(x)`` by
    ``DECISION_MARGIN``, surely rejected when above the largest (or ``p'(x)`` is 0, or ``x`` no valid id),
    and otherwise not decided. The program writes ``(t, clean)``: ``t`` the first slot not surely
-   accepted (or ``n``), ``clean`` whether it was surely rejected (or ``t = n``).
+   accepted (or ``n``), ``clean`` whether it was surely rejected (or ``t = n``). Where ``t < n`` it also
+   writes row ``t``'s largest values (the target's, and with truncated draft logits the draft's: the largest
+   of its slices' values) to the search's state, whose first launch takes them instead of reading the row
+   again (``histogram.py``, ``BOUNDS_MAX``): the same values, as the largest of any split of the row.
 
 A request *decides* when it is probabilistic, valid, not greedy, with ``top_p`` on and ``top_k`` and
 ``min_p`` off (``min_p`` keeps tokens by the row's largest value, which one slice does not know). Any
@@ -56,7 +59,7 @@ from specbench.kernels.truncation import cell_program, request_knobs
 STEP_SUMS = tl.constexpr(0)
 STEP_DECIDE = tl.constexpr(1)
 PART = tl.constexpr(8)  # partial floats per (cell, slice): the histogram path's partials, reused
-P_MAX = tl.constexpr(0)  # the slice's largest value (logits)
+P_MAX = tl.constexpr(0)  # the slice's largest value
 P_ALL = tl.constexpr(1)  # Z_s
 P_AHEAD = tl.constexpr(2)  # A_s
 P_DEPTH = tl.constexpr(3)  # G_js, j = 0..DEPTHS - 1
@@ -147,7 +150,7 @@ def _slice_sums(row, x, V, inv_temperature, start, part, SLICE: tl.constexpr, TA
         else:
             value = clean(raw * inv_temperature)
             mass = tl.exp(tl.minimum(value - reference, REACH))
-            high = tl.maximum(high, value)
+        high = tl.maximum(high, value)
         total += mass
         ahead += tl.where((value > x_value) | ((value == x_value) & (offs < x)), mass, 0.0)
         g0 += tl.where(value > t0, mass, 0.0)
@@ -155,7 +158,8 @@ def _slice_sums(row, x, V, inv_temperature, start, part, SLICE: tl.constexpr, TA
         g2 += tl.where(value > t2, mass, 0.0)
         g3 += tl.where(value > t3, mass, 0.0)
         g4 += tl.where(value > t4, mass, 0.0)
-    tl.store(part + P_MAX, tl.max(high, axis=0))
+    top = tl.max(high, axis=0)
+    tl.store(part + P_MAX, tl.where(top == 0.0, 0.0, top))  # (a -0 as +0, as values_of reads it: the search's m)
     tl.store(part + P_ALL, tl.sum(total, axis=0))
     tl.store(part + P_AHEAD, tl.sum(ahead, axis=0))
     tl.store(part + P_DEPTH + 0, tl.sum(g0, axis=0))
@@ -186,16 +190,17 @@ def _depth_bound(cell_f, slices, present, J: tl.constexpr, x_value, target, slac
 @triton.jit
 def _bounds(row, cell_f, x, V, inv_temperature, top_p, NUM_SLICES, TARGET_PROBS: tl.constexpr,
             P_BLOCK: tl.constexpr):
-    # bounds (lo, hi) on p'(x) of a row from its slices' sums (x a valid id), and whether they hold
+    # bounds (lo, hi) on p'(x) of a row from its slices' sums (x a valid id), whether they hold, and the row's
+    # largest value
     slices = tl.arange(0, P_BLOCK)
     present = slices < NUM_SLICES
+    high = tl.max(tl.load(cell_f + slices * PART + P_MAX, mask=present, other=float("-inf")), axis=0)
     x_value, p = values_of(load_row(row, x, V, TARGET_PROBS), inv_temperature, 0.0, TARGET_PROBS)
     in_play = x_value > float("-inf")
     reached = in_play
     far_hi = tl.zeros([], tl.float32)
     if not TARGET_PROBS:
         p = tl.where(in_play, 1.0, 0.0)  # (the masses are relative to x's)
-        high = tl.max(tl.load(cell_f + slices * PART + P_MAX, mask=present, other=float("-inf")), axis=0)
         reached = high - x_value <= REACH  # (no token's mass clamped)
         # x more than REACH below the row's largest value: p'(x) <= p(x) / T <= exp(z_x - high) / top_p
         # (x of no mass: 0)
@@ -213,17 +218,19 @@ def _bounds(row, cell_f, x, V, inv_temperature, top_p, NUM_SLICES, TARGET_PROBS:
     hi = tl.where(kept | reached, hi, far_hi)
     # (a row of no mass gives no bounds: the step reads a target row of no mass as invalid, and a draft row of no
     # mass as a one-hot draft, q'(x) = 1)
-    return lo, hi, (play > 0.0) & (kept | (~reached) | out)
+    return lo, hi, (play > 0.0) & (kept | (~reached) | out), high
 
 
 @triton.jit
-def _decide_request(b, slot, part_f, decided_ptr, t_row0, t_stride_k, d_row0, d_stride_k, draft_ids_ptr,
+def _decide_request(b, slot, part_f, decided_ptr, row_max_ptr, t_row0, t_stride_k, d_row0, d_stride_k, draft_ids_ptr,
                     draft_ids_stride, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, top_k_ptr, top_p_ptr,
                     min_p_ptr, V, NUM_SLOTS, NUM_SLICES, MODE: tl.constexpr, DRAFT: tl.constexpr,
                     TARGET_PROBS: tl.constexpr, HAS_TOP_K: tl.constexpr, HAS_TOP_P: tl.constexpr,
-                    HAS_MIN_P: tl.constexpr, ROUNDS: tl.constexpr, P_BLOCK: tl.constexpr):
+                    HAS_MIN_P: tl.constexpr, ROUNDS: tl.constexpr, P_BLOCK: tl.constexpr,
+                    ROW_MAX_STRIDE: tl.constexpr):
     # STEP_DECIDE: request b's (t, clean), from its draft rows' sums: every slot in order, or (ROUNDS) slot
-    # `slot` alone where the rounds before accepted every slot before it (t == slot, clean)
+    # `slot` alone where the rounds before accepted every slot before it (t == slot, clean); and where it stops
+    # at t < n, row t's largest values (each side the search reads) for the search
     n, greedy, inv_temperature, position, key_of_seed = request_setup(
         b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE)
     truncated, k, top_p, min_p = request_knobs(b, top_k_ptr, top_p_ptr, min_p_ptr, V, HAS_TOP_K, HAS_TOP_P,
@@ -246,16 +253,21 @@ def _decide_request(b, slot, part_f, decided_ptr, t_row0, t_stride_k, d_row0, d_
         x_valid = (x >= 0) & (x < V)
         x_safe = tl.where(x_valid, x, 0).to(tl.int32)
         cell = (b * NUM_SLOTS + i) * 2
-        p_lo, p_hi, sure = _bounds(t_row0 + i * t_stride_k, part_f + cell * NUM_SLICES * PART, x_safe, V,
-                                   inv_temperature, top_p, NUM_SLICES, TARGET_PROBS, P_BLOCK)
+        p_lo, p_hi, sure, p_high = _bounds(t_row0 + i * t_stride_k, part_f + cell * NUM_SLICES * PART, x_safe, V,
+                                           inv_temperature, top_p, NUM_SLICES, TARGET_PROBS, P_BLOCK)
+        q_high = p_high
         if DRAFT == DRAFT_LOGITS:  # (truncated: the launcher decides no other draft logits)
-            q_lo, q_hi, q_sure = _bounds(d_row0 + i * d_stride_k, part_f + (cell + 1) * NUM_SLICES * PART, x_safe,
-                                         V, inv_temperature, top_p, NUM_SLICES, False, P_BLOCK)
+            q_lo, q_hi, q_sure, q_high = _bounds(d_row0 + i * d_stride_k, part_f + (cell + 1) * NUM_SLICES * PART,
+                                                 x_safe, V, inv_temperature, top_p, NUM_SLICES, False, P_BLOCK)
             sure = sure & q_sure
         else:  # one-hot drafts: 1; draft probabilities cleaned, as the step reads them
             q_lo = draft_prob_at(d_row0 + i * d_stride_k + x_safe, x_valid, 1.0, 0.0, 1.0, DRAFT)
             q_hi = q_lo
         stop, t, clean_stop = decide_slot(i, x_valid, p_lo, p_hi, q_lo, q_hi, sure, key_of_seed, position, clean_stop)
+        # (stopped here: the step reads this row, t = i < n, and the search takes its largest values from here)
+        tl.store(row_max_ptr + cell * ROW_MAX_STRIDE, p_high, mask=stop)
+        if DRAFT == DRAFT_LOGITS:
+            tl.store(row_max_ptr + (cell + 1) * ROW_MAX_STRIDE, q_high, mask=stop)
         i += 1
         going = (~stop) & (i < last)
     if written:
@@ -267,6 +279,7 @@ def _decide_request(b, slot, part_f, decided_ptr, t_row0, t_stride_k, d_row0, d_
 def _draft_bounds_kernel(
     part_f_ptr,  # [B * (K + 1) * 2, NUM_SLICES, PART] float32 scratch (the histogram path's partials)
     decided_ptr,  # [B, 2] int32: (t, clean) per request (written by STEP_DECIDE)
+    row_max_ptr,  # float32: each searched cell c's largest value at c * ROW_MAX_STRIDE (the search's state, m)
     target_ptr, target_stride_b, target_stride_k,  # [B, K + 1, V] logits, or probabilities (TARGET_PROBS)
     draft_ptr, draft_stride_b, draft_stride_k,  # [B, K, V] draft logits (truncated) or probabilities, or any
     # row (one-hot drafts: never read)
@@ -287,14 +300,16 @@ def _draft_bounds_kernel(
     BLOCK: tl.constexpr,  # tokens per chunk
     PREFETCH: tl.constexpr,  # each chunk loaded one iteration ahead
     P_BLOCK: tl.constexpr,  # a power of two >= NUM_SLICES
+    ROW_MAX_STRIDE: tl.constexpr,  # floats from a cell's largest value to the next cell's
 ):
     # grid (B, K, sides * NUM_SLICES), or (B, 1, sides * NUM_SLICES) a round; STEP_DECIDE (B,)
     if STEP == STEP_DECIDE:
         b = tl.program_id(0).to(tl.int64)
-        _decide_request(b, slot, part_f_ptr, decided_ptr, target_ptr + b * target_stride_b, target_stride_k,
+        _decide_request(b, slot, part_f_ptr, decided_ptr, row_max_ptr, target_ptr + b * target_stride_b, target_stride_k,
                         draft_ptr + b * draft_stride_b, draft_stride_k, draft_ids_ptr, draft_ids_stride, num_draft_ptr,
                         temperature_ptr, seed_ptr, position_ptr, top_k_ptr, top_p_ptr, min_p_ptr, V, NUM_SLOTS,
-                        NUM_SLICES, MODE, DRAFT, TARGET_PROBS, HAS_TOP_K, HAS_TOP_P, HAS_MIN_P, ROUNDS, P_BLOCK)
+                        NUM_SLICES, MODE, DRAFT, TARGET_PROBS, HAS_TOP_K, HAS_TOP_P, HAS_MIN_P, ROUNDS, P_BLOCK,
+                        ROW_MAX_STRIDE)
     else:
         b, r, side, s, n, greedy, inv_temperature, truncated, k, _top_p, min_p = cell_program(
             num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, top_k_ptr, top_p_ptr, min_p_ptr, V, NUM_SLOTS,

@@ -24,7 +24,11 @@ are used for.
    window (distances 0 to 256 units, the last part also taking every token further) or, for a row with
    no value of mass, writes the summary (nothing kept). Each program clears its share of the cell's
    counts for the launches after. With ``SKIP_DECIDED`` (the drafts decided before, ``draft_bounds.py``)
-   the programs of a cell the step will not read (``draft_bounds.skipped``) mark it ``SKIPPED`` and leave.
+   the programs of a cell the step will not read (``draft_bounds.skipped``) mark it ``SKIPPED`` and leave;
+   with ``BOUNDS_MAX`` too (the launcher's way, ``launch.HISTOGRAM_BOUNDS_MAX``), a request that decided there
+   and stopped at ``t < n`` has row ``t``'s largest values in its cells' state already (``F_M``, written by that
+   pass from its own read of the row), and those cells' programs read nothing: the last to arrive takes ``m``
+   from there.
 2. ``STEP_LEVEL``, ``levels`` launches (``launch._histogram_levels``: as many as bring a part to 1/256
    nat, or a launch variant's ``-levelsN``; fewer leave more candidates, and a row with more than the list holds
    falls back, below): each program counts its tokens *in play* (a value of mass and ``w >= min_p``, the contract's
@@ -104,7 +108,7 @@ import triton.language as tl
 
 from specbench.kernels.cutoffs import _order_key32, load_row, truncate_row_radix, value_of_key32, values_of
 from specbench.kernels.decide import DRAFT_LOGITS, draft_prob_at, request_setup, request_valid
-from specbench.kernels.draft_bounds import bracket, decide_slot, skipped
+from specbench.kernels.draft_bounds import bracket, decide_slot, decides, skipped
 from specbench.kernels.radix import _slice_max
 from specbench.kernels.rows import clean
 from specbench.kernels.split import last_to_arrive
@@ -447,14 +451,14 @@ def _finish(row, V, inv_temperature, k, top_p, min_p, m, stage, state, istate, c
 
 
 @triton.jit
-def _histogram_row(row, cell, s, x, V, inv_temperature, k, top_p, min_p, level, state_f, state_i, part_f, part_i,
+def _histogram_row(row, cell, s, x, known, V, inv_temperature, k, top_p, min_p, level, state_f, state_i, part_f, part_i,
                    counts_ptr, list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES,
                    ZERO_SHARE, STEP: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr, SLICE: tl.constexpr,
                    BINS: tl.constexpr, BINS_SHIFT: tl.constexpr, CAP: tl.constexpr, TARGET_PROBS: tl.constexpr,
                    HAS_MIN_P: tl.constexpr, DECIDE: tl.constexpr, BLOCK: tl.constexpr, P_BLOCK: tl.constexpr,
                    ATOMIC: tl.constexpr):
     # one program's share of one step for one cell (row `row`, slice s; x the cell's draft, read only with
-    # DECIDE at the first level); top_p the request's (the search takes 0 for a row keeping its first token
+    # DECIDE at the first level; `known`: STEP_MAX, the row's largest value is in the cell's state); top_p the request's (the search takes 0 for a row keeping its first token
     # only, k = 1; the fallback the knobs as they are)
     state = state_f + cell * STATE
     istate = state_i + cell * STATE
@@ -467,11 +471,16 @@ def _histogram_row(row, cell, s, x, V, inv_temperature, k, top_p, min_p, level, 
         for zero in range(s * ZERO_SHARE, (s + 1) * ZERO_SHARE, 256):  # this program's share of the counts
             lanes = zero + tl.arange(0, 256)
             tl.store(counts + lanes, tl.zeros([256], tl.int32), mask=(lanes < (s + 1) * ZERO_SHARE) & (lanes < COUNTS))
-        tl.store(cell_f + s * PART + P_MAX, _slice_max(row, V, inv_temperature, s * SLICE, SLICE, TARGET_PROBS,
-                                                       BLOCK, False))
+        if not known:
+            tl.store(cell_f + s * PART + P_MAX, _slice_max(row, V, inv_temperature, s * SLICE, SLICE, TARGET_PROBS,
+                                                           BLOCK, False))
         if last_to_arrive(arrivals_ptr, cell, NUM_SLICES):
-            slices = tl.arange(0, P_BLOCK)
-            m = tl.max(tl.load(cell_f + slices * PART + P_MAX, mask=slices < NUM_SLICES, other=float("-inf")), axis=0)
+            if known:
+                m = tl.load(state + F_M)
+            else:
+                slices = tl.arange(0, P_BLOCK)
+                m = tl.max(tl.load(cell_f + slices * PART + P_MAX, mask=slices < NUM_SLICES, other=float("-inf")),
+                           axis=0)
             tl.store(state + F_M, m)
             # the first window: the whole row, in BINS parts
             tl.store(state + F_LO, 0.0)
@@ -610,7 +619,7 @@ def _decide_request(b, state_f, state_i, part_f, summary_f_ptr, summary_i_ptr, d
 @triton.jit
 def _histogram_slice(request, s, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS: tl.constexpr,
                      TRUNCATE_DRAFT: tl.constexpr, HAS_MIN_P: tl.constexpr, STEP: tl.constexpr, DECIDE: tl.constexpr,
-                     SKIP_DECIDED: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr, SLICE: tl.constexpr,
+                     SKIP_DECIDED: tl.constexpr, BOUNDS_MAX: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr, SLICE: tl.constexpr,
                      BLOCK: tl.constexpr, BINS: tl.constexpr, BINS_SHIFT: tl.constexpr, CAP: tl.constexpr,
                      P_BLOCK: tl.constexpr, ATOMIC: tl.constexpr):
     # a program's share of a step for slice s of its cell (the request's row r, side), where the step reads it
@@ -619,13 +628,18 @@ def _histogram_slice(request, s, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE,
      summary_i_ptr, decided_ptr, target_ptr, target_stride_b, target_stride_k, draft_ptr, draft_stride_b,
      draft_stride_k, draft_ids_ptr, draft_ids_stride) = pointers
     wanted = summary_wanted(truncated, greedy, r, n, side, TRUNCATE_DRAFT)
+    known = tl.zeros([], tl.int1)  # (STEP_MAX: whether the row's largest value is in the cell's state)
     if SKIP_DECIDED and (STEP == STEP_MAX):
         # the drafts were decided before this launch (draft_bounds.py): a cell the step will not read is
-        # marked skipped, for the launches after, and passed over
-        skip = wanted & skipped(r, tl.load(decided_ptr + b * 2), tl.load(decided_ptr + b * 2 + 1))
+        # marked skipped, for the launches after, and passed over; with BOUNDS_MAX a request that decided there
+        # and stopped at t < n left row t's largest values in its cells' state
+        t = tl.load(decided_ptr + b * 2)
+        skip = wanted & skipped(r, t, tl.load(decided_ptr + b * 2 + 1))
         if skip & (s == 0):
             tl.store(state_i_ptr + ((b * NUM_SLOTS + r) * 2 + side) * STATE + I_STAGE, SKIPPED)
         wanted = wanted & (~skip)
+        if BOUNDS_MAX:
+            known = (decides(truncated, greedy, k, min_p, inv_temperature) != 0) & (r == t) & (t < n)
     if wanted:
         cell = (b * NUM_SLOTS + r) * 2 + side
         x = r * 0  # the cell's draft (the first level with DECIDE; the bonus row's and an invalid id: 0)
@@ -633,13 +647,13 @@ def _histogram_slice(request, s, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE,
             x = tl.load(draft_ids_ptr + b * draft_ids_stride + r, mask=r < n, other=0)
             x = tl.where((x >= 0) & (x < V), x, 0).to(tl.int32)
         if side == 0:
-            _histogram_row(target_ptr + b * target_stride_b + r * target_stride_k, cell, s, x, V, inv_temperature,
+            _histogram_row(target_ptr + b * target_stride_b + r * target_stride_k, cell, s, x, known, V, inv_temperature,
                            k, top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr,
                            list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES, ZERO_SHARE,
                            STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, TARGET_PROBS, HAS_MIN_P, DECIDE, BLOCK,
                            P_BLOCK, ATOMIC)
         else:
-            _histogram_row(draft_ptr + b * draft_stride_b + r * draft_stride_k, cell, s, x, V, inv_temperature, k,
+            _histogram_row(draft_ptr + b * draft_stride_b + r * draft_stride_k, cell, s, x, known, V, inv_temperature, k,
                            top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr,
                            list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES, ZERO_SHARE,
                            STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, False, HAS_MIN_P, DECIDE, BLOCK, P_BLOCK,
@@ -674,6 +688,7 @@ def _split_histogram_kernel(
     DECIDE: tl.constexpr,  # the first level: also each draft's mass before it (for STEP_DECIDE, launched after)
     SKIP_DECIDED: tl.constexpr,  # STEP_MAX: the drafts were decided before (draft_bounds.py): pass over what the
     # step will not read
+    BOUNDS_MAX: tl.constexpr,  # STEP_MAX with SKIP_DECIDED: row t's largest values from that pass (cells' state)
     DRAFT: tl.constexpr,  # STEP_DECIDE: the draft form (DRAFT_NONE, DRAFT_LOGITS truncated, DRAFT_PROBS)
     FIRST: tl.constexpr,  # STEP_LEVEL: the first level
     LAST: tl.constexpr,  # STEP_LEVEL: the last level
@@ -720,25 +735,25 @@ def _split_histogram_kernel(
                 if tl.max(tl.where(rows == row, stages, CLOSED), axis=0) >= SEARCH:
                     _program_slices((b, row, side, n, greedy, inv_temperature, truncated, k, top_p, min_p), group,
                                     pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
-                                    TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, FIRST, LAST, SLICE, BLOCK,
+                                    TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE, BLOCK,
                                     BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, SLICES_PER_PROGRAM)
         else:
             _program_slices((b, r, side, n, greedy, inv_temperature, truncated, k, top_p, min_p), group, pointers, V,
                             NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS, TRUNCATE_DRAFT, HAS_MIN_P, STEP,
-                            DECIDE, SKIP_DECIDED, FIRST, LAST, SLICE, BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC,
+                            DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE, BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC,
                             SLICES_PER_PROGRAM)
 
 
 @triton.jit
 def _program_slices(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS: tl.constexpr,
                     TRUNCATE_DRAFT: tl.constexpr, HAS_MIN_P: tl.constexpr, STEP: tl.constexpr, DECIDE: tl.constexpr,
-                    SKIP_DECIDED: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr, SLICE: tl.constexpr,
+                    SKIP_DECIDED: tl.constexpr, BOUNDS_MAX: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr, SLICE: tl.constexpr,
                     BLOCK: tl.constexpr, BINS: tl.constexpr, BINS_SHIFT: tl.constexpr, CAP: tl.constexpr,
                     P_BLOCK: tl.constexpr, ATOMIC: tl.constexpr, SLICES_PER_PROGRAM: tl.constexpr):
     # a program's share of a step for one cell: its slice (or group of slices), or with STEP_FINISH the cell
     if (STEP == STEP_FINISH) or (SLICES_PER_PROGRAM == 1):  # (STEP_FINISH: one program a cell, group 0)
         _histogram_slice(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
-                         TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, FIRST, LAST, SLICE, BLOCK, BINS,
+                         TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE, BLOCK, BINS,
                          BINS_SHIFT, CAP, P_BLOCK, ATOMIC)
     else:
         # the program's slices in turn; each arrives apart, so the row's last slice to arrive finishes the step, as
@@ -747,5 +762,5 @@ def _program_slices(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHA
             s = group * SLICES_PER_PROGRAM + j
             if s < NUM_SLICES:
                 _histogram_slice(request, s, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
-                                 TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, FIRST, LAST, SLICE, BLOCK,
+                                 TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE, BLOCK,
                                  BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC)

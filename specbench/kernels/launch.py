@@ -207,7 +207,7 @@ TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk"
                                  "histogram_decide": None, "bounds_slice": None, "bounds_block": None,
                                  "bounds_warps": None, "bounds_rounds": None, "histogram_atomic": None,
                                  "histogram_slices_per_program": None, "histogram_per_request": None,
-                                 "histogram_levels": None}
+                                 "histogram_levels": None, "histogram_bounds_max": None}
 
 
 @contextlib.contextmanager
@@ -931,6 +931,10 @@ HISTOGRAM_SLICES_PER_PROGRAM = 1
 # first level from 71 to 109 registers a thread, the likely cause, not measured apart); 9 to 63 not measured
 HISTOGRAM_PER_REQUEST = True
 HISTOGRAM_PER_REQUEST_MAX_BATCH = 8
+# ... and whether, where the drafts were decided from one pass's bounds, its first launch takes the largest value of
+# each searched row at a request's stop t < n from that pass (which read the row; histogram.py, BOUNDS_MAX) instead
+# of reading the row again (the launch variants triton-histogram-...-boundsmax / -noboundsmax choose). Untimed.
+HISTOGRAM_BOUNDS_MAX = True
 
 
 def _histogram_shape(vocab: int, device: torch.device) -> tuple[int, int, int]:
@@ -1010,13 +1014,14 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
     zero_share = _cdiv(_cdiv(histogram.COUNTS.value, slices), 256) * 256
     p_block = max(_next_power_of_2(slices), 2)
     if way == "bounds":
-        bounds_args = (scratch.radix_part_f, scratch.decided, *target_args, draft_ids, draft_ids.stride(0),
+        bounds_args = (scratch.radix_part_f, scratch.decided, scratch.radix_state_f[histogram.F_M.value:],
+                       *target_args, draft_ids, draft_ids.stride(0),
                        *request_args, *knobs, vocab, num_slots, bounds_slices)
         rounds = _bounds_rounds(batch) and num_slots > 2
         bounds_shape = {"MODE": constexprs["MODE"], "DRAFT": draft_kind, "TARGET_PROBS": constexprs["TARGET_PROBS"],
                         **{flag: constexprs[flag] for flag in ("HAS_TOP_K", "HAS_TOP_P", "HAS_MIN_P")},
                         "ROUNDS": rounds, "SLICE": bounds_slice, "BLOCK": bounds_block, "PREFETCH": True,
-                        "P_BLOCK": max(_next_power_of_2(bounds_slices), 2)}
+                        "P_BLOCK": max(_next_power_of_2(bounds_slices), 2), "ROW_MAX_STRIDE": histogram.STATE.value}
         # one round per slot (each reading only the rows of requests that accepted every slot before it), or one
         # for every slot
         for slot in range(num_slots - 1) if rounds else (0,):
@@ -1039,8 +1044,10 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
     grid = (batch, rows, sides * _cdiv(slices, per_program))
     # (DECIDE, SKIP_DECIDED and DRAFT only where they change the code: the first launch, the first level and
     # STEP_DECIDE)
-    plain = {"DECIDE": False, "SKIP_DECIDED": False, "DRAFT": 0, "ATOMIC": False}
-    _SPLIT_HISTOGRAM(grid, (*args, 0), num_warps, key, STEP=0, **{**plain, "SKIP_DECIDED": way == "bounds"},
+    plain = {"DECIDE": False, "SKIP_DECIDED": False, "BOUNDS_MAX": False, "DRAFT": 0, "ATOMIC": False}
+    bounds_max = HISTOGRAM_BOUNDS_MAX if TUNING["histogram_bounds_max"] is None else bool(TUNING["histogram_bounds_max"])
+    _SPLIT_HISTOGRAM(grid, (*args, 0), num_warps, key, STEP=0,
+                     **{**plain, "SKIP_DECIDED": way == "bounds", "BOUNDS_MAX": way == "bounds" and bounds_max},
                      FIRST=False, LAST=False, **shape)
     for level in range(levels):
         after_first = level == 0 and way == "level"

@@ -3,20 +3,20 @@
 # form, target form and dtype, then the simulation; --shard I/13 runs group I alone) under memcheck, initcheck and
 # racecheck, every process at once, after one run of each without the tools (to fill Triton's cache); on the GPU
 # machine from the repository root with OUT set:
-#   GROUPS="2 10 12 1 5 9" bash results/h200-bounds-max/sanitize-groups.sh
+#   SHARDS_OF_13="2 10 12 1 5 9" bash results/h200-bounds-max/sanitize-groups.sh
 # (the groups the last run of results/h200-histogram-variants/run.sh sanitize left unfinished: in 9 shards every
 # float32 group, and the bfloat16 groups sharing a shard with one, did not finish in 390 s)
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin
 out=${OUT:?set OUT to the folder for the results}
 mkdir -p "$out/s"
-for group in ${GROUPS:?name the groups, 1 to 13}; do
+for group in ${SHARDS_OF_13:?name the groups, 1 to 13}; do
   timeout ${WARM_LIMIT:-100} python3 tests/sanitize_kernels.py --workload --part radix --shard $group/13 \
     > "$out/s/warm-$group.txt" 2>&1 &
 done
 wait; echo "workloads without the tools: $(grep -l 'workload done' "$out"/s/warm-*.txt | wc -l) done"
 for tool in memcheck initcheck racecheck; do
-  for group in $GROUPS; do
+  for group in $SHARDS_OF_13; do
     timeout ${LIMIT:-400} python3 tests/sanitize_kernels.py --part radix --tools $tool --shard $group/13 \
       --out "$out/s/radix-$tool-$group" > "$out/s/radix-$tool-$group.txt" 2>&1 &
   done

@@ -907,6 +907,10 @@ def _split_radix(arrivals: torch.Tensor, target_args: tuple, request_args: tuple
 # every row found among its candidates. End to end (CUDA graph, top_p 0.95, draft logits), radix ->
 # histogram: 91.7 -> 50.9 at B = 1, 306.8 -> 164.5 at B = 8, 3,315.9 -> 1,288.0 at B = 64, 21,871 -> 8,309
 # at B = 256; min_p 0.05 1.3x faster at B >= 64 (results/h200-histogram/end-to-end/)
+# 128 or 256 parts a level in two levels (-bins128-levels2, -bins256; results/h200-histogram-two-levels/): 256 parts
+# 2%-3% faster at B >= 256 and slower below (B = 8 112.7 against 108.8 / 86.5 against 72.5), 128 several times slower
+# from B = 64; not taken at any batch (parts by batch would let a row's cutoff, within rounding of the boundary,
+# depend on its batch)
 SPLIT_SEARCH = "histogram"
 HISTOGRAM_SHAPE = (4096, 1024, 4)
 HISTOGRAM_BINS = 64
@@ -933,7 +937,10 @@ HISTOGRAM_PER_REQUEST = True
 HISTOGRAM_PER_REQUEST_MAX_BATCH = 8
 # ... and whether, where the drafts were decided from one pass's bounds, its first launch takes the largest value of
 # each searched row at a request's stop t < n from that pass (which read the row; histogram.py, BOUNDS_MAX) instead
-# of reading the row again (the launch variants triton-histogram-...-boundsmax / -noboundsmax choose). Untimed.
+# of reading the row again (the launch variants triton-histogram-...-boundsmax / -noboundsmax choose). H200, graph,
+# top_p 0.95, draft logits / probs, µs, read again -> from the bounds pass (results/h200-bounds-max/): B = 8 108.5 ->
+# 106.8 / 72.4 -> 70.7, B = 64 542.6 -> 535.5 / 297.8 -> 293.9, B = 256 1,965.2 -> 1,952.2 / 1,016.4 -> 1,012.2,
+# B = 512 3,284.3 -> 3,253.3 / 1,667.8 -> 1,660.7
 HISTOGRAM_BOUNDS_MAX = True
 
 

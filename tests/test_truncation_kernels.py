@@ -760,14 +760,38 @@ def test_decided_drafts_equal_the_reference(small_blocks, monkeypatch, form, str
         assert bool((decided[clean, 0] > 0).any()), decided  # a draft accepted without a search
 
 
-@pytest.mark.parametrize(("form", "rounds"), [(FORMS[1], 0), (FORMS[1], 1), (FORMS[6], 0)])
+_SENTINEL_MAX = 1234.5  # (a largest value no row of these tests has)
+
+
+def _poisoned_row_maxima(monkeypatch, launch, num_draft: torch.Tensor, num_slots: int, sides: int) -> None:
+    """From here on, after each decision launch of the bounds pass, the cells of every row a request stopped at
+    (t < n) hold _SENTINEL_MAX as the row's largest value in the search's state, where the search may take it from."""
+    from specbench.kernels import histogram
+
+    bounds = launch._DRAFT_BOUNDS
+
+    def poisoned(grid, args, num_warps, stream, **constexprs):
+        bounds(grid, args, num_warps, stream, **constexprs)
+        if constexprs["STEP"] == 1:  # (args: partials, decisions, the state's largest values, ...)
+            decided, row_max = args[1].view(-1, 2).cpu(), args[2]
+            for b, t in enumerate(decided[:, 0].tolist()):
+                if t < int(num_draft[b]):
+                    for side in range(sides):
+                        row_max[((b * num_slots + t) * 2 + side) * histogram.STATE.value] = _SENTINEL_MAX
+
+    monkeypatch.setattr(launch, "_DRAFT_BOUNDS", poisoned)
+
+
+@pytest.mark.parametrize(("form", "rounds", "per_request"),
+                         [(FORMS[1], 0, 1), (FORMS[1], 1, 0), (FORMS[6], 0, 0), (FORMS[5], 0, 1)])
 def test_the_stop_rows_largest_values_from_the_bounds_pass_give_the_same_search(small_blocks, monkeypatch, form,
-                                                                                rounds):
-    """Drafts decided from one pass's bounds (all slots at once, or a round per slot): the search's first launch
-    taking the largest value of each row searched at a request's stop from that pass (``histogram_bounds_max`` 1,
-    the launcher's) gives the same tokens, summaries (bit for bit: request 0's target rows peak at -0.0, which
-    both read as +0.0) and level counts as reading the rows again (0), on fresh NaN scratch; and the pass's
-    values were used: requests that decide stop before their last draft (request 0 among them, on logits)."""
+                                                                                rounds, per_request):
+    """Drafts decided from one pass's bounds (all slots at once, or a round per slot; one program per request or
+    per cell): the search's first launch taking the largest value of each row searched at a request's stop from
+    that pass (``histogram_bounds_max`` 1, the launcher's) gives the same tokens, summaries (bit for bit: request
+    0's target rows peak at -0.0, which both read as +0.0) and level counts as reading the rows again (0), on fresh
+    NaN scratch, the latter with those values replaced by a sentinel after the pass (ignored); with the sentinel
+    and 1, every stop row's summary holds the sentinel, on each side the search reads: the values are taken."""
     from specbench.kernels import histogram
 
     target, draft, truncate_draft = form
@@ -785,19 +809,22 @@ def test_the_stop_rows_largest_values_from_the_bounds_pass_give_the_same_search(
                                                              math.inf).argmin()
     keywords = {"knobs": {"top_p": torch.tensor([0.7, 0.9, 0.95, 0.8, 0.6, 0.999])},
                 "truncate_draft_logits": truncate_draft}
-    runs = []
-    for bounds_max in (0, 1):
-        monkeypatch.setitem(small_blocks.TUNING, "histogram_bounds_max", bounds_max)
-        monkeypatch.setitem(small_blocks.TUNING, "split_search", 1)
-        monkeypatch.setitem(small_blocks.TUNING, "histogram_decide", 2)
-        monkeypatch.setitem(small_blocks.TUNING, "bounds_rounds", rounds)
+    batch, num_slots = inputs["draft_token_ids"].shape[0], K + 1
+    sides = 2 if draft == "logits" and truncate_draft else 1
+    runs, bounds = [], small_blocks._DRAFT_BOUNDS
+    for bounds_max, poison in ((0, True), (1, False), (1, True)):
+        monkeypatch.setattr(small_blocks, "_DRAFT_BOUNDS", bounds)
+        for name, value in (("histogram_bounds_max", bounds_max), ("split_search", 1), ("histogram_decide", 2),
+                            ("bounds_rounds", rounds), ("histogram_per_request", per_request)):
+            monkeypatch.setitem(small_blocks.TUNING, name, value)
         scratches = _histogram_scratches(monkeypatch, small_blocks)
+        if poison:
+            _poisoned_row_maxima(monkeypatch, small_blocks, inputs["num_draft_tokens"], num_slots, sides)
         with small_blocks.strategy("split"):
             runs.append((_verify(inputs, **keywords), scratches[0]))
-    (plain, plain_scratch), (variant, variant_scratch) = runs
+    (plain, plain_scratch), (variant, variant_scratch), (_poisoned, poisoned_scratch) = runs
     _same(variant, plain)
     _same(plain, _reference(inputs, **keywords))
-    batch, num_slots = inputs["draft_token_ids"].shape[0], K + 1
     for name in ("summary_f", "summary_i", "counts"):
         want, got = getattr(plain_scratch, name), getattr(variant_scratch, name)
         if want.is_floating_point():
@@ -807,8 +834,14 @@ def test_the_stop_rows_largest_values_from_the_bounds_pass_give_the_same_search(
     deciding = (keywords["knobs"]["top_p"] < 1) & (inputs["temperatures"] != 0)
     stops = deciding & (decided[:, 0] < inputs["num_draft_tokens"])
     assert int(stops.sum()) >= 2, decided
+    summaries = variant_scratch.summary_f[:batch * num_slots * 8].view(batch, num_slots, 2, 4)
+    poisoned = poisoned_scratch.summary_f[:batch * num_slots * 8].view(batch, num_slots, 2, 4)
+    for b in stops.nonzero().flatten().tolist():
+        t = int(decided[b, 0])
+        for side in range(sides):
+            assert float(poisoned[b, t, side, 0]) == _SENTINEL_MAX, (b, t, side)
+            assert float(summaries[b, t, side, 0]) != _SENTINEL_MAX, (b, t, side)
     if target == "logits":  # (request 0's row at its stop was searched, its largest value +0.0)
-        summaries = variant_scratch.summary_f[:batch * num_slots * 8].view(batch, num_slots, 2, 4)
         assert bool(stops[0]), decided
         m = summaries[0, int(decided[0, 0]), 0, 0]
         assert float(m) == 0.0 and not bool(torch.signbit(m)), m

@@ -113,9 +113,13 @@ def launch_variant(name: str) -> Implementation | None:
         per_request = {None: None, "-percell": 0, "-perrequest": 1}[histogram.group(12)]
         bounds_max = {None: None, "-noboundsmax": 0, "-boundsmax": 1}[histogram.group(13)]
         levels = int(histogram.group(14)) if histogram.group(14) else None
-        if levels is not None and (bins or 64) ** levels > 2 ** 24:  # (64: the launcher's parts a level)
-            raise SpecbenchError(f"{name}: parts ** levels must be at most 2**24 (the finest part the distances "
-                                 f"resolve), got {bins or 64} ** {levels}")
+        if levels is not None:
+            from specbench.kernels import launch
+
+            parts = bins or launch.HISTOGRAM_BINS
+            if parts ** levels > 2 ** 24:
+                raise SpecbenchError(f"{name}: parts ** levels must be at most 2**24 (the finest part the distances "
+                                     f"resolve), got {parts} ** {levels}")
         if per_program is not None and not 2 <= per_program <= 16:
             raise SpecbenchError(f"{name}: -slicesN takes 2 to 16 slices a program, got {per_program}")
         if (bounds[0] is not None or rounds is not None) and decide != 2:

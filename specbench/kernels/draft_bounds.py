@@ -35,7 +35,8 @@ only on the rows the step will read (``launch.HISTOGRAM_DECIDE``, way ``"bounds"
    accepted (or ``n``), ``clean`` whether it was surely rejected (or ``t = n``). Where ``t < n`` it also
    writes row ``t``'s largest values (the target's, and with truncated draft logits the draft's: the largest
    of its slices' values) to the search's state, whose first launch takes them instead of reading the row
-   again (``histogram.py``, ``BOUNDS_MAX``): the same values, as the largest of any split of the row.
+   again (``histogram.py``, ``BOUNDS_MAX``, the launcher's way; with the launch variants' ``-noboundsmax`` they
+   are written and not read): the same values, as the largest of any split of the row.
 
 A request *decides* when it is probabilistic, valid, not greedy, with ``top_p`` on and ``top_k`` and
 ``min_p`` off (``min_p`` keeps tokens by the row's largest value, which one slice does not know). Any
@@ -279,7 +280,8 @@ def _decide_request(b, slot, part_f, decided_ptr, row_max_ptr, t_row0, t_stride_
 def _draft_bounds_kernel(
     part_f_ptr,  # [B * (K + 1) * 2, NUM_SLICES, PART] float32 scratch (the histogram path's partials)
     decided_ptr,  # [B, 2] int32: (t, clean) per request (written by STEP_DECIDE)
-    row_max_ptr,  # float32: each searched cell c's largest value at c * ROW_MAX_STRIDE (the search's state, m)
+    row_max_ptr,  # float32: the largest value of each cell c of a row a request stops at (t < n), at c * ROW_MAX_STRIDE
+    # (the search's state, m)
     target_ptr, target_stride_b, target_stride_k,  # [B, K + 1, V] logits, or probabilities (TARGET_PROBS)
     draft_ptr, draft_stride_b, draft_stride_k,  # [B, K, V] draft logits (truncated) or probabilities, or any
     # row (one-hot drafts: never read)
@@ -305,11 +307,11 @@ def _draft_bounds_kernel(
     # grid (B, K, sides * NUM_SLICES), or (B, 1, sides * NUM_SLICES) a round; STEP_DECIDE (B,)
     if STEP == STEP_DECIDE:
         b = tl.program_id(0).to(tl.int64)
-        _decide_request(b, slot, part_f_ptr, decided_ptr, row_max_ptr, target_ptr + b * target_stride_b, target_stride_k,
-                        draft_ptr + b * draft_stride_b, draft_stride_k, draft_ids_ptr, draft_ids_stride, num_draft_ptr,
-                        temperature_ptr, seed_ptr, position_ptr, top_k_ptr, top_p_ptr, min_p_ptr, V, NUM_SLOTS,
-                        NUM_SLICES, MODE, DRAFT, TARGET_PROBS, HAS_TOP_K, HAS_TOP_P, HAS_MIN_P, ROUNDS, P_BLOCK,
-                        ROW_MAX_STRIDE)
+        _decide_request(b, slot, part_f_ptr, decided_ptr, row_max_ptr, target_ptr + b * target_stride_b,
+                        target_stride_k, draft_ptr + b * draft_stride_b, draft_stride_k, draft_ids_ptr,
+                        draft_ids_stride, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, top_k_ptr, top_p_ptr,
+                        min_p_ptr, V, NUM_SLOTS, NUM_SLICES, MODE, DRAFT, TARGET_PROBS, HAS_TOP_K, HAS_TOP_P, HAS_MIN_P,
+                        ROUNDS, P_BLOCK, ROW_MAX_STRIDE)
     else:
         b, r, side, s, n, greedy, inv_temperature, truncated, k, _top_p, min_p = cell_program(
             num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, top_k_ptr, top_p_ptr, min_p_ptr, V, NUM_SLOTS,

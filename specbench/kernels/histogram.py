@@ -100,7 +100,8 @@ probabilities), per (cell, slice) ``PART`` floats (largest value,
 mass in play, last value, mass before, mass before the draft) and ints (the last token's id), per cell
 ``COUNTS`` ints (each level's counts, then the list's length: cleared by ``STEP_MAX``) and a list of ``CAP``
 values and ids; per request ``(t, clean)`` (``STEP_DECIDE``).
-Every scratch slot is read only after an earlier launch of the same step, or the same program, wrote it.
+Every scratch slot is read only after an earlier launch of the same step, or the same program, wrote it (the
+largest values of the stop rows with ``BOUNDS_MAX``: the bounds pass's decision launch, before the search).
 """
 
 import triton
@@ -458,8 +459,9 @@ def _histogram_row(row, cell, s, x, known, V, inv_temperature, k, top_p, min_p, 
                    HAS_MIN_P: tl.constexpr, DECIDE: tl.constexpr, BLOCK: tl.constexpr, P_BLOCK: tl.constexpr,
                    ATOMIC: tl.constexpr):
     # one program's share of one step for one cell (row `row`, slice s; x the cell's draft, read only with
-    # DECIDE at the first level; `known`: STEP_MAX, the row's largest value is in the cell's state); top_p the request's (the search takes 0 for a row keeping its first token
-    # only, k = 1; the fallback the knobs as they are)
+    # DECIDE at the first level; `known`: STEP_MAX, the row's largest value is in the cell's state already); top_p
+    # the request's (the search takes 0 for a row keeping its first token only, k = 1; the fallback the knobs as
+    # they are)
     state = state_f + cell * STATE
     istate = state_i + cell * STATE
     cell_f = part_f + cell * NUM_SLICES * PART
@@ -619,9 +621,9 @@ def _decide_request(b, state_f, state_i, part_f, summary_f_ptr, summary_i_ptr, d
 @triton.jit
 def _histogram_slice(request, s, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS: tl.constexpr,
                      TRUNCATE_DRAFT: tl.constexpr, HAS_MIN_P: tl.constexpr, STEP: tl.constexpr, DECIDE: tl.constexpr,
-                     SKIP_DECIDED: tl.constexpr, BOUNDS_MAX: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr, SLICE: tl.constexpr,
-                     BLOCK: tl.constexpr, BINS: tl.constexpr, BINS_SHIFT: tl.constexpr, CAP: tl.constexpr,
-                     P_BLOCK: tl.constexpr, ATOMIC: tl.constexpr):
+                     SKIP_DECIDED: tl.constexpr, BOUNDS_MAX: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr,
+                     SLICE: tl.constexpr, BLOCK: tl.constexpr, BINS: tl.constexpr, BINS_SHIFT: tl.constexpr,
+                     CAP: tl.constexpr, P_BLOCK: tl.constexpr, ATOMIC: tl.constexpr):
     # a program's share of a step for slice s of its cell (the request's row r, side), where the step reads it
     b, r, side, n, greedy, inv_temperature, truncated, k, top_p, min_p = request
     (state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr, list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr,
@@ -647,14 +649,14 @@ def _histogram_slice(request, s, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE,
             x = tl.load(draft_ids_ptr + b * draft_ids_stride + r, mask=r < n, other=0)
             x = tl.where((x >= 0) & (x < V), x, 0).to(tl.int32)
         if side == 0:
-            _histogram_row(target_ptr + b * target_stride_b + r * target_stride_k, cell, s, x, known, V, inv_temperature,
-                           k, top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr,
-                           list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES, ZERO_SHARE,
-                           STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, TARGET_PROBS, HAS_MIN_P, DECIDE, BLOCK,
-                           P_BLOCK, ATOMIC)
+            _histogram_row(target_ptr + b * target_stride_b + r * target_stride_k, cell, s, x, known, V,
+                           inv_temperature, k, top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr,
+                           counts_ptr, list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES,
+                           ZERO_SHARE, STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, TARGET_PROBS, HAS_MIN_P, DECIDE,
+                           BLOCK, P_BLOCK, ATOMIC)
         else:
-            _histogram_row(draft_ptr + b * draft_stride_b + r * draft_stride_k, cell, s, x, known, V, inv_temperature, k,
-                           top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr,
+            _histogram_row(draft_ptr + b * draft_stride_b + r * draft_stride_k, cell, s, x, known, V, inv_temperature,
+                           k, top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr,
                            list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES, ZERO_SHARE,
                            STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, False, HAS_MIN_P, DECIDE, BLOCK, P_BLOCK,
                            ATOMIC)
@@ -734,27 +736,27 @@ def _split_histogram_kernel(
             for row in range(NUM_SLOTS):
                 if tl.max(tl.where(rows == row, stages, CLOSED), axis=0) >= SEARCH:
                     _program_slices((b, row, side, n, greedy, inv_temperature, truncated, k, top_p, min_p), group,
-                                    pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
-                                    TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE, BLOCK,
-                                    BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, SLICES_PER_PROGRAM)
+                                    pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS, TRUNCATE_DRAFT,
+                                    HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE, BLOCK, BINS,
+                                    BINS_SHIFT, CAP, P_BLOCK, ATOMIC, SLICES_PER_PROGRAM)
         else:
             _program_slices((b, r, side, n, greedy, inv_temperature, truncated, k, top_p, min_p), group, pointers, V,
                             NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS, TRUNCATE_DRAFT, HAS_MIN_P, STEP,
-                            DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE, BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC,
-                            SLICES_PER_PROGRAM)
+                            DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE, BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK,
+                            ATOMIC, SLICES_PER_PROGRAM)
 
 
 @triton.jit
 def _program_slices(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS: tl.constexpr,
                     TRUNCATE_DRAFT: tl.constexpr, HAS_MIN_P: tl.constexpr, STEP: tl.constexpr, DECIDE: tl.constexpr,
-                    SKIP_DECIDED: tl.constexpr, BOUNDS_MAX: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr, SLICE: tl.constexpr,
-                    BLOCK: tl.constexpr, BINS: tl.constexpr, BINS_SHIFT: tl.constexpr, CAP: tl.constexpr,
-                    P_BLOCK: tl.constexpr, ATOMIC: tl.constexpr, SLICES_PER_PROGRAM: tl.constexpr):
+                    SKIP_DECIDED: tl.constexpr, BOUNDS_MAX: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr,
+                    SLICE: tl.constexpr, BLOCK: tl.constexpr, BINS: tl.constexpr, BINS_SHIFT: tl.constexpr,
+                    CAP: tl.constexpr, P_BLOCK: tl.constexpr, ATOMIC: tl.constexpr, SLICES_PER_PROGRAM: tl.constexpr):
     # a program's share of a step for one cell: its slice (or group of slices), or with STEP_FINISH the cell
     if (STEP == STEP_FINISH) or (SLICES_PER_PROGRAM == 1):  # (STEP_FINISH: one program a cell, group 0)
         _histogram_slice(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
-                         TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE, BLOCK, BINS,
-                         BINS_SHIFT, CAP, P_BLOCK, ATOMIC)
+                         TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE, BLOCK,
+                         BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC)
     else:
         # the program's slices in turn; each arrives apart, so the row's last slice to arrive finishes the step, as
         # with one slice a program
@@ -762,5 +764,5 @@ def _program_slices(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHA
             s = group * SLICES_PER_PROGRAM + j
             if s < NUM_SLICES:
                 _histogram_slice(request, s, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
-                                 TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE, BLOCK,
-                                 BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC)
+                                 TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE,
+                                 BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC)

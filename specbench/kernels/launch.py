@@ -1049,10 +1049,11 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
              "ROW_BLOCK": max(_next_power_of_2(num_slots), 2) if per_request else 2, **constexprs}
     rows = 1 if per_request else num_slots  # (the grid's second dimension: the request's rows, or one program's)
     grid = (batch, rows, sides * _cdiv(slices, per_program))
-    # (DECIDE, SKIP_DECIDED and DRAFT only where they change the code: the first launch, the first level and
-    # STEP_DECIDE)
+    # (DECIDE, SKIP_DECIDED, BOUNDS_MAX and DRAFT only where they change the code: the first launch, the first level
+    # and STEP_DECIDE)
     plain = {"DECIDE": False, "SKIP_DECIDED": False, "BOUNDS_MAX": False, "DRAFT": 0, "ATOMIC": False}
-    bounds_max = HISTOGRAM_BOUNDS_MAX if TUNING["histogram_bounds_max"] is None else bool(TUNING["histogram_bounds_max"])
+    forced_max = TUNING["histogram_bounds_max"]
+    bounds_max = HISTOGRAM_BOUNDS_MAX if forced_max is None else bool(forced_max)
     _SPLIT_HISTOGRAM(grid, (*args, 0), num_warps, key, STEP=0,
                      **{**plain, "SKIP_DECIDED": way == "bounds", "BOUNDS_MAX": way == "bounds" and bounds_max},
                      FIRST=False, LAST=False, **shape)

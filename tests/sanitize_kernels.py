@@ -123,7 +123,25 @@ def _groups(mine, modes):
                         yield mode, draft, target, dtype
 
 
-def workload(part: str = "all", shard: tuple[int, int] = (1, 1)) -> int:
+def truncation_units(mine, part: str, by_shape: bool = False):
+    """(mode, draft, target, dtype, shapes) of each group of truncated calls this shard runs, in the workload's
+    order; ``mine`` is asked once per group, or with ``by_shape`` once per (group, shape), so that a shard may take one
+    shape of a group (the float32 groups run every shape, bfloat16 the first only). Rows of 70001 tokens are left
+    out (the radix fallback's ~25 passes over them under the sanitizers took minutes)."""
+    import torch
+
+    shapes = [shape for shape in CHAIN_SHAPES if shape[2] != 70001]
+    shapes += [(2, 2, 131101)] if part == "topk" else []
+    modes = {"all": ("probabilistic", "synthetic", "greedy"), "truncation": ("probabilistic", "synthetic", "greedy"),
+             "radix": ("probabilistic",), "topk": ("probabilistic",)}.get(part, ())
+    for mode, draft, target, dtype in _groups((lambda: True) if by_shape else mine, modes):
+        group_shapes = shapes[:1] if dtype == torch.bfloat16 else shapes
+        taken = [shape for shape in group_shapes if mine()] if by_shape else group_shapes
+        if taken:
+            yield mode, draft, target, dtype, taken
+
+
+def workload(part: str = "all", shard: tuple[int, int] = (1, 1), by_shape: bool = False) -> int:
     """Every kernel path on hostile inputs (``part="truncation"``: the truncation and log-probability
     kernels and the simulations only); prints one line per group of calls. ``shard = (i, n)`` runs
     groups ``i, i + n, ...`` of them (counting from 1), so n processes share the work."""
@@ -156,16 +174,11 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1)) -> int:
         print(f"{mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok", flush=True)
     # truncation (the prepass, the truncated step) and the log-probability epilogue: logits rounded to a
     # grid so ties cross the top_k and top_p boundaries, V not a multiple of the block, top_k >= V
-    # (no 70001-token rows here: the radix fallback's ~25 passes over them under the sanitizers took minutes;
-    # 4099 tokens still span several blocks and groups, and bfloat16 runs on the first shape only)
-    # (part "topk": the calls given top_k, probabilistic, with one more shape: rows of 4097 groups, where the
-    # fused step's group block is 8192)
-    truncation_shapes = [shape for shape in CHAIN_SHAPES if shape[2] != 70001]
-    truncation_shapes += [(2, 2, 131101)] if part == "topk" else []
-    truncation_modes = {"all": ("probabilistic", "synthetic", "greedy"), "truncation": ("probabilistic", "synthetic",
-                        "greedy"), "radix": ("probabilistic",), "topk": ("probabilistic",)}.get(part, ())
-    for mode, draft, target, dtype in _groups(mine, truncation_modes):
-        for batch, num_spec, vocab in truncation_shapes[:1] if dtype == torch.bfloat16 else truncation_shapes:
+    # (no 70001-token rows here: 4099 tokens still span several blocks and groups, and bfloat16 runs on the first
+    # shape only; part "topk": the calls given top_k, probabilistic, with one more shape: rows of 4097 groups, where
+    # the fused step's group block is 8192)
+    for mode, draft, target, dtype, shapes in truncation_units(mine, part, by_shape):
+        for batch, num_spec, vocab in shapes:
             kwargs = hostile_inputs(batch, num_spec, vocab, draft, target, dtype, seed=batch + vocab)
             if "target_logits" in kwargs:
                 kwargs["target_logits"] = (kwargs["target_logits"].float() * 2).round().div(2).to(dtype)
@@ -207,7 +220,8 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1)) -> int:
                         calls += 1
                 launch.TUNING["histogram_decide"] = None
         torch.cuda.synchronize()
-        print(f"truncated {mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}: ok", flush=True)
+        print(f"truncated {mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}"
+              + (f" shapes {shapes}" if by_shape else "") + ": ok", flush=True)
     calls += _tree_workload(mine, device) if part in ("all", "trees") else 0
     calls += _block_workload(mine, device) if part in ("all", "block") else 0
     counts, simulated = torch.zeros(4, dtype=torch.int64), False
@@ -294,7 +308,7 @@ def _block_workload(mine, device) -> int:
 
 
 def sanitize(out: Path, tools: list[str], part: str = "all", shard: str = "1/1", shape: str | None = None,
-             split_search: str | None = None, histogram_variants: bool = False) -> int:
+             split_search: str | None = None, histogram_variants: bool = False, by_shape: bool = False) -> int:
     """Run the workload under each tool; 0 when every tool reports nothing, 1 otherwise."""
     sanitizer = shutil.which("compute-sanitizer")
     if sanitizer is None:
@@ -313,6 +327,7 @@ def sanitize(out: Path, tools: list[str], part: str = "all", shard: str = "1/1",
         command += ["--shape", shape] if shape else []
         command += ["--split-search", split_search] if split_search else []
         command += ["--histogram-variants"] if histogram_variants else []
+        command += ["--by-shape"] if by_shape else []
         with log.open("w") as handle:
             done = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env=env, check=False)
         text = log.read_text(errors="replace")
@@ -347,6 +362,9 @@ def main() -> int:
                         help="the split histogram path as its launch variants -noatomic and -slices2 run it (its "
                              "last level counted by tl.histogram, two slices a program)")
     parser.add_argument("--shard", default="1/1", help="I/N: run every N-th group of calls from the I-th (1-based)")
+    parser.add_argument("--by-shape", action="store_true",
+                        help="count each shape of a group of truncated calls as a group of its own for --shard "
+                             "(part radix: 31 groups, the float32 ones four each)")
     parser.add_argument("--shape", default=None,
                         help="BLOCKxWARPS: launch every kernel at this shape (launch.TUNING, which also launches "
                              "the truncated fused step without its register cap), e.g. 512x4 for rows of many chunks")
@@ -376,7 +394,7 @@ def main() -> int:
             from specbench.kernels import launch
 
             launch.TUNING.update(histogram_atomic=0, histogram_slices_per_program=2)
-        return workload(args.part, (index, count))
+        return workload(args.part, (index, count), args.by_shape)
     import torch
 
     if not torch.cuda.is_available():
@@ -387,7 +405,8 @@ def main() -> int:
     if unknown or not tools:
         print(f"--tools takes some of {', '.join(TOOLS)}, got {args.tools!r}", file=sys.stderr)
         return 2
-    return sanitize(args.out, tools, args.part, args.shard, args.shape, args.split_search, args.histogram_variants)
+    return sanitize(args.out, tools, args.part, args.shard, args.shape, args.split_search, args.histogram_variants,
+                    args.by_shape)
 
 
 if __name__ == "__main__":

@@ -256,7 +256,6 @@ def _decide_request(b, slot, part_f, decided_ptr, row_max_ptr, t_row0, t_stride_
         cell = (b * NUM_SLOTS + i) * 2
         p_lo, p_hi, sure, p_high = _bounds(t_row0 + i * t_stride_k, part_f + cell * NUM_SLICES * PART, x_safe, V,
                                            inv_temperature, top_p, NUM_SLICES, TARGET_PROBS, P_BLOCK)
-        q_high = p_high
         if DRAFT == DRAFT_LOGITS:  # (truncated: the launcher decides no other draft logits)
             q_lo, q_hi, q_sure, q_high = _bounds(d_row0 + i * d_stride_k, part_f + (cell + 1) * NUM_SLICES * PART,
                                                  x_safe, V, inv_temperature, top_p, NUM_SLICES, False, P_BLOCK)

@@ -210,6 +210,12 @@ TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk"
                                  "histogram_levels": None, "histogram_bounds_max": None}
 
 
+def _tuned(name: str, default: bool) -> bool:
+    # a launch variant's on / off setting (TUNING[name], 0 or 1), else the launcher's `default`
+    forced = TUNING[name]
+    return default if forced is None else bool(forced)
+
+
 @contextlib.contextmanager
 def strategy(name: str) -> Iterator[None]:
     """Force the kernel shape (``sequential`` or ``split``) inside a ``with`` block; for tests and timing.
@@ -884,7 +890,7 @@ def _split_radix(arrivals: torch.Tensor, target_args: tuple, request_args: tuple
     scratch = _TruncationScratch.of(batch, num_slots, vocab, device, key, slices, race_splits)
     args = (scratch.radix_state_f, scratch.radix_state_i, scratch.radix_part_f, scratch.radix_part_i, arrivals,
             scratch.summary_f, scratch.summary_i, *target_args, *request_args, *knobs, vocab, num_slots, slices)
-    prefetch = RADIX_PREFETCH if TUNING["radix_prefetch"] is None else bool(TUNING["radix_prefetch"])
+    prefetch = _tuned("radix_prefetch", RADIX_PREFETCH)
     shape = {"SLICE": slice_, "BLOCK": block, "P_BLOCK": max(_next_power_of_2(slices), 2), "PREFETCH": prefetch,
              **constexprs}
     grid = (batch, num_slots, sides * slices)
@@ -973,8 +979,7 @@ BOUNDS_ROUNDS_MIN_BATCH = 128
 
 def _bounds_rounds(batch: int) -> bool:
     # whether the bounds pass runs in rounds (a launch variant's -rounds / -norounds at any batch)
-    forced = TUNING["bounds_rounds"]
-    return batch >= BOUNDS_ROUNDS_MIN_BATCH if forced is None else bool(forced)
+    return _tuned("bounds_rounds", batch >= BOUNDS_ROUNDS_MIN_BATCH)
 
 
 def _histogram_levels(bins: int) -> int:
@@ -1041,9 +1046,9 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
             scratch.decided, *target_args, draft_ids, draft_ids.stride(0), *request_args, *knobs, vocab, num_slots,
             slices, zero_share)
     per_program = TUNING["histogram_slices_per_program"] or HISTOGRAM_SLICES_PER_PROGRAM
-    atomic = HISTOGRAM_ATOMIC if TUNING["histogram_atomic"] is None else bool(TUNING["histogram_atomic"])
-    per_request = (HISTOGRAM_PER_REQUEST and way == "bounds" and batch <= HISTOGRAM_PER_REQUEST_MAX_BATCH
-                   if TUNING["histogram_per_request"] is None else bool(TUNING["histogram_per_request"]))
+    atomic = _tuned("histogram_atomic", HISTOGRAM_ATOMIC)
+    per_request = _tuned("histogram_per_request",
+                         HISTOGRAM_PER_REQUEST and way == "bounds" and batch <= HISTOGRAM_PER_REQUEST_MAX_BATCH)
     shape = {"SLICE": slice_, "BLOCK": block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1, "CAP": cap,
              "P_BLOCK": p_block, "SLICES_PER_PROGRAM": per_program, "PER_REQUEST": per_request,
              "ROW_BLOCK": max(_next_power_of_2(num_slots), 2) if per_request else 2, **constexprs}
@@ -1052,8 +1057,7 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
     # (DECIDE, SKIP_DECIDED, BOUNDS_MAX and DRAFT only where they change the code: the first launch, the first level
     # and STEP_DECIDE)
     plain = {"DECIDE": False, "SKIP_DECIDED": False, "BOUNDS_MAX": False, "DRAFT": 0, "ATOMIC": False}
-    forced_max = TUNING["histogram_bounds_max"]
-    bounds_max = HISTOGRAM_BOUNDS_MAX if forced_max is None else bool(forced_max)
+    bounds_max = _tuned("histogram_bounds_max", HISTOGRAM_BOUNDS_MAX)
     _SPLIT_HISTOGRAM(grid, (*args, 0), num_warps, key, STEP=0,
                      **{**plain, "SKIP_DECIDED": way == "bounds", "BOUNDS_MAX": way == "bounds" and bounds_max},
                      FIRST=False, LAST=False, **shape)

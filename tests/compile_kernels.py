@@ -233,7 +233,7 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     # probabilities the draft logits here are left whole, which decides nothing)
     # (and with SKIP_DECIDED, the first launch after draft_bounds.py's decisions, taking the stop rows' largest values
     # from there, BOUNDS_MAX, or reading them again, -noboundsmax)
-    plain = {"DECIDE": 0, "SKIP_DECIDED": 0, "BOUNDS_MAX": 0, "DRAFT": 0, "ATOMIC": 0, "PREFETCH": 0}
+    plain = {"DECIDE": 0, "SKIP_DECIDED": 0, "BOUNDS_MAX": 0, "DRAFT": 0, "ATOMIC": 0}
     hist_steps = [{"STEP": 0, "FIRST": 0, "LAST": 0, **plain},
                   *({"STEP": 0, "FIRST": 0, "LAST": 0, **plain, "SKIP_DECIDED": 1, "BOUNDS_MAX": bounds_max}
                     for bounds_max in (1, 0)),
@@ -280,15 +280,6 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                and constexprs["STEP"] == 1 and not constexprs["DECIDE"]
                and constexprs["SLICES_PER_PROGRAM"] == 1 and not constexprs["PER_REQUEST"]
                and (constexprs["FIRST"] or (constexprs["LAST"] and constexprs["ATOMIC"])))
-    # each chunk loaded ahead (the launch variants -prefetch and -prefetchall): the passes over a row, target logits
-    # with truncated draft logits and target probabilities
-    out.extend((_split_histogram_kernel, {**constexprs, "PREFETCH": 1}, hist_warps, "fp32")
-               for kernel, constexprs, _w, _d in list(out) if kernel is _split_histogram_kernel
-               and constexprs["STEP"] in (0, 1, 2) and not constexprs["DECIDE"]
-               and constexprs["SLICES_PER_PROGRAM"] == 1 and constexprs["HAS_MIN_P"] and not constexprs["PER_REQUEST"]
-               and constexprs["BINS"] == bins
-               and (constexprs["STEP"] != 0 or constexprs["BOUNDS_MAX"])
-               and (constexprs["STEP"] != 1 or not constexprs["LAST"] or constexprs["ATOMIC"]))
     # target probabilities with truncated draft logits: their first level and decisions
     probs_first = next(constexprs for kernel, constexprs, _w, _d in out if kernel is _split_histogram_kernel
                        and constexprs["STEP"] == 1 and constexprs["FIRST"] and constexprs["DECIDE"]

@@ -353,43 +353,15 @@ def test_the_histogram_path_variants_give_the_same_step(small_blocks, monkeypatc
     assert bool(summaries[..., 1, 1].isfinite().any())  # draft cells were summarised (their kept mass written)
 
 
-@pytest.mark.parametrize(("prefetch", "way"), [(2, None), (1, 2)])
-def test_the_histogram_path_loading_chunks_ahead_gives_the_same_step(small_blocks, monkeypatch, prefetch, way):
-    """The split histogram path's passes loading each chunk one iteration ahead (the launch variants -prefetchall,
-    every pass, and -prefetch, those without tl.histogram, here after decisions from the bounds), at slices of two
-    chunks (a row of 40: the first slice's load ahead stops at its end, the second's chunk is short): the tokens,
-    summaries and level counts of the passes loading each chunk when they work on it, bit for bit, with the last
-    level counted by atomics."""
-    launch = small_blocks
-    monkeypatch.setattr(launch, "_histogram_shape", lambda vocab, device: (32, 16, 4))
-    monkeypatch.setitem(launch.TUNING, "split_search", 1)
-    monkeypatch.setitem(launch.TUNING, "histogram_decide", way)
-    inputs = _inputs(37, "logits", "logits")
-    knobs = _knobs_without_top_k()
-    with launch.strategy("split"):
-        runs = _with_and_without_variant(monkeypatch, launch, 1, 1,
-                                         lambda: _verify(inputs, knobs=knobs, truncate_draft_logits=True),
-                                         prefetch=prefetch)
-    (plain, plain_scratch), (ahead, ahead_scratch) = runs
-    _same(ahead, plain)
-    for name in ("summary_f", "summary_i", "counts"):
-        want, got = getattr(plain_scratch, name), getattr(ahead_scratch, name)
-        assert torch.equal(want.nan_to_num(7.0), got.nan_to_num(7.0)), name
-    batch, num_slots = inputs["target_logits"].shape[:2]
-    summaries = plain_scratch.summary_f[:batch * num_slots * 8].view(batch, num_slots, 2, 4)
-    assert bool(summaries[..., 1, 1].isfinite().any())  # draft cells were summarised (their kept mass written)
-
-
 def _with_and_without_variant(monkeypatch, launch, atomic: int, per_program: int, call,
-                              per_request: int = 0, prefetch: int = 0) -> list[tuple]:
+                              per_request: int = 0) -> list[tuple]:
     """(call's result, the split histogram search's scratch) with every level counted by tl.histogram, one slice and
-    one row a program, no chunk loaded ahead, then with the launch variants' settings (``histogram_atomic``,
-    ``histogram_slices_per_program``, ``histogram_per_request``, ``histogram_prefetch``), each on fresh scratch."""
+    one row a program, then with the launch variants' settings (``histogram_atomic``,
+    ``histogram_slices_per_program``, ``histogram_per_request``), each on fresh scratch."""
     runs = []
-    for tuning in ({"histogram_atomic": 0, "histogram_slices_per_program": 1, "histogram_per_request": 0,
-                    "histogram_prefetch": 0},
+    for tuning in ({"histogram_atomic": 0, "histogram_slices_per_program": 1, "histogram_per_request": 0},
                    {"histogram_atomic": atomic, "histogram_slices_per_program": per_program,
-                    "histogram_per_request": per_request, "histogram_prefetch": prefetch}):
+                    "histogram_per_request": per_request}):
         for name, value in tuning.items():
             monkeypatch.setitem(launch.TUNING, name, value)
         scratches = _histogram_scratches(monkeypatch, launch)

@@ -57,8 +57,7 @@ _RADIX_NAME = re.compile(r"triton-radix-(\d+)x(\d+)x(\d+)(-prefetch)?")
 _HISTOGRAM_BINS = (16, 32, 64, 128, 256)  # parts a level the histogram path takes (launch._histogram_levels)
 _HISTOGRAM_NAME = re.compile(r"triton-histogram-(\d+)x(\d+)x(\d+)(?:-bins([1-9]\d*))?(-nodecide|-decide|-bounds)?"
                              r"(?:(\d+)x(\d+)x(\d+))?(-rounds|-norounds)?(-atomic|-noatomic)?(?:-slices([1-9]\d*))?"
-                             r"(-percell|-perrequest)?(-boundsmax|-noboundsmax)?(-noprefetch|-prefetchall|-prefetch)?"
-                             r"(?:-levels([1-6]))?")
+                             r"(-percell|-perrequest)?(-boundsmax|-noboundsmax)?(?:-levels([1-6]))?")
 
 
 def _slice_shape(name: str, slice_: int, block: int, warps: int) -> None:
@@ -89,8 +88,7 @@ def launch_variant(name: str) -> Implementation | None:
     every row of its request in turn, or one program per row and slice, at any batch and decision way, where the
     launcher takes the first after decisions from the bounds at small batches; ``-boundsmax`` / ``-noboundsmax``:
     after decisions from the bounds, the largest value of each row searched at a request's stop taken from that
-    pass, or read again; ``-prefetch`` / ``-prefetchall`` / ``-noprefetch``: its passes without ``tl.histogram``, or
-    all of them, or none, load each chunk one iteration ahead),
+    pass, or read again),
     None for a name of another form; a shape Triton cannot launch is a ``SpecbenchError``."""
     radix = _RADIX_NAME.fullmatch(name)
     if radix is not None:
@@ -114,8 +112,7 @@ def launch_variant(name: str) -> Implementation | None:
         per_program = int(histogram.group(11)) if histogram.group(11) else None
         per_request = {None: None, "-percell": 0, "-perrequest": 1}[histogram.group(12)]
         bounds_max = {None: None, "-noboundsmax": 0, "-boundsmax": 1}[histogram.group(13)]
-        prefetch = {None: None, "-noprefetch": 0, "-prefetch": 1, "-prefetchall": 2}[histogram.group(14)]
-        levels = int(histogram.group(15)) if histogram.group(15) else None
+        levels = int(histogram.group(14)) if histogram.group(14) else None
         if levels is not None:
             from specbench.kernels import launch
 
@@ -148,16 +145,13 @@ def launch_variant(name: str) -> Implementation | None:
                                 1: ", each program its slice of every row of its request"}[per_request]
                              + {None: "", 1: ", the stop rows' largest values from the bounds pass",
                                 0: ", the stop rows' largest values read again"}[bounds_max]
-                             + {None: "", 0: ", no chunk loaded ahead", 1: ", chunks loaded ahead where no tl.histogram",
-                                2: ", every chunk loaded ahead"}[prefetch]
                              + (f", {levels} levels" if levels else ""),
                        _triton_variant(None, split_search=1, histogram_slice=slice_, histogram_block=block,
                                        histogram_warps=warps, histogram_bins=bins,
                                        histogram_decide=decide, bounds_slice=bounds[0], bounds_block=bounds[1],
                                        bounds_warps=bounds[2], bounds_rounds=rounds, histogram_atomic=atomic,
                                        histogram_slices_per_program=per_program, histogram_per_request=per_request,
-                                       histogram_levels=levels, histogram_bounds_max=bounds_max,
-                                       histogram_prefetch=prefetch))
+                                       histogram_levels=levels, histogram_bounds_max=bounds_max))
     match = _SHAPE_NAME.fullmatch(name)
     if match is None:
         return None

@@ -110,6 +110,7 @@ import triton.language as tl
 from specbench.kernels.cutoffs import _order_key32, load_row, truncate_row_radix, value_of_key32, values_of
 from specbench.kernels.decide import DRAFT_LOGITS, draft_prob_at, request_setup, request_valid
 from specbench.kernels.draft_bounds import bracket, decide_slot, decides, skipped
+from specbench.kernels.radix import _slice_max
 from specbench.kernels.rows import clean
 from specbench.kernels.split import last_to_arrive
 from specbench.kernels.truncation import (
@@ -230,42 +231,9 @@ def _window(state, istate, TARGET_PROBS: tl.constexpr):
 
 
 @triton.jit
-def _first_chunk(row, start, V, PREFETCH: tl.constexpr, TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr):
-    # with PREFETCH the slice's first chunk, loaded before the loop (_chunk_ahead); else a placeholder never read
-    if PREFETCH:
-        return load_row(row, start + tl.arange(0, BLOCK), V, TARGET_PROBS)
-    return tl.zeros([BLOCK], tl.float32)
-
-
-@triton.jit
-def _chunk_ahead(row, offs, end, V, ahead, PREFETCH: tl.constexpr, TARGET_PROBS: tl.constexpr, BLOCK: tl.constexpr):
-    # (this chunk as stored, the next one's): with PREFETCH the chunk was loaded one iteration ahead and the next
-    # one's load is issued now, so that a load is in flight while a chunk is worked on (none past the slice's `end`:
-    # no token read that the slice does not count); else this chunk's load alone
-    if PREFETCH:
-        return ahead, load_row(row, offs + BLOCK, tl.minimum(V, end), TARGET_PROBS)
-    return load_row(row, offs, V, TARGET_PROBS), ahead
-
-
-@triton.jit
-def _slice_largest(row, V, inv_temperature, start, SLICE: tl.constexpr, TARGET_PROBS: tl.constexpr,
-                   BLOCK: tl.constexpr, PREFETCH: tl.constexpr):
-    # the slice's largest value (radix._slice_max's, its loads ahead kept inside the slice)
-    high = tl.full([BLOCK], float("-inf"), tl.float32)
-    ahead = _first_chunk(row, start, V, PREFETCH, TARGET_PROBS, BLOCK)
-    for chunk in range(0, SLICE, BLOCK):
-        offs = start + chunk + tl.arange(0, BLOCK)
-        raw, ahead = _chunk_ahead(row, offs, start + SLICE, V, ahead, PREFETCH, TARGET_PROBS, BLOCK)
-        value, _mass = values_of(raw, inv_temperature, 0.0, TARGET_PROBS)
-        high = tl.maximum(high, value)
-    return tl.max(high, axis=0)
-
-
-@triton.jit
 def _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, start, counts, part_f, part_i, x,
                  FIRST: tl.constexpr, SLICE: tl.constexpr, BINS: tl.constexpr, TARGET_PROBS: tl.constexpr,
-                 HAS_MIN_P: tl.constexpr, DECIDE: tl.constexpr, BLOCK: tl.constexpr, ATOMIC: tl.constexpr,
-                 PREFETCH: tl.constexpr):
+                 HAS_MIN_P: tl.constexpr, DECIDE: tl.constexpr, BLOCK: tl.constexpr, ATOMIC: tl.constexpr):
     # this slice's counts of the window's parts (added to the cell's); at the first level (the window the
     # whole row, its last part open-ended) its mass in play and last token in play (and with DECIDE its mass
     # in play before token x, the cell's draft, in the row's order), at the others its mass
@@ -282,15 +250,13 @@ def _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, star
     x_value = tl.full([], float("inf"), tl.float32)
     if FIRST and DECIDE:
         x_value, _x_mass = values_of(load_row(row, x, V, TARGET_PROBS), inv_temperature, m, TARGET_PROBS)
-    ahead = _first_chunk(row, start, V, PREFETCH, TARGET_PROBS, BLOCK)
     for chunk in range(0, SLICE, BLOCK):
         offs = start + chunk + tl.arange(0, BLOCK)
-        raw, ahead = _chunk_ahead(row, offs, start + SLICE, V, ahead, PREFETCH, TARGET_PROBS, BLOCK)
         if FIRST or TARGET_PROBS:
-            value, mass = values_of(raw, inv_temperature, m, TARGET_PROBS)
+            value, mass = values_of(load_row(row, offs, V, TARGET_PROBS), inv_temperature, m, TARGET_PROBS)
             play = _in_play(value, mass, minp_threshold, HAS_MIN_P)
         else:
-            value = clean(raw * inv_temperature)
+            value = clean(load_row(row, offs, V, False) * inv_temperature)
             mass = tl.exp(value - m)
             play = mass >= minp_threshold  # (only read with HAS_MIN_P)
         dist = _distance(value, m, TARGET_PROBS)
@@ -409,14 +375,12 @@ def _finish_level(m, top_p, state, istate, cell_f, cell_i, counts, summary_f_ptr
 @triton.jit
 def _slice_gather(row, V, inv_temperature, m, minp_threshold, lo, hi, start, length, list_f, list_i, part_f,
                   SLICE: tl.constexpr, CAP: tl.constexpr, TARGET_PROBS: tl.constexpr, HAS_MIN_P: tl.constexpr,
-                  BLOCK: tl.constexpr, PREFETCH: tl.constexpr):
+                  BLOCK: tl.constexpr):
     # this slice's mass in play before the candidates, and its candidates copied to the cell's list
     before = tl.zeros([BLOCK], tl.float32)
-    ahead = _first_chunk(row, start, V, PREFETCH, TARGET_PROBS, BLOCK)
     for chunk in range(0, SLICE, BLOCK):
         offs = start + chunk + tl.arange(0, BLOCK)
-        raw, ahead = _chunk_ahead(row, offs, start + SLICE, V, ahead, PREFETCH, TARGET_PROBS, BLOCK)
-        value, mass = values_of(raw, inv_temperature, m, TARGET_PROBS)
+        value, mass = values_of(load_row(row, offs, V, TARGET_PROBS), inv_temperature, m, TARGET_PROBS)
         play = _in_play(value, mass, minp_threshold, HAS_MIN_P)
         dist = _distance(value, m, TARGET_PROBS)
         before += tl.where(play & (dist < lo), mass, 0.0)
@@ -493,7 +457,7 @@ def _histogram_row(row, cell, s, x, known, V, inv_temperature, k, top_p, min_p, 
                    ZERO_SHARE, STEP: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr, SLICE: tl.constexpr,
                    BINS: tl.constexpr, BINS_SHIFT: tl.constexpr, CAP: tl.constexpr, TARGET_PROBS: tl.constexpr,
                    HAS_MIN_P: tl.constexpr, DECIDE: tl.constexpr, BLOCK: tl.constexpr, P_BLOCK: tl.constexpr,
-                   ATOMIC: tl.constexpr, PREFETCH: tl.constexpr):
+                   ATOMIC: tl.constexpr):
     # one program's share of one step for one cell (row `row`, slice s; x the cell's draft, read only with
     # DECIDE at the first level; `known`: STEP_MAX, the row's largest value is in the cell's state already); top_p
     # the request's (the search takes 0 for a row keeping its first token only, k = 1; the fallback the knobs as
@@ -510,8 +474,8 @@ def _histogram_row(row, cell, s, x, known, V, inv_temperature, k, top_p, min_p, 
             lanes = zero + tl.arange(0, 256)
             tl.store(counts + lanes, tl.zeros([256], tl.int32), mask=(lanes < (s + 1) * ZERO_SHARE) & (lanes < COUNTS))
         if not known:
-            tl.store(cell_f + s * PART + P_MAX, _slice_largest(row, V, inv_temperature, s * SLICE, SLICE, TARGET_PROBS,
-                                                               BLOCK, PREFETCH))
+            tl.store(cell_f + s * PART + P_MAX, _slice_max(row, V, inv_temperature, s * SLICE, SLICE, TARGET_PROBS,
+                                                           BLOCK, False))
         if last_to_arrive(arrivals_ptr, cell, NUM_SLICES):
             if known:
                 m = tl.load(state + F_M)
@@ -548,15 +512,14 @@ def _histogram_row(row, cell, s, x, known, V, inv_temperature, k, top_p, min_p, 
                 if STEP == STEP_LEVEL:
                     _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, s * SLICE,
                                  counts + level * BINS, cell_f + s * PART, cell_i + s * PART, x, FIRST, SLICE, BINS,
-                                 TARGET_PROBS, HAS_MIN_P, DECIDE, BLOCK, ATOMIC, PREFETCH)
+                                 TARGET_PROBS, HAS_MIN_P, DECIDE, BLOCK, ATOMIC)
                     if last_to_arrive(arrivals_ptr, cell, NUM_SLICES):
                         _finish_level(m, tl.where(k == 1, 0.0, top_p), state, istate, cell_f, cell_i,
                                       counts + level * BINS, summary_f_ptr, summary_i_ptr, cell, NUM_SLICES, FIRST,
                                       LAST, BINS, BINS_SHIFT, CAP, TARGET_PROBS, DECIDE, P_BLOCK)
                 else:
                     _slice_gather(row, V, inv_temperature, m, minp_threshold, lo, hi, s * SLICE, counts + COUNTS - 1,
-                                  list_f, list_i, cell_f + s * PART, SLICE, CAP, TARGET_PROBS, HAS_MIN_P, BLOCK,
-                                  PREFETCH)
+                                  list_f, list_i, cell_f + s * PART, SLICE, CAP, TARGET_PROBS, HAS_MIN_P, BLOCK)
 
 
 @triton.jit
@@ -660,7 +623,7 @@ def _histogram_slice(request, s, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE,
                      TRUNCATE_DRAFT: tl.constexpr, HAS_MIN_P: tl.constexpr, STEP: tl.constexpr, DECIDE: tl.constexpr,
                      SKIP_DECIDED: tl.constexpr, BOUNDS_MAX: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr,
                      SLICE: tl.constexpr, BLOCK: tl.constexpr, BINS: tl.constexpr, BINS_SHIFT: tl.constexpr,
-                     CAP: tl.constexpr, P_BLOCK: tl.constexpr, ATOMIC: tl.constexpr, PREFETCH: tl.constexpr):
+                     CAP: tl.constexpr, P_BLOCK: tl.constexpr, ATOMIC: tl.constexpr):
     # a program's share of a step for slice s of its cell (the request's row r, side), where the step reads it
     b, r, side, n, greedy, inv_temperature, truncated, k, top_p, min_p = request
     (state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr, list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr,
@@ -690,13 +653,13 @@ def _histogram_slice(request, s, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE,
                            inv_temperature, k, top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr,
                            counts_ptr, list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES,
                            ZERO_SHARE, STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, TARGET_PROBS, HAS_MIN_P, DECIDE,
-                           BLOCK, P_BLOCK, ATOMIC, PREFETCH)
+                           BLOCK, P_BLOCK, ATOMIC)
         else:
             _histogram_row(draft_ptr + b * draft_stride_b + r * draft_stride_k, cell, s, x, known, V, inv_temperature,
                            k, top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr,
                            list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES, ZERO_SHARE,
                            STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, False, HAS_MIN_P, DECIDE, BLOCK, P_BLOCK,
-                           ATOMIC, PREFETCH)
+                           ATOMIC)
 
 
 @triton.jit
@@ -738,7 +701,6 @@ def _split_histogram_kernel(
     CAP: tl.constexpr,  # the most candidates a row's list holds (a power of two)
     P_BLOCK: tl.constexpr,  # a power of two >= NUM_SLICES
     ATOMIC: tl.constexpr,  # STEP_LEVEL, a later level: its window's tokens counted by atomics, not tl.histogram
-    PREFETCH: tl.constexpr,  # STEP_MAX, STEP_LEVEL, STEP_GATHER: each chunk of a slice loaded one iteration ahead
     SLICES_PER_PROGRAM: tl.constexpr,  # the slices of a row each program takes, one after another
     PER_REQUEST: tl.constexpr,  # each program takes its slice (or cell) of every row of its request in turn
     ROW_BLOCK: tl.constexpr,  # PER_REQUEST: a power of two >= NUM_SLOTS
@@ -776,12 +738,12 @@ def _split_histogram_kernel(
                     _program_slices((b, row, side, n, greedy, inv_temperature, truncated, k, top_p, min_p), group,
                                     pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS, TRUNCATE_DRAFT,
                                     HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE, BLOCK, BINS,
-                                    BINS_SHIFT, CAP, P_BLOCK, ATOMIC, PREFETCH, SLICES_PER_PROGRAM)
+                                    BINS_SHIFT, CAP, P_BLOCK, ATOMIC, SLICES_PER_PROGRAM)
         else:
             _program_slices((b, r, side, n, greedy, inv_temperature, truncated, k, top_p, min_p), group, pointers, V,
                             NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS, TRUNCATE_DRAFT, HAS_MIN_P, STEP,
                             DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE, BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK,
-                            ATOMIC, PREFETCH, SLICES_PER_PROGRAM)
+                            ATOMIC, SLICES_PER_PROGRAM)
 
 
 @triton.jit
@@ -789,13 +751,12 @@ def _program_slices(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHA
                     TRUNCATE_DRAFT: tl.constexpr, HAS_MIN_P: tl.constexpr, STEP: tl.constexpr, DECIDE: tl.constexpr,
                     SKIP_DECIDED: tl.constexpr, BOUNDS_MAX: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr,
                     SLICE: tl.constexpr, BLOCK: tl.constexpr, BINS: tl.constexpr, BINS_SHIFT: tl.constexpr,
-                    CAP: tl.constexpr, P_BLOCK: tl.constexpr, ATOMIC: tl.constexpr, PREFETCH: tl.constexpr,
-                    SLICES_PER_PROGRAM: tl.constexpr):
+                    CAP: tl.constexpr, P_BLOCK: tl.constexpr, ATOMIC: tl.constexpr, SLICES_PER_PROGRAM: tl.constexpr):
     # a program's share of a step for one cell: its slice (or group of slices), or with STEP_FINISH the cell
     if (STEP == STEP_FINISH) or (SLICES_PER_PROGRAM == 1):  # (STEP_FINISH: one program a cell, group 0)
         _histogram_slice(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
                          TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE, BLOCK,
-                         BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, PREFETCH)
+                         BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC)
     else:
         # the program's slices in turn; each arrives apart, so the row's last slice to arrive finishes the step, as
         # with one slice a program
@@ -804,4 +765,4 @@ def _program_slices(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHA
             if s < NUM_SLICES:
                 _histogram_slice(request, s, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
                                  TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE,
-                                 BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, PREFETCH)
+                                 BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC)

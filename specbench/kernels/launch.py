@@ -207,8 +207,7 @@ TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk"
                                  "histogram_decide": None, "bounds_slice": None, "bounds_block": None,
                                  "bounds_warps": None, "bounds_rounds": None, "histogram_atomic": None,
                                  "histogram_slices_per_program": None, "histogram_per_request": None,
-                                 "histogram_levels": None, "histogram_bounds_max": None,
-                                 "histogram_prefetch": None}
+                                 "histogram_levels": None, "histogram_bounds_max": None}
 
 
 def _tuned(name: str, default: bool) -> bool:
@@ -949,11 +948,6 @@ HISTOGRAM_PER_REQUEST_MAX_BATCH = 8
 # 106.8 / 72.4 -> 70.7, B = 64 542.6 -> 535.5 / 297.8 -> 293.9, B = 256 1,965.2 -> 1,952.2 / 1,016.4 -> 1,012.2,
 # B = 512 3,284.3 -> 3,253.3 / 1,667.8 -> 1,660.7
 HISTOGRAM_BOUNDS_MAX = True
-# ... and which of its passes over a row load each chunk one iteration ahead (as the bounds pass does): none (0), the
-# ones without tl.histogram (1: the largest value, the last level counted by atomics, the gather), or every one (2;
-# the launch variants triton-histogram-...-noprefetch, -prefetch and -prefetchall choose). The levels counting by
-# tl.histogram were bound by the SM's integer pipe (results/h200-histogram/ncu-sass/), the others not measured
-HISTOGRAM_PREFETCH = 0
 
 
 def _histogram_shape(vocab: int, device: torch.device) -> tuple[int, int, int]:
@@ -1064,24 +1058,20 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
     # and STEP_DECIDE)
     plain = {"DECIDE": False, "SKIP_DECIDED": False, "BOUNDS_MAX": False, "DRAFT": 0, "ATOMIC": False}
     bounds_max = _tuned("histogram_bounds_max", HISTOGRAM_BOUNDS_MAX)
-    prefetch = HISTOGRAM_PREFETCH if TUNING["histogram_prefetch"] is None else TUNING["histogram_prefetch"]
     _SPLIT_HISTOGRAM(grid, (*args, 0), num_warps, key, STEP=0,
                      **{**plain, "SKIP_DECIDED": way == "bounds", "BOUNDS_MAX": way == "bounds" and bounds_max},
-                     FIRST=False, LAST=False, PREFETCH=prefetch >= 1, **shape)
+                     FIRST=False, LAST=False, **shape)
     for level in range(levels):
         after_first = level == 0 and way == "level"
-        by_atomics = atomic and 0 < level == levels - 1
         _SPLIT_HISTOGRAM(grid, (*args, level), num_warps, key, STEP=1,
-                         **{**plain, "DECIDE": after_first, "ATOMIC": by_atomics},
-                         FIRST=level == 0, LAST=level == levels - 1, PREFETCH=prefetch >= (1 if by_atomics else 2),
-                         **shape)
+                         **{**plain, "DECIDE": after_first, "ATOMIC": atomic and 0 < level == levels - 1},
+                         FIRST=level == 0, LAST=level == levels - 1, **shape)
         if after_first:
             _SPLIT_HISTOGRAM((batch,), (*args, 0), 1, key, STEP=4, **{**plain, "DECIDE": True, "DRAFT": draft_kind},
-                             FIRST=False, LAST=False, PREFETCH=False, **shape)
-    _SPLIT_HISTOGRAM(grid, (*args, 0), num_warps, key, STEP=2, **plain, FIRST=False, LAST=False,
-                     PREFETCH=prefetch >= 1, **shape)
+                             FIRST=False, LAST=False, **shape)
+    _SPLIT_HISTOGRAM(grid, (*args, 0), num_warps, key, STEP=2, **plain, FIRST=False, LAST=False, **shape)
     _SPLIT_HISTOGRAM((batch, rows, sides), (*args, 0), num_warps, key, STEP=3, **plain, FIRST=False, LAST=False,
-                     PREFETCH=False, **shape)
+                     **shape)
     return scratch
 
 

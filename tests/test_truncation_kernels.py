@@ -187,11 +187,14 @@ def test_prepass_cutoffs_keep_what_a_sort_keeps(small_blocks, is_probs):
 
 
 @pytest.mark.parametrize("is_probs", [False, True])
-@pytest.mark.parametrize("search", ["histogram", "histogram-no-min-p", "histogram-fallback", "radix"])
+@pytest.mark.parametrize("search", ["histogram", "histogram-no-min-p", "histogram-fallback", "histogram-sorts",
+                                    "radix"])
 def test_split_cutoffs_keep_what_a_sort_keeps(small_blocks, monkeypatch, is_probs, search):
     """A batch given no top_k, by the split histogram path (specbench/kernels/histogram.py; given no
-    min_p, whose later levels skip the in-play test for logits; and with lists of 2 candidates, so most
-    rows take its one-program fallback) and the split radix path (radix.py), in slices of 16 tokens:
+    min_p, whose later levels skip the in-play test for logits; with lists of 2 candidates, so most
+    rows take its one-program fallback; with lists of 8, longer ones falling back, each sorted at 1, 2, 4
+    or 8 by its length, lists of three of those lengths here) and the split radix path (radix.py), in
+    slices of 16 tokens:
     three programs a row of 40, the last one short. Ties at the top_p boundary (values on a grid of 0.5),
     a NaN and a -inf in every row, a tie at the top, +inf logits, a row with no value, first-token-only
     rows (top_p <= 0, min_p > 1), min_p alone, top_p NaN (off) with min_p, top_p within rounding of 1, a
@@ -199,8 +202,8 @@ def test_split_cutoffs_keep_what_a_sort_keeps(small_blocks, monkeypatch, is_prob
     launch = small_blocks
     monkeypatch.setattr(launch, "_radix_shape", lambda vocab, device: (16, 16, 4))
     monkeypatch.setitem(launch.TUNING, "split_search", 0 if search == "radix" else 1)
-    if search == "histogram-fallback":
-        monkeypatch.setattr(launch, "HISTOGRAM_CAP", 2)
+    if search in ("histogram-fallback", "histogram-sorts"):
+        monkeypatch.setattr(launch, "HISTOGRAM_CAP", 2 if search == "histogram-fallback" else 8)
     generator = torch.Generator().manual_seed(11)
     batch = 10
     logits = _rows(generator, batch, 2, V)
@@ -229,7 +232,11 @@ def test_split_cutoffs_keep_what_a_sort_keeps(small_blocks, monkeypatch, is_prob
         # request's two target cells (side 0: the draft cells are never searched here)
         stage = scratches[0].radix_state_i[:batch * 2 * 2 * histogram.STATE.value].view(batch, 2, 2, -1)[:, :, 0, 0]
         fell_back = int((stage == histogram.FALLBACK.value).sum())
-        assert fell_back > 0 if search == "histogram-fallback" else fell_back == 0
+        assert fell_back > 0 if search in ("histogram-fallback", "histogram-sorts") else fell_back == 0
+        if search == "histogram-sorts":  # (the lists' lengths: the last of each cell's counts)
+            sizes = scratches[0].counts[:batch * 2 * 2 * histogram.COUNTS.value].view(batch, 2, 2, -1)[:, :, 0, -1]
+            found = sizes[stage == histogram.SEARCH.value]
+            assert len({(int(size) - 1).bit_length() for size in found}) >= 3  # (the sort's length: 1, 2, 4, 8)
     no_k = torch.zeros(batch, dtype=torch.int32)
     _check_summaries((m, mass, tau, iota), values, temperatures, no_k, top_p, min_p, is_probs)
 

@@ -73,9 +73,10 @@ are used for.
    copies its candidates (value, id) to the cell's list (positions from an atomic count; their order
    there does not matter).
 4. ``STEP_FINISH`` (grid ``B x (K + 1) x sides``, one program per cell): ``A`` the slices' sums in slice
-   order; the list sorted in the row's order (value, largest first, then id; one int64 key), and the
-   first candidate whose running mass ``A + c_j`` reaches ``T`` is the cutoff ``(tau, iota)``, ``S = A +
-   c_j`` (the first candidate where ``T = 0``, when the candidates start at distance 0).
+   order; the list sorted in the row's order (value, largest first, then id; one int64 key; at the least of
+   ``CAP / 8``, ``CAP / 4``, ``CAP / 2`` and ``CAP`` that holds it, the same order at any), and the first
+   candidate whose running mass ``A + c_j`` reaches ``T`` is the cutoff ``(tau, iota)``, ``S = A + c_j`` (the
+   first candidate where ``T = 0``, when the candidates start at distance 0).
 
 With ``SLICES_PER_PROGRAM`` above 1 (the launch variants ``-slicesN``) each program of steps 1-3 takes that
 many slices of its row in turn, every slice as one program would (its own sums, its own arrival), so the
@@ -137,7 +138,6 @@ PART = tl.constexpr(8)  # partial floats and ints per (cell, slice)
 RANGE_UNITS = tl.constexpr(256.0)  # logits: the first level's parts span 256 units (32 nats), the last open-ended
 UNITS_PER_NAT = tl.constexpr(8.0)
 RANGE_SHIFT = tl.constexpr(28)  # probabilities: the first level spans 2**28 bit patterns (256 units of 2**20, 32 octaves)
-SHORT_LIST = tl.constexpr(128)  # a list of at most this many candidates is sorted at this length, not CAP
 SLACK = tl.constexpr(1e-4)  # a part's mass bounds' relative slack (exp's rounding and the bounds' sums, with room)
 SUM_SLACK = tl.constexpr(1e-5)  # the exact sums' (M, the mass before a window): float32 sums of at most ~2**18
 # tokens, per lane, then across lanes and slices (1e-4 here kept ten parts at a level on rows whose top_p
@@ -430,12 +430,14 @@ def _finish(row, V, inv_temperature, k, top_p, min_p, m, stage, state, istate, c
         before = tl.sum(tl.load(cell_f + slices * PART + P_BEFORE, mask=slices < NUM_SLICES, other=0.0), axis=0)
         target = tl.load(state + F_TARGET)
         size = tl.load(counts + COUNTS - 1)
-        if SHORT_LIST < CAP:
-            if size <= SHORT_LIST:  # the usual list: a short sort
-                j, mass, tau, iota = _cutoff_in_list(list_f, list_i, size, before, target, m, SHORT_LIST,
-                                                     TARGET_PROBS)
-            else:
-                j, mass, tau, iota = _cutoff_in_list(list_f, list_i, size, before, target, m, CAP, TARGET_PROBS)
+        # (sorted at the least of CAP / 8, CAP / 4, CAP / 2 and CAP that holds the list: a sort's time grows with its
+        # length, and one program sorting at CAP was the longest launch of a step at B = 8)
+        if size <= CAP // 8:
+            j, mass, tau, iota = _cutoff_in_list(list_f, list_i, size, before, target, m, CAP // 8, TARGET_PROBS)
+        elif size <= CAP // 4:
+            j, mass, tau, iota = _cutoff_in_list(list_f, list_i, size, before, target, m, CAP // 4, TARGET_PROBS)
+        elif size <= CAP // 2:
+            j, mass, tau, iota = _cutoff_in_list(list_f, list_i, size, before, target, m, CAP // 2, TARGET_PROBS)
         else:
             j, mass, tau, iota = _cutoff_in_list(list_f, list_i, size, before, target, m, CAP, TARGET_PROBS)
         lo, _hi, _width = _window(state, istate, TARGET_PROBS)
@@ -698,7 +700,7 @@ def _split_histogram_kernel(
     BLOCK: tl.constexpr,  # tokens per chunk
     BINS: tl.constexpr,  # parts of a level's window (a power of two, at most MAX_BINS)
     BINS_SHIFT: tl.constexpr,  # log2(BINS)
-    CAP: tl.constexpr,  # the most candidates a row's list holds (a power of two)
+    CAP: tl.constexpr,  # the most candidates a row's list holds (a power of two, at least 8)
     P_BLOCK: tl.constexpr,  # a power of two >= NUM_SLICES
     ATOMIC: tl.constexpr,  # STEP_LEVEL, a later level: its window's tokens counted by atomics, not tl.histogram
     SLICES_PER_PROGRAM: tl.constexpr,  # the slices of a row each program takes, one after another

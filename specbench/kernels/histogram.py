@@ -74,7 +74,8 @@ are used for.
    there does not matter).
 4. ``STEP_FINISH`` (grid ``B x (K + 1) x sides``, one program per cell): ``A`` the slices' sums in slice
    order; the list sorted in the row's order (value, largest first, then id; one int64 key; at the least of
-   ``CAP / 8``, ``CAP / 4``, ``CAP / 2`` and ``CAP`` that holds it, the same order at any), and the first
+   ``CAP / 8``, ``CAP / 4``, ``CAP / 2`` and ``CAP`` that holds it: the same order at any length, the running
+   sums' rounding possibly not, which depends on the list alone, never on the batch), and the first
    candidate whose running mass ``A + c_j`` reaches ``T`` is the cutoff ``(tau, iota)``, ``S = A + c_j`` (the
    first candidate where ``T = 0``, when the candidates start at distance 0).
 
@@ -431,15 +432,19 @@ def _finish(row, V, inv_temperature, k, top_p, min_p, m, stage, state, istate, c
         target = tl.load(state + F_TARGET)
         size = tl.load(counts + COUNTS - 1)
         # (sorted at the least of CAP / 8, CAP / 4, CAP / 2 and CAP that holds the list: a sort's time grows with its
-        # length, and one program sorting at CAP was the longest launch of a step at B = 8)
-        if size <= CAP // 8:
-            j, mass, tau, iota = _cutoff_in_list(list_f, list_i, size, before, target, m, CAP // 8, TARGET_PROBS)
-        elif size <= CAP // 4:
-            j, mass, tau, iota = _cutoff_in_list(list_f, list_i, size, before, target, m, CAP // 4, TARGET_PROBS)
-        elif size <= CAP // 2:
-            j, mass, tau, iota = _cutoff_in_list(list_f, list_i, size, before, target, m, CAP // 2, TARGET_PROBS)
-        else:
+        # length, and one program sorting at CAP was the longest launch of a step at B = 8; a list of fewer than 8,
+        # which only tests ask for, at CAP)
+        if CAP < 8:
             j, mass, tau, iota = _cutoff_in_list(list_f, list_i, size, before, target, m, CAP, TARGET_PROBS)
+        else:
+            if size <= CAP // 8:
+                j, mass, tau, iota = _cutoff_in_list(list_f, list_i, size, before, target, m, CAP // 8, TARGET_PROBS)
+            elif size <= CAP // 4:
+                j, mass, tau, iota = _cutoff_in_list(list_f, list_i, size, before, target, m, CAP // 4, TARGET_PROBS)
+            elif size <= CAP // 2:
+                j, mass, tau, iota = _cutoff_in_list(list_f, list_i, size, before, target, m, CAP // 2, TARGET_PROBS)
+            else:
+                j, mass, tau, iota = _cutoff_in_list(list_f, list_i, size, before, target, m, CAP, TARGET_PROBS)
         lo, _hi, _width = _window(state, istate, TARGET_PROBS)
         if target <= 0.0:
             found = lo == 0  # the first token: among the candidates iff they start at the row's largest value
@@ -700,7 +705,7 @@ def _split_histogram_kernel(
     BLOCK: tl.constexpr,  # tokens per chunk
     BINS: tl.constexpr,  # parts of a level's window (a power of two, at most MAX_BINS)
     BINS_SHIFT: tl.constexpr,  # log2(BINS)
-    CAP: tl.constexpr,  # the most candidates a row's list holds (a power of two, at least 8)
+    CAP: tl.constexpr,  # the most candidates a row's list holds (a power of two)
     P_BLOCK: tl.constexpr,  # a power of two >= NUM_SLICES
     ATOMIC: tl.constexpr,  # STEP_LEVEL, a later level: its window's tokens counted by atomics, not tl.histogram
     SLICES_PER_PROGRAM: tl.constexpr,  # the slices of a row each program takes, one after another

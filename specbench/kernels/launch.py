@@ -920,8 +920,8 @@ def _split_radix(arrivals: torch.Tensor, target_args: tuple, request_args: tuple
 SPLIT_SEARCH = "histogram"
 HISTOGRAM_SHAPE = (4096, 1024, 4)
 HISTOGRAM_BINS = 64
-# ... the most candidates a row's list holds, each list sorted at the least of a power-of-two eighth, quarter, half
-# and the whole that holds it (histogram._finish). H200, graph, top_p 0.95, draft logits / probs, µs, a list of more
+# ... the most candidates a row's list holds, each list sorted at the least of an eighth, a quarter, half or all of
+# that which holds it (histogram._finish). H200, graph, top_p 0.95, draft logits / probs, µs, a list of more
 # than 128 sorted at 1,024 -> by its length (results/h200-finish-sorts/): B = 8 107.4 -> 91.4 / 70.6 -> 70.6, B = 64
 # 534.0 -> 513.8 / 293.4 -> 283.6, B = 256 1,951.8 -> 1,928.8 / 1,009.8 -> 995.0, B = 512 3,251.8 -> 3,232.5 /
 # 1,658.1 -> 1,644.9

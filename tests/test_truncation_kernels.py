@@ -391,6 +391,31 @@ def _histogram_scratches(monkeypatch, launch) -> list:
     return scratches
 
 
+def test_the_histogram_path_orders_negative_and_positive_zero_candidates_by_id(small_blocks, monkeypatch):
+    """Logits given top_p alone, by the split histogram path: a row of four logits of 2 and 36 zeros, every other one
+    -0, whose cutoff falls among the zeros (top_p 0.7: the 17th zero). The candidates are the zeros; a -0 copied to
+    the list as -0 would sort apart from the +0 (its order key differs) and move the cutoff (it fails so with the
+    values' -0 left as it is), so the kept set is a sort's, ties by id, and the cutoff token is id 20 with value +0."""
+    from specbench.kernels import histogram
+
+    launch = small_blocks
+    monkeypatch.setitem(launch.TUNING, "split_search", 1)
+    logits = torch.zeros(1, 1, V)
+    logits[0, 0, :4] = 2.0
+    logits[0, 0, 5::2] = -0.0
+    temperatures = torch.ones(1)
+    top_p = torch.tensor([0.7])
+    scratches = _histogram_scratches(monkeypatch, launch)
+    m, mass, tau, iota, _length = launch.truncation_summaries(
+        target=logits, target_is_probs=False, temperatures=temperatures,
+        num_draft_tokens=torch.zeros(1, dtype=torch.int32), top_k=None, top_p=top_p, min_p=None)
+    stage = scratches[0].radix_state_i[:2 * histogram.STATE.value].view(2, -1)[0, 0]
+    assert int(stage) == histogram.SEARCH.value  # (found among the candidates, not by the fallback)
+    assert int(iota[0, 0]) == 20 and float(tau[0, 0]) == 0.0 and math.copysign(1.0, float(tau[0, 0])) == 1.0
+    _check_summaries((m, mass, tau, iota), logits, temperatures, torch.zeros(1, dtype=torch.int32), top_p,
+                     torch.zeros(1), False)
+
+
 def _check_summaries(summaries, values, temperatures, top_k, top_p, min_p, is_probs) -> None:
     # every row's cutoff keeps what a sort keeps and what specbench.truncation keeps; S and m as the row says
     m, mass, tau, iota = summaries

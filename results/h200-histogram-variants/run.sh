@@ -15,8 +15,9 @@
 #                                                         # at once (to fill Triton's cache; on a fresh machine
 #                                                         # none finished in 150 s, and the step needed a second
 #                                                         # call on the still-warm machine: default-sanitize/)
+# With SITE set, that folder comes first on PYTHONPATH (another Triton: results/h200-triton39/run.sh).
 set -uo pipefail
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin
+export PYTHONPATH=${SITE:+$SITE:}$PWD PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin
 out=${OUT:?set OUT to the folder for the results}
 S="python3 -m specbench --format plain"
 H=triton-histogram-4096x1024x4

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import replace
 from pathlib import Path
+from unittest import mock
 
 from specbench.implementations.builtin import BUILT_IN
 from specbench.kernels import launch
@@ -27,12 +28,8 @@ def _prepare(kwargs):
     step = BUILT_IN["triton"].prepare(kwargs)
 
     def step_before():
-        today = launch._SPLIT_HISTOGRAM
-        launch._SPLIT_HISTOGRAM = _LAUNCHER
-        try:
+        with mock.patch.object(launch, "_SPLIT_HISTOGRAM", _LAUNCHER):
             return step()
-        finally:
-            launch._SPLIT_HISTOGRAM = today
 
     return step_before
 

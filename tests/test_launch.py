@@ -188,11 +188,26 @@ def test_a_histogram_variant_takes_its_parts_per_level_inside_its_call(monkeypat
               "seeds": torch.arange(2, device=device),
               "sampling": SamplingParams(temperatures=torch.ones(2, device=device),
                                          top_p=torch.full((2,), 0.9, device=device))}
-    for name, bins in (("triton-histogram-4096x1024x4-bins32", 32), ("triton-histogram-4096x1024x4", 64)):
+    for name, bins in (("triton-histogram-4096x1024x4-bins32", 32), ("triton-histogram-4096x1024x4", launch.HISTOGRAM_BINS)):
         with pytest.raises(Stop):
             resolve(name).prepare(dict(kwargs))()
         assert seen[-1] == bins
     assert launch.TUNING["histogram_bins"] is None
+
+
+@pytest.mark.parametrize(("version", "bins", "atomic"), [
+    ("3.6.0", 64, True), ("3.7.1", 64, True), ("3.8.0", 256, False), ("3.9.0", 256, False),
+    ("3.10.0+git1a2b3c4", 256, False), ("4.0.0", 256, False)])
+def test_the_histogram_path_takes_its_parts_by_how_this_triton_counts_a_histogram(version, bins, atomic):
+    """Before Triton 3.8 (tl.histogram by warp ballots for every token) the launcher takes 64 parts a level, three
+    levels, the last counted by atomics; from 3.8 (a shared-memory atomic that tokens outside the window skip) 256
+    parts, two levels, every one by tl.histogram. Whichever this Triton is, the launcher's constants are its."""
+    assert launch._histogram_defaults(launch._triton_version(version)) == (bins, atomic)
+    assert launch._histogram_levels(bins) == (3 if bins == 64 else 2)
+    import triton
+
+    assert (launch.HISTOGRAM_BINS, launch.HISTOGRAM_ATOMIC) == launch._histogram_defaults(
+        launch._triton_version(triton.__version__))
 
 
 def _recorded_histogram_launches(monkeypatch) -> list[tuple[tuple, dict]]:
@@ -226,16 +241,17 @@ def _top_p_call(seed: int, batch: int = 2, num_slots: int = 3, vocab: int = 600)
 
 
 def test_a_histogram_variant_counts_by_atomics_and_takes_slices_inside_its_call(monkeypatch):
-    """The launcher's own path counts the last level by atomics (ATOMIC on that launch alone), as
-    triton-histogram-...-atomic does, -noatomic by tl.histogram; -slicesN has each program of the slices' launches
-    take N slices (a grid of that many fewer programs), the launcher's own path one. Rows of 600 tokens: three
-    slices of 256 on the interpreter, two programs at N = 2."""
+    """triton-histogram-...-atomic counts the last level by atomics (ATOMIC on that launch alone), as the launcher's
+    own path does under Triton before 3.8, -noatomic by tl.histogram, as it does from 3.8; -slicesN has each program
+    of the slices' launches take N slices (a grid of that many fewer programs), the launcher's own path one. Rows of
+    600 tokens: three slices of 256 on the interpreter, two programs at N = 2."""
     launches = _recorded_histogram_launches(monkeypatch)
     vocab = 600
     kwargs = _top_p_call(5, vocab=vocab)
     device = kwargs["target_logits"].device
     slices = -(-vocab // launch._histogram_shape(vocab, device)[0])
-    for name, atomic, per_program in (("triton", True, 1), ("triton-histogram-4096x1024x4-noatomic-slices2", False, 2),
+    for name, atomic, per_program in (("triton", launch.HISTOGRAM_ATOMIC, 1),
+                                      ("triton-histogram-4096x1024x4-noatomic-slices2", False, 2),
                                       ("triton-histogram-4096x1024x4-atomic-slices2", True, 2)):
         launches.clear()
         resolve(name).prepare(dict(kwargs))()

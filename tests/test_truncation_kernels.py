@@ -299,8 +299,9 @@ def test_the_histogram_path_variants_give_the_same_summaries(small_blocks, monke
 
 @pytest.mark.parametrize(("bins", "levels", "target"), [(128, 2, "logits"), (256, None, "probs")])
 def test_more_parts_and_fewer_levels_give_the_same_step(small_blocks, monkeypatch, bins, levels, target):
-    """The split histogram path with 128 or 256 parts a level in two levels (as many as its rule asks at 256): the
-    tokens and summaries of the launcher's own 64 parts in three levels, bit for bit, target logits or probabilities
+    """The split histogram path with 128 or 256 parts a level in two levels (as many as its rule asks at 256, the
+    launcher's own from Triton 3.8): the tokens and summaries of 64 parts in three levels (its own before), bit for
+    bit, target logits or probabilities
     with truncated draft logits (no target row falls back to one program's search here, whose sums run in another
     order). Not covered here: a window of more than 64 parts (the rows are 40 tokens)."""
     launch = small_blocks
@@ -308,7 +309,7 @@ def test_more_parts_and_fewer_levels_give_the_same_step(small_blocks, monkeypatc
     inputs = _inputs(31, target, "logits")
     knobs = _knobs_without_top_k()
     runs = []
-    for tuning in ({"histogram_bins": None, "histogram_levels": None},
+    for tuning in ({"histogram_bins": 64, "histogram_levels": None},
                    {"histogram_bins": bins, "histogram_levels": levels}):
         for name, value in tuning.items():
             monkeypatch.setitem(launch.TUNING, name, value)

@@ -33,9 +33,10 @@ are used for.
    nat, or a launch variant's ``-levelsN``; fewer leave more candidates, and a row with more than the list holds
    falls back, below): each program counts its tokens *in play* (a value of mass and ``w >= min_p``, the contract's
    min-p) per part of the window (``tl.histogram``) and adds them to the cell's counts (integer atomics:
-   the same in any order; with ``ATOMIC``, the launcher's default since ``results/h200-histogram-variants/``
-   (the launch variants ``-noatomic`` turn it off), the last level adds one for each of its tokens inside the
-   window instead: few tokens on the rows measured, every one on a row of ties); at
+   the same in any order; with ``ATOMIC``, the launcher's default under Triton before 3.8 (whose ``tl.histogram``
+   pays for every token; ``launch.HISTOGRAM_ATOMIC``, the launch variants ``-atomic`` / ``-noatomic``), the last level
+   adds one for each of its tokens inside the window instead: few tokens on the rows measured, every one on a row of
+   ties); at
    the first level it also sums its mass in play and finds its last token in play (smallest value, largest
    id), at the others it sums the exact mass of its tokens in play before
    the window. The last to arrive sums the slices in slice order. At the first level: ``M`` the mass in

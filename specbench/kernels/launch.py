@@ -916,10 +916,33 @@ def _split_radix(arrivals: torch.Tensor, target_args: tuple, request_args: tuple
 # 128 or 256 parts a level in two levels (-bins128-levels2, -bins256; results/h200-histogram-two-levels/): 256 parts
 # 2%-3% faster at B >= 256 and slower below (B = 8 112.7 against 108.8 / 86.5 against 72.5), 128 several times slower
 # from B = 64; not taken at any batch (parts by batch would let a row's cutoff, within rounding of the boundary,
-# depend on its batch)
+# depend on its batch). Those timings ran under Triton 3.6, whose tl.histogram pays warp ballots for every token,
+# more the more parts (3.7 too); from 3.8 it is a shared-memory atomic that tokens outside the window skip (compiled
+# for sm_90, a later level's loop 511 -> 247 instructions for 8 tokens a thread, results/cpu-triton-versions/), and
+# the launcher takes 256 parts in two levels, every level counted by tl.histogram (HISTOGRAM_ATOMIC below off). H200,
+# graph, top_p 0.95, draft logits / probs, µs, one machine (results/h200-triton39/): the path as 3.6 takes it, under
+# 3.6 -> under 3.9 -> 256 parts without atomics under 3.9: B = 8 92.2 -> 78.7 -> 76.0 / 71.3 -> 66.4 -> 62.3, B = 64
+# 517.1 -> 420.8 -> 374.4 / 284.4 -> 237.1 -> 214.2, B = 256 1,935.1 -> 1,568.5 -> 1,345.3 / 1,001.3 -> 824.4 ->
+# 724.8, B = 512 3,242.0 -> 2,604.7 -> 2,259.4 / 1,648.8 -> 1,354.7 -> 1,188.3. Within a Triton version the parts
+# never change, so a row's summary never depends on its batch; across versions it may differ within rounding of the
+# boundary, as any compiler's arithmetic may
 SPLIT_SEARCH = "histogram"
 HISTOGRAM_SHAPE = (4096, 1024, 4)
-HISTOGRAM_BINS = 64
+HISTOGRAM_SHARED_ATOMICS_FROM = (3, 8)  # the first Triton whose tl.histogram counts by shared-memory atomics
+
+
+def _triton_version(text: str) -> tuple[int, int]:
+    # (major, minor) of a Triton version ("3.9.0", "3.10.0+git...")
+    major, minor = text.split(".")[:2]
+    return int(major), int("".join(char for char in minor if char.isdigit()) or 0)
+
+
+def _histogram_defaults(version: tuple[int, int]) -> tuple[int, bool]:
+    # (parts a level, whether the last level counts by atomics) the launcher takes under a Triton version
+    return (256, False) if version >= HISTOGRAM_SHARED_ATOMICS_FROM else (64, True)
+
+
+HISTOGRAM_BINS, HISTOGRAM_ATOMIC = _histogram_defaults(_triton_version(triton.__version__))
 # ... the most candidates a row's list holds, each list sorted at the least of an eighth, a quarter, half or all of
 # that which holds it (histogram._finish). H200, graph, top_p 0.95, draft logits / probs, µs, a list of more
 # than 128 sorted at 1,024 -> by its length (results/h200-finish-sorts/): B = 8 107.4 -> 91.4 / 70.6 -> 70.6, B = 64
@@ -934,8 +957,10 @@ HISTOGRAM_CAP = 1024
 # choose). H200, graph, top_p 0.95, draft logits / probs, µs, tl.histogram -> atomics
 # (results/h200-histogram-variants/): B = 8 121.0 -> 116.4 / 80.4 -> 78.0, B = 64 569.6 -> 543.7 / 313.3 -> 298.6,
 # B = 256 2,052.2 -> 1,964.8 / 1,064.5 -> 1,019.4, B = 512 3,445.9 -> 3,292.7 / 1,746.3 -> 1,671.4; two or four
-# slices a program slower at every batch (B = 256: 2,208.0 / 2,139.8 from logits, 2,176.0 / 2,080.1 with atomics)
-HISTOGRAM_ATOMIC = True
+# slices a program slower at every batch (B = 256: 2,208.0 / 2,139.8 from logits, 2,176.0 / 2,080.1 with atomics).
+# Those ran under Triton 3.6; from 3.8 (HISTOGRAM_SHARED_ATOMICS_FROM) the last level counts by tl.histogram, which
+# tokens outside the window skip there (HISTOGRAM_ATOMIC, set above: 256 parts with atomics under 3.9 1,470.0 against
+# 1,345.3 without at B = 256 from logits, slower at every batch measured, results/h200-triton39/)
 HISTOGRAM_SLICES_PER_PROGRAM = 1
 # ... and whether each program takes its slice of every row of its request in turn (one program per request and
 # slice, not per cell and slice), where the drafts were decided from one pass's bounds and most cells are skipped

@@ -8,6 +8,8 @@
 # [".whl/triton39"], command: mkdir -p /tmp/p && cp .whl/triton39/* /tmp/p (outside the tree, so it stays while
 # the machine is held); and last: PIECES=/tmp/p OUT=/tmp/t39 bash results/h200-triton39/run.sh install warm time
 # (OUT outside $OUT, so that a later call can go on from it with --resume; copy it to $OUT at the end).
+# `breakdown` (planned, not run yet): tests/gpu_kernel_breakdown.py at B = 256 under 3.9 and under 3.6, draft logits
+# and probs (breakdown-3.9.txt, breakdown-3.6.txt).
 # `install` joins the pieces, checks their hash and unpacks them to /tmp/site39; `warm` and `time` are
 # results/h200-histogram-variants/run.sh's, with /tmp/site39 first on PYTHONPATH (IMPLS: the launcher's own, and 64 or
 # 256 parts a level with the last level by atomics or by tl.histogram; the run at b524e12 named the launcher's own of
@@ -32,6 +34,16 @@ for step in "$@"; do
       rm -rf $SITE && mkdir -p $SITE && tar xJf /tmp/site39.tar.xz -C $SITE || exit 1
       PYTHONPATH=$SITE python3 -c 'import torch, triton; print("torch", torch.__version__, triton.__version__)'
       $ptxas36 --version | tail -n 1 ;;
+    breakdown)  # each launch's time at B = 256, top_p 0.95, draft logits and probs, under 3.9 and under 3.6
+      for draft in logits probs; do
+        PYTHONPATH=$SITE:$PWD timeout ${LIMIT:-150} python3 tests/gpu_kernel_breakdown.py --batch 256 --k 7 \
+          --model qwen3 --draft $draft --top-p 0.95 --calls 10 >> "${OUT:?set OUT}/breakdown-3.9.txt" 2>&1
+        echo "breakdown 3.9 $draft exit $?"
+        env -u SITE -u TRITON_PTXAS_BLACKWELL_PATH -u TRITON_BACKENDS_IN_TREE PYTHONPATH=$PWD timeout ${LIMIT:-150} \
+          python3 tests/gpu_kernel_breakdown.py --batch 256 --k 7 --model qwen3 --draft $draft --top-p 0.95 \
+          --calls 10 >> "${OUT:?set OUT}/breakdown-3.6.txt" 2>&1
+        echo "breakdown 3.6 $draft exit $?"
+      done ;;
     *) bash results/h200-histogram-variants/run.sh "$step" ;;
   esac
 done

@@ -23,7 +23,9 @@ value, ``K = 0``, a vocabulary of one token, and the sweep's simulation kernel; 
 log-probabilities on the same inputs with ties (``truncation_knobs``: knobs in range, off and out of
 range, per request), with and without truncated draft logits, the same knobs without ``top_k`` (the
 split histogram path, or the radix path with ``--split-search radix``) and ``top_p`` alone, and log-probabilities alone. Each
-call runs twice, the second through the launcher's direct path to the compiled kernel.
+call runs twice, the second through the launcher's direct path to the compiled kernel. ``--part lists`` runs only the
+split histogram path on rows whose candidates fill its lists at every sort length and past their capacity
+(``crowded_inputs``).
 """
 
 from __future__ import annotations
@@ -103,6 +105,54 @@ def truncation_knobs(batch: int, vocab: int) -> dict:
     return {"top_k": torch.tensor([top_k[b % 8] for b in range(batch)], dtype=torch.int32),
             "top_p": torch.tensor([top_p[(b // 2) % 8] for b in range(batch)]),
             "min_p": torch.tensor([min_p[(b // 3) % 8] for b in range(batch)])}
+
+
+# the candidates of each request's rows in crowded_inputs: the split histogram path's finish sorts a list of at most
+# 128, 256, 512 or 1,024 at that length (histogram._finish), and a list over 1,024 (launch.HISTOGRAM_CAP) falls back
+# to one program's search
+CROWDS = (100, 200, 400, 800, 1500)
+
+
+def crowded_inputs(num_spec: int, vocab: int, draft: str, target: str, crowds=CROWDS, seed: int = 0) -> dict:
+    """``specbench.verify`` keyword arguments on the CPU (``sampling`` among them: ``top_p`` alone) whose rows each
+    hold a crowd of tied tokens where their ``top_p`` boundary falls: request ``b``'s rows one token of logit 8, then
+    ``crowds[b]`` tokens tied at 2 (mass ``e**-6`` each against the first's 1), the rest at about -20, and ``top_p``
+    three quarters through the crowd's mass (past the shorter sort lengths: a list of 200 cut at its 150th). The split histogram path's last level keeps the crowd's part alone, so each
+    row's list holds the crowd: sorted at the length that holds it, or past the list's capacity searched by one
+    program. Draft rows (``draft`` "logits" or "probs") are built alike; drafts are crowd members, the first token or
+    a tail token, in turn."""
+    import torch
+
+    from specbench import SamplingParams
+
+    generator = torch.Generator().manual_seed(seed)
+    batch = len(crowds)
+    assert vocab > max(crowds) + 1
+    logits = torch.randn(batch, num_spec + 1, vocab, generator=generator) - 20.0
+    top_p = []
+    for b, crowd in enumerate(crowds):
+        for r in range(num_spec + 1):
+            ids = torch.randperm(vocab, generator=generator)
+            logits[b, r, ids[0]] = 8.0
+            logits[b, r, ids[1:crowd + 1]] = 2.0
+        mass = crowd * math.exp(-6.0)
+        top_p.append((1.0 + 0.75 * mass) / (1.0 + mass))
+    rows = logits[:, :num_spec]
+    picks = [rows[b, i].argsort(descending=True)[(0, 1, vocab - 1)[(b + i) % 3]] for b in range(batch)
+             for i in range(num_spec)]
+    drafts = torch.stack(picks).view(batch, num_spec) if num_spec else torch.zeros(batch, 0, dtype=torch.int64)
+    kwargs = {"draft_token_ids": drafts, "num_draft_tokens": torch.full((batch,), num_spec, dtype=torch.int32),
+              "seeds": torch.arange(batch) + seed, "positions": torch.zeros(batch, dtype=torch.int64),
+              "sampling": SamplingParams(temperatures=torch.ones(batch), top_p=torch.tensor(top_p))}
+    if target == "probs":
+        kwargs["target_probs"] = torch.softmax(logits.double(), dim=-1).float()
+    else:
+        kwargs["target_logits"] = logits
+    if draft == "logits":
+        kwargs["draft_logits"] = rows.clone()
+    elif draft == "probs":
+        kwargs["draft_probs"] = torch.softmax(rows.double(), dim=-1).float()
+    return kwargs
 
 
 # (batch, K, V) of the chain workloads: ragged and odd vocabularies, a 70001-token row, K = 0, V = 1
@@ -222,10 +272,11 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1), by_shape: bool 
         torch.cuda.synchronize()
         print(f"truncated {mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}"
               + (f" shapes {shapes}" if by_shape else "") + ": ok", flush=True)
+    calls += _lists_workload(mine, device) if part == "lists" else 0
     calls += _tree_workload(mine, device) if part in ("all", "trees") else 0
     calls += _block_workload(mine, device) if part in ("all", "block") else 0
     counts, simulated = torch.zeros(4, dtype=torch.int64), False
-    if part not in ("trees", "block", "topk") and mine():
+    if part not in ("trees", "block", "topk", "lists") and mine():
         simulated = True
         counts = simulate_acceptance([0.9, 0.7, 0.3], 5000, seed=3, backend="triton", device=device)
         counts += simulate_acceptance([0.9, 0.7, 0.3], 5000, seed=3, backend="triton", device=device,
@@ -234,6 +285,37 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1), by_shape: bool 
     simulation = f" and one simulation ({int(counts.sum())} accepted drafts)" if simulated else ""
     print(f"workload done: {calls} verify calls{simulation}", flush=True)
     return 0
+
+
+def _lists_workload(mine, device) -> int:
+    """The split histogram path's finish on lists of every sort length and past the list's capacity (crowded_inputs:
+    rows of 4,099 tokens whose top_p boundary falls in a crowd of 100 to 1,500 tied tokens), float32, every draft
+    and target form, with truncated draft logits; every row searched (log-probabilities, and no drafts decided
+    first), and the drafts decided first from one pass's bounds."""
+    import torch
+
+    from specbench import verify
+    from specbench.kernels import launch
+
+    calls = 0
+    for _mode, draft, target, dtype in _groups(mine, ("probabilistic",)):
+        if dtype != torch.float32:
+            continue
+        kwargs = crowded_inputs(3, 4099, draft, target, seed=7)
+        sampling = kwargs.pop("sampling")
+        kwargs = {k: v.to(device) for k, v in kwargs.items()}
+        sampling = sampling._replace(temperatures=sampling.temperatures.to(device), top_p=sampling.top_p.to(device))
+        for strategy, logprobs, way in (("split", "processed", 0), ("sequential", None, 0), ("split", None, 2)):
+            launch.TUNING["histogram_decide"] = way
+            with launch.strategy(strategy):
+                for _ in range(2):  # the JIT launch, then the direct one
+                    verify(mode="probabilistic", backend="triton", check_values=False, sampling=sampling,
+                           truncate_draft_logits=True, logprobs=logprobs, **kwargs)
+                    calls += 1
+            launch.TUNING["histogram_decide"] = None
+        torch.cuda.synchronize()
+        print(f"lists draft={draft} target={target} float32: ok", flush=True)
+    return calls
 
 
 # trees of the tree workload by node count: a bushy tree, a chain and a 2x2 (the kernel's lanes: 8, 4, 8)
@@ -349,11 +431,14 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("sanitize-logs"), help="folder for the logs and summary")
     parser.add_argument("--tools", default=",".join(TOOLS), help="comma-separated compute-sanitizer tools")
     parser.add_argument("--workload", action="store_true", help="run the kernels (what the tools watch)")
-    parser.add_argument("--part", choices=("all", "truncation", "topk", "radix", "trees", "block"), default="all",
+    parser.add_argument("--part", choices=("all", "truncation", "topk", "radix", "lists", "trees", "block"),
+                        default="all",
                         help="truncation: only the truncation and log-probability kernels and the simulations; "
                              "topk: only the truncated calls given top_k (the prepass and the fused step), "
                              "probabilistic, with rows of 4097 groups too; "
                              "radix: only the truncated calls given no top_k (the split paths), probabilistic; "
+                             "lists: only the split histogram path on rows whose candidates fill lists of every "
+                             "sort length and more (crowded_inputs); "
                              "trees: only the tree kernels; block: only block verification's")
     parser.add_argument("--split-search", choices=("radix", "histogram"), default=None,
                         help="how a batch given no top_k searches its cutoffs (launch.TUNING's split_search; "

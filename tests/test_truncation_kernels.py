@@ -377,6 +377,37 @@ def _with_and_without_variant(monkeypatch, launch, atomic: int, per_program: int
     return runs
 
 
+@pytest.mark.parametrize("target", ["logits", "probs"])
+def test_the_finish_sorts_crowded_lists_at_every_length(small_blocks, monkeypatch, target):
+    """Rows whose top_p boundary falls in a crowd of 100, 200, 400 or 800 tied tokens (the sanitizer's
+    crowded_inputs, its part "lists"; the cutoff three quarters through each crowd), the lists holding 1,024 as on a
+    GPU: each row's list is its crowd exactly, sorted at 128, 256, 512 and 1,024, no row falls back, and the kept sets
+    are a sort's (ties by id). Fails with a list of 200 sorted at 128."""
+    from sanitize_kernels import crowded_inputs
+
+    from specbench.kernels import histogram
+
+    launch = small_blocks
+    monkeypatch.setattr(launch, "_histogram_shape", lambda vocab, device: (1024, 1024, 4))  # (two slices a row)
+    monkeypatch.setattr(launch, "_histogram_cap", lambda device: 1024)
+    monkeypatch.setitem(launch.TUNING, "split_search", 1)
+    crowds = (100, 200, 400, 800)
+    kwargs = crowded_inputs(1, 1031, "none", target, crowds=crowds)
+    values, sampling = kwargs[f"target_{target}"], kwargs["sampling"]
+    scratches = _histogram_scratches(monkeypatch, launch)
+    m, mass, tau, iota, _length = launch.truncation_summaries(
+        target=values, target_is_probs=target == "probs", temperatures=sampling.temperatures,
+        num_draft_tokens=kwargs["num_draft_tokens"], top_k=None, top_p=sampling.top_p, min_p=None)
+    batch, rows = values.shape[:2]
+    cells = batch * rows * 2
+    stage = scratches[0].radix_state_i[:cells * histogram.STATE.value].view(batch, rows, 2, -1)[:, :, 0, 0]
+    sizes = scratches[0].counts[:cells * histogram.COUNTS.value].view(batch, rows, 2, -1)[:, :, 0, -1]
+    assert bool((stage == histogram.SEARCH.value).all())
+    assert sizes.tolist() == [[crowd] * rows for crowd in crowds]
+    _check_summaries((m, mass, tau, iota), values, sampling.temperatures, torch.zeros(batch, dtype=torch.int32),
+                     sampling.top_p, torch.zeros(batch), target == "probs")
+
+
 def _histogram_scratches(monkeypatch, launch) -> list:
     """Fresh scratch from here on whose floats are NaN and ints the histogram search's fallback stage (so a
     read of what nothing wrote shows), and the list each split histogram search appends its scratch to."""

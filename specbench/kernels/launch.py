@@ -980,6 +980,11 @@ HISTOGRAM_PER_REQUEST_MAX_BATCH = 8
 HISTOGRAM_BOUNDS_MAX = True
 
 
+def _histogram_cap(device: torch.device) -> int:
+    # the most candidates a row's list holds (HISTOGRAM_CAP; under the interpreter, which sorts slowly, at most 64)
+    return HISTOGRAM_CAP if device.type == "cuda" else min(HISTOGRAM_CAP, 64)
+
+
 def _histogram_shape(vocab: int, device: torch.device) -> tuple[int, int, int]:
     # (slice, block, warps) of the split histogram path
     return _slice_shape(vocab, device, "histogram", HISTOGRAM_SHAPE)
@@ -1046,7 +1051,7 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
     if bins ** levels > 2 ** 24 or bins * levels > histogram.COUNTS.value - 1:
         raise ValueError(f"the histogram path takes parts ** levels up to 2**24, got {bins} ** {levels}")
     slices = _cdiv(vocab, slice_)
-    cap = HISTOGRAM_CAP if device.type == "cuda" else min(HISTOGRAM_CAP, 64)  # (the interpreter sorts slowly)
+    cap = _histogram_cap(device)
     draft_ids, draft_kind, way = decide if decide is not None else (request_args[0], 0, None)  # (ids never read)
     bounds_slice, bounds_block, bounds_warps = _bounds_shape(vocab, device)
     bounds_slices = _cdiv(vocab, bounds_slice) if way == "bounds" else 0

@@ -1,17 +1,19 @@
 """The top-k path's cutoff search as it stands (``cutoffs.top_k_from_groups``, its bisections started from shared
-bits or from the top bit) beside ``results/h200-topk-search/``'s histogram variants, under whichever Triton runs it.
+bits) beside ``results/h200-topk-search/``'s histogram variants, under whichever Triton runs it.
 
 Those variants were slower than the bisections under Triton 3.6, whose ``tl.histogram`` pays warp ballots for every
-element; from Triton 3.8 it is a shared-memory atomic (``results/h200-triton39/``), so they are timed again here, now
-against the search as committed (the variants' copies predate its started bisections). Run from the repository root
-on the GPU machine, once under each Triton: ``python3 results/h200-topk-search-triton39/search_now.py``; ``--check``
-on the CPU under ``TRITON_INTERPRET=1`` (outputs only, small rows).
+element; from Triton 3.8 it is a shared-memory atomic (``results/h200-triton39/``), so they are timed again here,
+now against the search as committed (the variants' copies predate its started bisections), launched by
+``results/h200-search-warps/``'s kernel (the committed search on one row a program, outputs laid out as the
+variants'). Run from the repository root on the GPU machine, once under each Triton: ``python3
+results/h200-topk-search-triton39/search_now.py``; ``--check`` on the CPU under ``TRITON_INTERPRET=1`` (outputs
+only, small rows).
 
 Every search's summaries and kept lists must equal the committed search's bit for bit (rows of four kinds, as the
 variants' script builds them); then each is timed on 1 row and on 264 rows at 4 and 8 warps, 100 launches in a CUDA
-graph, 20 replays, the median µs per launch. Names: ``now`` (the committed search, started bisections), ``top``
-(the committed search from the top bit, as the fused step runs it over more than 4,096 groups), and the variants'
-``BOUND SECOND SCAN2D`` digits (``000`` the committed search before its started bisections).
+graph, 20 replays, the median µs per launch. Names: ``now`` (the committed search, its bisections started from
+shared bits, as the small batches that miss their goals run it) and the variants' ``BOUND SECOND SCAN2D`` digits
+(``000`` the committed search before its started bisections).
 """
 
 import argparse
@@ -20,31 +22,14 @@ from pathlib import Path
 
 import torch
 import triton
-import triton.language as tl
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "h200-topk-search"))
+RESULTS = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(RESULTS / "h200-topk-search"), str(RESULTS / "h200-search-warps")]
 
 import search_variants as old
+import search_warps as now
 
-from specbench.kernels.cutoffs import GROUP, top_k_from_groups
-
-SEARCHES = ["now", "top", (0, 0, 0), (1, 0, 0), (1, 1, 0)]
-
-
-@triton.jit
-def _now_kernel(rows_ptr, group_max_ptr, out_f, out_i, group_ids_ptr, list_ids_ptr, list_v_ptr, list_w_ptr, V, k,
-                top_p, min_p, TARGET_PROBS: tl.constexpr, GROUP_BLOCK: tl.constexpr, SHARED_START: tl.constexpr):
-    # one row a program, through the committed search, its outputs laid out as the variants' kernel lays them
-    r = tl.program_id(0).to(tl.int64)
-    done, m, mass, tau, iota, length = top_k_from_groups(
-        rows_ptr + r * V, V, 1.0, k, top_p, min_p, group_max_ptr + r * tl.cdiv(V, GROUP), group_ids_ptr + r * 64,
-        list_ids_ptr + r * 64, list_v_ptr + r * 64, list_w_ptr + r * 64, TARGET_PROBS, GROUP_BLOCK, 64, SHARED_START)
-    tl.store(out_f + r * 3 + 0, m)
-    tl.store(out_f + r * 3 + 1, mass)
-    tl.store(out_f + r * 3 + 2, tau)
-    tl.store(out_i + r * 3 + 0, iota)
-    tl.store(out_i + r * 3 + 1, length)
-    tl.store(out_i + r * 3 + 2, done.to(tl.int32))
+SEARCHES = ["now", (0, 0, 0), (1, 0, 0), (1, 1, 0)]
 
 
 def launch(case: old._Case, search, grid=None, warps=8) -> None:
@@ -52,9 +37,9 @@ def launch(case: old._Case, search, grid=None, warps=8) -> None:
     if isinstance(search, tuple):
         case.launch(search, grid, warps)
         return
-    _now_kernel[(grid or case.n,)](case.rows, case.maxima, case.out_f, case.out_i, case.ids, *case.lists, case.vocab,
-                                   50, 0.9, 0.0, TARGET_PROBS=case.kind == "probs", GROUP_BLOCK=case.block,
-                                   SHARED_START=search == "now", num_warps=warps)
+    now._search_kernel[(grid or case.n,)](case.rows, case.maxima, case.out_f, case.out_i, case.ids, *case.lists,
+                                          case.vocab, 50, 0.9, 0.0, TARGET_PROBS=case.kind == "probs",
+                                          GROUP_BLOCK=case.block, num_warps=warps)
 
 
 def check(vocab: int, n: int, device: str) -> None:

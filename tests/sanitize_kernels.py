@@ -117,10 +117,10 @@ def crowded_inputs(num_spec: int, vocab: int, draft: str, target: str, crowds=CR
     """``specbench.verify`` keyword arguments on the CPU (``sampling`` among them: ``top_p`` alone) whose rows each
     hold a crowd of tied tokens where their ``top_p`` boundary falls: request ``b``'s rows one token of logit 8, then
     ``crowds[b]`` tokens tied at 2 (mass ``e**-6`` each against the first's 1), the rest at about -20, and ``top_p``
-    three quarters through the crowd's mass (past the shorter sort lengths: a list of 200 cut at its 150th). The split histogram path's last level keeps the crowd's part alone, so each
-    row's list holds the crowd: sorted at the length that holds it, or past the list's capacity searched by one
-    program. Draft rows (``draft`` "logits" or "probs") are built alike; drafts are crowd members, the first token or
-    a tail token, in turn."""
+    three quarters through the crowd's mass (past the shorter sort lengths: a list of 200 cut at its 150th). The
+    split histogram path's last level keeps the crowd's part alone, so each row's list holds the crowd: sorted at
+    the length that holds it, or past the list's capacity searched by one program. Draft rows (``draft`` "logits"
+    or "probs") are built alike; drafts are crowd members, the first token or a tail token, in turn."""
     import torch
 
     from specbench import SamplingParams

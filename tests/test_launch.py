@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import triton
 
 pytest.importorskip("triton")
 
@@ -188,7 +189,8 @@ def test_a_histogram_variant_takes_its_parts_per_level_inside_its_call(monkeypat
               "seeds": torch.arange(2, device=device),
               "sampling": SamplingParams(temperatures=torch.ones(2, device=device),
                                          top_p=torch.full((2,), 0.9, device=device))}
-    for name, bins in (("triton-histogram-4096x1024x4-bins32", 32), ("triton-histogram-4096x1024x4", launch.HISTOGRAM_BINS)):
+    for name, bins in (("triton-histogram-4096x1024x4-bins32", 32),
+                       ("triton-histogram-4096x1024x4", launch.HISTOGRAM_BINS)):
         with pytest.raises(Stop):
             resolve(name).prepare(dict(kwargs))()
         assert seen[-1] == bins
@@ -204,8 +206,6 @@ def test_the_histogram_path_takes_its_parts_by_how_this_triton_counts_a_histogra
     parts, two levels, every one by tl.histogram. Whichever this Triton is, the launcher's constants are its."""
     assert launch._histogram_defaults(launch._triton_version(version)) == (bins, atomic)
     assert launch._histogram_levels(bins) == (3 if bins == 64 else 2)
-    import triton
-
     assert (launch.HISTOGRAM_BINS, launch.HISTOGRAM_ATOMIC) == launch._histogram_defaults(
         launch._triton_version(triton.__version__))
 

@@ -230,11 +230,10 @@ def test_split_cutoffs_keep_what_a_sort_keeps(small_blocks, monkeypatch, is_prob
     if search != "radix":  # every row here fits a list: the levels narrowed to it (a level's wrong sums or
         # bounds end in the exact but slow fallback, which the kept sets alone would not show); each
         # request's two target cells (side 0: the draft cells are never searched here)
-        stage = scratches[0].radix_state_i[:batch * 2 * 2 * histogram.STATE.value].view(batch, 2, 2, -1)[:, :, 0, 0]
+        stage, sizes = _target_stages_and_lists(scratches[0], batch, 2)
         fell_back = int((stage == histogram.FALLBACK.value).sum())
         assert fell_back > 0 if search in ("histogram-fallback", "histogram-sorts") else fell_back == 0
-        if search == "histogram-sorts":  # (the lists' lengths: the last of each cell's counts)
-            sizes = scratches[0].counts[:batch * 2 * 2 * histogram.COUNTS.value].view(batch, 2, 2, -1)[:, :, 0, -1]
+        if search == "histogram-sorts":
             found = sizes[stage == histogram.SEARCH.value]
             assert len({(int(size) - 1).bit_length() for size in found}) >= 3  # (the sort's length: 1, 2, 4, 8)
     no_k = torch.zeros(batch, dtype=torch.int32)
@@ -285,8 +284,7 @@ def test_the_histogram_path_variants_give_the_same_summaries(small_blocks, monke
         num_draft_tokens=inputs["num_draft_tokens"], top_k=None, **knobs))
     summaries = [summary for summary, _scratch in runs]
     batch, num_slots = inputs["target_logits"].shape[:2]
-    stages = [scratch.radix_state_i[:batch * num_slots * 2 * histogram.STATE.value].view(batch, num_slots, 2, -1)
-              [:, :, 0, 0] for _summary, scratch in runs]
+    stages = [_target_stages_and_lists(scratch, batch, num_slots)[0] for _summary, scratch in runs]
     on = ((knobs["top_p"] < 1) | (knobs["min_p"] > 0)) & (inputs["temperatures"] != 0)
     rows = torch.arange(inputs["target_logits"].shape[1])
     summarised = on[:, None] & (rows[None, :] <= inputs["num_draft_tokens"][:, None])
@@ -327,8 +325,8 @@ def test_more_parts_and_fewer_levels_give_the_same_step(small_blocks, monkeypatc
     on = ((knobs["top_p"] < 1) | (knobs["min_p"] > 0)) & (inputs["temperatures"] != 0)
     searched = on[:, None] & (torch.arange(num_slots)[None, :] <= inputs["num_draft_tokens"][:, None])
     for scratch in (plain_scratch, variant_scratch):  # (every searched target row found in the list)
-        stage = scratch.radix_state_i[:batch * num_slots * 2 * histogram.STATE.value].view(batch, num_slots, 2, -1)
-        assert not bool((stage[:, :, 0, 0][searched] == histogram.FALLBACK.value).any())
+        stage = _target_stages_and_lists(scratch, batch, num_slots)[0]
+        assert not bool((stage[searched] == histogram.FALLBACK.value).any())
 
 
 @pytest.mark.parametrize(("atomic", "per_program", "way", "per_request"),
@@ -399,13 +397,22 @@ def test_the_finish_sorts_crowded_lists_at_every_length(small_blocks, monkeypatc
         target=values, target_is_probs=target == "probs", temperatures=sampling.temperatures,
         num_draft_tokens=kwargs["num_draft_tokens"], top_k=None, top_p=sampling.top_p, min_p=None)
     batch, rows = values.shape[:2]
-    cells = batch * rows * 2
-    stage = scratches[0].radix_state_i[:cells * histogram.STATE.value].view(batch, rows, 2, -1)[:, :, 0, 0]
-    sizes = scratches[0].counts[:cells * histogram.COUNTS.value].view(batch, rows, 2, -1)[:, :, 0, -1]
+    stage, sizes = _target_stages_and_lists(scratches[0], batch, rows)
     assert bool((stage == histogram.SEARCH.value).all())
     assert sizes.tolist() == [[crowd] * rows for crowd in crowds]
     _check_summaries((m, mass, tau, iota), values, sampling.temperatures, torch.zeros(batch, dtype=torch.int32),
                      sampling.top_p, torch.zeros(batch), target == "probs")
+
+
+def _target_stages_and_lists(scratch, batch: int, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each target cell's search stage and list length (the last of its counts), [batch, rows], from a split histogram
+    search's scratch (cells (request, row, side), side 0 the target)."""
+    from specbench.kernels import histogram
+
+    cells = batch * rows * 2
+    stage = scratch.radix_state_i[:cells * histogram.STATE.value].view(batch, rows, 2, -1)[:, :, 0, 0]
+    sizes = scratch.counts[:cells * histogram.COUNTS.value].view(batch, rows, 2, -1)[:, :, 0, -1]
+    return stage, sizes
 
 
 def _histogram_scratches(monkeypatch, launch) -> list:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The top-k path's cutoff search under Triton 3.6 and 3.9 (issue 20; planned, not run yet), on the GPU machine from
+# The top-k path's cutoff search under Triton 3.6 and 3.9 (issue 20), on the GPU machine from
 # the repository root, after results/h200-triton39/run.sh's `install` on the same warm machine (Triton 3.9 unpacked
 # to /tmp/site39; run.sh there says how the pieces travel), with OUT set:
 #   bash results/h200-topk-search-triton39/run.sh search   # search_now.py under each Triton: search-3.6.txt, -3.9.txt

@@ -2,8 +2,8 @@
 # Triton 3.9 for the GPU machine (which has 3.6), in pieces a device call can carry: its wheel for Python 3.12
 # unpacked without what sm_90 work there does not need (the AMD backend, CUPTI, the profiler and plugin libraries, its
 # ptxas and nvdisasm: run.sh points it at the machine's Triton 3.6's ptxas), its library stripped of debug
-# information (500 -> 192 MB), as one tar.xz (41.6 MB) cut into pieces of 10 MiB (a call carried no more than that
-# beside this working tree). Run here, from the repository root (`.whl/` is ignored):
+# information (500 -> 192 MB), as one tar.xz (41.6 MB) cut into pieces of 5 MiB (a call carried 10 MiB
+# beside this working tree on 2026-11-29 and refused it on 11-30; 5 MiB went). Run here, from the repository root (`.whl/` is ignored):
 #   bash results/h200-triton39/pack.sh
 # The pieces land in .whl/triton39-pieces/ and the hash in .whl/triton39/sha256; a call carries .whl/triton39 with
 # one piece copied in beside the hash (run.sh says how).
@@ -21,7 +21,7 @@ strip --strip-unneeded "$t"/_C/libtriton.so
 tar cf - -C "$work/site" . | xz -6 -T2 > "$work/site.tar.xz"
 mkdir -p .whl/triton39 .whl/triton39-pieces
 rm -f .whl/triton39/* .whl/triton39-pieces/*
-split -b 10M -d "$work/site.tar.xz" .whl/triton39-pieces/triton-3.9.0-site.tar.xz.part
+split -b 5M -d "$work/site.tar.xz" .whl/triton39-pieces/triton-3.9.0-site.tar.xz.part
 sha256sum "$work/site.tar.xz" | cut -c1-64 > .whl/triton39/sha256
 rm -rf "$work"
 ls -l .whl/triton39 .whl/triton39-pieces

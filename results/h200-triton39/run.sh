@@ -2,13 +2,13 @@
 # The split histogram path under Triton 3.9 on the GPU machine. Compiled for sm_90, 3.9 lowers tl.histogram to a
 # shared-memory atomic that tokens outside the window skip, and a level's loop is about half of 3.6's
 # (results/cpu-triton-versions/); the launcher's choices were timed on 3.6 only.
-# Here first: bash results/h200-triton39/pack.sh (four pieces of 10 MiB under .whl/triton39-pieces/, ignored by git;
-# a call carried no more than about 10 MiB beside this working tree). Then calls in a row on one warm machine (30 s
+# Here first: bash results/h200-triton39/pack.sh (eight pieces of 5 MiB under .whl/triton39-pieces/, ignored by git;
+# a call carried no more than 5 to 10 MiB beside this working tree). Then calls in a row on one warm machine (30 s
 # idle and it is given back), each with one piece copied into .whl/triton39 beside sha256 alone, carry
 # [".whl/triton39"], command: mkdir -p /tmp/p && cp .whl/triton39/* /tmp/p (outside the tree, so it stays while
 # the machine is held); and last: PIECES=/tmp/p OUT=/tmp/t39 bash results/h200-triton39/run.sh install warm time
 # (OUT outside $OUT, so that a later call can go on from it with --resume; copy it to $OUT at the end).
-# `breakdown` (planned, not run yet): tests/gpu_kernel_breakdown.py at B = 256 under 3.9 and under 3.6, draft logits
+# `breakdown`: tests/gpu_kernel_breakdown.py at B = 256 under 3.9 and under 3.6, draft logits
 # and probs (breakdown-3.9.txt, breakdown-3.6.txt).
 # `install` joins the pieces, checks their hash and unpacks them to /tmp/site39; `warm` and `time` are
 # results/h200-histogram-variants/run.sh's, with /tmp/site39 first on PYTHONPATH (IMPLS: the launcher's own, and 64 or

@@ -246,7 +246,7 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                                           "HAS_TOP_K": 0, "HAS_TOP_P": 1, "HAS_MIN_P": 1, **step, "SLICE": slice_,
                                           "BLOCK": hist_block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1,
                                           "CAP": launch.HISTOGRAM_CAP, "P_BLOCK": 32, "SLICES_PER_PROGRAM": 1,
-                                          "PER_REQUEST": 0, "ROW_BLOCK": 8},
+                                          "ROWS": 0, "ROW_BLOCK": 8},
                 hist_warps, "fp32")
                for target_probs in (0, 1) for step in hist_steps
                if not (target_probs and (step["STEP"] == 3 or step["DRAFT"] == 1)))
@@ -262,15 +262,16 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                for kernel, constexprs, _w, _d in list(out) if kernel is _split_histogram_kernel
                and constexprs["STEP"] == 1 and constexprs["LAST"])
     out.append((_split_histogram_kernel, {**middle, "SLICES_PER_PROGRAM": 4}, hist_warps, "fp32"))
-    # each program taking its slice of every row of its request (the launcher's way after decisions from the bounds,
-    # at small batches): the launches the search makes then, target logits with truncated draft logits and target
-    # probabilities
-    out.extend((_split_histogram_kernel, {**constexprs, "PER_REQUEST": 1}, hist_warps, "fp32")
-               for kernel, constexprs, _w, _d in list(out) if kernel is _split_histogram_kernel
-               and constexprs["SLICES_PER_PROGRAM"] == 1
-               and constexprs["STEP"] in (0, 1, 2, 3) and not constexprs["DECIDE"]
-               and (constexprs["STEP"] != 0 or constexprs["SKIP_DECIDED"])
-               and (constexprs["STEP"] != 1 or not constexprs["LAST"] or constexprs["ATOMIC"]))
+    # each program taking its slice of every row of its request, or of its request's stop row, or of the rows after it
+    # (the launcher's ways after decisions from the bounds): the launches the search makes then, target logits with
+    # truncated draft logits and target probabilities
+    per_cell = [constexprs for kernel, constexprs, _w, _d in out if kernel is _split_histogram_kernel
+                and constexprs["SLICES_PER_PROGRAM"] == 1
+                and constexprs["STEP"] in (0, 1, 2, 3) and not constexprs["DECIDE"]
+                and (constexprs["STEP"] != 0 or constexprs["SKIP_DECIDED"])
+                and (constexprs["STEP"] != 1 or not constexprs["LAST"] or constexprs["ATOMIC"])]
+    out.extend((_split_histogram_kernel, {**constexprs, "ROWS": rows}, hist_warps, "fp32")
+               for rows in (1, 2, 3) for constexprs in per_cell)
     # more parts a level (the launch variants -bins128 and -bins256, two levels): the first level, and the last one
     # counted by atomics, at each
     so_far = list(out)
@@ -278,7 +279,7 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                 "fp32")
                for more in (128, 256) for kernel, constexprs, _w, _d in so_far if kernel is _split_histogram_kernel
                and constexprs["STEP"] == 1 and not constexprs["DECIDE"]
-               and constexprs["SLICES_PER_PROGRAM"] == 1 and not constexprs["PER_REQUEST"]
+               and constexprs["SLICES_PER_PROGRAM"] == 1 and constexprs["ROWS"] == 0
                and (constexprs["FIRST"] or (constexprs["LAST"] and constexprs["ATOMIC"])))
     # target probabilities with truncated draft logits: their first level and decisions
     probs_first = next(constexprs for kernel, constexprs, _w, _d in out if kernel is _split_histogram_kernel

@@ -264,27 +264,52 @@ def test_a_histogram_variant_counts_by_atomics_and_takes_slices_inside_its_call(
     assert launch.TUNING["histogram_atomic"] is None and launch.TUNING["histogram_slices_per_program"] is None
 
 
-def test_after_decisions_from_the_bounds_each_histogram_program_takes_every_row_of_its_request(monkeypatch):
+@pytest.mark.parametrize(("way", "batch", "forced", "rows"),
+                         [("bounds", 1, None, "request"), ("bounds", 8, None, "request"), ("bounds", 9, None, "cell"),
+                          ("bounds", 255, None, "cell"), ("bounds", 256, None, "stop"), ("bounds", 512, None, "stop"),
+                          (None, 512, None, "cell"), ("level", 512, None, "cell"), (None, 4, None, "cell"),
+                          ("bounds", 512, 0, "cell"), ("bounds", 8, 2, "stop"), ("level", 8, 1, "request"),
+                          ("level", 512, 2, "cell"), (None, 8, 2, "cell")])
+def test_the_histogram_programs_take_rows_by_batch_and_decisions(monkeypatch, way, batch, forced, rows):
+    """Which rows the split histogram path's programs take: after decisions from the bounds one program a request up to
+    HISTOGRAM_PER_REQUEST_MAX_BATCH, its stop row then the rows after it from HISTOGRAM_STOP_ROW_MIN_BATCH, one a cell
+    between and without those decisions; a launch variant's way at any batch, stop rows only where the bounds say the
+    stops."""
+    assert (launch.HISTOGRAM_PER_REQUEST_MAX_BATCH, launch.HISTOGRAM_STOP_ROW_MIN_BATCH) == (8, 256)
+    monkeypatch.setitem(launch.TUNING, "histogram_rows", forced)
+    assert launch._histogram_rows(way, batch) == rows
+
+
+def test_after_decisions_from_the_bounds_each_histogram_program_takes_the_rows_of_its_request(monkeypatch):
     """Where the drafts were decided from one pass's bounds (forced here at B = 2 by the -bounds variants), the split
     histogram path launches one program per request, side and slice (grid (B, 1, ...); steps 0-3), each taking its
     request's rows in turn; -percell one per row (grid (B, K + 1, ...)), as every other way does by default, and
-    -perrequest forces the first at any way. The same tokens every way."""
+    -perrequest forces the first at any way; -stoprow two launches a step, each one program per request (its stop
+    row, then the rows after it), and one per row where no decisions say the stops. The same tokens every way."""
+    from specbench.kernels import histogram
+
     launches = _recorded_histogram_launches(monkeypatch)
     batch, num_slots = 2, 3
     kwargs = _top_p_call(6, batch, num_slots)
+    per_cell, per_request = (histogram.ROWS_PER_CELL.value,), (histogram.ROWS_PER_REQUEST.value,)
+    stop = (histogram.ROWS_AT_STOP.value, histogram.ROWS_AFTER_STOP.value)
     results = []
-    for name, per_request in (("triton-histogram-4096x1024x4-bounds", True),
-                              ("triton-histogram-4096x1024x4-bounds-percell", False),
-                              ("triton-histogram-4096x1024x4-nodecide", False),
-                              ("triton-histogram-4096x1024x4-nodecide-perrequest", True)):
+    for name, rows in (("triton-histogram-4096x1024x4-bounds", per_request),
+                       ("triton-histogram-4096x1024x4-bounds-percell", per_cell),
+                       ("triton-histogram-4096x1024x4-nodecide", per_cell),
+                       ("triton-histogram-4096x1024x4-nodecide-perrequest", per_request),
+                       ("triton-histogram-4096x1024x4-bounds-stoprow", stop),
+                       ("triton-histogram-4096x1024x4-stoprow", per_cell)):  # (B = 2: no decisions by default)
         launches.clear()
         results.append(resolve(name).prepare(dict(kwargs))())
-        per_cell = [(c["STEP"], c["PER_REQUEST"], grid) for grid, c in launches if c["STEP"] in (0, 1, 2, 3)]
-        assert per_cell and all(entry[1] == per_request for entry in per_cell), name
-        assert all(entry[2][:2] == (batch, 1 if per_request else num_slots) for entry in per_cell), name
+        steps = [(c["STEP"], c["ROWS"], grid) for grid, c in launches if c["STEP"] in (0, 1, 2, 3)]
+        assert steps and len(steps) % len(rows) == 0, name
+        for i, (_step, taken, grid) in enumerate(steps):
+            assert taken == rows[i % len(rows)] and steps[i - i % len(rows)][0] == _step, name
+            assert grid[:2] == (batch, num_slots if rows == per_cell else 1), name
     for result in results[1:]:
         assert torch.equal(result.output_token_ids, results[0].output_token_ids)
-    assert launch.TUNING["histogram_per_request"] is None
+    assert launch.TUNING["histogram_rows"] is None
 
 
 def test_after_decisions_from_the_bounds_the_search_takes_the_stop_rows_largest_values_from_them(monkeypatch):

@@ -329,14 +329,15 @@ def test_more_parts_and_fewer_levels_give_the_same_step(small_blocks, monkeypatc
         assert not bool((stage[searched] == histogram.FALLBACK.value).any())
 
 
-@pytest.mark.parametrize(("atomic", "per_program", "way", "per_request"),
-                         [(1, 1, None, 0), (0, 2, None, 0), (1, 2, 2, 0), (1, 1, 2, 1), (0, 2, 2, 1), (1, 1, None, 1)])
-def test_the_histogram_path_variants_give_the_same_step(small_blocks, monkeypatch, atomic, per_program, way,
-                                                        per_request):
+@pytest.mark.parametrize(("atomic", "per_program", "way", "rows"),
+                         [(1, 1, None, 0), (0, 2, None, 0), (1, 2, 2, 0), (1, 1, 2, 1), (0, 2, 2, 1), (1, 1, None, 1),
+                          (1, 1, 2, 2), (0, 2, 2, 2)])
+def test_the_histogram_path_variants_give_the_same_step(small_blocks, monkeypatch, atomic, per_program, way, rows):
     """Both sides of the split histogram path's variants (target logits, truncated draft logits: two sides a slot's
     cell, the programs' sides decoded from the grid), with every row searched or the drafts decided first from the
-    bounds (way 2), one program a row and slice or each program its slice of every row of its request (per_request:
-    the launcher's own after the bounds): the same tokens as the path counting by tl.histogram, one slice and one row
+    bounds (way 2), one program a row and slice, each program its slice of every row of its request (rows 1), or of
+    its request's stop row and then of the rows after it (rows 2; requests that decide nothing, with min_p or every
+    knob off, stop at 0 not clean, so the rows after take the rest): the same tokens as the path counting by tl.histogram, one slice and one row
     a program, and the same summaries and level counts in its scratch, bit for bit (counts that only bound a part's
     mass could be wrong without changing a token)."""
     launch = small_blocks
@@ -347,7 +348,7 @@ def test_the_histogram_path_variants_give_the_same_step(small_blocks, monkeypatc
     with launch.strategy("split"):
         runs = _with_and_without_variant(monkeypatch, launch, atomic, per_program,
                                          lambda: _verify(inputs, knobs=knobs, truncate_draft_logits=True),
-                                         per_request)
+                                         rows)
     (plain, _), (variant, _) = runs
     scratches = [scratch for _result, scratch in runs]
     _same(variant, plain)
@@ -360,14 +361,13 @@ def test_the_histogram_path_variants_give_the_same_step(small_blocks, monkeypatc
 
 
 def _with_and_without_variant(monkeypatch, launch, atomic: int, per_program: int, call,
-                              per_request: int = 0) -> list[tuple]:
+                              rows: int = 0) -> list[tuple]:
     """(call's result, the split histogram search's scratch) with every level counted by tl.histogram, one slice and
     one row a program, then with the launch variants' settings (``histogram_atomic``,
-    ``histogram_slices_per_program``, ``histogram_per_request``), each on fresh scratch."""
+    ``histogram_slices_per_program``, ``histogram_rows``), each on fresh scratch."""
     runs = []
-    for tuning in ({"histogram_atomic": 0, "histogram_slices_per_program": 1, "histogram_per_request": 0},
-                   {"histogram_atomic": atomic, "histogram_slices_per_program": per_program,
-                    "histogram_per_request": per_request}):
+    for tuning in ({"histogram_atomic": 0, "histogram_slices_per_program": 1, "histogram_rows": 0},
+                   {"histogram_atomic": atomic, "histogram_slices_per_program": per_program, "histogram_rows": rows}):
         for name, value in tuning.items():
             monkeypatch.setitem(launch.TUNING, name, value)
         scratches = _histogram_scratches(monkeypatch, launch)
@@ -852,12 +852,13 @@ def _poisoned_row_maxima(monkeypatch, launch, num_draft: torch.Tensor, num_slots
     monkeypatch.setattr(launch, "_DRAFT_BOUNDS", poisoned)
 
 
-@pytest.mark.parametrize(("form", "rounds", "per_request"),
-                         [(FORMS[1], 0, 1), (FORMS[1], 1, 0), (FORMS[6], 0, 0), (FORMS[5], 0, 1)])
+@pytest.mark.parametrize(("form", "rounds", "rows"),
+                         [(FORMS[1], 0, 1), (FORMS[1], 1, 0), (FORMS[6], 0, 0), (FORMS[5], 0, 1), (FORMS[1], 1, 2),
+                          (FORMS[6], 0, 2)])
 def test_the_stop_rows_largest_values_from_the_bounds_pass_give_the_same_search(small_blocks, monkeypatch, form,
-                                                                                rounds, per_request):
-    """Drafts decided from one pass's bounds (all slots at once, or a round per slot; one program per request or
-    per cell): the search's first launch taking the largest value of each row searched at a request's stop from
+                                                                                rounds, rows):
+    """Drafts decided from one pass's bounds (all slots at once, or a round per slot; one program per cell, per
+    request, or per request for its stop row and then for the rows after it): the search's first launch taking the largest value of each row searched at a request's stop from
     that pass (``histogram_bounds_max`` 1, the launcher's) gives the same tokens, summaries (bit for bit: request
     0's target rows peak at -0.0, which both read as +0.0) and level counts as reading the rows again (0), on fresh
     NaN scratch, the latter with those values replaced by a sentinel after the pass (ignored); with the sentinel
@@ -885,7 +886,7 @@ def test_the_stop_rows_largest_values_from_the_bounds_pass_give_the_same_search(
     for bounds_max, poison in ((0, True), (1, False), (1, True)):
         monkeypatch.setattr(small_blocks, "_DRAFT_BOUNDS", bounds)
         for name, value in (("histogram_bounds_max", bounds_max), ("split_search", 1), ("histogram_decide", 2),
-                            ("bounds_rounds", rounds), ("histogram_per_request", per_request)):
+                            ("bounds_rounds", rounds), ("histogram_rows", rows)):
             monkeypatch.setitem(small_blocks.TUNING, name, value)
         scratches = _histogram_scratches(monkeypatch, small_blocks)
         if poison:
@@ -916,7 +917,8 @@ def test_the_stop_rows_largest_values_from_the_bounds_pass_give_the_same_search(
         m = summaries[0, int(decided[0, 0]), 0, 0]
         assert float(m) == 0.0 and not bool(torch.signbit(m)), m
     stage = variant_scratch.radix_state_i[:batch * num_slots * 2 * histogram.STATE.value]
-    assert bool((stage.view(batch, num_slots, 2, -1)[..., 0] == histogram.SKIPPED.value).any())
+    # (rows 2 takes only the cells the step reads: the others are never marked, nor their state written)
+    assert bool((stage.view(batch, num_slots, 2, -1)[..., 0] == histogram.SKIPPED.value).any()) is (rows != 2)
 
 
 @pytest.mark.parametrize("draft", ["logits", "probs"])

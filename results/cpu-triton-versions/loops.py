@@ -30,7 +30,7 @@ def _chosen() -> list[tuple[str, int]]:
     picked = []
     for i, (kernel, cx, _warps, _dtype) in enumerate(ck.variants()):
         if kernel is _split_histogram_kernel and not cx["TARGET_PROBS"] and cx["SLICES_PER_PROGRAM"] == 1 \
-                and not cx["PER_REQUEST"] and cx["BINS"] == 64 and not cx["DECIDE"] \
+                and cx["ROWS"] == 0 and cx["BINS"] == 64 and not cx["DECIDE"] \
                 and not cx["SKIP_DECIDED"]:
             what = STEPS.get((cx["STEP"], cx["FIRST"], cx["LAST"], cx["ATOMIC"]))
             if what is not None:

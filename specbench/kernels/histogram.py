@@ -82,12 +82,17 @@ are used for.
 
 With ``SLICES_PER_PROGRAM`` above 1 (the launch variants ``-slicesN``) each program of steps 1-3 takes that
 many slices of its row in turn, every slice as one program would (its own sums, its own arrival), so the
-summaries are the same at any count. With ``PER_REQUEST`` (the launcher's way where the drafts were decided
-from one pass's bounds, ``draft_bounds.py``, at small batches: ``launch.HISTOGRAM_PER_REQUEST_MAX_BATCH``) each
-program of steps 1-4 takes its slice (step 4: its cell) of every row of its request in turn, the grid's second
-dimension 1: there most rows are skipped, and a program per skipped cell costs the latency of its loads while it
-holds a place on the multiprocessor. Each cell is still taken as its own program would take it, so the summaries
-are the same.
+summaries are the same at any count. ``ROWS`` says which rows a program of steps 1-4 takes (step 4: its cell
+where the others take their slice): ``ROWS_PER_CELL``, the row of the grid's second dimension; the others, where
+the drafts were decided from one pass's bounds (``draft_bounds.py``) and most cells are skipped, with the grid's
+second dimension 1, so that no program is spent on a skipped cell (one costs the latency of its loads while it
+holds a place on the multiprocessor): ``ROWS_PER_REQUEST``, every row of its request in turn;
+``ROWS_AT_STOP``, its request's stop row ``t`` alone (the row every request's step reads: ``t <= n``, and
+``(0, 0)`` for a request that decided nothing); ``ROWS_AFTER_STOP``, the rows after ``t`` in turn where the
+request did not stop clean, the rest of what its step reads (a program of a request that stopped clean
+leaves at once). The launcher takes ``ROWS_AT_STOP`` then ``ROWS_AFTER_STOP`` for each step, or
+``ROWS_PER_REQUEST`` alone, or ``ROWS_PER_CELL`` (``launch._histogram_rows``). Every cell the step reads is
+taken once, and each as its own program would take it, so the summaries are the same.
 
 Where the search cannot finish so, the cell is marked (stage ``FALLBACK``), the launches after skip it,
 and the finish step finds its cutoff by the one-program radix search (``cutoffs.truncate_row_radix``:
@@ -149,6 +154,11 @@ CLOSED = tl.constexpr(-1)  # the summary is written
 SKIPPED = tl.constexpr(-2)  # DECIDE: the step reads no summary of this cell (none is written)
 SEARCH = tl.constexpr(0)
 FALLBACK = tl.constexpr(1)  # the finish step searches the row in one program
+# the rows a program takes (ROWS)
+ROWS_PER_CELL = tl.constexpr(0)  # the grid's second dimension's
+ROWS_PER_REQUEST = tl.constexpr(1)  # every row of its request in turn
+ROWS_AT_STOP = tl.constexpr(2)  # its request's stop row t (drafts decided from the bounds)
+ROWS_AFTER_STOP = tl.constexpr(3)  # the rows after t in turn, where its request did not stop clean (likewise)
 # state fields
 F_M = tl.constexpr(0)
 F_PLAY = tl.constexpr(1)
@@ -710,11 +720,11 @@ def _split_histogram_kernel(
     P_BLOCK: tl.constexpr,  # a power of two >= NUM_SLICES
     ATOMIC: tl.constexpr,  # STEP_LEVEL, a later level: its window's tokens counted by atomics, not tl.histogram
     SLICES_PER_PROGRAM: tl.constexpr,  # the slices of a row each program takes, one after another
-    PER_REQUEST: tl.constexpr,  # each program takes its slice (or cell) of every row of its request in turn
-    ROW_BLOCK: tl.constexpr,  # PER_REQUEST: a power of two >= NUM_SLOTS
+    ROWS: tl.constexpr,  # the rows a program takes: ROWS_PER_CELL, ROWS_PER_REQUEST, ROWS_AT_STOP, ROWS_AFTER_STOP
+    ROW_BLOCK: tl.constexpr,  # ROWS_PER_REQUEST, ROWS_AFTER_STOP: a power of two >= NUM_SLOTS
 ):
     # grid (B, K + 1, sides * cdiv(NUM_SLICES, SLICES_PER_PROGRAM)); STEP_FINISH (B, K + 1, sides); STEP_DECIDE (B,);
-    # with PER_REQUEST the second dimension is 1
+    # the second dimension 1 unless ROWS_PER_CELL
     if STEP == STEP_DECIDE:
         b = tl.program_id(0).to(tl.int64)
         _decide_request(b, state_f_ptr, state_i_ptr, part_f_ptr, summary_f_ptr, summary_i_ptr, decided_ptr,
@@ -729,16 +739,23 @@ def _split_histogram_kernel(
         pointers = (state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr, list_f_ptr, list_i_ptr, arrivals_ptr,
                     summary_f_ptr, summary_i_ptr, decided_ptr, target_ptr, target_stride_b, target_stride_k, draft_ptr,
                     draft_stride_b, draft_stride_k, draft_ids_ptr, draft_ids_stride)
-        if PER_REQUEST:
-            # the request's rows in turn, each as its own program would take it (where the drafts were decided
-            # first, most rows are passed over, and a program passing over one costs what its loads wait). After the
-            # first launch the rows' stages are loaded at once first (wanted cells only: the others' state is never
-            # written), so that a row passed over costs no wait of its own; a cell taken loads its stage again, from
-            # the cache
+        request = (b, r, side, n, greedy, inv_temperature, truncated, k, top_p, min_p)
+        if ROWS == ROWS_AT_STOP:
+            t = tl.load(decided_ptr + b * 2)
+            request = (b, t, side, n, greedy, inv_temperature, truncated, k, top_p, min_p)
+        if (ROWS == ROWS_PER_REQUEST) or (ROWS == ROWS_AFTER_STOP):
+            # rows in turn, each as its own program would take it (where the drafts were decided first, most rows
+            # are passed over, and a program passing over one costs what its loads wait). After the first launch
+            # the rows' stages are loaded at once first (wanted cells only: the others' state is never written),
+            # so that a row passed over costs no wait of its own; a cell taken loads its stage again, from the cache
             rows = tl.arange(0, ROW_BLOCK)
-            stages = tl.full([ROW_BLOCK], SEARCH, tl.int32)
+            taken = rows < NUM_SLOTS
+            if ROWS == ROWS_AFTER_STOP:  # (the rows after the stop, where the request did not stop clean)
+                after = tl.where(tl.load(decided_ptr + b * 2 + 1) == 0, tl.load(decided_ptr + b * 2), NUM_SLOTS)
+                taken = taken & (rows > after)
+            stages = tl.where(taken, SEARCH, CLOSED)
             if STEP != STEP_MAX:
-                at_rows = (summary_wanted(truncated, greedy, rows, n, side, TRUNCATE_DRAFT) != 0) & (rows < NUM_SLOTS)
+                at_rows = (summary_wanted(truncated, greedy, rows, n, side, TRUNCATE_DRAFT) != 0) & taken
                 stages = tl.load(state_i_ptr + ((b * NUM_SLOTS + rows) * 2 + side) * STATE + I_STAGE, mask=at_rows,
                                  other=CLOSED)
             for row in range(NUM_SLOTS):
@@ -748,10 +765,9 @@ def _split_histogram_kernel(
                                     HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE, BLOCK, BINS,
                                     BINS_SHIFT, CAP, P_BLOCK, ATOMIC, SLICES_PER_PROGRAM)
         else:
-            _program_slices((b, r, side, n, greedy, inv_temperature, truncated, k, top_p, min_p), group, pointers, V,
-                            NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS, TRUNCATE_DRAFT, HAS_MIN_P, STEP,
-                            DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE, BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK,
-                            ATOMIC, SLICES_PER_PROGRAM)
+            _program_slices(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
+                            TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE, BLOCK,
+                            BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, SLICES_PER_PROGRAM)
 
 
 @triton.jit

@@ -206,7 +206,7 @@ TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk"
                                  "histogram_warps": None, "histogram_bins": None,
                                  "histogram_decide": None, "bounds_slice": None, "bounds_block": None,
                                  "bounds_warps": None, "bounds_rounds": None, "histogram_atomic": None,
-                                 "histogram_slices_per_program": None, "histogram_per_request": None,
+                                 "histogram_slices_per_program": None, "histogram_rows": None,
                                  "histogram_levels": None, "histogram_bounds_max": None}
 
 
@@ -964,13 +964,41 @@ HISTOGRAM_CAP = 1024
 HISTOGRAM_SLICES_PER_PROGRAM = 1
 # ... and whether each program takes its slice of every row of its request in turn (one program per request and
 # slice, not per cell and slice), where the drafts were decided from one pass's bounds and most cells are skipped
-# (histogram.py, PER_REQUEST; the launch variants triton-histogram-...-percell / -perrequest choose), up to
+# (histogram.py, ROWS_PER_REQUEST; the launch variants triton-histogram-...-percell / -perrequest choose), up to
 # HISTOGRAM_PER_REQUEST_MAX_BATCH requests. H200, graph, top_p 0.95, draft logits / probs, µs, one program a cell ->
 # a request (results/h200-histogram-per-request/): B = 8 118.8 -> 109.8 / 78.7 -> 73.6; B = 64 547.4 -> 601.4 /
 # 299.4 -> 313.7, B = 256 1,969.7 -> 2,082.1 / 1,017.1 -> 1,065.9 (slower; compiled for sm_90 the loop takes the
 # first level from 71 to 109 registers a thread, the likely cause, not measured apart); 9 to 63 not measured
-HISTOGRAM_PER_REQUEST = True
 HISTOGRAM_PER_REQUEST_MAX_BATCH = 8
+# ... or, from HISTOGRAM_STOP_ROW_MIN_BATCH requests, each step in two launches: one program per request and slice for
+# its stop row, then one per request and slice for the rows after it where it did not stop clean (histogram.py,
+# ROWS_AT_STOP and ROWS_AFTER_STOP; the launch variants -stoprow). H200, Triton 3.6, graph, top_p 0.95, draft logits /
+# probs, µs, the launcher's way before -> -stoprow (results/h200-stop-row/): B = 8 91.4 -> 100.2 / 70.6 -> 80.6
+# (one program a request before), B = 64 514.9 -> 517.8 / 282.9 -> 292.2, B = 256 1,930.8 -> 1,787.1 / 997.1 ->
+# 960.7, B = 512 3,233.5 -> 2,953.2 / 1,647.6 -> 1,566.3; 65 to 255 not measured. At B = 256 from logits the stop
+# rows' launches take 46-129 µs less each than one program a cell, and the launches for the rows after cost 30-67 µs
+# each (the finish's 5; 19,456 programs, most passing over their request)
+HISTOGRAM_STOP_ROW_MIN_BATCH: int | None = 256
+HISTOGRAM_ROWS_WAYS = ("cell", "request", "stop")  # the launch variants' histogram_rows 0, 1, 2
+
+
+def _histogram_rows(way: str | None, batch: int) -> str:
+    # which rows the split histogram path's programs take: "cell" (one program per row), "request" (its request's
+    # rows in turn) or "stop" (its request's stop row, then the rows after it), a launch variant's at any batch and
+    # decision way ("stop" only after decisions from the bounds, which say each request's stop)
+    forced = TUNING["histogram_rows"]
+    if forced is not None:
+        rows = HISTOGRAM_ROWS_WAYS[forced]
+        if rows == "stop" and way != "bounds":
+            return "cell"
+        return rows
+    if way != "bounds":
+        return "cell"
+    if HISTOGRAM_STOP_ROW_MIN_BATCH is not None and batch >= HISTOGRAM_STOP_ROW_MIN_BATCH:
+        return "stop"
+    return "request" if batch <= HISTOGRAM_PER_REQUEST_MAX_BATCH else "cell"
+
+
 # ... and whether, where the drafts were decided from one pass's bounds, its first launch takes the largest value of
 # each searched row at a request's stop t < n from that pass (which read the row; histogram.py, BOUNDS_MAX) instead
 # of reading the row again (the launch variants triton-histogram-...-boundsmax / -noboundsmax choose). H200, graph,
@@ -1082,31 +1110,37 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
             slices, zero_share)
     per_program = TUNING["histogram_slices_per_program"] or HISTOGRAM_SLICES_PER_PROGRAM
     atomic = _tuned("histogram_atomic", HISTOGRAM_ATOMIC)
-    per_request = _tuned("histogram_per_request",
-                         HISTOGRAM_PER_REQUEST and way == "bounds" and batch <= HISTOGRAM_PER_REQUEST_MAX_BATCH)
+    rows_way = _histogram_rows(way, batch)
     shape = {"SLICE": slice_, "BLOCK": block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1, "CAP": cap,
-             "P_BLOCK": p_block, "SLICES_PER_PROGRAM": per_program, "PER_REQUEST": per_request,
-             "ROW_BLOCK": max(_next_power_of_2(num_slots), 2) if per_request else 2, **constexprs}
-    rows = 1 if per_request else num_slots  # (the grid's second dimension: the request's rows, or one program's)
-    grid = (batch, rows, sides * _cdiv(slices, per_program))
+             "P_BLOCK": p_block, "SLICES_PER_PROGRAM": per_program,
+             "ROW_BLOCK": max(_next_power_of_2(num_slots), 2) if rows_way != "cell" else 2, **constexprs}
+    # each step's launches, by the rows their programs take (histogram.py, ROWS): one program per row, or per request
+    # taking its rows in turn, or per request for its stop row and then per request for the rows after it
+    passes = {"cell": ((histogram.ROWS_PER_CELL.value, num_slots),),
+              "request": ((histogram.ROWS_PER_REQUEST.value, 1),),
+              "stop": ((histogram.ROWS_AT_STOP.value, 1), (histogram.ROWS_AFTER_STOP.value, 1))}[rows_way]
+    programs = sides * _cdiv(slices, per_program)
+
+    def each_pass(step: int, level: int, per_cell: bool = False, **flags: object) -> None:
+        for rows, second in passes:
+            _SPLIT_HISTOGRAM((batch, second, sides if per_cell else programs), (*args, level), num_warps, key,
+                             STEP=step, ROWS=rows, **flags, **shape)
+
     # (DECIDE, SKIP_DECIDED, BOUNDS_MAX and DRAFT only where they change the code: the first launch, the first level
     # and STEP_DECIDE)
     plain = {"DECIDE": False, "SKIP_DECIDED": False, "BOUNDS_MAX": False, "DRAFT": 0, "ATOMIC": False}
     bounds_max = _tuned("histogram_bounds_max", HISTOGRAM_BOUNDS_MAX)
-    _SPLIT_HISTOGRAM(grid, (*args, 0), num_warps, key, STEP=0,
-                     **{**plain, "SKIP_DECIDED": way == "bounds", "BOUNDS_MAX": way == "bounds" and bounds_max},
-                     FIRST=False, LAST=False, **shape)
+    each_pass(0, 0, **{**plain, "SKIP_DECIDED": way == "bounds", "BOUNDS_MAX": way == "bounds" and bounds_max},
+              FIRST=False, LAST=False)
     for level in range(levels):
         after_first = level == 0 and way == "level"
-        _SPLIT_HISTOGRAM(grid, (*args, level), num_warps, key, STEP=1,
-                         **{**plain, "DECIDE": after_first, "ATOMIC": atomic and 0 < level == levels - 1},
-                         FIRST=level == 0, LAST=level == levels - 1, **shape)
+        each_pass(1, level, **{**plain, "DECIDE": after_first, "ATOMIC": atomic and 0 < level == levels - 1},
+                  FIRST=level == 0, LAST=level == levels - 1)
         if after_first:
-            _SPLIT_HISTOGRAM((batch,), (*args, 0), 1, key, STEP=4, **{**plain, "DECIDE": True, "DRAFT": draft_kind},
-                             FIRST=False, LAST=False, **shape)
-    _SPLIT_HISTOGRAM(grid, (*args, 0), num_warps, key, STEP=2, **plain, FIRST=False, LAST=False, **shape)
-    _SPLIT_HISTOGRAM((batch, rows, sides), (*args, 0), num_warps, key, STEP=3, **plain, FIRST=False, LAST=False,
-                     **shape)
+            _SPLIT_HISTOGRAM((batch,), (*args, 0), 1, key, STEP=4, ROWS=histogram.ROWS_PER_CELL.value,
+                             **{**plain, "DECIDE": True, "DRAFT": draft_kind}, FIRST=False, LAST=False, **shape)
+    each_pass(2, 0, **plain, FIRST=False, LAST=False)
+    each_pass(3, 0, per_cell=True, **plain, FIRST=False, LAST=False)
     return scratch
 
 

@@ -272,6 +272,10 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                 and (constexprs["STEP"] != 1 or not constexprs["LAST"] or constexprs["ATOMIC"])]
     out.extend((_split_histogram_kernel, {**constexprs, "ROWS": rows}, hist_warps, "fp32")
                for rows in (1, 2, 3) for constexprs in per_cell)
+    # ... and the rows after the stop taking four slices a program, leaving at once where the request stopped clean
+    # (the launch variants -stoprow-after4)
+    out.extend((_split_histogram_kernel, {**constexprs, "ROWS": 4, "SLICES_PER_PROGRAM": 4}, hist_warps, "fp32")
+               for constexprs in per_cell)
     # more parts a level (the launch variants -bins128 and -bins256, two levels): the first level, and the last one
     # counted by atomics, at each
     so_far = list(out)

@@ -255,22 +255,25 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1), by_shape: bool 
             # log-probabilities the histogram path first decides drafts and skips rows, after its first level
             # (histogram.STEP_DECIDE, way 1) or from one pass's bounds (draft_bounds.py, way 2), forced at every
             # batch size here; after the bounds, its programs take the rows of a request the launcher's way, and
-            # its stop row then the rows after it (histogram.ROWS_AT_STOP, ROWS_AFTER_STOP: rows 2)
+            # its stop row then the rows after it (histogram.ROWS_AT_STOP, ROWS_AFTER_STOP: rows 2; (2, 2): those
+            # after at two slices a program, leaving at once where the request stopped clean)
             no_top_k = SamplingParams(temperatures=sampling.temperatures, top_p=sampling.top_p, min_p=sampling.min_p)
             top_p_alone = SamplingParams(temperatures=sampling.temperatures, top_p=sampling.top_p)
             for strategy, knobs, logprobs, way, rows in (
                     ("split", no_top_k, "processed", 1, None), ("sequential", no_top_k, "processed", 1, None),
                     ("split", top_p_alone, "processed", 1, None), ("split", no_top_k, None, 1, None),
                     ("sequential", top_p_alone, None, 1, None), ("split", no_top_k, None, 2, None),
-                    ("split", no_top_k, None, 2, 2), ("sequential", top_p_alone, None, 2, None)) \
+                    ("split", no_top_k, None, 2, 2), ("split", no_top_k, None, 2, (2, 2)),
+                    ("sequential", top_p_alone, None, 2, None)) \
                     if part != "topk" else ():
-                launch.TUNING.update(histogram_decide=way, histogram_rows=rows)
+                rows, after = rows if isinstance(rows, tuple) else (rows, None)
+                launch.TUNING.update(histogram_decide=way, histogram_rows=rows, histogram_after_slices=after)
                 with launch.strategy(strategy):
                     for _ in range(2):  # the JIT launch, then the direct one
                         verify(mode=mode, backend="triton", check_values=False, sampling=knobs,
                                truncate_draft_logits=True, logprobs=logprobs, **kwargs)
                         calls += 1
-                launch.TUNING.update(histogram_decide=None, histogram_rows=None)
+                launch.TUNING.update(histogram_decide=None, histogram_rows=None, histogram_after_slices=None)
         torch.cuda.synchronize()
         print(f"truncated {mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}"
               + (f" shapes {shapes}" if by_shape else "") + ": ok", flush=True)
@@ -294,7 +297,7 @@ def _lists_workload(mine, device) -> int:
     rows of 4,099 tokens whose top_p boundary falls in a crowd of 100 to 1,500 tied tokens), float32, every draft
     and target form, with truncated draft logits; every row searched (log-probabilities, and no drafts decided
     first), and the drafts decided first from one pass's bounds (the search's programs taking the rows the launcher's
-    way, and each request's stop row then the rows after it)."""
+    way, and each request's stop row then the rows after it, at one and two slices a program)."""
     import torch
 
     from specbench import verify
@@ -308,15 +311,16 @@ def _lists_workload(mine, device) -> int:
         sampling = kwargs.pop("sampling")
         kwargs = {k: v.to(device) for k, v in kwargs.items()}
         sampling = sampling._replace(temperatures=sampling.temperatures.to(device), top_p=sampling.top_p.to(device))
-        for strategy, logprobs, way, rows in (("split", "processed", 0, None), ("sequential", None, 0, None),
-                                              ("split", None, 2, None), ("split", None, 2, 2)):
-            launch.TUNING.update(histogram_decide=way, histogram_rows=rows)
+        for strategy, logprobs, way, rows, after in (("split", "processed", 0, None, None),
+                                                     ("sequential", None, 0, None, None), ("split", None, 2, None, None),
+                                                     ("split", None, 2, 2, None), ("split", None, 2, 2, 2)):
+            launch.TUNING.update(histogram_decide=way, histogram_rows=rows, histogram_after_slices=after)
             with launch.strategy(strategy):
                 for _ in range(2):  # the JIT launch, then the direct one
                     verify(mode="probabilistic", backend="triton", check_values=False, sampling=sampling,
                            truncate_draft_logits=True, logprobs=logprobs, **kwargs)
                     calls += 1
-            launch.TUNING.update(histogram_decide=None, histogram_rows=None)
+            launch.TUNING.update(histogram_decide=None, histogram_rows=None, histogram_after_slices=None)
         torch.cuda.synchronize()
         print(f"lists draft={draft} target={target} float32: ok", flush=True)
     return calls

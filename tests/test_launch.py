@@ -285,7 +285,8 @@ def test_after_decisions_from_the_bounds_each_histogram_program_takes_the_rows_o
     histogram path launches one program per request, side and slice (grid (B, 1, ...); steps 0-3), each taking its
     request's rows in turn; -percell one per row (grid (B, K + 1, ...)), as every other way does by default, and
     -perrequest forces the first at any way; -stoprow two launches a step, each one program per request (its stop
-    row, then the rows after it), and one per row where no decisions say the stops. The same tokens every way."""
+    row, then the rows after it; -stoprow-after2: those programs two slices each, leaving at once where the request
+    stopped clean), and one per row where no decisions say the stops. The same tokens every way."""
     from specbench.kernels import histogram
 
     launches = _recorded_histogram_launches(monkeypatch)
@@ -293,23 +294,27 @@ def test_after_decisions_from_the_bounds_each_histogram_program_takes_the_rows_o
     kwargs = _top_p_call(6, batch, num_slots)
     per_cell, per_request = (histogram.ROWS_PER_CELL.value,), (histogram.ROWS_PER_REQUEST.value,)
     stop = (histogram.ROWS_AT_STOP.value, histogram.ROWS_AFTER_STOP.value)
+    early = (histogram.ROWS_AT_STOP.value, histogram.ROWS_AFTER_STOP_EARLY.value)
     results = []
     for name, rows in (("triton-histogram-4096x1024x4-bounds", per_request),
                        ("triton-histogram-4096x1024x4-bounds-percell", per_cell),
                        ("triton-histogram-4096x1024x4-nodecide", per_cell),
                        ("triton-histogram-4096x1024x4-nodecide-perrequest", per_request),
                        ("triton-histogram-4096x1024x4-bounds-stoprow", stop),
+                       ("triton-histogram-4096x1024x4-bounds-stoprow-after2", early),
                        ("triton-histogram-4096x1024x4-stoprow", per_cell)):  # (B = 2: no decisions by default)
         launches.clear()
         results.append(resolve(name).prepare(dict(kwargs))())
-        steps = [(c["STEP"], c["ROWS"], grid) for grid, c in launches if c["STEP"] in (0, 1, 2, 3)]
+        steps = [(c["STEP"], c["ROWS"], grid, c["SLICES_PER_PROGRAM"]) for grid, c in launches
+                 if c["STEP"] in (0, 1, 2, 3)]
         assert steps and len(steps) % len(rows) == 0, name
-        for i, (_step, taken, grid) in enumerate(steps):
-            assert taken == rows[i % len(rows)] and steps[i - i % len(rows)][0] == _step, name
+        for i, (step, taken, grid, per) in enumerate(steps):
+            assert taken == rows[i % len(rows)] and steps[i - i % len(rows)][0] == step, name
             assert grid[:2] == (batch, num_slots if rows == per_cell else 1), name
+            assert per == (2 if taken == histogram.ROWS_AFTER_STOP_EARLY.value else 1), name
     for result in results[1:]:
         assert torch.equal(result.output_token_ids, results[0].output_token_ids)
-    assert launch.TUNING["histogram_rows"] is None
+    assert launch.TUNING["histogram_rows"] is None and launch.TUNING["histogram_after_slices"] is None
 
 
 def test_after_decisions_from_the_bounds_the_search_takes_the_stop_rows_largest_values_from_them(monkeypatch):

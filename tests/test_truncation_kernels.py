@@ -329,15 +329,18 @@ def test_more_parts_and_fewer_levels_give_the_same_step(small_blocks, monkeypatc
         assert not bool((stage[searched] == histogram.FALLBACK.value).any())
 
 
-@pytest.mark.parametrize(("atomic", "per_program", "way", "rows"),
-                         [(1, 1, None, 0), (0, 2, None, 0), (1, 2, 2, 0), (1, 1, 2, 1), (0, 2, 2, 1), (1, 1, None, 1),
-                          (1, 1, 2, 2), (0, 2, 2, 2)])
-def test_the_histogram_path_variants_give_the_same_step(small_blocks, monkeypatch, atomic, per_program, way, rows):
+@pytest.mark.parametrize(("atomic", "per_program", "way", "rows", "after"),
+                         [(1, 1, None, 0, None), (0, 2, None, 0, None), (1, 2, 2, 0, None), (1, 1, 2, 1, None),
+                          (0, 2, 2, 1, None), (1, 1, None, 1, None), (1, 1, 2, 2, None), (0, 2, 2, 2, None),
+                          (1, 1, 2, 2, 2), (0, 2, 2, 2, 1)])
+def test_the_histogram_path_variants_give_the_same_step(small_blocks, monkeypatch, atomic, per_program, way, rows,
+                                                        after):
     """Both sides of the split histogram path's variants (target logits, truncated draft logits: two sides a slot's
     cell, the programs' sides decoded from the grid), with every row searched or the drafts decided first from the
     bounds (way 2), one program a row and slice, each program its slice of every row of its request (rows 1), or of
     its request's stop row and then of the rows after it (rows 2; requests that decide nothing, with min_p or every
-    knob off, stop at 0 not clean, so the rows after take the rest): the same tokens as the path counting by tl.histogram, one slice and one row
+    knob off, stop at 0 not clean, so the rows after take the rest; ``after``: their programs take that many of the
+    row's three slices each and leave at once where the request stopped clean): the same tokens as the path counting by tl.histogram, one slice and one row
     a program, and the same summaries and level counts in its scratch, bit for bit (counts that only bound a part's
     mass could be wrong without changing a token)."""
     launch = small_blocks
@@ -348,7 +351,7 @@ def test_the_histogram_path_variants_give_the_same_step(small_blocks, monkeypatc
     with launch.strategy("split"):
         runs = _with_and_without_variant(monkeypatch, launch, atomic, per_program,
                                          lambda: _verify(inputs, knobs=knobs, truncate_draft_logits=True),
-                                         rows)
+                                         rows, after)
     (plain, _), (variant, _) = runs
     scratches = [scratch for _result, scratch in runs]
     _same(variant, plain)
@@ -360,14 +363,16 @@ def test_the_histogram_path_variants_give_the_same_step(small_blocks, monkeypatc
     assert bool(summaries[..., 1, 1].isfinite().any())  # draft cells were summarised (their kept mass written)
 
 
-def _with_and_without_variant(monkeypatch, launch, atomic: int, per_program: int, call,
-                              rows: int = 0) -> list[tuple]:
+def _with_and_without_variant(monkeypatch, launch, atomic: int, per_program: int, call, rows: int = 0,
+                              after: int | None = None) -> list[tuple]:
     """(call's result, the split histogram search's scratch) with every level counted by tl.histogram, one slice and
     one row a program, then with the launch variants' settings (``histogram_atomic``,
-    ``histogram_slices_per_program``, ``histogram_rows``), each on fresh scratch."""
+    ``histogram_slices_per_program``, ``histogram_rows``, ``histogram_after_slices``), each on fresh scratch."""
     runs = []
-    for tuning in ({"histogram_atomic": 0, "histogram_slices_per_program": 1, "histogram_rows": 0},
-                   {"histogram_atomic": atomic, "histogram_slices_per_program": per_program, "histogram_rows": rows}):
+    for tuning in ({"histogram_atomic": 0, "histogram_slices_per_program": 1, "histogram_rows": 0,
+                    "histogram_after_slices": None},
+                   {"histogram_atomic": atomic, "histogram_slices_per_program": per_program, "histogram_rows": rows,
+                    "histogram_after_slices": after}):
         for name, value in tuning.items():
             monkeypatch.setitem(launch.TUNING, name, value)
         scratches = _histogram_scratches(monkeypatch, launch)
@@ -852,11 +857,11 @@ def _poisoned_row_maxima(monkeypatch, launch, num_draft: torch.Tensor, num_slots
     monkeypatch.setattr(launch, "_DRAFT_BOUNDS", poisoned)
 
 
-@pytest.mark.parametrize(("form", "rounds", "rows"),
-                         [(FORMS[1], 0, 1), (FORMS[1], 1, 0), (FORMS[6], 0, 0), (FORMS[5], 0, 1), (FORMS[1], 1, 2),
-                          (FORMS[6], 0, 2)])
+@pytest.mark.parametrize(("form", "rounds", "rows", "after"),
+                         [(FORMS[1], 0, 1, None), (FORMS[1], 1, 0, None), (FORMS[6], 0, 0, None), (FORMS[5], 0, 1, None),
+                          (FORMS[1], 1, 2, None), (FORMS[6], 0, 2, 2)])
 def test_the_stop_rows_largest_values_from_the_bounds_pass_give_the_same_search(small_blocks, monkeypatch, form,
-                                                                                rounds, rows):
+                                                                                rounds, rows, after):
     """Drafts decided from one pass's bounds (all slots at once, or a round per slot; one program per cell, per
     request, or per request for its stop row and then for the rows after it): the search's first launch taking the largest value of each row searched at a request's stop from
     that pass (``histogram_bounds_max`` 1, the launcher's) gives the same tokens, summaries (bit for bit: request
@@ -886,7 +891,8 @@ def test_the_stop_rows_largest_values_from_the_bounds_pass_give_the_same_search(
     for bounds_max, poison in ((0, True), (1, False), (1, True)):
         monkeypatch.setattr(small_blocks, "_DRAFT_BOUNDS", bounds)
         for name, value in (("histogram_bounds_max", bounds_max), ("split_search", 1), ("histogram_decide", 2),
-                            ("bounds_rounds", rounds), ("histogram_rows", rows)):
+                            ("bounds_rounds", rounds), ("histogram_rows", rows),
+                            ("histogram_after_slices", after)):
             monkeypatch.setitem(small_blocks.TUNING, name, value)
         scratches = _histogram_scratches(monkeypatch, small_blocks)
         if poison:

@@ -8,11 +8,12 @@
 #                                                # bounds run -stoprow's launches too) under memcheck, initcheck and
 #                                                # racecheck, six shards each, all at once: lists-summary.txt
 #   bash results/h200-stop-row/run.sh breakdown  # each launch's time at B = 256, -stoprow, draft logits and probs
+# (IMPLS and BATCHES replace the implementations and batches `time` runs; BREAKDOWN the variant `breakdown` runs)
 set -uo pipefail
 out=${OUT:?set OUT to the folder for the results}
 export PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin PYTHONPATH=$PWD
 H=triton-histogram-4096x1024x4
-export IMPLS="triton,$H-stoprow" KNOBS="--top-p 0.95" BATCHES="8 64 256 512"
+export IMPLS=${IMPLS:-triton,$H-stoprow} KNOBS="--top-p 0.95" BATCHES=${BATCHES:-8 64 256 512}
 shards="1 3 5 7 9 11"  # (of 12: the float32 groups, the only ones the lists workload runs)
 for step in "$@"; do
   case $step in
@@ -36,8 +37,9 @@ for step in "$@"; do
       echo "$(grep -c clean "$out/lists-summary.txt") of 18 clean" ;;
     breakdown)
       for draft in logits probs; do
+        variant=${BREAKDOWN:-$H-stoprow}
         timeout 60 python3 tests/gpu_kernel_breakdown.py --batch 256 --k 7 --model qwen3 --draft $draft \
-          --top-p 0.95 --calls 10 --impl $H-stoprow >> "$out/breakdown-stoprow.txt" 2>&1
+          --top-p 0.95 --calls 10 --impl $variant >> "$out/breakdown-${variant#$H-}.txt" 2>&1
         echo "breakdown $draft exit $?"
       done ;;
     *) echo "usage: run.sh time|sanitize|breakdown ..." >&2; exit 2 ;;

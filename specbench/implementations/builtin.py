@@ -57,7 +57,7 @@ _RADIX_NAME = re.compile(r"triton-radix-(\d+)x(\d+)x(\d+)(-prefetch)?")
 _HISTOGRAM_BINS = (16, 32, 64, 128, 256)  # parts a level the histogram path takes (launch._histogram_levels)
 _HISTOGRAM_NAME = re.compile(r"triton-histogram-(\d+)x(\d+)x(\d+)(?:-bins([1-9]\d*))?(-nodecide|-decide|-bounds)?"
                              r"(?:(\d+)x(\d+)x(\d+))?(-rounds|-norounds)?(-atomic|-noatomic)?(?:-slices([1-9]\d*))?"
-                             r"(-percell|-perrequest|-stoprow)?(-boundsmax|-noboundsmax)?(?:-levels([1-6]))?")
+                             r"(-percell|-perrequest|-stoprow)?(?:-after([1-9]\d*))?(-boundsmax|-noboundsmax)?(?:-levels([1-6]))?")
 
 
 def _slice_shape(name: str, slice_: int, block: int, warps: int) -> None:
@@ -88,7 +88,8 @@ def launch_variant(name: str) -> Implementation | None:
     every row of its request in turn, or one program per row and slice, at any batch and decision way, where the
     launcher takes the first after decisions from the bounds at small batches; ``-stoprow``: after decisions from the
     bounds, one program per request and slice for its stop row, then one for the rows after it where it did not
-    stop clean; ``-boundsmax`` / ``-noboundsmax``:
+    stop clean (``-stoprow-after4``: the launch for the rows after with four slices a program, whose programs leave
+    at once where their request stopped clean); ``-boundsmax`` / ``-noboundsmax``:
     after decisions from the bounds, the largest value of each row searched at a request's stop taken from that
     pass, or read again),
     None for a name of another form; a shape Triton cannot launch is a ``SpecbenchError``."""
@@ -113,8 +114,9 @@ def launch_variant(name: str) -> Implementation | None:
         atomic = {None: None, "-atomic": 1, "-noatomic": 0}[histogram.group(10)]
         per_program = int(histogram.group(11)) if histogram.group(11) else None
         rows = {None: None, "-percell": 0, "-perrequest": 1, "-stoprow": 2}[histogram.group(12)]
-        bounds_max = {None: None, "-noboundsmax": 0, "-boundsmax": 1}[histogram.group(13)]
-        levels = int(histogram.group(14)) if histogram.group(14) else None
+        after = int(histogram.group(13)) if histogram.group(13) else None
+        bounds_max = {None: None, "-noboundsmax": 0, "-boundsmax": 1}[histogram.group(14)]
+        levels = int(histogram.group(15)) if histogram.group(15) else None
         if levels is not None:
             from specbench.kernels import launch
 
@@ -126,6 +128,10 @@ def launch_variant(name: str) -> Implementation | None:
             raise SpecbenchError(f"{name}: -slicesN takes 2 to 16 slices a program, got {per_program}")
         if (bounds[0] is not None or rounds is not None) and decide != 2:
             raise SpecbenchError(f"{name}: a shape and -rounds / -norounds follow -bounds only")
+        if after is not None and rows != 2:
+            raise SpecbenchError(f"{name}: -after{after} follows -stoprow only")
+        if after is not None and after > 16:
+            raise SpecbenchError(f"{name}: -afterN takes 1 to 16 slices a program, got {after}")
         if rows == 2 and decide in (0, 1):
             raise SpecbenchError(f"{name}: -stoprow takes the stops that decisions from the bounds say, not "
                                  f"{histogram.group(5)}")
@@ -149,6 +155,8 @@ def launch_variant(name: str) -> Implementation | None:
                              + {None: "", 0: ", one program a row and slice",
                                 1: ", each program its slice of every row of its request",
                                 2: ", each program its slice of its request's stop row, then of the rows after it"}[rows]
+                             + (f" ({after} slice{'s' if after > 1 else ''} a program for the rows after, leaving at "
+                                f"once where the request stopped clean)" if after else "")
                              + {None: "", 1: ", the stop rows' largest values from the bounds pass",
                                 0: ", the stop rows' largest values read again"}[bounds_max]
                              + (f", {levels} levels" if levels else ""),
@@ -156,7 +164,7 @@ def launch_variant(name: str) -> Implementation | None:
                                        histogram_warps=warps, histogram_bins=bins,
                                        histogram_decide=decide, bounds_slice=bounds[0], bounds_block=bounds[1],
                                        bounds_warps=bounds[2], bounds_rounds=rounds, histogram_atomic=atomic,
-                                       histogram_slices_per_program=per_program, histogram_rows=rows,
+                                       histogram_slices_per_program=per_program, histogram_rows=rows, histogram_after_slices=after,
                                        histogram_levels=levels, histogram_bounds_max=bounds_max))
     match = _SHAPE_NAME.fullmatch(name)
     if match is None:

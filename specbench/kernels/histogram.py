@@ -90,7 +90,9 @@ holds a place on the multiprocessor): ``ROWS_PER_REQUEST``, every row of its req
 ``ROWS_AT_STOP``, its request's stop row ``t`` alone (the row every request's step reads: ``t <= n``, and
 ``(0, 0)`` for a request that decided nothing); ``ROWS_AFTER_STOP``, the rows after ``t`` in turn where the
 request did not stop clean, the rest of what its step reads (a program of a request that stopped clean
-leaves at once). The launcher takes ``ROWS_AT_STOP`` then ``ROWS_AFTER_STOP`` for each step, or
+leaves at once); ``ROWS_AFTER_STOP_EARLY``, the same, each program loading its request's decision before anything
+else and doing nothing more where it stopped clean. The launcher takes ``ROWS_AT_STOP`` then ``ROWS_AFTER_STOP`` for
+each step (the launch variants' ``-stoprow-afterN``: ``ROWS_AFTER_STOP_EARLY``, at N slices a program), or
 ``ROWS_PER_REQUEST`` alone, or ``ROWS_PER_CELL`` (``launch._histogram_rows``). Every cell the step reads is
 taken once, and each as its own program would take it, so the summaries are the same.
 
@@ -159,6 +161,7 @@ ROWS_PER_CELL = tl.constexpr(0)  # the grid's second dimension's
 ROWS_PER_REQUEST = tl.constexpr(1)  # every row of its request in turn
 ROWS_AT_STOP = tl.constexpr(2)  # its request's stop row t (drafts decided from the bounds)
 ROWS_AFTER_STOP = tl.constexpr(3)  # the rows after t in turn, where its request did not stop clean (likewise)
+ROWS_AFTER_STOP_EARLY = tl.constexpr(4)  # the same, its request's decision loaded first (and nothing else if clean)
 # state fields
 F_M = tl.constexpr(0)
 F_PLAY = tl.constexpr(1)
@@ -733,41 +736,47 @@ def _split_histogram_kernel(
                         position_ptr, top_k_ptr, top_p_ptr, min_p_ptr, V, NUM_SLOTS, NUM_SLICES, MODE, DRAFT,
                         TARGET_PROBS, TRUNCATE_DRAFT, HAS_TOP_K, HAS_TOP_P, HAS_MIN_P, P_BLOCK)
     else:
-        b, r, side, group, n, greedy, inv_temperature, truncated, k, top_p, min_p = cell_program(
-            num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, top_k_ptr, top_p_ptr, min_p_ptr, V, NUM_SLOTS,
-            tl.cdiv(NUM_SLICES, SLICES_PER_PROGRAM), STEP == STEP_FINISH, MODE, HAS_TOP_K, HAS_TOP_P, HAS_MIN_P)
-        pointers = (state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr, list_f_ptr, list_i_ptr, arrivals_ptr,
-                    summary_f_ptr, summary_i_ptr, decided_ptr, target_ptr, target_stride_b, target_stride_k, draft_ptr,
-                    draft_stride_b, draft_stride_k, draft_ids_ptr, draft_ids_stride)
-        request = (b, r, side, n, greedy, inv_temperature, truncated, k, top_p, min_p)
-        if ROWS == ROWS_AT_STOP:
-            t = tl.load(decided_ptr + b * 2)
-            request = (b, t, side, n, greedy, inv_temperature, truncated, k, top_p, min_p)
-        if (ROWS == ROWS_PER_REQUEST) or (ROWS == ROWS_AFTER_STOP):
-            # rows in turn, each as its own program would take it (where the drafts were decided first, most rows
-            # are passed over, and a program passing over one costs what its loads wait). After the first launch
-            # the rows' stages are loaded at once first (wanted cells only: the others' state is never written),
-            # so that a row passed over costs no wait of its own; a cell taken loads its stage again, from the cache
-            rows = tl.arange(0, ROW_BLOCK)
-            taken = rows < NUM_SLOTS
-            if ROWS == ROWS_AFTER_STOP:  # (the rows after the stop, where the request did not stop clean)
-                after = tl.where(tl.load(decided_ptr + b * 2 + 1) == 0, tl.load(decided_ptr + b * 2), NUM_SLOTS)
-                taken = taken & (rows > after)
-            stages = tl.where(taken, SEARCH, CLOSED)
-            if STEP != STEP_MAX:
-                at_rows = (summary_wanted(truncated, greedy, rows, n, side, TRUNCATE_DRAFT) != 0) & taken
-                stages = tl.load(state_i_ptr + ((b * NUM_SLOTS + rows) * 2 + side) * STATE + I_STAGE, mask=at_rows,
-                                 other=CLOSED)
-            for row in range(NUM_SLOTS):
-                if tl.max(tl.where(rows == row, stages, CLOSED), axis=0) >= SEARCH:
-                    _program_slices((b, row, side, n, greedy, inv_temperature, truncated, k, top_p, min_p), group,
-                                    pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS, TRUNCATE_DRAFT,
-                                    HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE, BLOCK, BINS,
-                                    BINS_SHIFT, CAP, P_BLOCK, ATOMIC, SLICES_PER_PROGRAM)
-        else:
-            _program_slices(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
-                            TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE, BLOCK,
-                            BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, SLICES_PER_PROGRAM)
+        going = tl.full([], 1, tl.int1)
+        if ROWS == ROWS_AFTER_STOP_EARLY:  # (its request's decision first: nothing more where it stopped clean)
+            going = tl.load(decided_ptr + tl.program_id(0).to(tl.int64) * 2 + 1) == 0
+        if going:
+            b, r, side, group, n, greedy, inv_temperature, truncated, k, top_p, min_p = cell_program(
+                num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, top_k_ptr, top_p_ptr, min_p_ptr, V, NUM_SLOTS,
+                tl.cdiv(NUM_SLICES, SLICES_PER_PROGRAM), STEP == STEP_FINISH, MODE, HAS_TOP_K, HAS_TOP_P, HAS_MIN_P)
+            pointers = (state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr, list_f_ptr, list_i_ptr,
+                        arrivals_ptr, summary_f_ptr, summary_i_ptr, decided_ptr, target_ptr, target_stride_b,
+                        target_stride_k, draft_ptr, draft_stride_b, draft_stride_k, draft_ids_ptr, draft_ids_stride)
+            request = (b, r, side, n, greedy, inv_temperature, truncated, k, top_p, min_p)
+            if ROWS == ROWS_AT_STOP:
+                t = tl.load(decided_ptr + b * 2)
+                request = (b, t, side, n, greedy, inv_temperature, truncated, k, top_p, min_p)
+            if (ROWS != ROWS_PER_CELL) and (ROWS != ROWS_AT_STOP):  # (a request's rows in turn)
+                # rows in turn, each as its own program would take it (where the drafts were decided first, most
+                # rows are passed over, and a program passing over one costs what its loads wait). After the first
+                # launch the rows' stages are loaded at once first (wanted cells only: the others' state is never
+                # written), so that a row passed over costs no wait of its own; a cell taken loads its stage again,
+                # from the cache
+                rows = tl.arange(0, ROW_BLOCK)
+                taken = rows < NUM_SLOTS
+                if ROWS != ROWS_PER_REQUEST:  # (the rows after the stop, where the request did not stop clean)
+                    after = tl.where(tl.load(decided_ptr + b * 2 + 1) == 0, tl.load(decided_ptr + b * 2),
+                                     NUM_SLOTS)
+                    taken = taken & (rows > after)
+                stages = tl.where(taken, SEARCH, CLOSED)
+                if STEP != STEP_MAX:
+                    at_rows = (summary_wanted(truncated, greedy, rows, n, side, TRUNCATE_DRAFT) != 0) & taken
+                    stages = tl.load(state_i_ptr + ((b * NUM_SLOTS + rows) * 2 + side) * STATE + I_STAGE,
+                                     mask=at_rows, other=CLOSED)
+                for row in range(NUM_SLOTS):
+                    if tl.max(tl.where(rows == row, stages, CLOSED), axis=0) >= SEARCH:
+                        _program_slices((b, row, side, n, greedy, inv_temperature, truncated, k, top_p, min_p),
+                                        group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
+                                        TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST,
+                                        SLICE, BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, SLICES_PER_PROGRAM)
+            else:
+                _program_slices(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
+                                TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE,
+                                BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, SLICES_PER_PROGRAM)
 
 
 @triton.jit

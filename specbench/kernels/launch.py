@@ -207,6 +207,7 @@ TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk"
                                  "histogram_decide": None, "bounds_slice": None, "bounds_block": None,
                                  "bounds_warps": None, "bounds_rounds": None, "histogram_atomic": None,
                                  "histogram_slices_per_program": None, "histogram_rows": None,
+                                 "histogram_after_slices": None,
                                  "histogram_levels": None, "histogram_bounds_max": None}
 
 
@@ -1112,19 +1113,23 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
     atomic = _tuned("histogram_atomic", HISTOGRAM_ATOMIC)
     rows_way = _histogram_rows(way, batch)
     shape = {"SLICE": slice_, "BLOCK": block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1, "CAP": cap,
-             "P_BLOCK": p_block, "SLICES_PER_PROGRAM": per_program,
-             "ROW_BLOCK": max(_next_power_of_2(num_slots), 2) if rows_way != "cell" else 2, **constexprs}
-    # each step's launches, by the rows their programs take (histogram.py, ROWS): one program per row, or per request
-    # taking its rows in turn, or per request for its stop row and then per request for the rows after it
-    passes = {"cell": ((histogram.ROWS_PER_CELL.value, num_slots),),
-              "request": ((histogram.ROWS_PER_REQUEST.value, 1),),
-              "stop": ((histogram.ROWS_AT_STOP.value, 1), (histogram.ROWS_AFTER_STOP.value, 1))}[rows_way]
-    programs = sides * _cdiv(slices, per_program)
+             "P_BLOCK": p_block, "ROW_BLOCK": max(_next_power_of_2(num_slots), 2) if rows_way != "cell" else 2,
+             **constexprs}
+    # each step's launches, by the rows their programs take (histogram.py, ROWS), with the grid's second dimension and
+    # the slices a program: one program per row, or per request taking its rows in turn, or per request for its stop
+    # row and then per request for the rows after it (a launch variant's -afterN: those programs take N slices each,
+    # and leave at once where their request stopped clean)
+    after = TUNING["histogram_after_slices"]
+    passes = {"cell": ((histogram.ROWS_PER_CELL.value, num_slots, per_program),),
+              "request": ((histogram.ROWS_PER_REQUEST.value, 1, per_program),),
+              "stop": ((histogram.ROWS_AT_STOP.value, 1, per_program),
+                       (histogram.ROWS_AFTER_STOP.value, 1, per_program) if after is None
+                       else (histogram.ROWS_AFTER_STOP_EARLY.value, 1, after))}[rows_way]
 
     def each_pass(step: int, level: int, per_cell: bool = False, **flags: object) -> None:
-        for rows, second in passes:
-            _SPLIT_HISTOGRAM((batch, second, sides if per_cell else programs), (*args, level), num_warps, key,
-                             STEP=step, ROWS=rows, **flags, **shape)
+        for rows, second, per in passes:
+            _SPLIT_HISTOGRAM((batch, second, sides if per_cell else sides * _cdiv(slices, per)), (*args, level),
+                             num_warps, key, STEP=step, ROWS=rows, SLICES_PER_PROGRAM=per, **flags, **shape)
 
     # (DECIDE, SKIP_DECIDED, BOUNDS_MAX and DRAFT only where they change the code: the first launch, the first level
     # and STEP_DECIDE)
@@ -1138,7 +1143,8 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
                   FIRST=level == 0, LAST=level == levels - 1)
         if after_first:
             _SPLIT_HISTOGRAM((batch,), (*args, 0), 1, key, STEP=4, ROWS=histogram.ROWS_PER_CELL.value,
-                             **{**plain, "DECIDE": True, "DRAFT": draft_kind}, FIRST=False, LAST=False, **shape)
+                             SLICES_PER_PROGRAM=per_program, **{**plain, "DECIDE": True, "DRAFT": draft_kind},
+                             FIRST=False, LAST=False, **shape)
     each_pass(2, 0, **plain, FIRST=False, LAST=False)
     each_pass(3, 0, per_cell=True, **plain, FIRST=False, LAST=False)
     return scratch

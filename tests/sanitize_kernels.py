@@ -311,9 +311,9 @@ def _lists_workload(mine, device) -> int:
         sampling = kwargs.pop("sampling")
         kwargs = {k: v.to(device) for k, v in kwargs.items()}
         sampling = sampling._replace(temperatures=sampling.temperatures.to(device), top_p=sampling.top_p.to(device))
-        for strategy, logprobs, way, rows, after in (("split", "processed", 0, None, None),
-                                                     ("sequential", None, 0, None, None), ("split", None, 2, None, None),
-                                                     ("split", None, 2, 2, None), ("split", None, 2, 2, 2)):
+        for strategy, logprobs, way, rows, after in (
+                ("split", "processed", 0, None, None), ("sequential", None, 0, None, None),
+                ("split", None, 2, None, None), ("split", None, 2, 2, None), ("split", None, 2, 2, 2)):
             launch.TUNING.update(histogram_decide=way, histogram_rows=rows, histogram_after_slices=after)
             with launch.strategy(strategy):
                 for _ in range(2):  # the JIT launch, then the direct one

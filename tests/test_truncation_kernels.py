@@ -339,14 +339,17 @@ def test_the_histogram_path_variants_give_the_same_step(small_blocks, monkeypatc
     cell, the programs' sides decoded from the grid), with every row searched or the drafts decided first from the
     bounds (way 2), one program a row and slice, each program its slice of every row of its request (rows 1), or of
     its request's stop row and then of the rows after it (rows 2; requests that decide nothing, with min_p or every
-    knob off, stop at 0 not clean, so the rows after take the rest; ``after``: their programs take that many of the
-    row's three slices each and leave at once where the request stopped clean): the same tokens as the path counting by tl.histogram, one slice and one row
-    a program, and the same summaries and level counts in its scratch, bit for bit (counts that only bound a part's
-    mass could be wrong without changing a token)."""
+    knob off, stop at 0 not clean, and request 0 at 1 not clean (its first draft surely accepted, its second row of
+    no mass), so the rows after take the rest; ``after``: their programs take that many of the row's three slices
+    each and leave at once where the request stopped clean): the same tokens as the path counting by tl.histogram,
+    one slice and one row a program, and the same summaries and level counts in its scratch, bit for bit (counts that
+    only bound a part's mass could be wrong without changing a token)."""
     launch = small_blocks
     monkeypatch.setitem(launch.TUNING, "split_search", 1)
     monkeypatch.setitem(launch.TUNING, "histogram_decide", way)
     inputs = _inputs(29, "logits", "logits")
+    inputs["draft_logits"][0, 0] = inputs["target_logits"][0, 0]  # (q' = p' at request 0's first draft: accepted)
+    inputs["target_logits"][0, 1] = math.nan  # (no mass: no bounds, so request 0 decides nothing at its second)
     knobs = _knobs_without_top_k()
     with launch.strategy("split"):
         runs = _with_and_without_variant(monkeypatch, launch, atomic, per_program,
@@ -361,6 +364,9 @@ def test_the_histogram_path_variants_give_the_same_step(small_blocks, monkeypatc
     batch, num_slots = inputs["target_logits"].shape[:2]
     summaries = scratches[0].summary_f[:batch * num_slots * 8].view(batch, num_slots, 2, 4)
     assert bool(summaries[..., 1, 1].isfinite().any())  # draft cells were summarised (their kept mass written)
+    if way == 2:  # (request 0 stopped at 1 not clean: its rows after the stop, 2 and 3, searched too)
+        assert scratches[1].decided.view(batch, 2)[0].tolist() == [1, 0]
+        assert bool(summaries[0, 2:, 0, 1].isfinite().all()) and bool(summaries[0, 0].isnan().all())
 
 
 def _with_and_without_variant(monkeypatch, launch, atomic: int, per_program: int, call, rows: int = 0,
@@ -858,13 +864,14 @@ def _poisoned_row_maxima(monkeypatch, launch, num_draft: torch.Tensor, num_slots
 
 
 @pytest.mark.parametrize(("form", "rounds", "rows", "after"),
-                         [(FORMS[1], 0, 1, None), (FORMS[1], 1, 0, None), (FORMS[6], 0, 0, None), (FORMS[5], 0, 1, None),
-                          (FORMS[1], 1, 2, None), (FORMS[6], 0, 2, 2)])
+                         [(FORMS[1], 0, 1, None), (FORMS[1], 1, 0, None), (FORMS[6], 0, 0, None),
+                          (FORMS[5], 0, 1, None), (FORMS[1], 1, 2, None), (FORMS[6], 0, 2, 2)])
 def test_the_stop_rows_largest_values_from_the_bounds_pass_give_the_same_search(small_blocks, monkeypatch, form,
                                                                                 rounds, rows, after):
     """Drafts decided from one pass's bounds (all slots at once, or a round per slot; one program per cell, per
-    request, or per request for its stop row and then for the rows after it): the search's first launch taking the largest value of each row searched at a request's stop from
-    that pass (``histogram_bounds_max`` 1, the launcher's) gives the same tokens, summaries (bit for bit: request
+    request, or per request for its stop row and then for the rows after it): the search's first launch taking the
+    largest value of each row searched at a request's stop from that pass (``histogram_bounds_max`` 1, the
+    launcher's) gives the same tokens, summaries (bit for bit: request
     0's target rows peak at -0.0, which both read as +0.0) and level counts as reading the rows again (0), on fresh
     NaN scratch, the latter with those values replaced by a sentinel after the pass (ignored); with the sentinel
     and 1, every stop row's summary holds the sentinel, on each side the search reads: the values are taken."""

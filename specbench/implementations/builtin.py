@@ -57,7 +57,8 @@ _RADIX_NAME = re.compile(r"triton-radix-(\d+)x(\d+)x(\d+)(-prefetch)?")
 _HISTOGRAM_BINS = (16, 32, 64, 128, 256)  # parts a level the histogram path takes (launch._histogram_levels)
 _HISTOGRAM_NAME = re.compile(r"triton-histogram-(\d+)x(\d+)x(\d+)(?:-bins([1-9]\d*))?(-nodecide|-decide|-bounds)?"
                              r"(?:(\d+)x(\d+)x(\d+))?(-rounds|-norounds)?(-atomic|-noatomic)?(?:-slices([1-9]\d*))?"
-                             r"(-percell|-perrequest|-stoprow)?(?:-after([1-9]\d*))?(-boundsmax|-noboundsmax)?(?:-levels([1-6]))?")
+                             r"(-percell|-perrequest|-stoprow)?(?:-after([1-9]\d*))?(-boundsmax|-noboundsmax)?"
+                             r"(?:-levels([1-6]))?")
 
 
 def _slice_shape(name: str, slice_: int, block: int, warps: int) -> None:
@@ -154,7 +155,8 @@ def launch_variant(name: str) -> Implementation | None:
                              + (f", {per_program} slices a program" if per_program else "")
                              + {None: "", 0: ", one program a row and slice",
                                 1: ", each program its slice of every row of its request",
-                                2: ", each program its slice of its request's stop row, then of the rows after it"}[rows]
+                                2: ", each program its slice of its request's stop row, then of the rows after "
+                                   "it"}[rows]
                              + (f" ({after} slice{'s' if after > 1 else ''} a program for the rows after, leaving at "
                                 f"once where the request stopped clean)" if after else "")
                              + {None: "", 1: ", the stop rows' largest values from the bounds pass",
@@ -164,7 +166,8 @@ def launch_variant(name: str) -> Implementation | None:
                                        histogram_warps=warps, histogram_bins=bins,
                                        histogram_decide=decide, bounds_slice=bounds[0], bounds_block=bounds[1],
                                        bounds_warps=bounds[2], bounds_rounds=rounds, histogram_atomic=atomic,
-                                       histogram_slices_per_program=per_program, histogram_rows=rows, histogram_after_slices=after,
+                                       histogram_slices_per_program=per_program, histogram_rows=rows,
+                                       histogram_after_slices=after,
                                        histogram_levels=levels, histogram_bounds_max=bounds_max))
     match = _SHAPE_NAME.fullmatch(name)
     if match is None:

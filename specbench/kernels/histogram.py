@@ -24,7 +24,8 @@ are used for.
    window (distances 0 to 256 units, the last part also taking every token further) or, for a row with
    no value of mass, writes the summary (nothing kept). Each program clears its share of the cell's
    counts for the launches after. With ``SKIP_DECIDED`` (the drafts decided before, ``draft_bounds.py``)
-   the programs of a cell the step will not read (``draft_bounds.skipped``) mark it ``SKIPPED`` and leave;
+   the programs of a cell the step will not read (``draft_bounds.skipped``) mark it ``SKIPPED`` and leave (where
+   their programs take such cells at all: not with ``ROWS_AT_STOP`` and ``ROWS_AFTER_STOP``, below);
    with ``BOUNDS_MAX`` too (the launcher's way, ``launch.HISTOGRAM_BOUNDS_MAX``), a request that decided there
    and stopped at ``t < n`` has row ``t``'s largest values in its cells' state already (``F_M``, written by that
    pass from its own read of the row), and those cells' programs read nothing: the last to arrive takes ``m``
@@ -723,8 +724,9 @@ def _split_histogram_kernel(
     P_BLOCK: tl.constexpr,  # a power of two >= NUM_SLICES
     ATOMIC: tl.constexpr,  # STEP_LEVEL, a later level: its window's tokens counted by atomics, not tl.histogram
     SLICES_PER_PROGRAM: tl.constexpr,  # the slices of a row each program takes, one after another
-    ROWS: tl.constexpr,  # the rows a program takes: ROWS_PER_CELL, ROWS_PER_REQUEST, ROWS_AT_STOP, ROWS_AFTER_STOP
-    ROW_BLOCK: tl.constexpr,  # ROWS_PER_REQUEST, ROWS_AFTER_STOP: a power of two >= NUM_SLOTS
+    ROWS: tl.constexpr,  # the rows a program takes: ROWS_PER_CELL, ROWS_PER_REQUEST, ROWS_AT_STOP, ROWS_AFTER_STOP,
+    # ROWS_AFTER_STOP_EARLY
+    ROW_BLOCK: tl.constexpr,  # a request's rows in turn (ROWS_PER_REQUEST, ROWS_AFTER_STOP*): a power of 2 >= NUM_SLOTS
 ):
     # grid (B, K + 1, sides * cdiv(NUM_SLICES, SLICES_PER_PROGRAM)); STEP_FINISH (B, K + 1, sides); STEP_DECIDE (B,);
     # the second dimension 1 unless ROWS_PER_CELL

@@ -1125,6 +1125,7 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
               "stop": ((histogram.ROWS_AT_STOP.value, 1, per_program),
                        (histogram.ROWS_AFTER_STOP.value, 1, per_program) if after is None
                        else (histogram.ROWS_AFTER_STOP_EARLY.value, 1, after))}[rows_way]
+    passes = passes[:1] if num_slots == 1 else passes  # (no draft: no row after a stop)
 
     def each_pass(step: int, level: int, per_cell: bool = False, **flags: object) -> None:
         for rows, second, per in passes:

@@ -977,8 +977,8 @@ HISTOGRAM_PER_REQUEST_MAX_BATCH = 8
 # probs, µs, the launcher's way before -> -stoprow (results/h200-stop-row/): B = 8 91.4 -> 100.2 / 70.6 -> 80.6
 # (one program a request before), B = 64 514.9 -> 517.8 / 282.9 -> 292.2, B = 256 1,930.8 -> 1,787.1 / 997.1 ->
 # 960.7, B = 512 3,233.5 -> 2,953.2 / 1,647.6 -> 1,566.3; 65 to 255 not measured. At B = 256 from logits the stop
-# rows' launches take 46-129 µs less each than one program a cell, and the launches for the rows after cost 30-67 µs
-# each (the finish's 5; 19,456 programs, most passing over their request)
+# rows' launches take 75-129 µs less each than one program a cell (the finish 8), and the launches for the rows after
+# cost 30-67 µs each (the finish's 5; 19,456 programs; how many requests stopped clean was not recorded)
 HISTOGRAM_STOP_ROW_MIN_BATCH: int | None = 256
 HISTOGRAM_ROWS_WAYS = ("cell", "request", "stop")  # the launch variants' histogram_rows 0, 1, 2
 

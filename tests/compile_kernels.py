@@ -276,12 +276,13 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     # (the launch variants -stoprow-after4)
     out.extend((_split_histogram_kernel, {**constexprs, "ROWS": 4, "SLICES_PER_PROGRAM": 4}, hist_warps, "fp32")
                for constexprs in per_cell)
-    # more parts a level (the launch variants -bins128 and -bins256, two levels): the first level, and the last one
-    # counted by atomics, at each
+    # the other parts a level of 64, 128 and 256 than the launcher's (the launch variants -bins64, -bins128, -bins256):
+    # the first level, and the last one counted by atomics, at each
     so_far = list(out)
     out.extend((_split_histogram_kernel, {**constexprs, "BINS": more, "BINS_SHIFT": more.bit_length() - 1}, hist_warps,
                 "fp32")
-               for more in (128, 256) for kernel, constexprs, _w, _d in so_far if kernel is _split_histogram_kernel
+               for more in (64, 128, 256) for kernel, constexprs, _w, _d in so_far if kernel is _split_histogram_kernel
+               and more != constexprs["BINS"]
                and constexprs["STEP"] == 1 and not constexprs["DECIDE"]
                and constexprs["SLICES_PER_PROGRAM"] == 1 and constexprs["ROWS"] == 0
                and (constexprs["FIRST"] or (constexprs["LAST"] and constexprs["ATOMIC"])))

@@ -31,12 +31,14 @@ split histogram path on rows whose candidates fill its lists at every sort lengt
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
@@ -259,21 +261,18 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1), by_shape: bool 
             # after at two slices a program, leaving at once where the request stopped clean)
             no_top_k = SamplingParams(temperatures=sampling.temperatures, top_p=sampling.top_p, min_p=sampling.min_p)
             top_p_alone = SamplingParams(temperatures=sampling.temperatures, top_p=sampling.top_p)
-            for strategy, knobs, logprobs, way, rows in (
-                    ("split", no_top_k, "processed", 1, None), ("sequential", no_top_k, "processed", 1, None),
-                    ("split", top_p_alone, "processed", 1, None), ("split", no_top_k, None, 1, None),
-                    ("sequential", top_p_alone, None, 1, None), ("split", no_top_k, None, 2, None),
-                    ("split", no_top_k, None, 2, 2), ("split", no_top_k, None, 2, (2, 2)),
-                    ("sequential", top_p_alone, None, 2, None)) \
-                    if part != "topk" else ():
-                rows, after = rows if isinstance(rows, tuple) else (rows, None)
-                launch.TUNING.update(histogram_decide=way, histogram_rows=rows, histogram_after_slices=after)
-                with launch.strategy(strategy):
+            for strategy, knobs, logprobs, way, rows, after in (
+                    ("split", no_top_k, "processed", 1, None, None),
+                    ("sequential", no_top_k, "processed", 1, None, None),
+                    ("split", top_p_alone, "processed", 1, None, None), ("split", no_top_k, None, 1, None, None),
+                    ("sequential", top_p_alone, None, 1, None, None), ("split", no_top_k, None, 2, None, None),
+                    ("split", no_top_k, None, 2, 2, None), ("split", no_top_k, None, 2, 2, 2),
+                    ("sequential", top_p_alone, None, 2, None, None)) if part != "topk" else ():
+                with _histogram_tuned(way, rows, after), launch.strategy(strategy):
                     for _ in range(2):  # the JIT launch, then the direct one
                         verify(mode=mode, backend="triton", check_values=False, sampling=knobs,
                                truncate_draft_logits=True, logprobs=logprobs, **kwargs)
                         calls += 1
-                launch.TUNING.update(histogram_decide=None, histogram_rows=None, histogram_after_slices=None)
         torch.cuda.synchronize()
         print(f"truncated {mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}"
               + (f" shapes {shapes}" if by_shape else "") + ": ok", flush=True)
@@ -290,6 +289,21 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1), by_shape: bool 
     simulation = f" and one simulation ({int(counts.sum())} accepted drafts)" if simulated else ""
     print(f"workload done: {calls} verify calls{simulation}", flush=True)
     return 0
+
+
+@contextlib.contextmanager
+def _histogram_tuned(way: int | None, rows: int | None, after: int | None) -> Iterator[None]:
+    """Inside a ``with`` block, the split histogram path decides drafts the launch variants' way ``way`` (``None``:
+    the launcher's), its programs take rows the way ``rows`` and the rows after a stop ``after`` slices a program
+    (``launch.TUNING``); the launcher's own after."""
+    from specbench.kernels import launch
+
+    settings = {"histogram_decide": way, "histogram_rows": rows, "histogram_after_slices": after}
+    launch.TUNING.update(settings)
+    try:
+        yield
+    finally:
+        launch.TUNING.update(dict.fromkeys(settings))
 
 
 def _lists_workload(mine, device) -> int:
@@ -314,13 +328,11 @@ def _lists_workload(mine, device) -> int:
         for strategy, logprobs, way, rows, after in (
                 ("split", "processed", 0, None, None), ("sequential", None, 0, None, None),
                 ("split", None, 2, None, None), ("split", None, 2, 2, None), ("split", None, 2, 2, 2)):
-            launch.TUNING.update(histogram_decide=way, histogram_rows=rows, histogram_after_slices=after)
-            with launch.strategy(strategy):
+            with _histogram_tuned(way, rows, after), launch.strategy(strategy):
                 for _ in range(2):  # the JIT launch, then the direct one
                     verify(mode="probabilistic", backend="triton", check_values=False, sampling=sampling,
                            truncate_draft_logits=True, logprobs=logprobs, **kwargs)
                     calls += 1
-            launch.TUNING.update(histogram_decide=None, histogram_rows=None, histogram_after_slices=None)
         torch.cuda.synchronize()
         print(f"lists draft={draft} target={target} float32: ok", flush=True)
     return calls

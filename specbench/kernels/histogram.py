@@ -748,10 +748,9 @@ def _split_histogram_kernel(
             pointers = (state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr, list_f_ptr, list_i_ptr,
                         arrivals_ptr, summary_f_ptr, summary_i_ptr, decided_ptr, target_ptr, target_stride_b,
                         target_stride_k, draft_ptr, draft_stride_b, draft_stride_k, draft_ids_ptr, draft_ids_stride)
-            request = (b, r, side, n, greedy, inv_temperature, truncated, k, top_p, min_p)
             if ROWS == ROWS_AT_STOP:
-                t = tl.load(decided_ptr + b * 2)
-                request = (b, t, side, n, greedy, inv_temperature, truncated, k, top_p, min_p)
+                r = tl.load(decided_ptr + b * 2)  # (the request's stop t)
+            request = (b, r, side, n, greedy, inv_temperature, truncated, k, top_p, min_p)
             if (ROWS != ROWS_PER_CELL) and (ROWS != ROWS_AT_STOP):  # (a request's rows in turn)
                 # rows in turn, each as its own program would take it (where the drafts were decided first, most
                 # rows are passed over, and a program passing over one costs what its loads wait). After the first

@@ -270,12 +270,11 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                 and constexprs["STEP"] in (0, 1, 2, 3) and not constexprs["DECIDE"]
                 and (constexprs["STEP"] != 0 or constexprs["SKIP_DECIDED"])
                 and (constexprs["STEP"] != 1 or not constexprs["LAST"] or constexprs["ATOMIC"])]
-    out.extend((_split_histogram_kernel, {**constexprs, "ROWS": rows}, hist_warps, "fp32")
+    # (the rows after the stop at the launcher's slices a program)
+    out.extend((_split_histogram_kernel, {**constexprs, "ROWS": rows,
+                                          "SLICES_PER_PROGRAM": launch.HISTOGRAM_AFTER_SLICES if rows == 3 else 1},
+                hist_warps, "fp32")
                for rows in (1, 2, 3) for constexprs in per_cell)
-    # ... and the rows after the stop taking four slices a program, leaving at once where the request stopped clean
-    # (the launch variants -stoprow-after4)
-    out.extend((_split_histogram_kernel, {**constexprs, "ROWS": 4, "SLICES_PER_PROGRAM": 4}, hist_warps, "fp32")
-               for constexprs in per_cell)
     # the other parts a level of 64, 128 and 256 than the launcher's (the launch variants -bins64, -bins128, -bins256):
     # the first level, and the last one counted by atomics, at each
     so_far = list(out)

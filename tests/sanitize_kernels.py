@@ -257,8 +257,8 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1), by_shape: bool 
             # log-probabilities the histogram path first decides drafts and skips rows, after its first level
             # (histogram.STEP_DECIDE, way 1) or from one pass's bounds (draft_bounds.py, way 2), forced at every
             # batch size here; after the bounds, its programs take the rows of a request the launcher's way, and
-            # its stop row then the rows after it (histogram.ROWS_AT_STOP, ROWS_AFTER_STOP: rows 2; (2, 2): those
-            # after at two slices a program, leaving at once where the request stopped clean)
+            # its stop row then the rows after it (histogram.ROWS_AT_STOP, ROWS_AFTER_STOP: rows 2, those after at
+            # the launcher's slices a program, leaving at once where the request stopped clean; (2, 2): at two)
             no_top_k = SamplingParams(temperatures=sampling.temperatures, top_p=sampling.top_p, min_p=sampling.min_p)
             top_p_alone = SamplingParams(temperatures=sampling.temperatures, top_p=sampling.top_p)
             for strategy, knobs, logprobs, way, rows, after in (

@@ -266,7 +266,7 @@ def test_a_histogram_variant_counts_by_atomics_and_takes_slices_inside_its_call(
 
 @pytest.mark.parametrize(("way", "batch", "forced", "rows"),
                          [("bounds", 1, None, "request"), ("bounds", 8, None, "request"), ("bounds", 9, None, "cell"),
-                          ("bounds", 255, None, "cell"), ("bounds", 256, None, "stop"), ("bounds", 512, None, "stop"),
+                          ("bounds", 15, None, "cell"), ("bounds", 16, None, "stop"), ("bounds", 512, None, "stop"),
                           (None, 512, None, "cell"), ("level", 512, None, "cell"), (None, 4, None, "cell"),
                           ("bounds", 512, 0, "cell"), ("bounds", 8, 2, "stop"), ("level", 8, 1, "request"),
                           ("level", 512, 2, "cell"), (None, 8, 2, "cell")])
@@ -275,7 +275,7 @@ def test_the_histogram_programs_take_rows_by_batch_and_decisions(monkeypatch, wa
     HISTOGRAM_PER_REQUEST_MAX_BATCH, its stop row then the rows after it from HISTOGRAM_STOP_ROW_MIN_BATCH, one a cell
     between and without those decisions; a launch variant's way at any batch, stop rows only where the bounds say the
     stops."""
-    assert (launch.HISTOGRAM_PER_REQUEST_MAX_BATCH, launch.HISTOGRAM_STOP_ROW_MIN_BATCH) == (8, 256)
+    assert (launch.HISTOGRAM_PER_REQUEST_MAX_BATCH, launch.HISTOGRAM_STOP_ROW_MIN_BATCH) == (8, 16)
     monkeypatch.setitem(launch.TUNING, "histogram_rows", forced)
     assert launch._histogram_rows(way, batch) == rows
 
@@ -285,8 +285,9 @@ def test_after_decisions_from_the_bounds_each_histogram_program_takes_the_rows_o
     histogram path launches one program per request, side and slice (grid (B, 1, ...); steps 0-3), each taking its
     request's rows in turn; -percell one per row (grid (B, K + 1, ...)), as every other way does by default, and
     -perrequest forces the first at any way; -stoprow two launches a step, each one program per request (its stop
-    row, then the rows after it; -stoprow-after2: those programs two slices each, leaving at once where the request
-    stopped clean), and one per row where no decisions say the stops. The same tokens every way."""
+    row, then the rows after it, those programs the launcher's HISTOGRAM_AFTER_SLICES slices each, leaving at once
+    where the request stopped clean; -stoprow-after2: two), and one per row where no decisions say the stops. The
+    same tokens every way."""
     from specbench.kernels import histogram
 
     launches = _recorded_histogram_launches(monkeypatch)
@@ -294,15 +295,14 @@ def test_after_decisions_from_the_bounds_each_histogram_program_takes_the_rows_o
     kwargs = _top_p_call(6, batch, num_slots)
     per_cell, per_request = (histogram.ROWS_PER_CELL.value,), (histogram.ROWS_PER_REQUEST.value,)
     stop = (histogram.ROWS_AT_STOP.value, histogram.ROWS_AFTER_STOP.value)
-    early = (histogram.ROWS_AT_STOP.value, histogram.ROWS_AFTER_STOP_EARLY.value)
     results = []
-    for name, rows in (("triton-histogram-4096x1024x4-bounds", per_request),
-                       ("triton-histogram-4096x1024x4-bounds-percell", per_cell),
-                       ("triton-histogram-4096x1024x4-nodecide", per_cell),
-                       ("triton-histogram-4096x1024x4-nodecide-perrequest", per_request),
-                       ("triton-histogram-4096x1024x4-bounds-stoprow", stop),
-                       ("triton-histogram-4096x1024x4-bounds-stoprow-after2", early),
-                       ("triton-histogram-4096x1024x4-stoprow", per_cell)):  # (B = 2: no decisions by default)
+    for name, rows, after in (("triton-histogram-4096x1024x4-bounds", per_request, None),
+                              ("triton-histogram-4096x1024x4-bounds-percell", per_cell, None),
+                              ("triton-histogram-4096x1024x4-nodecide", per_cell, None),
+                              ("triton-histogram-4096x1024x4-nodecide-perrequest", per_request, None),
+                              ("triton-histogram-4096x1024x4-bounds-stoprow", stop, launch.HISTOGRAM_AFTER_SLICES),
+                              ("triton-histogram-4096x1024x4-bounds-stoprow-after2", stop, 2),
+                              ("triton-histogram-4096x1024x4-stoprow", per_cell, None)):  # (B = 2: no decisions)
         launches.clear()
         results.append(resolve(name).prepare(dict(kwargs))())
         steps = [(c["STEP"], c["ROWS"], grid, c["SLICES_PER_PROGRAM"]) for grid, c in launches
@@ -311,7 +311,7 @@ def test_after_decisions_from_the_bounds_each_histogram_program_takes_the_rows_o
         for i, (step, taken, grid, per) in enumerate(steps):
             assert taken == rows[i % len(rows)] and steps[i - i % len(rows)][0] == step, name
             assert grid[:2] == (batch, num_slots if rows == per_cell else 1), name
-            assert per == (2 if taken == histogram.ROWS_AFTER_STOP_EARLY.value else 1), name
+            assert per == (after if taken == histogram.ROWS_AFTER_STOP.value else 1), name
     for result in results[1:]:
         assert torch.equal(result.output_token_ids, results[0].output_token_ids)
     assert launch.TUNING["histogram_rows"] is None and launch.TUNING["histogram_after_slices"] is None

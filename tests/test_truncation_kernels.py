@@ -340,8 +340,8 @@ def test_the_histogram_path_variants_give_the_same_step(small_blocks, monkeypatc
     bounds (way 2), one program a row and slice, each program its slice of every row of its request (rows 1), or of
     its request's stop row and then of the rows after it (rows 2; requests that decide nothing, with min_p or every
     knob off, stop at 0 not clean, and request 0 at 1 not clean (its first draft surely accepted, its second row of
-    no mass), so the rows after take the rest; ``after``: their programs take that many of the row's three slices
-    each and leave at once where the request stopped clean): the same tokens as the path counting by tl.histogram,
+    no mass), so the rows after take the rest, their programs leaving at once where the request stopped clean;
+    ``after``: those programs take that many of the row's three slices each, None the launcher's): the same tokens as the path counting by tl.histogram,
     one slice and one row a program, and the same summaries and level counts in its scratch, bit for bit (counts that
     only bound a part's mass could be wrong without changing a token)."""
     launch = small_blocks

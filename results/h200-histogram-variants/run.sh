@@ -29,7 +29,7 @@ IFS=';' read -ra knobs <<< "${KNOBS:---top-p 0.95}"
 shape_of() {
   case $1 in
     1|8) echo "-k 3 --model llama3" ;;
-    64) echo "-k 4 --model qwen3" ;;
+    16|32|64) echo "-k 4 --model qwen3" ;;
     128|256) echo "-k 7 --model qwen3" ;;
     512) echo "-k 7 --model llama3" ;;
   esac

@@ -8,7 +8,8 @@
 #                                                # bounds run -stoprow's launches too) under memcheck, initcheck and
 #                                                # racecheck, six shards each, all at once: lists-summary.txt
 #   bash results/h200-stop-row/run.sh breakdown  # each launch's time at B = 256, -stoprow, draft logits and probs
-# (IMPLS and BATCHES replace the implementations and batches `time` runs; BREAKDOWN the variant `breakdown` runs)
+# (IMPLS and BATCHES replace the implementations and batches `time` runs, WARM_LIMIT and TIME_LIMIT its seconds for
+# the compiles and a batch's timings; BREAKDOWN the variant `breakdown` runs)
 set -uo pipefail
 out=${OUT:?set OUT to the folder for the results}
 export PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin PYTHONPATH=$PWD
@@ -22,8 +23,9 @@ for step in "$@"; do
       for i in $shards; do
         timeout 200 python3 tests/sanitize_kernels.py --workload --part lists --shard $i/12 > "$out/w/l-$i.txt" 2>&1 &
       done
-      LIMIT=200 bash results/h200-histogram-variants/run.sh warm; wait
-      LIMIT=60 bash results/h200-histogram-variants/run.sh time ;;
+      LIMIT=${WARM_LIMIT:-200} bash results/h200-histogram-variants/run.sh warm; wait
+      tail -n 1 "$out"/w/l-*.txt > "$out/lists-workload.txt"; rm -rf "$out/w"
+      LIMIT=${TIME_LIMIT:-60} bash results/h200-histogram-variants/run.sh time ;;
     sanitize)
       mkdir -p "$out/s"
       for tool in memcheck initcheck racecheck; do

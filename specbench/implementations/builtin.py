@@ -88,9 +88,10 @@ def launch_variant(name: str) -> Implementation | None:
     programs takes four slices of a row in turn; ``-perrequest`` / ``-percell``: each program takes its slice of
     every row of its request in turn, or one program per row and slice, at any batch and decision way, where the
     launcher takes the first after decisions from the bounds at small batches; ``-stoprow``: after decisions from the
-    bounds, one program per request and slice for its stop row, then one for the rows after it where it did not
-    stop clean (``-stoprow-after4``: the launch for the rows after with four slices a program, whose programs leave
-    at once where their request stopped clean); ``-boundsmax`` / ``-noboundsmax``:
+    bounds, one program per request and slice for its stop row, then one per request for the rows after it where it
+    did not stop clean, at any batch (the launcher takes it from ``HISTOGRAM_STOP_ROW_MIN_BATCH``), the latter's
+    programs taking ``HISTOGRAM_AFTER_SLICES`` slices each and leaving at once where their request stopped clean
+    (``-stoprow-after4``: four slices a program); ``-boundsmax`` / ``-noboundsmax``:
     after decisions from the bounds, the largest value of each row searched at a request's stop taken from that
     pass, or read again),
     None for a name of another form; a shape Triton cannot launch is a ``SpecbenchError``."""

@@ -90,11 +90,10 @@ second dimension 1, so that no program is spent on a skipped cell (one costs the
 holds a place on the multiprocessor): ``ROWS_PER_REQUEST``, every row of its request in turn;
 ``ROWS_AT_STOP``, its request's stop row ``t`` alone (the row every request's step reads: ``t <= n``, and
 ``(0, 0)`` for a request that decided nothing); ``ROWS_AFTER_STOP``, the rows after ``t`` in turn where the
-request did not stop clean, the rest of what its step reads (a program of a request that stopped clean
-leaves at once); ``ROWS_AFTER_STOP_EARLY``, the same, each program loading its request's decision before anything
-else and doing nothing more where it stopped clean. The launcher takes ``ROWS_AT_STOP`` then ``ROWS_AFTER_STOP`` for
-each step (the launch variants' ``-stoprow-afterN``: ``ROWS_AFTER_STOP_EARLY``, at N slices a program), or
-``ROWS_PER_REQUEST`` alone, or ``ROWS_PER_CELL`` (``launch._histogram_rows``). Every cell the step reads is
+request did not stop clean, the rest of what its step reads, each program loading its request's decision before
+anything else and doing nothing more where it stopped clean (most requests: so its programs take several slices
+each, ``launch.HISTOGRAM_AFTER_SLICES``). The launcher takes ``ROWS_AT_STOP`` then ``ROWS_AFTER_STOP`` for each step,
+or ``ROWS_PER_REQUEST`` alone, or ``ROWS_PER_CELL`` (``launch._histogram_rows``). Every cell the step reads is
 taken once, and each as its own program would take it, so the summaries are the same.
 
 Where the search cannot finish so, the cell is marked (stage ``FALLBACK``), the launches after skip it,
@@ -161,8 +160,8 @@ FALLBACK = tl.constexpr(1)  # the finish step searches the row in one program
 ROWS_PER_CELL = tl.constexpr(0)  # the grid's second dimension's
 ROWS_PER_REQUEST = tl.constexpr(1)  # every row of its request in turn
 ROWS_AT_STOP = tl.constexpr(2)  # its request's stop row t (drafts decided from the bounds)
-ROWS_AFTER_STOP = tl.constexpr(3)  # the rows after t in turn, where its request did not stop clean (likewise)
-ROWS_AFTER_STOP_EARLY = tl.constexpr(4)  # the same, its request's decision loaded first (and nothing else if clean)
+ROWS_AFTER_STOP = tl.constexpr(3)  # the rows after t in turn, where its request did not stop clean (its decision
+# loaded first, and nothing else where it stopped clean)
 # state fields
 F_M = tl.constexpr(0)
 F_PLAY = tl.constexpr(1)
@@ -724,9 +723,8 @@ def _split_histogram_kernel(
     P_BLOCK: tl.constexpr,  # a power of two >= NUM_SLICES
     ATOMIC: tl.constexpr,  # STEP_LEVEL, a later level: its window's tokens counted by atomics, not tl.histogram
     SLICES_PER_PROGRAM: tl.constexpr,  # the slices of a row each program takes, one after another
-    ROWS: tl.constexpr,  # the rows a program takes: ROWS_PER_CELL, ROWS_PER_REQUEST, ROWS_AT_STOP, ROWS_AFTER_STOP,
-    # ROWS_AFTER_STOP_EARLY
-    ROW_BLOCK: tl.constexpr,  # a request's rows in turn (ROWS_PER_REQUEST, ROWS_AFTER_STOP*): a power of 2 >= NUM_SLOTS
+    ROWS: tl.constexpr,  # the rows a program takes: ROWS_PER_CELL, ROWS_PER_REQUEST, ROWS_AT_STOP, ROWS_AFTER_STOP
+    ROW_BLOCK: tl.constexpr,  # a request's rows in turn (ROWS_PER_REQUEST, ROWS_AFTER_STOP): a power of 2 >= NUM_SLOTS
 ):
     # grid (B, K + 1, sides * cdiv(NUM_SLICES, SLICES_PER_PROGRAM)); STEP_FINISH (B, K + 1, sides); STEP_DECIDE (B,);
     # the second dimension 1 unless ROWS_PER_CELL
@@ -739,7 +737,7 @@ def _split_histogram_kernel(
                         TARGET_PROBS, TRUNCATE_DRAFT, HAS_TOP_K, HAS_TOP_P, HAS_MIN_P, P_BLOCK)
     else:
         going = tl.full([], 1, tl.int1)
-        if ROWS == ROWS_AFTER_STOP_EARLY:  # (its request's decision first: nothing more where it stopped clean)
+        if ROWS == ROWS_AFTER_STOP:  # (its request's decision first: nothing more where it stopped clean)
             going = tl.load(decided_ptr + tl.program_id(0).to(tl.int64) * 2 + 1) == 0
         if going:
             b, r, side, group, n, greedy, inv_temperature, truncated, k, top_p, min_p = cell_program(

@@ -972,14 +972,20 @@ HISTOGRAM_SLICES_PER_PROGRAM = 1
 # first level from 71 to 109 registers a thread, the likely cause, not measured apart); 9 to 63 not measured
 HISTOGRAM_PER_REQUEST_MAX_BATCH = 8
 # ... or, from HISTOGRAM_STOP_ROW_MIN_BATCH requests, each step in two launches: one program per request and slice for
-# its stop row, then one per request and slice for the rows after it where it did not stop clean (histogram.py,
-# ROWS_AT_STOP and ROWS_AFTER_STOP; the launch variants -stoprow). H200, Triton 3.6, graph, top_p 0.95, draft logits /
-# probs, µs, the launcher's way before -> -stoprow (results/h200-stop-row/): B = 8 91.4 -> 100.2 / 70.6 -> 80.6
-# (one program a request before), B = 64 514.9 -> 517.8 / 282.9 -> 292.2, B = 256 1,930.8 -> 1,787.1 / 997.1 ->
-# 960.7, B = 512 3,233.5 -> 2,953.2 / 1,647.6 -> 1,566.3; 65 to 255 not measured. At B = 256 from logits the stop
-# rows' launches take 75-129 µs less each than one program a cell (the finish 8), and the launches for the rows after
-# cost 30-67 µs each (the finish's 5; 19,456 programs; how many requests stopped clean was not recorded)
-HISTOGRAM_STOP_ROW_MIN_BATCH: int | None = 256
+# its stop row, then one per request and HISTOGRAM_AFTER_SLICES slices for the rows after it where it did not stop
+# clean, each of those loading its request's decision first and leaving at once where it stopped clean (histogram.py,
+# ROWS_AT_STOP and ROWS_AFTER_STOP; the launch variants -stoprow, -stoprow-afterN). H200, Triton 3.6, graph, top_p
+# 0.95, draft logits / probs, µs (results/h200-stop-row/): the rows after taking one slice a program and loading
+# everything before leaving, against the launcher's way before: B = 8 91.4 -> 100.2 / 70.6 -> 80.6 (one program a
+# request before), B = 64 514.9 -> 517.8 / 282.9 -> 292.2, B = 256 1,930.8 -> 1,787.1 / 997.1 -> 960.7, B = 512
+# 3,233.5 -> 2,953.2 / 1,647.6 -> 1,566.3 (those launches 30-67 µs each at B = 256 from logits); leaving at once, 1,
+# 4, 8 and 16 slices a program (after/): B = 256 1,787.6 -> 1,600.0, 1,553.9, 1,544.8 (/ 959.3 -> 873.8, 852.5,
+# 848.4), B = 512 (8, 16) 2,953.2 -> 2,549.5, 2,542.9 (/ 1,565.2 -> 1,379.6, 1,376.5); the launcher's way before ->
+# 8 slices: B = 8 91.5 -> 93.3 / 70.6 -> 75.9 (one program a request), B = 16 169.7 -> 163.2 / 116.3 -> 113.2, 32
+# 288.0 -> 267.6 / 168.4 -> 164.2, 64 514.1 -> 467.9 / 283.0 -> 266.3, 128 1,018.5 -> 832.2 / 543.2 -> 472.2 (one
+# program a cell); 9 to 15 not measured. At B = 256 the launches for the rows after now take 1.7-3.6 µs each
+HISTOGRAM_STOP_ROW_MIN_BATCH: int | None = 16
+HISTOGRAM_AFTER_SLICES = 8
 HISTOGRAM_ROWS_WAYS = ("cell", "request", "stop")  # the launch variants' histogram_rows 0, 1, 2
 
 
@@ -1117,14 +1123,13 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
              **constexprs}
     # each step's launches, by the rows their programs take (histogram.py, ROWS), with the grid's second dimension and
     # the slices a program: one program per row, or per request taking its rows in turn, or per request for its stop
-    # row and then per request for the rows after it (a launch variant's -afterN: those programs take N slices each,
-    # and leave at once where their request stopped clean)
-    after = TUNING["histogram_after_slices"]
+    # row and then per request and HISTOGRAM_AFTER_SLICES slices for the rows after it (a launch variant's -afterN: N
+    # slices)
+    after = TUNING["histogram_after_slices"] or HISTOGRAM_AFTER_SLICES
     passes = {"cell": ((histogram.ROWS_PER_CELL.value, num_slots, per_program),),
               "request": ((histogram.ROWS_PER_REQUEST.value, 1, per_program),),
               "stop": ((histogram.ROWS_AT_STOP.value, 1, per_program),
-                       (histogram.ROWS_AFTER_STOP.value, 1, per_program) if after is None
-                       else (histogram.ROWS_AFTER_STOP_EARLY.value, 1, after))}[rows_way]
+                       (histogram.ROWS_AFTER_STOP.value, 1, after))}[rows_way]
     passes = passes[:1] if num_slots == 1 else passes  # (no draft: no row after a stop)
 
     def each_pass(step: int, level: int, per_cell: bool = False, **flags: object) -> None:

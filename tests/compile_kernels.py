@@ -246,15 +246,24 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                                           "HAS_TOP_K": 0, "HAS_TOP_P": 1, "HAS_MIN_P": 1, **step, "SLICE": slice_,
                                           "BLOCK": hist_block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1,
                                           "CAP": launch.HISTOGRAM_CAP, "P_BLOCK": 32, "SLICES_PER_PROGRAM": 1,
-                                          "ROWS": 0, "ROW_BLOCK": 8},
+                                          "ROWS": 0, "ROW_BLOCK": 8, "FTZ_SUMS": int(launch.HISTOGRAM_FTZ_SUMS)},
                 hist_warps, "fp32")
                for target_probs in (0, 1) for step in hist_steps
                if not (target_probs and (step["STEP"] == 3 or step["DRAFT"] == 1)))
-    # a middle level given no min_p (top_p alone: no in-play test for logits)
+    # a middle level given no min_p (top_p alone: no in-play test for logits), and given no min_p the first level and
+    # the gather too, whose masses only summed take rows.exp_in_sum, each also with tl.exp (the launch variants'
+    # -noftz, or -ftz)
     middle = next(constexprs for kernel, constexprs, _w, _d in out if kernel is _split_histogram_kernel
                   and constexprs["STEP"] == 1 and not constexprs["FIRST"] and not constexprs["LAST"]
                   and not constexprs["TARGET_PROBS"])
     out.append((_split_histogram_kernel, {**middle, "HAS_MIN_P": 0}, hist_warps, "fp32"))
+    summing = [constexprs for kernel, constexprs, _w, _d in out if kernel is _split_histogram_kernel
+               and constexprs["STEP"] in (1, 2) and not constexprs["LAST"] and not constexprs["DECIDE"]
+               and not constexprs["TARGET_PROBS"] and (constexprs["FIRST"] or constexprs["STEP"] == 2)]
+    out.extend((_split_histogram_kernel, {**constexprs, "HAS_MIN_P": 0, "FTZ_SUMS": ftz}, hist_warps, "fp32")
+               for constexprs in summing for ftz in (0, 1))
+    out.append((_split_histogram_kernel, {**middle, "HAS_MIN_P": 0, "FTZ_SUMS": 1 - middle["FTZ_SUMS"]}, hist_warps,
+                "fp32"))
     # the last level counted by atomics (the launcher's own; `plain` above is the launch variants' -noatomic), and
     # a middle level taking four slices a program (-slices4)
     # (the last level for target logits and probabilities: their parts are computed apart)
@@ -295,12 +304,15 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     # probabilities (a draft row's sums are the target logits' code), and the decisions for each draft form
     bounds_slice, bounds_block, bounds_warps = launch._bounds_shape(1 << 17, _GPU)
     bounds = {"MODE": 1, "HAS_TOP_K": 0, "HAS_TOP_P": 1, "HAS_MIN_P": 1, "SLICE": bounds_slice, "BLOCK": bounds_block,
-              "PREFETCH": 1, "P_BLOCK": 16, "ROW_MAX_STRIDE": 8}
+              "PREFETCH": 1, "P_BLOCK": 16, "ROW_MAX_STRIDE": 8, "FTZ_SUMS": int(launch.HISTOGRAM_FTZ_SUMS)}
     # (and in rounds, one per slot: target logits with truncated draft logits)
     out.extend((_draft_bounds_kernel, {**bounds, "DRAFT": draft, "TARGET_PROBS": target_probs, "STEP": step,
                                        "ROUNDS": rounds}, bounds_warps if step == 0 else 1, "fp32")
                for target_probs in (0, 1) for step in (0, 1) for draft in ((1,) if step == 0 else (0, 1, 2))
                for rounds in ((0, 1) if not target_probs and draft == 1 else (0,)))
+    # (the sums by tl.exp: the launch variants' -noftz)
+    out.append((_draft_bounds_kernel, {**bounds, "DRAFT": 1, "TARGET_PROBS": 0, "STEP": 0, "ROUNDS": 1,
+                                       "FTZ_SUMS": 1 - bounds["FTZ_SUMS"]}, bounds_warps, "fp32"))
     block, warps = launch._program_shape(1 << 17, _GPU, *launch.ROW_PROGRAM_SHAPE)  # the log-probability epilogue
     for mode in ("greedy", "probabilistic"):
         for target_probs in (0, 1):

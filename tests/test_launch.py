@@ -91,6 +91,55 @@ def test_a_large_batch_given_top_p_alone_launches_the_deferred_race_on_a_gpu(mon
     assert torch.equal(got.num_emitted, want.num_emitted)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the PTX of a GPU build (the interpreter runs tl.exp there)")
+@pytest.mark.parametrize("batch", [8, 128])
+def test_the_one_instruction_exp_gives_the_histogram_path_the_same_sums_on_a_gpu(monkeypatch, batch):
+    # the bounds pass's and the histogram path's summed masses by rows.exp_in_sum (ex2.approx.ftz, FTZ_SUMS) and by
+    # tl.exp (-noftz), on rows where most masses lie below 2**-126 (logits spread over hundreds of nats, low
+    # temperatures): the same tokens and every number of the search's scratch (fresh and NaN-filled each time; the
+    # candidates' lists, in the order their atomics gave, sorted), bit for bit, the drafts decided from the bounds
+    # (batch 8: one program a request, 128: the stop rows, the pass in rounds)
+    from specbench.verification import SamplingParams, verify
+
+    device = torch.device("cuda")
+    generator = torch.Generator(device=device).manual_seed(11)
+    num_spec, vocab = 3, 20000
+    target = torch.randn(batch, num_spec + 1, vocab, generator=generator, device=device) * 40
+    drafts = target[:, :num_spec].argmax(-1)
+    drafts[::2, 1] = torch.randint(0, vocab, (len(range(0, batch, 2)),), generator=generator, device=device)
+    temperatures = torch.linspace(0.3, 1.0, batch, device=device)
+    tempered = target.double() / temperatures[:, None, None]
+    assert bool(((tempered - tempered.amax(-1, keepdim=True)) < -88.0).double().mean() > 0.5)  # (e**-88 < 2**-126)
+    sampling = SamplingParams(temperatures=temperatures, top_p=torch.full((batch,), 0.95, device=device))
+    inputs = {"draft_token_ids": drafts, "draft_logits": target[:, :num_spec] + 2.0 * torch.randn(
+                  batch, num_spec, vocab, generator=generator, device=device),
+              "num_draft_tokens": torch.full((batch,), num_spec, dtype=torch.int32, device=device),
+              "seeds": torch.arange(batch, device=device), "positions": torch.zeros(batch, dtype=torch.int64,
+                                                                                      device=device)}
+    monkeypatch.setitem(launch.TUNING, "split_search", 1)
+    monkeypatch.setitem(launch.TUNING, "histogram_decide", 2)
+    monkeypatch.setattr(launch, "_alloc_scratch", lambda shape, dtype, device: torch.full(
+        shape, float("nan") if dtype.is_floating_point else -7, dtype=dtype, device=device))
+    scratches, results = [], []
+    search = launch._split_histogram
+    monkeypatch.setattr(launch, "_split_histogram", lambda *a, **k: scratches.append(search(*a, **k)) or scratches[-1])
+    for ftz_sums in (1, 0):
+        monkeypatch.setitem(launch.TUNING, "histogram_ftz_sums", ftz_sums)
+        monkeypatch.setattr(launch, "_scratch_cache", {})  # (fresh scratch)
+        with launch.strategy("split"):
+            results.append(verify(target, sampling=sampling, backend="triton", **inputs))
+    assert len(scratches) == 2
+    (fast, plain), (fast_scratch, plain_scratch) = results, scratches
+    assert torch.equal(fast.output_token_ids, plain.output_token_ids)
+    assert torch.equal(fast.num_emitted, plain.num_emitted)
+    for name in fast_scratch._fields:
+        fast_values, plain_values = getattr(fast_scratch, name).nan_to_num(7.0), getattr(plain_scratch, name).nan_to_num(7.0)
+        if name.startswith("candidates"):
+            fast_values, plain_values = fast_values.sort().values, plain_values.sort().values
+        assert torch.equal(fast_values, plain_values), name
+    assert bool(fast_scratch.decided.view(-1, 2)[:batch, 0].gt(0).any())  # (drafts were decided from the bounds)
+
+
 @pytest.mark.parametrize(("mode", "target_is_probs", "draft_kind", "inline"), [
     ("synthetic", False, 0, True),
     ("probabilistic", True, 0, True),

@@ -58,7 +58,7 @@ _HISTOGRAM_BINS = (16, 32, 64, 128, 256)  # parts a level the histogram path tak
 _HISTOGRAM_NAME = re.compile(r"triton-histogram-(\d+)x(\d+)x(\d+)(?:-bins([1-9]\d*))?(-nodecide|-decide|-bounds)?"
                              r"(?:(\d+)x(\d+)x(\d+))?(-rounds|-norounds)?(-atomic|-noatomic)?(?:-slices([1-9]\d*))?"
                              r"(-percell|-perrequest|-stoprow)?(?:-after([1-9]\d*))?(-boundsmax|-noboundsmax)?"
-                             r"(?:-levels([1-6]))?")
+                             r"(?:-levels([1-6]))?(-ftz|-noftz)?")
 
 
 def _slice_shape(name: str, slice_: int, block: int, warps: int) -> None:
@@ -93,7 +93,9 @@ def launch_variant(name: str) -> Implementation | None:
     programs taking ``HISTOGRAM_AFTER_SLICES`` slices each and leaving at once where their request stopped clean
     (``-stoprow-after4``: four slices a program); ``-boundsmax`` / ``-noboundsmax``:
     after decisions from the bounds, the largest value of each row searched at a request's stop taken from that
-    pass, or read again),
+    pass, or read again; ``-ftz`` / ``-noftz`` (after ``-levelsN``): the masses of logits that the bounds pass, the
+    levels and the gather only sum taken by one instruction that flushes results below 2**-126 to zero (the
+    launcher's, ``HISTOGRAM_FTZ_SUMS``), or by ``tl.exp``: the same sums either way),
     None for a name of another form; a shape Triton cannot launch is a ``SpecbenchError``."""
     radix = _RADIX_NAME.fullmatch(name)
     if radix is not None:
@@ -119,6 +121,7 @@ def launch_variant(name: str) -> Implementation | None:
         after = int(histogram.group(13)) if histogram.group(13) else None
         bounds_max = {None: None, "-noboundsmax": 0, "-boundsmax": 1}[histogram.group(14)]
         levels = int(histogram.group(15)) if histogram.group(15) else None
+        ftz_sums = {None: None, "-noftz": 0, "-ftz": 1}[histogram.group(16)]
         if levels is not None:
             from specbench.kernels import launch
 
@@ -162,14 +165,17 @@ def launch_variant(name: str) -> Implementation | None:
                                 f"once where the request stopped clean)" if after else "")
                              + {None: "", 1: ", the stop rows' largest values from the bounds pass",
                                 0: ", the stop rows' largest values read again"}[bounds_max]
-                             + (f", {levels} levels" if levels else ""),
+                             + (f", {levels} levels" if levels else "")
+                             + {None: "", 1: ", the masses only summed by an exp that flushes below 2**-126",
+                                0: ", the masses only summed by tl.exp"}[ftz_sums],
                        _triton_variant(None, split_search=1, histogram_slice=slice_, histogram_block=block,
                                        histogram_warps=warps, histogram_bins=bins,
                                        histogram_decide=decide, bounds_slice=bounds[0], bounds_block=bounds[1],
                                        bounds_warps=bounds[2], bounds_rounds=rounds, histogram_atomic=atomic,
                                        histogram_slices_per_program=per_program, histogram_rows=rows,
                                        histogram_after_slices=after,
-                                       histogram_levels=levels, histogram_bounds_max=bounds_max))
+                                       histogram_levels=levels, histogram_bounds_max=bounds_max,
+                                       histogram_ftz_sums=ftz_sums))
     match = _SHAPE_NAME.fullmatch(name)
     if match is None:
         return None

@@ -54,7 +54,7 @@ from specbench.kernels.cutoffs import load_row, values_of
 from specbench.kernels.decide import ACCEPT, DRAFT_LOGITS, draft_prob_at, request_setup, request_valid
 from specbench.kernels.radix import _chunk
 from specbench.kernels.rng import stream_key, uniform_at
-from specbench.kernels.rows import clean
+from specbench.kernels.rows import clean, exp_in_sum
 from specbench.kernels.truncation import cell_program, request_knobs
 
 STEP_SUMS = tl.constexpr(0)
@@ -123,7 +123,7 @@ def _threshold(x_value, J: tl.constexpr, TARGET_PROBS: tl.constexpr):
 
 @triton.jit
 def _slice_sums(row, x, V, inv_temperature, start, part, SLICE: tl.constexpr, TARGET_PROBS: tl.constexpr,
-                BLOCK: tl.constexpr, PREFETCH: tl.constexpr):
+                BLOCK: tl.constexpr, PREFETCH: tl.constexpr, FTZ_SUMS: tl.constexpr):
     # STEP_SUMS for one slice, in one read: the masses relative to the draft's (exp(z - z_x), at most
     # exp(REACH); probabilities as they are), and the slice's largest value (logits: where it lies more than
     # REACH above z_x, the sums are clamped and the decision will not use them)
@@ -150,7 +150,10 @@ def _slice_sums(row, x, V, inv_temperature, start, part, SLICE: tl.constexpr, TA
             value, mass = values_of(raw, inv_temperature, 0.0, TARGET_PROBS)
         else:
             value = clean(raw * inv_temperature)
-            mass = tl.exp(tl.minimum(value - reference, REACH))
+            if FTZ_SUMS:  # (every sum holds x's own mass, 1)
+                mass = exp_in_sum(tl.minimum(value - reference, REACH))
+            else:
+                mass = tl.exp(tl.minimum(value - reference, REACH))
         high = tl.maximum(high, value)
         total += mass
         ahead += tl.where((value > x_value) | ((value == x_value) & (offs < x)), mass, 0.0)
@@ -302,6 +305,7 @@ def _draft_bounds_kernel(
     PREFETCH: tl.constexpr,  # each chunk loaded one iteration ahead
     P_BLOCK: tl.constexpr,  # a power of two >= NUM_SLICES
     ROW_MAX_STRIDE: tl.constexpr,  # floats from a cell's largest value to the next cell's
+    FTZ_SUMS: tl.constexpr,  # logits: the masses summed by rows.exp_in_sum, not tl.exp (the same sums, bit for bit)
 ):
     # grid (B, K, sides * NUM_SLICES), or (B, 1, sides * NUM_SLICES) a round; STEP_DECIDE (B,)
     if STEP == STEP_DECIDE:
@@ -326,7 +330,7 @@ def _draft_bounds_kernel(
             part = part_f_ptr + (((b * NUM_SLOTS + r) * 2 + side) * NUM_SLICES + s) * PART
             if side == 0:
                 _slice_sums(target_ptr + b * target_stride_b + r * target_stride_k, x, V, inv_temperature, s * SLICE,
-                            part, SLICE, TARGET_PROBS, BLOCK, PREFETCH)
+                            part, SLICE, TARGET_PROBS, BLOCK, PREFETCH, FTZ_SUMS)
             else:
                 _slice_sums(draft_ptr + b * draft_stride_b + r * draft_stride_k, x, V, inv_temperature, s * SLICE,
-                            part, SLICE, False, BLOCK, PREFETCH)
+                            part, SLICE, False, BLOCK, PREFETCH, FTZ_SUMS)

@@ -121,7 +121,7 @@ from specbench.kernels.cutoffs import _order_key32, load_row, truncate_row_radix
 from specbench.kernels.decide import DRAFT_LOGITS, draft_prob_at, request_setup, request_valid
 from specbench.kernels.draft_bounds import bracket, decide_slot, decides, skipped
 from specbench.kernels.radix import _slice_max
-from specbench.kernels.rows import clean
+from specbench.kernels.rows import clean, exp_in_sum
 from specbench.kernels.split import last_to_arrive
 from specbench.kernels.truncation import (
     cell_program,
@@ -248,7 +248,8 @@ def _window(state, istate, TARGET_PROBS: tl.constexpr):
 @triton.jit
 def _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, start, counts, part_f, part_i, x,
                  FIRST: tl.constexpr, SLICE: tl.constexpr, BINS: tl.constexpr, TARGET_PROBS: tl.constexpr,
-                 HAS_MIN_P: tl.constexpr, DECIDE: tl.constexpr, BLOCK: tl.constexpr, ATOMIC: tl.constexpr):
+                 HAS_MIN_P: tl.constexpr, DECIDE: tl.constexpr, BLOCK: tl.constexpr, ATOMIC: tl.constexpr,
+                 FTZ_SUMS: tl.constexpr):
     # this slice's counts of the window's parts (added to the cell's); at the first level (the window the
     # whole row, its last part open-ended) its mass in play and last token in play (and with DECIDE its mass
     # in play before token x, the cell's draft, in the row's order), at the others its mass
@@ -270,10 +271,15 @@ def _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, star
         if FIRST or TARGET_PROBS:
             value, mass = values_of(load_row(row, offs, V, TARGET_PROBS), inv_temperature, m, TARGET_PROBS)
             play = _in_play(value, mass, minp_threshold, HAS_MIN_P)
+            if FTZ_SUMS and not (TARGET_PROBS or HAS_MIN_P):  # (the mass only summed: M, and A with DECIDE)
+                mass = exp_in_sum(value - m)
         else:
             value = clean(load_row(row, offs, V, False) * inv_temperature)
-            mass = tl.exp(value - m)
-            play = mass >= minp_threshold  # (only read with HAS_MIN_P)
+            if FTZ_SUMS and not HAS_MIN_P:  # (the mass only summed, before the window)
+                mass = exp_in_sum(value - m)
+            else:
+                mass = tl.exp(value - m)
+                play = mass >= minp_threshold  # (only read with HAS_MIN_P)
         dist = _distance(value, m, TARGET_PROBS)
         if FIRST:  # (the last part open-ended: the distance clamped before it is made an integer)
             if TARGET_PROBS:
@@ -390,13 +396,15 @@ def _finish_level(m, top_p, state, istate, cell_f, cell_i, counts, summary_f_ptr
 @triton.jit
 def _slice_gather(row, V, inv_temperature, m, minp_threshold, lo, hi, start, length, list_f, list_i, part_f,
                   SLICE: tl.constexpr, CAP: tl.constexpr, TARGET_PROBS: tl.constexpr, HAS_MIN_P: tl.constexpr,
-                  BLOCK: tl.constexpr):
+                  BLOCK: tl.constexpr, FTZ_SUMS: tl.constexpr):
     # this slice's mass in play before the candidates, and its candidates copied to the cell's list
     before = tl.zeros([BLOCK], tl.float32)
     for chunk in range(0, SLICE, BLOCK):
         offs = start + chunk + tl.arange(0, BLOCK)
         value, mass = values_of(load_row(row, offs, V, TARGET_PROBS), inv_temperature, m, TARGET_PROBS)
         play = _in_play(value, mass, minp_threshold, HAS_MIN_P)
+        if FTZ_SUMS and not (TARGET_PROBS or HAS_MIN_P):  # (the mass only summed)
+            mass = exp_in_sum(value - m)
         dist = _distance(value, m, TARGET_PROBS)
         before += tl.where(play & (dist < lo), mass, 0.0)
         chosen = play & (dist >= lo) & (dist < hi)
@@ -478,7 +486,7 @@ def _histogram_row(row, cell, s, x, known, V, inv_temperature, k, top_p, min_p, 
                    ZERO_SHARE, STEP: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr, SLICE: tl.constexpr,
                    BINS: tl.constexpr, BINS_SHIFT: tl.constexpr, CAP: tl.constexpr, TARGET_PROBS: tl.constexpr,
                    HAS_MIN_P: tl.constexpr, DECIDE: tl.constexpr, BLOCK: tl.constexpr, P_BLOCK: tl.constexpr,
-                   ATOMIC: tl.constexpr):
+                   ATOMIC: tl.constexpr, FTZ_SUMS: tl.constexpr):
     # one program's share of one step for one cell (row `row`, slice s; x the cell's draft, read only with
     # DECIDE at the first level; `known`: STEP_MAX, the row's largest value is in the cell's state already); top_p
     # the request's (the search takes 0 for a row keeping its first token only, k = 1; the fallback the knobs as
@@ -533,14 +541,15 @@ def _histogram_row(row, cell, s, x, known, V, inv_temperature, k, top_p, min_p, 
                 if STEP == STEP_LEVEL:
                     _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, s * SLICE,
                                  counts + level * BINS, cell_f + s * PART, cell_i + s * PART, x, FIRST, SLICE, BINS,
-                                 TARGET_PROBS, HAS_MIN_P, DECIDE, BLOCK, ATOMIC)
+                                 TARGET_PROBS, HAS_MIN_P, DECIDE, BLOCK, ATOMIC, FTZ_SUMS)
                     if last_to_arrive(arrivals_ptr, cell, NUM_SLICES):
                         _finish_level(m, tl.where(k == 1, 0.0, top_p), state, istate, cell_f, cell_i,
                                       counts + level * BINS, summary_f_ptr, summary_i_ptr, cell, NUM_SLICES, FIRST,
                                       LAST, BINS, BINS_SHIFT, CAP, TARGET_PROBS, DECIDE, P_BLOCK)
                 else:
                     _slice_gather(row, V, inv_temperature, m, minp_threshold, lo, hi, s * SLICE, counts + COUNTS - 1,
-                                  list_f, list_i, cell_f + s * PART, SLICE, CAP, TARGET_PROBS, HAS_MIN_P, BLOCK)
+                                  list_f, list_i, cell_f + s * PART, SLICE, CAP, TARGET_PROBS, HAS_MIN_P, BLOCK,
+                                  FTZ_SUMS)
 
 
 @triton.jit
@@ -644,7 +653,7 @@ def _histogram_slice(request, s, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE,
                      TRUNCATE_DRAFT: tl.constexpr, HAS_MIN_P: tl.constexpr, STEP: tl.constexpr, DECIDE: tl.constexpr,
                      SKIP_DECIDED: tl.constexpr, BOUNDS_MAX: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr,
                      SLICE: tl.constexpr, BLOCK: tl.constexpr, BINS: tl.constexpr, BINS_SHIFT: tl.constexpr,
-                     CAP: tl.constexpr, P_BLOCK: tl.constexpr, ATOMIC: tl.constexpr):
+                     CAP: tl.constexpr, P_BLOCK: tl.constexpr, ATOMIC: tl.constexpr, FTZ_SUMS: tl.constexpr):
     # a program's share of a step for slice s of its cell (the request's row r, side), where the step reads it
     b, r, side, n, greedy, inv_temperature, truncated, k, top_p, min_p = request
     (state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr, list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr,
@@ -674,13 +683,13 @@ def _histogram_slice(request, s, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE,
                            inv_temperature, k, top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr,
                            counts_ptr, list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES,
                            ZERO_SHARE, STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, TARGET_PROBS, HAS_MIN_P, DECIDE,
-                           BLOCK, P_BLOCK, ATOMIC)
+                           BLOCK, P_BLOCK, ATOMIC, FTZ_SUMS)
         else:
             _histogram_row(draft_ptr + b * draft_stride_b + r * draft_stride_k, cell, s, x, known, V, inv_temperature,
                            k, top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr,
                            list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES, ZERO_SHARE,
                            STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, False, HAS_MIN_P, DECIDE, BLOCK, P_BLOCK,
-                           ATOMIC)
+                           ATOMIC, FTZ_SUMS)
 
 
 @triton.jit
@@ -725,6 +734,8 @@ def _split_histogram_kernel(
     SLICES_PER_PROGRAM: tl.constexpr,  # the slices of a row each program takes, one after another
     ROWS: tl.constexpr,  # the rows a program takes: ROWS_PER_CELL, ROWS_PER_REQUEST, ROWS_AT_STOP, ROWS_AFTER_STOP
     ROW_BLOCK: tl.constexpr,  # a request's rows in turn (ROWS_PER_REQUEST, ROWS_AFTER_STOP): a power of 2 >= NUM_SLOTS
+    FTZ_SUMS: tl.constexpr,  # logits without min_p: the masses that are only summed by rows.exp_in_sum, not tl.exp
+    # (the same sums, bit for bit; launch.HISTOGRAM_FTZ_SUMS)
 ):
     # grid (B, K + 1, sides * cdiv(NUM_SLICES, SLICES_PER_PROGRAM)); STEP_FINISH (B, K + 1, sides); STEP_DECIDE (B,);
     # the second dimension 1 unless ROWS_PER_CELL
@@ -771,11 +782,12 @@ def _split_histogram_kernel(
                         _program_slices((b, row, side, n, greedy, inv_temperature, truncated, k, top_p, min_p),
                                         group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
                                         TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST,
-                                        SLICE, BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, SLICES_PER_PROGRAM)
+                                        SLICE, BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, SLICES_PER_PROGRAM,
+                                        FTZ_SUMS)
             else:
                 _program_slices(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
                                 TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE,
-                                BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, SLICES_PER_PROGRAM)
+                                BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, SLICES_PER_PROGRAM, FTZ_SUMS)
 
 
 @triton.jit
@@ -783,12 +795,13 @@ def _program_slices(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHA
                     TRUNCATE_DRAFT: tl.constexpr, HAS_MIN_P: tl.constexpr, STEP: tl.constexpr, DECIDE: tl.constexpr,
                     SKIP_DECIDED: tl.constexpr, BOUNDS_MAX: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr,
                     SLICE: tl.constexpr, BLOCK: tl.constexpr, BINS: tl.constexpr, BINS_SHIFT: tl.constexpr,
-                    CAP: tl.constexpr, P_BLOCK: tl.constexpr, ATOMIC: tl.constexpr, SLICES_PER_PROGRAM: tl.constexpr):
+                    CAP: tl.constexpr, P_BLOCK: tl.constexpr, ATOMIC: tl.constexpr, SLICES_PER_PROGRAM: tl.constexpr,
+                    FTZ_SUMS: tl.constexpr):
     # a program's share of a step for one cell: its slice (or group of slices), or with STEP_FINISH the cell
     if (STEP == STEP_FINISH) or (SLICES_PER_PROGRAM == 1):  # (STEP_FINISH: one program a cell, group 0)
         _histogram_slice(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
                          TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE, BLOCK,
-                         BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC)
+                         BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, FTZ_SUMS)
     else:
         # the program's slices in turn; each arrives apart, so the row's last slice to arrive finishes the step, as
         # with one slice a program
@@ -797,4 +810,4 @@ def _program_slices(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHA
             if s < NUM_SLICES:
                 _histogram_slice(request, s, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
                                  TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE,
-                                 BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC)
+                                 BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, FTZ_SUMS)

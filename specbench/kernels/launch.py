@@ -208,7 +208,7 @@ TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk"
                                  "bounds_warps": None, "bounds_rounds": None, "histogram_atomic": None,
                                  "histogram_slices_per_program": None, "histogram_rows": None,
                                  "histogram_after_slices": None,
-                                 "histogram_levels": None, "histogram_bounds_max": None}
+                                 "histogram_levels": None, "histogram_bounds_max": None, "histogram_ftz_sums": None}
 
 
 def _tuned(name: str, default: bool) -> bool:
@@ -1013,6 +1013,13 @@ def _histogram_rows(way: str | None, batch: int) -> str:
 # 106.8 / 72.4 -> 70.7, B = 64 542.6 -> 535.5 / 297.8 -> 293.9, B = 256 1,965.2 -> 1,952.2 / 1,016.4 -> 1,012.2,
 # B = 512 3,284.3 -> 3,253.3 / 1,667.8 -> 1,660.7
 HISTOGRAM_BOUNDS_MAX = True
+# ... and whether the bounds pass and the search's levels and gather take the masses they only sum (logits without
+# min_p) by one MUFU.EX2 that flushes results below 2**-126 (rows.exp_in_sum) instead of tl.exp, whose 2**x adds a
+# fix-up of three instructions a token: the same sums, bit for bit (rows.py says why; tests/test_launch.py checks it
+# on a GPU), three instructions a token fewer in each of those loops (sm_90, results/cpu-ftz-sums/: the bounds pass
+# 40.0 -> 37.0 under Triton 3.6, the levels 67.0 -> 63.9 to 40.2 -> 37.2, the gather 58.4 -> 55.4). Not timed yet
+# (the launch variants -ftz / -noftz choose)
+HISTOGRAM_FTZ_SUMS = True
 
 
 def _histogram_cap(device: torch.device) -> int:
@@ -1095,6 +1102,7 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
                                     cap)
     zero_share = _cdiv(_cdiv(histogram.COUNTS.value, slices), 256) * 256
     p_block = max(_next_power_of_2(slices), 2)
+    ftz_sums = _tuned("histogram_ftz_sums", HISTOGRAM_FTZ_SUMS)
     if way == "bounds":
         bounds_args = (scratch.radix_part_f, scratch.decided, scratch.radix_state_f[histogram.F_M.value:],
                        *target_args, draft_ids, draft_ids.stride(0),
@@ -1103,7 +1111,8 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
         bounds_shape = {"MODE": constexprs["MODE"], "DRAFT": draft_kind, "TARGET_PROBS": constexprs["TARGET_PROBS"],
                         **{flag: constexprs[flag] for flag in ("HAS_TOP_K", "HAS_TOP_P", "HAS_MIN_P")},
                         "ROUNDS": rounds, "SLICE": bounds_slice, "BLOCK": bounds_block, "PREFETCH": True,
-                        "P_BLOCK": max(_next_power_of_2(bounds_slices), 2), "ROW_MAX_STRIDE": histogram.STATE.value}
+                        "P_BLOCK": max(_next_power_of_2(bounds_slices), 2), "ROW_MAX_STRIDE": histogram.STATE.value,
+                        "FTZ_SUMS": ftz_sums}
         # one round per slot (each reading only the rows of requests that accepted every slot before it), or one
         # for every slot
         for slot in range(num_slots - 1) if rounds else (0,):
@@ -1120,6 +1129,7 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
     rows_way = _histogram_rows(way, batch)
     shape = {"SLICE": slice_, "BLOCK": block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1, "CAP": cap,
              "P_BLOCK": p_block, "ROW_BLOCK": max(_next_power_of_2(num_slots), 2) if rows_way != "cell" else 2,
+             "FTZ_SUMS": ftz_sums,
              **constexprs}
     # each step's launches, by the rows their programs take (histogram.py, ROWS), with the grid's second dimension and
     # the slices a program: one program per row, or per request taking its rows in turn, or per request for its stop

@@ -125,6 +125,28 @@ def _exp2_interpreted(x):
 # the interpreter runs no PTX: there 2**x is numpy's
 exp2 = _exp2_one_instruction if isinstance(_exp2_one_instruction, triton.runtime.JITFunction) else _exp2_interpreted
 LOG2E = tl.constexpr(1.4426950408889634)
+
+
+@triton.jit
+def _exp_in_sum_one_instruction(x):
+    # e**x as tl.exp computes it (x times log2(e) in float32, then 2**that) in one MUFU.EX2: results below 2**-126
+    # flush to zero, where tl.exp's 2**x keeps them with a fix-up of three instructions
+    return _exp2_one_instruction(x * LOG2E)
+
+
+@triton.jit
+def _exp_in_sum_interpreted(x):
+    return tl.exp(x)
+
+
+# e**x for a mass that only enters float32 sums holding a mass of at least 1 (the row's largest value's, or the
+# draft's own), as the truncated rows' summing passes do: the same sums as tl.exp gives, bit for bit. A term below
+# 2**-126 can change a partial sum only while that sum is below about 2**-102; once a term of at least 1 joins it
+# (or it joins one), no such difference is left (each is below half a unit in the last place of the larger).
+# Anything else (a mass compared with min_p's threshold, a draft's probability, a race's weight) keeps tl.exp.
+# Under the interpreter: tl.exp itself (numpy's)
+exp_in_sum = (_exp_in_sum_one_instruction if isinstance(_exp_in_sum_one_instruction, triton.runtime.JITFunction)
+              else _exp_in_sum_interpreted)
 TILE = tl.constexpr(4)  # tokens a thread loads at once (16 bytes of float32) and folds on its own
 
 

@@ -1,0 +1,66 @@
+"""The innermost SASS loops of the passes over a row whose masses are only summed (the bounds pass's sums and the split
+histogram path's levels and gather, target logits, top_p alone: no min_p), compiled for sm_90 by whichever Triton runs
+this script (no GPU needed), with those masses taken by tl.exp (FTZ_SUMS 0, the launch variants' -noftz) and by
+rows.exp_in_sum (FTZ_SUMS 1: one ex2.approx.ftz). The launcher's shapes, parts a level and last-level counting for
+this Triton.
+
+    PYTHONPATH=$PWD python3 results/cpu-ftz-sums/loops.py > results/cpu-ftz-sums/loops-3.9.txt
+"""
+
+import sys
+from collections import Counter
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+import triton
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+import compile_kernels as ck
+
+from specbench.kernels import launch
+from specbench.kernels.draft_bounds import _draft_bounds_kernel
+from specbench.kernels.histogram import _split_histogram_kernel
+
+PASSES = {(1, 1, 0): "first level", (1, 0, 0): "middle level", (1, 0, 1): "last level", (2, 0, 0): "gather"}
+
+
+def _passes() -> list[tuple[str, object, dict, int]]:
+    # (what, kernel, constexprs without FTZ_SUMS's value, warps): each pass once, top_p alone
+    chosen, seen = [], set()
+    for kernel, cx, warps, _dtype in ck.variants():
+        if kernel is _split_histogram_kernel and not cx["TARGET_PROBS"] and cx["SLICES_PER_PROGRAM"] == 1 \
+                and cx["ROWS"] == 0 and not cx["DECIDE"] and cx["BINS"] == launch.HISTOGRAM_BINS:
+            what = PASSES.get((cx["STEP"], cx["FIRST"], cx["LAST"]))
+            last = cx["STEP"] == 1 and cx["LAST"]
+            if what is not None and what not in seen and (not last or cx["ATOMIC"] == int(launch.HISTOGRAM_ATOMIC)):
+                seen.add(what)
+                chosen.append((what, kernel, {**cx, "HAS_MIN_P": 0}, warps))
+        elif kernel is _draft_bounds_kernel and cx["STEP"] == 0 and not cx["TARGET_PROBS"] and cx["ROUNDS"] \
+                and "bounds" not in seen:
+            seen.add("bounds")
+            chosen.append(("bounds pass, sums", kernel, {**cx, "HAS_MIN_P": 0}, warps))
+    return chosen
+
+
+def main() -> None:
+    print(f"Triton {triton.__version__}, sm_90, {launch.HISTOGRAM_BINS} parts a level, last level by "
+          f"{'atomics' if launch.HISTOGRAM_ATOMIC else 'tl.histogram'}")
+    for what, kernel, cx, warps in _passes():
+        tokens = cx["BLOCK"] // (32 * warps)  # a thread's tokens per iteration
+        counts = []
+        for ftz in (0, 1):
+            compiled = ck.compile_kernel(kernel, {**cx, "FTZ_SUMS": ftz}, warps, "fp32", 90)
+            with TemporaryDirectory() as folder:
+                cubin = Path(folder) / "kernel.cubin"
+                cubin.write_bytes(compiled.asm["cubin"])
+                loop = ck.innermost_loops(cubin)[0]
+                usage = ck.resources(cubin)
+            kinds = Counter(op.split(".")[0] for op in loop).most_common(5)
+            counts.append(len(loop))
+            print(f"{what}, FTZ_SUMS {ftz}: {len(loop)} instructions an iteration ({tokens} tokens a thread), "
+                  f"registers {usage.get('reg')}; {', '.join(f'{op} {n}' for op, n in kinds)}")
+        print(f"{what}: {counts[0] / tokens:.1f} -> {counts[1] / tokens:.1f} instructions a token")
+
+
+if __name__ == "__main__":
+    main()

@@ -250,15 +250,15 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                 hist_warps, "fp32")
                for target_probs in (0, 1) for step in hist_steps
                if not (target_probs and (step["STEP"] == 3 or step["DRAFT"] == 1)))
-    # a middle level given no min_p (top_p alone: no in-play test for logits), and given no min_p the first level and
-    # the gather too, whose masses only summed take rows.exp_in_sum, each also with tl.exp (the launch variants'
-    # -noftz, or -ftz)
+    # a middle level given no min_p (top_p alone: no in-play test for logits), and given no min_p the first level (with
+    # DECIDE too: the mass before the draft) and the gather, whose masses only summed take rows.exp_in_sum, each also
+    # with tl.exp (the launch variants' -noftz, or -ftz)
     middle = next(constexprs for kernel, constexprs, _w, _d in out if kernel is _split_histogram_kernel
                   and constexprs["STEP"] == 1 and not constexprs["FIRST"] and not constexprs["LAST"]
                   and not constexprs["TARGET_PROBS"])
     out.append((_split_histogram_kernel, {**middle, "HAS_MIN_P": 0}, hist_warps, "fp32"))
     summing = [constexprs for kernel, constexprs, _w, _d in out if kernel is _split_histogram_kernel
-               and constexprs["STEP"] in (1, 2) and not constexprs["LAST"] and not constexprs["DECIDE"]
+               and constexprs["STEP"] in (1, 2) and not constexprs["LAST"]
                and not constexprs["TARGET_PROBS"] and (constexprs["FIRST"] or constexprs["STEP"] == 2)]
     out.extend((_split_histogram_kernel, {**constexprs, "HAS_MIN_P": 0, "FTZ_SUMS": ftz}, hist_warps, "fp32")
                for constexprs in summing for ftz in (0, 1))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import triton
@@ -96,9 +98,10 @@ def test_a_large_batch_given_top_p_alone_launches_the_deferred_race_on_a_gpu(mon
 def test_the_one_instruction_exp_gives_the_histogram_path_the_same_sums_on_a_gpu(monkeypatch, batch):
     # the bounds pass's and the histogram path's summed masses by rows.exp_in_sum (ex2.approx.ftz, FTZ_SUMS) and by
     # tl.exp (-noftz), on rows where most masses lie below 2**-126 (logits spread over hundreds of nats, low
-    # temperatures): the same tokens and every number of the search's scratch (fresh and NaN-filled each time; the
-    # candidates' lists, in the order their atomics gave, sorted), bit for bit, the drafts decided from the bounds
-    # (batch 8: one program a request, 128: the stop rows, the pass in rounds)
+    # temperatures; drafts of no mass in a target and in a draft row): the same tokens and every number of the
+    # search's scratch (fresh and NaN-filled each time; the candidates' lists, in the order their atomics gave,
+    # sorted), bit for bit (random logits make no chain of exact rounding ties, rows.exp_in_sum), the drafts decided
+    # from the bounds (batch 8: one program a request, 128: the stop rows, the pass in rounds)
     from specbench.verification import SamplingParams, verify
 
     device = torch.device("cuda")
@@ -108,11 +111,13 @@ def test_the_one_instruction_exp_gives_the_histogram_path_the_same_sums_on_a_gpu
     drafts = target[:, :num_spec].argmax(-1)
     drafts[::2, 1] = torch.randint(0, vocab, (len(range(0, batch, 2)),), generator=generator, device=device)
     temperatures = torch.linspace(0.3, 1.0, batch, device=device)
+    draft_logits = target[:, :num_spec] + 2.0 * torch.randn(batch, num_spec, vocab, generator=generator, device=device)
+    target[1, 0, drafts[1, 0]] = -math.inf  # (drafts of no mass: their bounds need no sums)
+    draft_logits[2, 0, drafts[2, 0]] = -math.inf
     tempered = target.double() / temperatures[:, None, None]
     assert bool(((tempered - tempered.amax(-1, keepdim=True)) < -88.0).double().mean() > 0.5)  # (e**-88 < 2**-126)
     sampling = SamplingParams(temperatures=temperatures, top_p=torch.full((batch,), 0.95, device=device))
-    inputs = {"draft_token_ids": drafts, "draft_logits": target[:, :num_spec] + 2.0 * torch.randn(
-                  batch, num_spec, vocab, generator=generator, device=device),
+    inputs = {"draft_token_ids": drafts, "draft_logits": draft_logits,
               "num_draft_tokens": torch.full((batch,), num_spec, dtype=torch.int32, device=device),
               "seeds": torch.arange(batch, device=device), "positions": torch.zeros(batch, dtype=torch.int64,
                                                                                       device=device)}
@@ -385,6 +390,35 @@ def test_after_decisions_from_the_bounds_the_search_takes_the_stop_rows_largest_
     for result in results[1:]:
         assert torch.equal(result.output_token_ids, results[0].output_token_ids)
     assert launch.TUNING["histogram_bounds_max"] is None
+
+
+def test_the_masses_only_summed_take_the_one_instruction_exp_unless_a_variant_says_not(monkeypatch):
+    """The bounds pass and every launch of the split histogram path take FTZ_SUMS, the launcher's
+    (HISTOGRAM_FTZ_SUMS) or a launch variant's: -noftz gives 0 to each, -ftz 1. The same tokens every way."""
+    launches = _recorded_histogram_launches(monkeypatch)
+    bounds = []
+    draft_bounds = launch._DRAFT_BOUNDS
+
+    def recorded(grid, args, num_warps, stream, **constexprs):
+        bounds.append(constexprs)
+        return draft_bounds(grid, args, num_warps, stream, **constexprs)
+
+    monkeypatch.setattr(launch, "_DRAFT_BOUNDS", recorded)
+    kwargs = _top_p_call(8, 2, 3)
+    results = []
+    for name, ftz in (("triton-histogram-4096x1024x4-bounds", launch.HISTOGRAM_FTZ_SUMS),
+                      ("triton-histogram-4096x1024x4-bounds-noftz", False),
+                      ("triton-histogram-4096x1024x4-bounds-ftz", True)):
+        launches.clear()
+        bounds.clear()
+        results.append(resolve(name).prepare(dict(kwargs))())
+        assert launches and bounds, name
+        assert all(c["FTZ_SUMS"] is ftz for _grid, c in launches), name
+        assert all(c["FTZ_SUMS"] is ftz for c in bounds), name
+    assert launch.HISTOGRAM_FTZ_SUMS is True
+    for result in results[1:]:
+        assert torch.equal(result.output_token_ids, results[0].output_token_ids)
+    assert launch.TUNING["histogram_ftz_sums"] is None
 
 
 def test_the_split_searches_follow_a_launch_variant(h100):

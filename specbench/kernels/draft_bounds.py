@@ -10,7 +10,8 @@ only on the rows the step will read (``launch.HISTOGRAM_DECIDE``, way ``"bounds"
 1. ``STEP_SUMS`` (grid ``B x K x sides * NUM_SLICES``, slices of ``launch.BOUNDS_SHAPE``): for each draft
    row ``r < n`` of a request that decides (below), target side and, with ``TRUNCATE_DRAFT``, draft side, each
    program reads its slice of the row once and sums masses relative to the draft's: ``exp(z - z_x)``
-   (``z`` the tempered logit, ``z_x`` the draft's; at most ``exp(REACH)``), or ``p`` for probabilities.
+   (``z`` the tempered logit, ``z_x`` the draft's; at most ``exp(REACH)``; 0 where ``x`` has no mass, whose
+   bounds need no sums), or ``p`` for probabilities.
    Sums: every token's (``Z_s``); the tokens before the draft ``x`` in the row's order (``A_s``: larger
    value, or equal value and smaller id); and, for each depth ``d_j = 2**j`` nats (``j < DEPTHS``), the
    tokens of value above ``x``'s less ``d_j`` (``G_js``: ``z > z_x - d_j``, or ``p > p_x exp(-d_j)``). It
@@ -128,7 +129,8 @@ def _slice_sums(row, x, V, inv_temperature, start, part, SLICE: tl.constexpr, TA
     # exp(REACH); probabilities as they are), and the slice's largest value (logits: where it lies more than
     # REACH above z_x, the sums are clamped and the decision will not use them)
     x_value, _x_mass = values_of(load_row(row, x, V, TARGET_PROBS), inv_temperature, 0.0, TARGET_PROBS)
-    reference = tl.where(x_value > float("-inf"), x_value, 0.0)  # (x of no mass: its bounds need no sums)
+    # (x of no mass: its bounds need no sums, every mass taken as 0; the slice's largest value still found)
+    reference = tl.where(x_value > float("-inf"), x_value, float("inf"))
     t0 = _threshold(x_value, 0, TARGET_PROBS)
     t1 = _threshold(x_value, 1, TARGET_PROBS)
     t2 = _threshold(x_value, 2, TARGET_PROBS)
@@ -217,12 +219,12 @@ def _bounds(row, cell_f, x, V, inv_temperature, top_p, NUM_SLICES, TARGET_PROBS:
                      tl.minimum(_depth_bound(cell_f, slices, present, 2, x_value, target, slack, TARGET_PROBS),
                                 _depth_bound(cell_f, slices, present, 3, x_value, target, slack, TARGET_PROBS)))
     cut = tl.minimum(cut, _depth_bound(cell_f, slices, present, 4, x_value, target, slack, TARGET_PROBS))
-    lo, hi, kept, out = bracket(p, _merged(cell_f, slices, present, P_AHEAD), target, play, cut,
-                                reached & (play > 0.0))
+    # (a row of no mass, no value above -inf, gives no bounds: the step reads a target row of no mass as invalid, and
+    # a draft row of no mass as a one-hot draft, q'(x) = 1)
+    has_mass = high > float("-inf")
+    lo, hi, kept, out = bracket(p, _merged(cell_f, slices, present, P_AHEAD), target, play, cut, reached & has_mass)
     hi = tl.where(kept | reached, hi, far_hi)
-    # (a row of no mass gives no bounds: the step reads a target row of no mass as invalid, and a draft row of no
-    # mass as a one-hot draft, q'(x) = 1)
-    return lo, hi, (play > 0.0) & (kept | (~reached) | out), high
+    return lo, hi, has_mass & (kept | (~reached) | out), high
 
 
 @triton.jit
@@ -305,7 +307,7 @@ def _draft_bounds_kernel(
     PREFETCH: tl.constexpr,  # each chunk loaded one iteration ahead
     P_BLOCK: tl.constexpr,  # a power of two >= NUM_SLICES
     ROW_MAX_STRIDE: tl.constexpr,  # floats from a cell's largest value to the next cell's
-    FTZ_SUMS: tl.constexpr,  # logits: the masses summed by rows.exp_in_sum, not tl.exp (the same sums, bit for bit)
+    FTZ_SUMS: tl.constexpr,  # logits: the masses summed by rows.exp_in_sum, not tl.exp (launch.HISTOGRAM_FTZ_SUMS)
 ):
     # grid (B, K, sides * NUM_SLICES), or (B, 1, sides * NUM_SLICES) a round; STEP_DECIDE (B,)
     if STEP == STEP_DECIDE:

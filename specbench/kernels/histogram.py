@@ -735,7 +735,7 @@ def _split_histogram_kernel(
     ROWS: tl.constexpr,  # the rows a program takes: ROWS_PER_CELL, ROWS_PER_REQUEST, ROWS_AT_STOP, ROWS_AFTER_STOP
     ROW_BLOCK: tl.constexpr,  # a request's rows in turn (ROWS_PER_REQUEST, ROWS_AFTER_STOP): a power of 2 >= NUM_SLOTS
     FTZ_SUMS: tl.constexpr,  # logits without min_p: the masses that are only summed by rows.exp_in_sum, not tl.exp
-    # (the same sums, bit for bit; launch.HISTOGRAM_FTZ_SUMS)
+    # (the same sums but for chains of exact rounding ties; launch.HISTOGRAM_FTZ_SUMS)
 ):
     # grid (B, K + 1, sides * cdiv(NUM_SLICES, SLICES_PER_PROGRAM)); STEP_FINISH (B, K + 1, sides); STEP_DECIDE (B,);
     # the second dimension 1 unless ROWS_PER_CELL

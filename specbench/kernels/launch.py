@@ -1015,8 +1015,10 @@ def _histogram_rows(way: str | None, batch: int) -> str:
 HISTOGRAM_BOUNDS_MAX = True
 # ... and whether the bounds pass and the search's levels and gather take the masses they only sum (logits without
 # min_p) by one MUFU.EX2 that flushes results below 2**-126 (rows.exp_in_sum) instead of tl.exp, whose 2**x adds a
-# fix-up of three instructions a token: the same sums, bit for bit (rows.py says why; tests/test_launch.py checks it
-# on a GPU), three instructions a token fewer in each of those loops (sm_90, results/cpu-ftz-sums/: the bounds pass
+# fix-up of three instructions a token: the same sums but for chains of exact rounding ties (rows.py says why; only
+# the first level's and the bounds pass's sums take masses that small: the later levels and the gather sum tokens
+# within 32 nats of the largest value; tests/test_launch.py compares the two on a GPU), three instructions a token
+# fewer in each of those loops (sm_90, results/cpu-ftz-sums/: the bounds pass
 # 40.0 -> 37.0 under Triton 3.6, the levels 67.0 -> 63.9 to 40.2 -> 37.2, the gather 58.4 -> 55.4). Not timed yet
 # (the launch variants -ftz / -noftz choose)
 HISTOGRAM_FTZ_SUMS = True

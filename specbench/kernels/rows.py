@@ -140,11 +140,13 @@ def _exp_in_sum_interpreted(x):
 
 
 # e**x for a mass that only enters float32 sums holding a mass of at least 1 (the row's largest value's, or the
-# draft's own), as the truncated rows' summing passes do: the same sums as tl.exp gives, bit for bit. A term below
-# 2**-126 can change a partial sum only while that sum is below about 2**-102; once a term of at least 1 joins it
-# (or it joins one), no such difference is left (each is below half a unit in the last place of the larger).
-# Anything else (a mass compared with min_p's threshold, a draft's probability, a race's weight) keeps tl.exp.
-# Under the interpreter: tl.exp itself (numpy's)
+# draft's own), as the truncated rows' summing passes do. A term below 2**-126 changes a partial sum only while that
+# sum is below about 2**-102, by less than half a unit in its last place, and a term of at least 1 joining it leaves
+# no difference, but for one case: a chain of partial sums each landing exactly halfway between two floats (a tie
+# rounds to even, and the flushed term decides which way) carries its bit up to the sum's last place, which needs
+# masses at exact powers of two across a hundred binades. So the same sums as tl.exp gives, but for such chains, and
+# within float32 rounding always. Anything else (a mass compared with min_p's threshold, a draft's probability, a
+# race's weight) keeps tl.exp. Under the interpreter: tl.exp itself (numpy's)
 exp_in_sum = (_exp_in_sum_one_instruction if isinstance(_exp_in_sum_one_instruction, triton.runtime.JITFunction)
               else _exp_in_sum_interpreted)
 TILE = tl.constexpr(4)  # tokens a thread loads at once (16 bytes of float32) and folds on its own

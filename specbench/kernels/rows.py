@@ -112,7 +112,8 @@ def argmax_slice(row_ptr, start, stop, TARGET_PROBS: tl.constexpr, BLOCK: tl.con
 @triton.jit
 def _exp2_one_instruction(x):
     # 2**x as one MUFU.EX2: results below 2**-126 flush to zero, where Triton's exp2 adds a range
-    # fix-up of three instructions; no sum here can tell (each holds a 1, the exp of its maximum)
+    # fix-up of three instructions; a sum here holds a 1 (the exp of its maximum), which leaves no trace of such a
+    # term but through a chain of exact rounding ties (exp_in_sum, below)
     return tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
                                      pack=1)
 

@@ -56,6 +56,21 @@ def triton_launch():
         raise
 
 
+def histogram_scratches(monkeypatch, launch) -> list:
+    """Fresh scratch from here on whose floats are NaN and ints the histogram search's fallback stage (so a
+    read of what nothing wrote shows), and the list each split histogram search appends its scratch to."""
+    from specbench.kernels import histogram
+
+    monkeypatch.setattr(launch, "_scratch_cache", {})
+    monkeypatch.setattr(launch, "_alloc_scratch", lambda shape, dtype, device: torch.full(
+        shape, float("nan") if dtype.is_floating_point else histogram.FALLBACK.value, dtype=dtype, device=device))
+    scratches = []
+    split_histogram = launch._split_histogram
+    monkeypatch.setattr(launch, "_split_histogram", lambda *a, **k: scratches.append(split_histogram(*a, **k))
+                        or scratches[-1])
+    return scratches
+
+
 def device_for(backend: str) -> torch.device:
     """Triton runs on the GPU when there is one (else the interpreter); torch runs on the CPU."""
     if backend.startswith("triton") and torch.cuda.is_available():

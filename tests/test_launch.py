@@ -10,6 +10,8 @@ import triton
 
 pytest.importorskip("triton")
 
+from conftest import histogram_scratches
+
 from specbench.errors import SpecbenchError
 from specbench.implementations import resolve
 from specbench.kernels import launch
@@ -123,18 +125,14 @@ def test_the_one_instruction_exp_gives_the_histogram_path_the_same_sums_on_a_gpu
                                                                                       device=device)}
     monkeypatch.setitem(launch.TUNING, "split_search", 1)
     monkeypatch.setitem(launch.TUNING, "histogram_decide", 2)
-    monkeypatch.setattr(launch, "_alloc_scratch", lambda shape, dtype, device: torch.full(
-        shape, float("nan") if dtype.is_floating_point else -7, dtype=dtype, device=device))
-    scratches, results = [], []
-    search = launch._split_histogram
-    monkeypatch.setattr(launch, "_split_histogram", lambda *a, **k: scratches.append(search(*a, **k)) or scratches[-1])
+    runs = []
     for ftz_sums in (1, 0):
         monkeypatch.setitem(launch.TUNING, "histogram_ftz_sums", ftz_sums)
-        monkeypatch.setattr(launch, "_scratch_cache", {})  # (fresh scratch)
+        scratches = histogram_scratches(monkeypatch, launch)
         with launch.strategy("split"):
-            results.append(verify(target, sampling=sampling, backend="triton", **inputs))
-    assert len(scratches) == 2
-    (fast, plain), (fast_scratch, plain_scratch) = results, scratches
+            runs.append((verify(target, sampling=sampling, backend="triton", **inputs), scratches))
+    assert [len(scratches) for _result, scratches in runs] == [1, 1]
+    (fast, [fast_scratch]), (plain, [plain_scratch]) = runs
     assert torch.equal(fast.output_token_ids, plain.output_token_ids)
     assert torch.equal(fast.num_emitted, plain.num_emitted)
     for name in fast_scratch._fields:

@@ -22,7 +22,7 @@ import math
 
 import pytest
 import torch
-from conftest import device_for, hostile_draft_probs, interpreted, triton_launch
+from conftest import device_for, histogram_scratches, hostile_draft_probs, interpreted, triton_launch
 
 from specbench import truncation
 from specbench.verification import TOP_P_TOLERANCE, SamplingParams, verify
@@ -222,7 +222,7 @@ def test_split_cutoffs_keep_what_a_sort_keeps(small_blocks, monkeypatch, is_prob
     from specbench.kernels import histogram
 
     # (a target cell whose stage the search never wrote fails the fallback check below)
-    scratches = _histogram_scratches(monkeypatch, launch)
+    scratches = histogram_scratches(monkeypatch, launch)
     m, mass, tau, iota, length = launch.truncation_summaries(
         target=values, target_is_probs=is_probs, temperatures=temperatures,
         num_draft_tokens=torch.ones(batch, dtype=torch.int32), top_k=None, top_p=top_p, min_p=given_min_p)
@@ -311,7 +311,7 @@ def test_more_parts_and_fewer_levels_give_the_same_step(small_blocks, monkeypatc
                    {"histogram_bins": bins, "histogram_levels": levels}):
         for name, value in tuning.items():
             monkeypatch.setitem(launch.TUNING, name, value)
-        scratches = _histogram_scratches(monkeypatch, launch)
+        scratches = histogram_scratches(monkeypatch, launch)
         with launch.strategy("split"):
             runs.append((_verify(inputs, knobs=knobs, truncate_draft_logits=True), scratches[0]))
     (plain, plain_scratch), (variant, variant_scratch) = runs
@@ -385,7 +385,7 @@ def test_the_gather_reserving_a_chunks_places_at_once_gives_the_same_lists(small
     runs = []
     for reserve in (0, 1):
         monkeypatch.setitem(launch.TUNING, "histogram_gather_reserve", reserve)
-        scratches = _histogram_scratches(monkeypatch, launch)
+        scratches = histogram_scratches(monkeypatch, launch)
         with launch.strategy("split"):
             runs.append((_verify(inputs, knobs=knobs, truncate_draft_logits=truncate), scratches[0]))
     (plain, plain_scratch), (reserved, reserved_scratch) = runs
@@ -421,7 +421,7 @@ def _with_and_without_variant(monkeypatch, launch, atomic: int, per_program: int
                     "histogram_after_slices": after}):
         for name, value in tuning.items():
             monkeypatch.setitem(launch.TUNING, name, value)
-        scratches = _histogram_scratches(monkeypatch, launch)
+        scratches = histogram_scratches(monkeypatch, launch)
         runs.append((call(), scratches[0]))
     return runs
 
@@ -443,7 +443,7 @@ def test_the_finish_sorts_crowded_lists_at_every_length(small_blocks, monkeypatc
     crowds = (100, 200, 400, 800)
     kwargs = crowded_inputs(1, 1031, "none", target, crowds=crowds)
     values, sampling = kwargs[f"target_{target}"], kwargs["sampling"]
-    scratches = _histogram_scratches(monkeypatch, launch)
+    scratches = histogram_scratches(monkeypatch, launch)
     m, mass, tau, iota, _length = launch.truncation_summaries(
         target=values, target_is_probs=target == "probs", temperatures=sampling.temperatures,
         num_draft_tokens=kwargs["num_draft_tokens"], top_k=None, top_p=sampling.top_p, min_p=None)
@@ -466,21 +466,6 @@ def _target_stages_and_lists(scratch, batch: int, rows: int) -> tuple[torch.Tens
     return stage, sizes
 
 
-def _histogram_scratches(monkeypatch, launch) -> list:
-    """Fresh scratch from here on whose floats are NaN and ints the histogram search's fallback stage (so a
-    read of what nothing wrote shows), and the list each split histogram search appends its scratch to."""
-    from specbench.kernels import histogram
-
-    monkeypatch.setattr(launch, "_scratch_cache", {})
-    monkeypatch.setattr(launch, "_alloc_scratch", lambda shape, dtype, device: torch.full(
-        shape, float("nan") if dtype.is_floating_point else histogram.FALLBACK.value, dtype=dtype, device=device))
-    scratches = []
-    split_histogram = launch._split_histogram
-    monkeypatch.setattr(launch, "_split_histogram", lambda *a, **k: scratches.append(split_histogram(*a, **k))
-                        or scratches[-1])
-    return scratches
-
-
 def test_the_histogram_path_orders_negative_and_positive_zero_candidates_by_id(small_blocks, monkeypatch):
     """Logits given top_p alone, by the split histogram path: a row of four logits of 2 and 36 zeros, every other one
     -0, whose cutoff falls among the zeros (top_p 0.7: the 17th zero). The candidates are the zeros; a -0 copied to
@@ -495,7 +480,7 @@ def test_the_histogram_path_orders_negative_and_positive_zero_candidates_by_id(s
     logits[0, 0, 5::2] = -0.0
     temperatures = torch.ones(1)
     top_p = torch.tensor([0.7])
-    scratches = _histogram_scratches(monkeypatch, launch)
+    scratches = histogram_scratches(monkeypatch, launch)
     m, mass, tau, iota, _length = launch.truncation_summaries(
         target=logits, target_is_probs=False, temperatures=temperatures,
         num_draft_tokens=torch.zeros(1, dtype=torch.int32), top_k=None, top_p=top_p, min_p=None)
@@ -826,7 +811,7 @@ def _decided_run(monkeypatch, launch, inputs: dict, keywords: dict, strategy: st
     monkeypatch.setitem(launch.TUNING, "split_search", 1)
     monkeypatch.setitem(launch.TUNING, "histogram_decide", decide)  # (at any batch)
     monkeypatch.setitem(launch.TUNING, "bounds_rounds", rounds)
-    scratches = _histogram_scratches(monkeypatch, launch)
+    scratches = histogram_scratches(monkeypatch, launch)
     with launch.strategy(strategy):
         got = _verify(inputs, **keywords)
     batch, num_slots = inputs["draft_token_ids"].shape[0], inputs["draft_token_ids"].shape[1] + 1
@@ -941,7 +926,7 @@ def test_the_stop_rows_largest_values_from_the_bounds_pass_give_the_same_search(
                             ("bounds_rounds", rounds), ("histogram_rows", rows),
                             ("histogram_after_slices", after)):
             monkeypatch.setitem(small_blocks.TUNING, name, value)
-        scratches = _histogram_scratches(monkeypatch, small_blocks)
+        scratches = histogram_scratches(monkeypatch, small_blocks)
         if poison:
             _poisoned_row_maxima(monkeypatch, small_blocks, inputs["num_draft_tokens"], num_slots, sides)
         with small_blocks.strategy("split"):

@@ -777,10 +777,8 @@ def _split_histogram_kernel(
                 # from the cache
                 rows = tl.arange(0, ROW_BLOCK)
                 taken = rows < NUM_SLOTS
-                if ROWS != ROWS_PER_REQUEST:  # (the rows after the stop, where the request did not stop clean)
-                    after = tl.where(tl.load(decided_ptr + b * 2 + 1) == 0, tl.load(decided_ptr + b * 2),
-                                     NUM_SLOTS)
-                    taken = taken & (rows > after)
+                if ROWS != ROWS_PER_REQUEST:  # (the rows after the stop t: `going`, the request did not stop clean)
+                    taken = taken & (rows > tl.load(decided_ptr + b * 2))
                 stages = tl.where(taken, SEARCH, CLOSED)
                 if STEP != STEP_MAX:
                     at_rows = (summary_wanted(truncated, greedy, rows, n, side, TRUNCATE_DRAFT) != 0) & taken

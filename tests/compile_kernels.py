@@ -246,8 +246,7 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                                           "HAS_TOP_K": 0, "HAS_TOP_P": 1, "HAS_MIN_P": 1, **step, "SLICE": slice_,
                                           "BLOCK": hist_block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1,
                                           "CAP": launch.HISTOGRAM_CAP, "P_BLOCK": 32, "SLICES_PER_PROGRAM": 1,
-                                          "ROWS": 0, "ROW_BLOCK": 8, "FTZ_SUMS": int(launch.HISTOGRAM_FTZ_SUMS),
-                                          "GATHER_RESERVE": int(launch.HISTOGRAM_GATHER_RESERVE)},
+                                          "ROWS": 0, "ROW_BLOCK": 8, "FTZ_SUMS": int(launch.HISTOGRAM_FTZ_SUMS)},
                 hist_warps, "fp32")
                for target_probs in (0, 1) for step in hist_steps
                if not (target_probs and (step["STEP"] == 3 or step["DRAFT"] == 1)))
@@ -265,12 +264,6 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                for constexprs in summing for ftz in (0, 1))
     out.append((_split_histogram_kernel, {**middle, "HAS_MIN_P": 0, "FTZ_SUMS": 1 - middle["FTZ_SUMS"]}, hist_warps,
                 "fp32"))
-    # the gather taking its candidates' places the other way (the launch variants -reserve / -noreserve)
-    out.extend((_split_histogram_kernel, {**constexprs, "GATHER_RESERVE": 1 - constexprs["GATHER_RESERVE"]},
-                hist_warps, "fp32")
-               for kernel, constexprs, _w, _d in list(out) if kernel is _split_histogram_kernel
-               and constexprs["STEP"] == 2 and constexprs["SLICES_PER_PROGRAM"] == 1 and constexprs["ROWS"] == 0
-               and constexprs["HAS_MIN_P"] and constexprs["BINS"] == launch.HISTOGRAM_BINS)
     # the last level counted by atomics (the launcher's own; `plain` above is the launch variants' -noatomic), and
     # a middle level taking four slices a program (-slices4)
     # (the last level for target logits and probabilities: their parts are computed apart)

@@ -390,10 +390,9 @@ def test_after_decisions_from_the_bounds_the_search_takes_the_stop_rows_largest_
     assert launch.TUNING["histogram_bounds_max"] is None
 
 
-def test_the_masses_only_summed_and_the_gathers_places_follow_a_launch_variant(monkeypatch):
+def test_the_masses_only_summed_take_the_one_instruction_exp_unless_a_variant_says_not(monkeypatch):
     """The bounds pass and every launch of the split histogram path take FTZ_SUMS, the launcher's
-    (HISTOGRAM_FTZ_SUMS) or a launch variant's: -noftz gives 0 to each, -ftz 1; the histogram launches take
-    GATHER_RESERVE likewise (HISTOGRAM_GATHER_RESERVE; -reserve 1, -noreserve 0). The same tokens every way."""
+    (HISTOGRAM_FTZ_SUMS) or a launch variant's: -noftz gives 0 to each, -ftz 1. The same tokens every way."""
     launches = _recorded_histogram_launches(monkeypatch)
     bounds = []
     draft_bounds = launch._DRAFT_BOUNDS
@@ -405,21 +404,19 @@ def test_the_masses_only_summed_and_the_gathers_places_follow_a_launch_variant(m
     monkeypatch.setattr(launch, "_DRAFT_BOUNDS", recorded)
     kwargs = _top_p_call(8, 2, 3)
     results = []
-    for name, ftz, reserve in (
-            ("triton-histogram-4096x1024x4-bounds", launch.HISTOGRAM_FTZ_SUMS, launch.HISTOGRAM_GATHER_RESERVE),
-            ("triton-histogram-4096x1024x4-bounds-noftz", False, launch.HISTOGRAM_GATHER_RESERVE),
-            ("triton-histogram-4096x1024x4-bounds-ftz-reserve", True, True),
-            ("triton-histogram-4096x1024x4-bounds-noreserve", launch.HISTOGRAM_FTZ_SUMS, False)):
+    for name, ftz in (("triton-histogram-4096x1024x4-bounds", launch.HISTOGRAM_FTZ_SUMS),
+                      ("triton-histogram-4096x1024x4-bounds-noftz", False),
+                      ("triton-histogram-4096x1024x4-bounds-ftz", True)):
         launches.clear()
         bounds.clear()
         results.append(resolve(name).prepare(dict(kwargs))())
         assert launches and bounds, name
-        assert all(c["FTZ_SUMS"] is ftz and c["GATHER_RESERVE"] is reserve for _grid, c in launches), name
+        assert all(c["FTZ_SUMS"] is ftz for _grid, c in launches), name
         assert all(c["FTZ_SUMS"] is ftz for c in bounds), name
-    assert (launch.HISTOGRAM_FTZ_SUMS, launch.HISTOGRAM_GATHER_RESERVE) == (True, False)
+    assert launch.HISTOGRAM_FTZ_SUMS is True
     for result in results[1:]:
         assert torch.equal(result.output_token_ids, results[0].output_token_ids)
-    assert launch.TUNING["histogram_ftz_sums"] is None and launch.TUNING["histogram_gather_reserve"] is None
+    assert launch.TUNING["histogram_ftz_sums"] is None
 
 
 def test_the_split_searches_follow_a_launch_variant(h100):

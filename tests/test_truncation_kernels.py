@@ -369,46 +369,6 @@ def test_the_histogram_path_variants_give_the_same_step(small_blocks, monkeypatc
         assert bool(summaries[0, 2:, 0, 1].isfinite().all()) and bool(summaries[0, 0].isnan().all())
 
 
-@pytest.mark.parametrize("form", [FORMS[1], FORMS[6]])
-def test_the_gather_reserving_a_chunks_places_at_once_gives_the_same_lists(small_blocks, monkeypatch, form):
-    """The split histogram path's gather taking its candidates' places by one atomic a chunk (the launch variants'
-    -reserve: a running count over the chunk) and by one a candidate: the same tokens, summaries, counts and list
-    lengths, and each cell's list the same candidates (in the order their atomics gave: compared sorted), on rows
-    of ties whose chunks hold several candidates each (so places taken twice, or a place skipped, would show)."""
-    from specbench.kernels import histogram
-
-    launch = small_blocks
-    monkeypatch.setitem(launch.TUNING, "split_search", 1)
-    target, draft, truncate = form
-    inputs = _inputs(31, target, draft)
-    knobs = _knobs_without_top_k()
-    runs = []
-    for reserve in (0, 1):
-        monkeypatch.setitem(launch.TUNING, "histogram_gather_reserve", reserve)
-        scratches = histogram_scratches(monkeypatch, launch)
-        with launch.strategy("split"):
-            runs.append((_verify(inputs, knobs=knobs, truncate_draft_logits=truncate), scratches[0]))
-    (plain, plain_scratch), (reserved, reserved_scratch) = runs
-    _same(reserved, plain)
-    for name in ("summary_f", "summary_i", "counts"):
-        want, got = getattr(plain_scratch, name), getattr(reserved_scratch, name)
-        assert torch.equal(want.nan_to_num(7.0), got.nan_to_num(7.0)), name
-    batch, rows = inputs["temperatures"].shape[0], K + 1
-    cells, cap = batch * rows * 2, launch._histogram_cap(torch.device("cpu"))
-    sizes = plain_scratch.counts[:cells * histogram.COUNTS.value].view(cells, -1)[:, -1]
-    crowded = 0
-    for cell in range(cells):  # (a cell its gather reached: its list written from the first place)
-        size = min(int(sizes[cell]), cap)
-        lists = [(scratch.candidates_i[cell * cap:cell * cap + size].sort().values,
-                  scratch.candidates_f[cell * cap:cell * cap + size].sort().values)
-                 for scratch in (plain_scratch, reserved_scratch)]
-        if size == 0 or bool(lists[0][1].isnan().any()):
-            continue
-        crowded += size > 1
-        assert torch.equal(lists[0][0], lists[1][0]) and torch.equal(lists[0][1], lists[1][1]), cell
-    assert crowded > 0  # (cells with several candidates)
-
-
 def _with_and_without_variant(monkeypatch, launch, atomic: int, per_program: int, call, rows: int = 0,
                               after: int | None = None) -> list[tuple]:
     """(call's result, the split histogram search's scratch) with every level counted by tl.histogram, one slice and

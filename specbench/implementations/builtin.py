@@ -58,7 +58,7 @@ _HISTOGRAM_BINS = (16, 32, 64, 128, 256)  # parts a level the histogram path tak
 _HISTOGRAM_NAME = re.compile(r"triton-histogram-(\d+)x(\d+)x(\d+)(?:-bins([1-9]\d*))?(-nodecide|-decide|-bounds)?"
                              r"(?:(\d+)x(\d+)x(\d+))?(-rounds|-norounds)?(-atomic|-noatomic)?(?:-slices([1-9]\d*))?"
                              r"(-percell|-perrequest|-stoprow)?(?:-after([1-9]\d*))?(-boundsmax|-noboundsmax)?"
-                             r"(?:-levels([1-6]))?(-ftz|-noftz)?(-reserve|-noreserve)?")
+                             r"(?:-levels([1-6]))?(-ftz|-noftz)?")
 
 
 def _slice_shape(name: str, slice_: int, block: int, warps: int) -> None:
@@ -95,9 +95,7 @@ def launch_variant(name: str) -> Implementation | None:
     after decisions from the bounds, the largest value of each row searched at a request's stop taken from that
     pass, or read again; ``-ftz`` / ``-noftz`` (after ``-levelsN``): the masses of logits that the bounds pass, the
     levels and the gather only sum taken by one instruction that flushes results below 2**-126 to zero (the
-    launcher's, ``HISTOGRAM_FTZ_SUMS``), or by ``tl.exp``: the same sums either way; ``-reserve`` / ``-noreserve``
-    (last): its gather takes the candidates' places in the list by one atomic a chunk, or one a candidate, the
-    launcher's, ``HISTOGRAM_GATHER_RESERVE``),
+    launcher's, ``HISTOGRAM_FTZ_SUMS``), or by ``tl.exp``: the same sums either way),
     None for a name of another form; a shape Triton cannot launch is a ``SpecbenchError``."""
     radix = _RADIX_NAME.fullmatch(name)
     if radix is not None:
@@ -124,7 +122,6 @@ def launch_variant(name: str) -> Implementation | None:
         bounds_max = {None: None, "-noboundsmax": 0, "-boundsmax": 1}[histogram.group(14)]
         levels = int(histogram.group(15)) if histogram.group(15) else None
         ftz_sums = {None: None, "-noftz": 0, "-ftz": 1}[histogram.group(16)]
-        gather_reserve = {None: None, "-noreserve": 0, "-reserve": 1}[histogram.group(17)]
         if levels is not None:
             from specbench.kernels import launch
 
@@ -170,9 +167,7 @@ def launch_variant(name: str) -> Implementation | None:
                                 0: ", the stop rows' largest values read again"}[bounds_max]
                              + (f", {levels} levels" if levels else "")
                              + {None: "", 1: ", the masses only summed by an exp that flushes below 2**-126",
-                                0: ", the masses only summed by tl.exp"}[ftz_sums]
-                             + {None: "", 1: ", the gather's places reserved a chunk at a time",
-                                0: ", the gather's places taken a candidate at a time"}[gather_reserve],
+                                0: ", the masses only summed by tl.exp"}[ftz_sums],
                        _triton_variant(None, split_search=1, histogram_slice=slice_, histogram_block=block,
                                        histogram_warps=warps, histogram_bins=bins,
                                        histogram_decide=decide, bounds_slice=bounds[0], bounds_block=bounds[1],
@@ -180,7 +175,7 @@ def launch_variant(name: str) -> Implementation | None:
                                        histogram_slices_per_program=per_program, histogram_rows=rows,
                                        histogram_after_slices=after,
                                        histogram_levels=levels, histogram_bounds_max=bounds_max,
-                                       histogram_ftz_sums=ftz_sums, histogram_gather_reserve=gather_reserve))
+                                       histogram_ftz_sums=ftz_sums))
     match = _SHAPE_NAME.fullmatch(name)
     if match is None:
         return None

@@ -72,8 +72,8 @@ are used for.
    exact summaries, which lie inside the bounds, so it decides as this step did. Any other request writes
    ``(0, 0)``: nothing decided, nothing skipped.
 3. ``STEP_GATHER``: each program sums the exact mass of its tokens in play before the candidates and
-   copies its candidates (value, id) to the cell's list (positions from an atomic count, one a candidate or, with
-   ``GATHER_RESERVE``, one a chunk reserving the chunk's candidates' places; their order there does not matter).
+   copies its candidates (value, id) to the cell's list (positions from an atomic count; their order
+   there does not matter).
 4. ``STEP_FINISH`` (grid ``B x (K + 1) x sides``, one program per cell): ``A`` the slices' sums in slice
    order; the list sorted in the row's order (value, largest first, then id; one int64 key; at the least of
    ``CAP / 8``, ``CAP / 4``, ``CAP / 2`` and ``CAP`` that holds it: the same order at any length, the running
@@ -396,10 +396,8 @@ def _finish_level(m, top_p, state, istate, cell_f, cell_i, counts, summary_f_ptr
 @triton.jit
 def _slice_gather(row, V, inv_temperature, m, minp_threshold, lo, hi, start, length, list_f, list_i, part_f,
                   SLICE: tl.constexpr, CAP: tl.constexpr, TARGET_PROBS: tl.constexpr, HAS_MIN_P: tl.constexpr,
-                  BLOCK: tl.constexpr, FTZ_SUMS: tl.constexpr, GATHER_RESERVE: tl.constexpr):
-    # this slice's mass in play before the candidates, and its candidates copied to the cell's list (their places
-    # from an atomic count a candidate, or with GATHER_RESERVE one a chunk: the chunk's candidates take consecutive
-    # places from one reservation, each its own by a running count over the chunk)
+                  BLOCK: tl.constexpr, FTZ_SUMS: tl.constexpr):
+    # this slice's mass in play before the candidates, and its candidates copied to the cell's list
     before = tl.zeros([BLOCK], tl.float32)
     for chunk in range(0, SLICE, BLOCK):
         offs = start + chunk + tl.arange(0, BLOCK)
@@ -410,12 +408,8 @@ def _slice_gather(row, V, inv_temperature, m, minp_threshold, lo, hi, start, len
         dist = _distance(value, m, TARGET_PROBS)
         before += tl.where(play & (dist < lo), mass, 0.0)
         chosen = play & (dist >= lo) & (dist < hi)
-        if tl.max(chosen.to(tl.int32), axis=0) > 0:  # (a chunk holding none copies nothing)
-            if GATHER_RESERVE:
-                ones = chosen.to(tl.int32)
-                at = tl.atomic_add(length, tl.sum(ones, axis=0), sem="relaxed") + tl.cumsum(ones, axis=0) - ones
-            else:
-                at = tl.atomic_add(length + tl.zeros([BLOCK], tl.int32), 1, mask=chosen, sem="relaxed")
+        if tl.max(chosen.to(tl.int32), axis=0) > 0:  # (most chunks hold none)
+            at = tl.atomic_add(length + tl.zeros([BLOCK], tl.int32), 1, mask=chosen, sem="relaxed")
             keep = chosen & (at < CAP)
             tl.store(list_f + at, value, mask=keep)
             tl.store(list_i + at, offs, mask=keep)
@@ -492,7 +486,7 @@ def _histogram_row(row, cell, s, x, known, V, inv_temperature, k, top_p, min_p, 
                    ZERO_SHARE, STEP: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr, SLICE: tl.constexpr,
                    BINS: tl.constexpr, BINS_SHIFT: tl.constexpr, CAP: tl.constexpr, TARGET_PROBS: tl.constexpr,
                    HAS_MIN_P: tl.constexpr, DECIDE: tl.constexpr, BLOCK: tl.constexpr, P_BLOCK: tl.constexpr,
-                   ATOMIC: tl.constexpr, FTZ_SUMS: tl.constexpr, GATHER_RESERVE: tl.constexpr):
+                   ATOMIC: tl.constexpr, FTZ_SUMS: tl.constexpr):
     # one program's share of one step for one cell (row `row`, slice s; x the cell's draft, read only with
     # DECIDE at the first level; `known`: STEP_MAX, the row's largest value is in the cell's state already); top_p
     # the request's (the search takes 0 for a row keeping its first token only, k = 1; the fallback the knobs as
@@ -555,7 +549,7 @@ def _histogram_row(row, cell, s, x, known, V, inv_temperature, k, top_p, min_p, 
                 else:
                     _slice_gather(row, V, inv_temperature, m, minp_threshold, lo, hi, s * SLICE, counts + COUNTS - 1,
                                   list_f, list_i, cell_f + s * PART, SLICE, CAP, TARGET_PROBS, HAS_MIN_P, BLOCK,
-                                  FTZ_SUMS, GATHER_RESERVE)
+                                  FTZ_SUMS)
 
 
 @triton.jit
@@ -659,8 +653,7 @@ def _histogram_slice(request, s, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE,
                      TRUNCATE_DRAFT: tl.constexpr, HAS_MIN_P: tl.constexpr, STEP: tl.constexpr, DECIDE: tl.constexpr,
                      SKIP_DECIDED: tl.constexpr, BOUNDS_MAX: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr,
                      SLICE: tl.constexpr, BLOCK: tl.constexpr, BINS: tl.constexpr, BINS_SHIFT: tl.constexpr,
-                     CAP: tl.constexpr, P_BLOCK: tl.constexpr, ATOMIC: tl.constexpr, FTZ_SUMS: tl.constexpr,
-                     GATHER_RESERVE: tl.constexpr):
+                     CAP: tl.constexpr, P_BLOCK: tl.constexpr, ATOMIC: tl.constexpr, FTZ_SUMS: tl.constexpr):
     # a program's share of a step for slice s of its cell (the request's row r, side), where the step reads it
     b, r, side, n, greedy, inv_temperature, truncated, k, top_p, min_p = request
     (state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr, list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr,
@@ -690,13 +683,13 @@ def _histogram_slice(request, s, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE,
                            inv_temperature, k, top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr,
                            counts_ptr, list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES,
                            ZERO_SHARE, STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, TARGET_PROBS, HAS_MIN_P, DECIDE,
-                           BLOCK, P_BLOCK, ATOMIC, FTZ_SUMS, GATHER_RESERVE)
+                           BLOCK, P_BLOCK, ATOMIC, FTZ_SUMS)
         else:
             _histogram_row(draft_ptr + b * draft_stride_b + r * draft_stride_k, cell, s, x, known, V, inv_temperature,
                            k, top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr,
                            list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES, ZERO_SHARE,
                            STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, False, HAS_MIN_P, DECIDE, BLOCK, P_BLOCK,
-                           ATOMIC, FTZ_SUMS, GATHER_RESERVE)
+                           ATOMIC, FTZ_SUMS)
 
 
 @triton.jit
@@ -743,8 +736,6 @@ def _split_histogram_kernel(
     ROW_BLOCK: tl.constexpr,  # a request's rows in turn (ROWS_PER_REQUEST, ROWS_AFTER_STOP): a power of 2 >= NUM_SLOTS
     FTZ_SUMS: tl.constexpr,  # logits without min_p: the masses that are only summed by rows.exp_in_sum, not tl.exp
     # (the same sums but for chains of exact rounding ties; launch.HISTOGRAM_FTZ_SUMS)
-    GATHER_RESERVE: tl.constexpr,  # STEP_GATHER: one atomic a chunk reserves its candidates' places, not one a
-    # candidate (launch.HISTOGRAM_GATHER_RESERVE)
 ):
     # grid (B, K + 1, sides * cdiv(NUM_SLICES, SLICES_PER_PROGRAM)); STEP_FINISH (B, K + 1, sides); STEP_DECIDE (B,);
     # the second dimension 1 unless ROWS_PER_CELL
@@ -790,12 +781,11 @@ def _split_histogram_kernel(
                                         group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
                                         TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST,
                                         SLICE, BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, SLICES_PER_PROGRAM,
-                                        FTZ_SUMS, GATHER_RESERVE)
+                                        FTZ_SUMS)
             else:
                 _program_slices(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
                                 TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE,
-                                BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, SLICES_PER_PROGRAM, FTZ_SUMS,
-                                GATHER_RESERVE)
+                                BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, SLICES_PER_PROGRAM, FTZ_SUMS)
 
 
 @triton.jit
@@ -804,12 +794,12 @@ def _program_slices(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHA
                     SKIP_DECIDED: tl.constexpr, BOUNDS_MAX: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr,
                     SLICE: tl.constexpr, BLOCK: tl.constexpr, BINS: tl.constexpr, BINS_SHIFT: tl.constexpr,
                     CAP: tl.constexpr, P_BLOCK: tl.constexpr, ATOMIC: tl.constexpr, SLICES_PER_PROGRAM: tl.constexpr,
-                    FTZ_SUMS: tl.constexpr, GATHER_RESERVE: tl.constexpr):
+                    FTZ_SUMS: tl.constexpr):
     # a program's share of a step for one cell: its slice (or group of slices), or with STEP_FINISH the cell
     if (STEP == STEP_FINISH) or (SLICES_PER_PROGRAM == 1):  # (STEP_FINISH: one program a cell, group 0)
         _histogram_slice(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
                          TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE, BLOCK,
-                         BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, FTZ_SUMS, GATHER_RESERVE)
+                         BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, FTZ_SUMS)
     else:
         # the program's slices in turn; each arrives apart, so the row's last slice to arrive finishes the step, as
         # with one slice a program
@@ -818,4 +808,4 @@ def _program_slices(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHA
             if s < NUM_SLICES:
                 _histogram_slice(request, s, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
                                  TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE,
-                                 BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, FTZ_SUMS, GATHER_RESERVE)
+                                 BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, FTZ_SUMS)

@@ -208,8 +208,7 @@ TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk"
                                  "bounds_warps": None, "bounds_rounds": None, "histogram_atomic": None,
                                  "histogram_slices_per_program": None, "histogram_rows": None,
                                  "histogram_after_slices": None,
-                                 "histogram_levels": None, "histogram_bounds_max": None, "histogram_ftz_sums": None,
-                                 "histogram_gather_reserve": None}
+                                 "histogram_levels": None, "histogram_bounds_max": None, "histogram_ftz_sums": None}
 
 
 def _tuned(name: str, default: bool) -> bool:
@@ -1023,12 +1022,6 @@ HISTOGRAM_BOUNDS_MAX = True
 # 40.0 -> 37.0 under Triton 3.6, the levels 67.0 -> 63.9 to 40.2 -> 37.2, the gather 58.4 -> 55.4). Not timed yet
 # (the launch variants -ftz / -noftz choose)
 HISTOGRAM_FTZ_SUMS = True
-# ... and whether its gather takes its candidates' places in the list by one atomic a chunk, reserving as many as the
-# chunk holds (each candidate its own by a running count over the chunk), instead of one atomic a candidate: compiled
-# for sm_90, a chunk's copy then waits for one atomic's answer instead of eight in turn a thread (one per token,
-# aggregated per warp; candidates are in most chunks of a row of logits from N(0, 1) at top_p 0.95). Not timed yet
-# (the launch variants -reserve / -noreserve choose)
-HISTOGRAM_GATHER_RESERVE = False
 
 
 def _histogram_cap(device: torch.device) -> int:
@@ -1112,7 +1105,6 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
     zero_share = _cdiv(_cdiv(histogram.COUNTS.value, slices), 256) * 256
     p_block = max(_next_power_of_2(slices), 2)
     ftz_sums = _tuned("histogram_ftz_sums", HISTOGRAM_FTZ_SUMS)
-    gather_reserve = _tuned("histogram_gather_reserve", HISTOGRAM_GATHER_RESERVE)
     if way == "bounds":
         bounds_args = (scratch.radix_part_f, scratch.decided, scratch.radix_state_f[histogram.F_M.value:],
                        *target_args, draft_ids, draft_ids.stride(0),
@@ -1139,7 +1131,7 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
     rows_way = _histogram_rows(way, batch)
     shape = {"SLICE": slice_, "BLOCK": block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1, "CAP": cap,
              "P_BLOCK": p_block, "ROW_BLOCK": max(_next_power_of_2(num_slots), 2) if rows_way != "cell" else 2,
-             "FTZ_SUMS": ftz_sums, "GATHER_RESERVE": gather_reserve,
+             "FTZ_SUMS": ftz_sums,
              **constexprs}
     # each step's launches, by the rows their programs take (histogram.py, ROWS), with the grid's second dimension and
     # the slices a program: one program per row, or per request taking its rows in turn, or per request for its stop

@@ -65,9 +65,16 @@ def histogram_scratches(monkeypatch, launch) -> list:
     monkeypatch.setattr(launch, "_alloc_scratch", lambda shape, dtype, device: torch.full(
         shape, float("nan") if dtype.is_floating_point else histogram.FALLBACK.value, dtype=dtype, device=device))
     scratches = []
-    split_histogram = launch._split_histogram
-    monkeypatch.setattr(launch, "_split_histogram", lambda *a, **k: scratches.append(split_histogram(*a, **k))
-                        or scratches[-1])
+    # (the launcher's own function, also where an earlier call of this helper in the same test wrapped it: a wrapper
+    # of a wrapper would append each search to both lists)
+    split_histogram = getattr(launch._split_histogram, "__wrapped__", launch._split_histogram)
+
+    def capturing(*args, **kwargs):
+        scratches.append(split_histogram(*args, **kwargs))
+        return scratches[-1]
+
+    capturing.__wrapped__ = split_histogram
+    monkeypatch.setattr(launch, "_split_histogram", capturing)
     return scratches
 
 

@@ -146,7 +146,8 @@ def _exp_in_sum_interpreted(x):
 # no difference, but for one case: a chain of partial sums each landing exactly halfway between two floats (a tie
 # rounds to even, and the flushed term decides which way) carries its bit up to the sum's last place, which needs
 # masses at exact powers of two across a hundred binades. So the same sums as tl.exp gives, but for such chains, and
-# within float32 rounding always. Anything else (a mass compared with min_p's threshold, a draft's probability, a
+# within float32 rounding always. (A partial sum whose every term lies below 2**-126, such as a slice's far from its
+# row's largest value, is 0 here against their sum there: tiny, and gone once the row's sum takes it.) Anything else (a mass compared with min_p's threshold, a draft's probability, a
 # race's weight) keeps tl.exp. Under the interpreter: tl.exp itself (numpy's)
 exp_in_sum = (_exp_in_sum_one_instruction if isinstance(_exp_in_sum_one_instruction, triton.runtime.JITFunction)
               else _exp_in_sum_interpreted)

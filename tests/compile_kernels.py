@@ -18,6 +18,7 @@ suite runs it with one, beside its other tests).
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import inspect
 import json
@@ -246,7 +247,8 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                                           "HAS_TOP_K": 0, "HAS_TOP_P": 1, "HAS_MIN_P": 1, **step, "SLICE": slice_,
                                           "BLOCK": hist_block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1,
                                           "CAP": launch.HISTOGRAM_CAP, "P_BLOCK": 32, "SLICES_PER_PROGRAM": 1,
-                                          "ROWS": 0, "ROW_BLOCK": 8, "FTZ_SUMS": int(launch.HISTOGRAM_FTZ_SUMS)},
+                                          "ROWS": 0, "ROW_BLOCK": 8, "FTZ_SUMS": int(launch.HISTOGRAM_FTZ_SUMS),
+                                          "PREDICATED_SUMS": int(launch.HISTOGRAM_PREDICATED_SUMS)},
                 hist_warps, "fp32")
                for target_probs in (0, 1) for step in hist_steps
                if not (target_probs and (step["STEP"] == 3 or step["DRAFT"] == 1)))
@@ -264,6 +266,11 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                for constexprs in summing for ftz in (0, 1))
     out.append((_split_histogram_kernel, {**middle, "HAS_MIN_P": 0, "FTZ_SUMS": 1 - middle["FTZ_SUMS"]}, hist_warps,
                 "fp32"))
+    # the masses before the window added the other way (the launch variants -pred / -nopred), given no min_p: a middle
+    # level and the gather from logits (the last level's code for them is the middle one's)
+    out.extend((_split_histogram_kernel, {**constexprs, "HAS_MIN_P": 0,
+                                          "PREDICATED_SUMS": 1 - constexprs["PREDICATED_SUMS"]}, hist_warps, "fp32")
+               for constexprs in (middle, next(c for c in summing if c["STEP"] == 2)))
     # the last level counted by atomics (the launcher's own; `plain` above is the launch variants' -noatomic), and
     # a middle level taking four slices a program (-slices4)
     # (the last level for target logits and probabilities: their parts are computed apart)
@@ -304,7 +311,8 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     # probabilities (a draft row's sums are the target logits' code), and the decisions for each draft form
     bounds_slice, bounds_block, bounds_warps = launch._bounds_shape(1 << 17, _GPU)
     bounds = {"MODE": 1, "HAS_TOP_K": 0, "HAS_TOP_P": 1, "HAS_MIN_P": 1, "SLICE": bounds_slice, "BLOCK": bounds_block,
-              "PREFETCH": 1, "P_BLOCK": 16, "ROW_MAX_STRIDE": 8, "FTZ_SUMS": int(launch.HISTOGRAM_FTZ_SUMS)}
+              "PREFETCH": 1, "P_BLOCK": 16, "ROW_MAX_STRIDE": 8, "FTZ_SUMS": int(launch.HISTOGRAM_FTZ_SUMS),
+              "PREDICATED_SUMS": int(launch.HISTOGRAM_PREDICATED_SUMS)}
     # (and in rounds, one per slot: target logits with truncated draft logits)
     out.extend((_draft_bounds_kernel, {**bounds, "DRAFT": draft, "TARGET_PROBS": target_probs, "STEP": step,
                                        "ROUNDS": rounds}, bounds_warps if step == 0 else 1, "fp32")
@@ -313,6 +321,12 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     # (the sums by tl.exp: the launch variants' -noftz)
     out.append((_draft_bounds_kernel, {**bounds, "DRAFT": 1, "TARGET_PROBS": 0, "STEP": 0, "ROUNDS": 1,
                                        "FTZ_SUMS": 1 - bounds["FTZ_SUMS"]}, bounds_warps, "fp32"))
+    # (the sums above a depth and ahead of the draft added the other way, from logits and from probabilities: the launch
+    # variants -pred / -nopred)
+    out.extend((_draft_bounds_kernel, {**bounds, "DRAFT": 1, "TARGET_PROBS": target_probs, "STEP": 0,
+                                       "ROUNDS": 1 - target_probs,
+                                       "PREDICATED_SUMS": 1 - bounds["PREDICATED_SUMS"]}, bounds_warps, "fp32")
+               for target_probs in (0, 1))
     block, warps = launch._program_shape(1 << 17, _GPU, *launch.ROW_PROGRAM_SHAPE)  # the log-probability epilogue
     for mode in ("greedy", "probabilistic"):
         for target_probs in (0, 1):
@@ -431,6 +445,31 @@ def compile_kernel(kernel, constexprs: dict, warps: int, dtype: str, arch: int =
     )
     options = {"num_warps": warps} if max_registers is None else {"num_warps": warps, "maxnreg": max_registers}
     return triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options)
+
+
+def first_loop(kernel, constexprs: dict, warps: int, dtype: str = "fp32", arch: int = 90) -> tuple[list[str], int | None]:
+    """The first innermost SASS loop of ``kernel`` compiled as ``compile_kernel`` compiles it (its opcodes, as
+    ``innermost_loops`` gives them), and its registers a thread (None where cuobjdump is missing)."""
+    compiled = compile_kernel(kernel, constexprs, warps, dtype, arch)
+    with tempfile.TemporaryDirectory() as workdir:
+        cubin = Path(workdir) / "kernel.cubin"
+        cubin.write_bytes(compiled.asm["cubin"])
+        return innermost_loops(cubin)[0], resources(cubin).get("reg")
+
+
+def print_loops_both_ways(what: str, kernel, constexprs: dict, warps: int, flag: str, kinds: int = 5) -> None:
+    """For a results script: ``kernel``'s first innermost loop with the constexpr ``flag`` 0 and 1, a line each
+    (instructions an iteration, registers, the ``kinds`` commonest opcodes), then its instructions a token both ways
+    (``BLOCK`` tokens a program of ``warps`` warps, an iteration's tokens a thread)."""
+    tokens = constexprs["BLOCK"] // (32 * warps)
+    counts = []
+    for value in (0, 1):
+        loop, registers = first_loop(kernel, {**constexprs, flag: value}, warps)
+        common = collections.Counter(op.split(".")[0] for op in loop).most_common(kinds)
+        counts.append(len(loop))
+        print(f"{what}, {flag} {value}: {len(loop)} instructions an iteration ({tokens} tokens a thread), "
+              f"registers {registers}; {', '.join(f'{op} {n}' for op, n in common)}")
+    print(f"{what}: {counts[0] / tokens:.1f} -> {counts[1] / tokens:.1f} instructions a token")
 
 
 def register_cap(kernel, constexprs: dict, warps: int) -> int | None:

@@ -95,6 +95,35 @@ def test_a_large_batch_given_top_p_alone_launches_the_deferred_race_on_a_gpu(mon
     assert torch.equal(got.num_emitted, want.num_emitted)
 
 
+def _searched_both_ways(monkeypatch, setting: str, call) -> list[tuple]:
+    """``call()``'s result and its split histogram search's scratch (fresh, NaN-filled), with the drafts decided from
+    the bounds on the split path, the launch variants' ``setting`` 1 and then 0: [(result, scratch), ...]."""
+    monkeypatch.setitem(launch.TUNING, "split_search", 1)
+    monkeypatch.setitem(launch.TUNING, "histogram_decide", 2)
+    runs = []
+    for value in (1, 0):
+        monkeypatch.setitem(launch.TUNING, setting, value)
+        scratches = histogram_scratches(monkeypatch, launch)
+        with launch.strategy("split"):
+            result = call()
+        assert len(scratches) == 1
+        runs.append((result, scratches[0]))
+    return runs
+
+
+def _scratch_fields_that_differ(first, second) -> list[str]:
+    """The names of the fields of two split histogram searches' scratch that differ (NaN read as 7.0: the fresh
+    scratch's, where nothing wrote; the candidates' lists sorted, as their atomics placed them in any order)."""
+    differ = []
+    for name in first._fields:
+        one, other = getattr(first, name).nan_to_num(7.0), getattr(second, name).nan_to_num(7.0)
+        if name.startswith("candidates"):
+            one, other = one.sort().values, other.sort().values
+        if not torch.equal(one, other):
+            differ.append(name)
+    return differ
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the PTX of a GPU build (the interpreter runs tl.exp there)")
 @pytest.mark.parametrize("batch", [8, 128])
 def test_the_one_instruction_exp_gives_the_histogram_path_the_same_sums_on_a_gpu(monkeypatch, batch):
@@ -124,30 +153,59 @@ def test_the_one_instruction_exp_gives_the_histogram_path_the_same_sums_on_a_gpu
               "num_draft_tokens": torch.full((batch,), num_spec, dtype=torch.int32, device=device),
               "seeds": torch.arange(batch, device=device), "positions": torch.zeros(batch, dtype=torch.int64,
                                                                                       device=device)}
-    monkeypatch.setitem(launch.TUNING, "split_search", 1)
-    monkeypatch.setitem(launch.TUNING, "histogram_decide", 2)
-    runs = []
-    for ftz_sums in (1, 0):
-        monkeypatch.setitem(launch.TUNING, "histogram_ftz_sums", ftz_sums)
-        scratches = histogram_scratches(monkeypatch, launch)
-        with launch.strategy("split"):
-            runs.append((verify(target, sampling=sampling, backend="triton", **inputs), scratches))
-    assert [len(scratches) for _result, scratches in runs] == [1, 1]
-    (fast, [fast_scratch]), (plain, [plain_scratch]) = runs
+    (fast, fast_scratch), (plain, plain_scratch) = _searched_both_ways(
+        monkeypatch, "histogram_ftz_sums", lambda: verify(target, sampling=sampling, backend="triton", **inputs))
     assert torch.equal(fast.output_token_ids, plain.output_token_ids)
     assert torch.equal(fast.num_emitted, plain.num_emitted)
-    differ = []
-    for name in fast_scratch._fields:
-        fast_values, plain_values = getattr(fast_scratch, name).nan_to_num(7.0), getattr(plain_scratch, name).nan_to_num(7.0)
-        if name.startswith("candidates"):
-            fast_values, plain_values = fast_values.sort().values, plain_values.sort().values
-        if name == "radix_part_f":  # a slice's own sums: where its every term lies below 2**-126, 0 against the sum
-            # of those terms (rows.exp_in_sum), at most a slice's tokens times 2**-126; the row's sums hold 1 and agree
-            assert bool(((fast_values - plain_values).abs() <= vocab * 2.0**-126).all())
-            assert bool((fast_values != plain_values).any())  # (such slices exist here: the flush is exercised)
-        elif not torch.equal(fast_values, plain_values):
-            differ.append(name)
-    assert differ == []
+    assert _scratch_fields_that_differ(fast_scratch, plain_scratch) == ["radix_part_f"]
+    # a slice's own sums: where its every term lies below 2**-126, 0 against the sum of those terms (rows.exp_in_sum),
+    # at most a slice's tokens times 2**-126; the rows' sums hold 1 and agree
+    assert bool((fast_scratch.radix_part_f.nan_to_num(7.0) - plain_scratch.radix_part_f.nan_to_num(7.0)).abs()
+                .le(vocab * 2.0**-126).all())
+    assert bool(fast_scratch.decided.view(-1, 2)[:batch, 0].gt(0).any())  # (drafts were decided from the bounds)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="inline PTX (the interpreter adds by tl.where)")
+@pytest.mark.parametrize("target_form", ["logits", "probs"])
+@pytest.mark.parametrize("batch", [8, 128])
+def test_predicated_adds_give_the_histogram_path_the_same_sums_on_a_gpu(monkeypatch, batch, target_form):
+    # the bounds pass's sums above each depth and ahead of the draft, and the search's masses before the window, added
+    # by rows.add_if_above / add_if_ahead (-pred) and by a select and an add (-nopred), on rows with tokens tied with
+    # the draft before and after it, drafts of no mass, and invalid draft ids: the same tokens and every number of
+    # the search's scratch (fresh and NaN-filled each time; the candidates' lists sorted), bit for bit: the same
+    # additions in the same order (batch 8: one program a request, 128: the stop rows, the pass in rounds)
+    from specbench.verification import SamplingParams, verify
+
+    device = torch.device("cuda")
+    generator = torch.Generator(device=device).manual_seed(12)
+    num_spec, vocab = 3, 20000
+    target = torch.randn(batch, num_spec + 1, vocab, generator=generator, device=device) * 3
+    drafts = target[:, :num_spec].argmax(-1)
+    drafts[::2, 1] = torch.randint(100, vocab - 100, (len(range(0, batch, 2)),), generator=generator, device=device)
+    drafts[3, 2] = vocab + 5  # (an invalid id)
+    for b in range(0, batch, 3):  # tokens tied with the draft's value, before and after it in the row
+        for r in range(num_spec):
+            x = int(drafts[b, r]) % vocab
+            target[b, r, [max(x - 7, 0), min(x + 9, vocab - 1)]] = target[b, r, x].clone()
+    draft_logits = target[:, :num_spec] + 0.5 * torch.randn(batch, num_spec, vocab, generator=generator, device=device)
+    target[1, 0, drafts[1, 0]] = -math.inf  # (drafts of no mass)
+    draft_logits[2, 0, drafts[2, 0]] = -math.inf
+    temperatures = torch.linspace(0.5, 1.0, batch, device=device)
+    sampling = SamplingParams(temperatures=temperatures, top_p=torch.full((batch,), 0.95, device=device))
+    inputs = {"draft_token_ids": drafts, "draft_logits": draft_logits,
+              "num_draft_tokens": torch.full((batch,), num_spec, dtype=torch.int32, device=device),
+              "seeds": torch.arange(batch, device=device), "positions": torch.zeros(batch, dtype=torch.int64,
+                                                                                      device=device)}
+    if target_form == "probs":
+        inputs["target_probs"] = torch.softmax(target / temperatures[:, None, None], -1)
+        sampling = sampling._replace(temperatures=torch.ones(batch, device=device))
+    else:
+        inputs["target_logits"] = target
+    (fast, fast_scratch), (plain, plain_scratch) = _searched_both_ways(
+        monkeypatch, "histogram_predicated_sums", lambda: verify(sampling=sampling, backend="triton", **inputs))
+    assert torch.equal(fast.output_token_ids, plain.output_token_ids)
+    assert torch.equal(fast.num_emitted, plain.num_emitted)
+    assert _scratch_fields_that_differ(fast_scratch, plain_scratch) == []
     assert bool(fast_scratch.decided.view(-1, 2)[:batch, 0].gt(0).any())  # (drafts were decided from the bounds)
 
 
@@ -398,9 +456,10 @@ def test_after_decisions_from_the_bounds_the_search_takes_the_stop_rows_largest_
     assert launch.TUNING["histogram_bounds_max"] is None
 
 
-def test_the_masses_only_summed_take_the_one_instruction_exp_unless_a_variant_says_not(monkeypatch):
+def test_the_masses_summed_take_the_short_instructions_a_variant_says(monkeypatch):
     """The bounds pass and every launch of the split histogram path take FTZ_SUMS, the launcher's
-    (HISTOGRAM_FTZ_SUMS) or a launch variant's: -noftz gives 0 to each, -ftz 1. The same tokens every way."""
+    (HISTOGRAM_FTZ_SUMS) or a launch variant's: -noftz gives 0 to each, -ftz 1; and PREDICATED_SUMS likewise
+    (HISTOGRAM_PREDICATED_SUMS; -nopred 0, -pred 1). The same tokens every way."""
     launches = _recorded_histogram_launches(monkeypatch)
     bounds = []
     draft_bounds = launch._DRAFT_BOUNDS
@@ -412,19 +471,21 @@ def test_the_masses_only_summed_take_the_one_instruction_exp_unless_a_variant_sa
     monkeypatch.setattr(launch, "_DRAFT_BOUNDS", recorded)
     kwargs = _top_p_call(8, 2, 3)
     results = []
-    for name, ftz in (("triton-histogram-4096x1024x4-bounds", launch.HISTOGRAM_FTZ_SUMS),
-                      ("triton-histogram-4096x1024x4-bounds-noftz", False),
-                      ("triton-histogram-4096x1024x4-bounds-ftz", True)):
+    base = "triton-histogram-4096x1024x4-bounds"
+    for name, ftz, predicated in ((base, launch.HISTOGRAM_FTZ_SUMS, launch.HISTOGRAM_PREDICATED_SUMS),
+                                  (f"{base}-noftz", False, launch.HISTOGRAM_PREDICATED_SUMS),
+                                  (f"{base}-ftz-pred", True, True),
+                                  (f"{base}-nopred", launch.HISTOGRAM_FTZ_SUMS, False)):
         launches.clear()
         bounds.clear()
         results.append(resolve(name).prepare(dict(kwargs))())
         assert launches and bounds, name
-        assert all(c["FTZ_SUMS"] is ftz for _grid, c in launches), name
-        assert all(c["FTZ_SUMS"] is ftz for c in bounds), name
-    assert launch.HISTOGRAM_FTZ_SUMS is True
+        assert all(c["FTZ_SUMS"] is ftz and c["PREDICATED_SUMS"] is predicated for _grid, c in launches), name
+        assert all(c["FTZ_SUMS"] is ftz and c["PREDICATED_SUMS"] is predicated for c in bounds), name
+    assert (launch.HISTOGRAM_FTZ_SUMS, launch.HISTOGRAM_PREDICATED_SUMS) == (True, False)
     for result in results[1:]:
         assert torch.equal(result.output_token_ids, results[0].output_token_ids)
-    assert launch.TUNING["histogram_ftz_sums"] is None
+    assert launch.TUNING["histogram_ftz_sums"] is None and launch.TUNING["histogram_predicated_sums"] is None
 
 
 def test_the_split_searches_follow_a_launch_variant(h100):

@@ -8,9 +8,7 @@ this Triton.
 """
 
 import sys
-from collections import Counter
 from pathlib import Path
-from tempfile import TemporaryDirectory
 
 import triton
 
@@ -46,20 +44,7 @@ def main() -> None:
     print(f"Triton {triton.__version__}, sm_90, {launch.HISTOGRAM_BINS} parts a level, last level by "
           f"{'atomics' if launch.HISTOGRAM_ATOMIC else 'tl.histogram'}")
     for what, kernel, cx, warps in _passes():
-        tokens = cx["BLOCK"] // (32 * warps)  # a thread's tokens per iteration
-        counts = []
-        for ftz in (0, 1):
-            compiled = ck.compile_kernel(kernel, {**cx, "FTZ_SUMS": ftz}, warps, "fp32", 90)
-            with TemporaryDirectory() as folder:
-                cubin = Path(folder) / "kernel.cubin"
-                cubin.write_bytes(compiled.asm["cubin"])
-                loop = ck.innermost_loops(cubin)[0]
-                usage = ck.resources(cubin)
-            kinds = Counter(op.split(".")[0] for op in loop).most_common(5)
-            counts.append(len(loop))
-            print(f"{what}, FTZ_SUMS {ftz}: {len(loop)} instructions an iteration ({tokens} tokens a thread), "
-                  f"registers {usage.get('reg')}; {', '.join(f'{op} {n}' for op, n in kinds)}")
-        print(f"{what}: {counts[0] / tokens:.1f} -> {counts[1] / tokens:.1f} instructions a token")
+        ck.print_loops_both_ways(what, kernel, cx, warps, "FTZ_SUMS", 5)
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ _HISTOGRAM_BINS = (16, 32, 64, 128, 256)  # parts a level the histogram path tak
 _HISTOGRAM_NAME = re.compile(r"triton-histogram-(\d+)x(\d+)x(\d+)(?:-bins([1-9]\d*))?(-nodecide|-decide|-bounds)?"
                              r"(?:(\d+)x(\d+)x(\d+))?(-rounds|-norounds)?(-atomic|-noatomic)?(?:-slices([1-9]\d*))?"
                              r"(-percell|-perrequest|-stoprow)?(?:-after([1-9]\d*))?(-boundsmax|-noboundsmax)?"
-                             r"(?:-levels([1-6]))?(-ftz|-noftz)?")
+                             r"(?:-levels([1-6]))?(-ftz|-noftz)?(-pred|-nopred)?")
 
 
 def _slice_shape(name: str, slice_: int, block: int, warps: int) -> None:
@@ -95,7 +95,10 @@ def launch_variant(name: str) -> Implementation | None:
     after decisions from the bounds, the largest value of each row searched at a request's stop taken from that
     pass, or read again; ``-ftz`` / ``-noftz`` (after ``-levelsN``): the masses of logits that the bounds pass, the
     levels and the gather only sum taken by one instruction that flushes results below 2**-126 to zero (the
-    launcher's, ``HISTOGRAM_FTZ_SUMS``), or by ``tl.exp``: the same sums either way),
+    launcher's, ``HISTOGRAM_FTZ_SUMS``), or by ``tl.exp``: the same sums either way; ``-pred`` / ``-nopred`` (last):
+    the sums of masses above a bound (the bounds pass's, and the later levels' and the gather's before the window from
+    logits without min_p) add each mass by a compare and a predicated add, or by a select and an add, the launcher's
+    ``HISTOGRAM_PREDICATED_SUMS``: the same sums to the bit either way),
     None for a name of another form; a shape Triton cannot launch is a ``SpecbenchError``."""
     radix = _RADIX_NAME.fullmatch(name)
     if radix is not None:
@@ -122,6 +125,7 @@ def launch_variant(name: str) -> Implementation | None:
         bounds_max = {None: None, "-noboundsmax": 0, "-boundsmax": 1}[histogram.group(14)]
         levels = int(histogram.group(15)) if histogram.group(15) else None
         ftz_sums = {None: None, "-noftz": 0, "-ftz": 1}[histogram.group(16)]
+        predicated_sums = {None: None, "-nopred": 0, "-pred": 1}[histogram.group(17)]
         if levels is not None:
             from specbench.kernels import launch
 
@@ -167,7 +171,9 @@ def launch_variant(name: str) -> Implementation | None:
                                 0: ", the stop rows' largest values read again"}[bounds_max]
                              + (f", {levels} levels" if levels else "")
                              + {None: "", 1: ", the masses only summed by an exp that flushes below 2**-126",
-                                0: ", the masses only summed by tl.exp"}[ftz_sums],
+                                0: ", the masses only summed by tl.exp"}[ftz_sums]
+                             + {None: "", 1: ", the masses above a bound added by predicated adds",
+                                0: ", the masses above a bound added by a select and an add"}[predicated_sums],
                        _triton_variant(None, split_search=1, histogram_slice=slice_, histogram_block=block,
                                        histogram_warps=warps, histogram_bins=bins,
                                        histogram_decide=decide, bounds_slice=bounds[0], bounds_block=bounds[1],
@@ -175,7 +181,7 @@ def launch_variant(name: str) -> Implementation | None:
                                        histogram_slices_per_program=per_program, histogram_rows=rows,
                                        histogram_after_slices=after,
                                        histogram_levels=levels, histogram_bounds_max=bounds_max,
-                                       histogram_ftz_sums=ftz_sums))
+                                       histogram_ftz_sums=ftz_sums, histogram_predicated_sums=predicated_sums))
     match = _SHAPE_NAME.fullmatch(name)
     if match is None:
         return None

@@ -17,6 +17,8 @@ only on the rows the step will read (``launch.HISTOGRAM_DECIDE``, way ``"bounds"
    tokens of value above ``x``'s less ``d_j`` (``G_js``: ``z > z_x - d_j``, or ``p > p_x exp(-d_j)``). It
    also keeps the slice's largest value (a logit, or a probability; ``-0`` kept as ``+0``, as the search reads
    it). These sums stand in the partials of the histogram path, read before its first launch writes them.
+   (With ``PREDICATED_SUMS`` each conditional sum takes a token's mass by a compare and a predicated add,
+   ``rows.add_if_above`` / ``add_if_ahead``: the same additions as a select of the mass or 0 and an add.)
 2. ``STEP_DECIDE`` (grid ``B``, one program per request): each row's sums are its slices' sums, ``p`` is
    ``x``'s own mass (1, or ``p_x``), ``M = Z`` and ``T = top_p M``. In a row of logits whose largest value
    ``z_max`` lies more than ``REACH`` above ``z_x`` (a mass clamped), ``p'(x)`` lies between 0 and
@@ -55,7 +57,7 @@ from specbench.kernels.cutoffs import load_row, values_of
 from specbench.kernels.decide import ACCEPT, DRAFT_LOGITS, draft_prob_at, request_setup, request_valid
 from specbench.kernels.radix import _chunk
 from specbench.kernels.rng import stream_key, uniform_at
-from specbench.kernels.rows import clean, exp_in_sum
+from specbench.kernels.rows import add_if_above, add_if_ahead, clean, exp_in_sum
 from specbench.kernels.truncation import cell_program, request_knobs
 
 STEP_SUMS = tl.constexpr(0)
@@ -124,7 +126,8 @@ def _threshold(x_value, J: tl.constexpr, TARGET_PROBS: tl.constexpr):
 
 @triton.jit
 def _slice_sums(row, x, V, inv_temperature, start, part, SLICE: tl.constexpr, TARGET_PROBS: tl.constexpr,
-                BLOCK: tl.constexpr, PREFETCH: tl.constexpr, FTZ_SUMS: tl.constexpr):
+                BLOCK: tl.constexpr, PREFETCH: tl.constexpr, FTZ_SUMS: tl.constexpr,
+                PREDICATED_SUMS: tl.constexpr):
     # STEP_SUMS for one slice, in one read: the masses relative to the draft's (exp(z - z_x), at most
     # exp(REACH); probabilities as they are), and the slice's largest value (logits: where it lies more than
     # REACH above z_x, the sums are clamped and the decision will not use them)
@@ -158,12 +161,20 @@ def _slice_sums(row, x, V, inv_temperature, start, part, SLICE: tl.constexpr, TA
                 mass = tl.exp(tl.minimum(value - reference, REACH))
         high = tl.maximum(high, value)
         total += mass
-        ahead += tl.where((value > x_value) | ((value == x_value) & (offs < x)), mass, 0.0)
-        g0 += tl.where(value > t0, mass, 0.0)
-        g1 += tl.where(value > t1, mass, 0.0)
-        g2 += tl.where(value > t2, mass, 0.0)
-        g3 += tl.where(value > t3, mass, 0.0)
-        g4 += tl.where(value > t4, mass, 0.0)
+        if PREDICATED_SUMS:  # (the same additions, two instructions a token each)
+            ahead = add_if_ahead(ahead, value, x_value, offs, x, mass)
+            g0 = add_if_above(g0, value, t0, mass)
+            g1 = add_if_above(g1, value, t1, mass)
+            g2 = add_if_above(g2, value, t2, mass)
+            g3 = add_if_above(g3, value, t3, mass)
+            g4 = add_if_above(g4, value, t4, mass)
+        else:
+            ahead += tl.where((value > x_value) | ((value == x_value) & (offs < x)), mass, 0.0)
+            g0 += tl.where(value > t0, mass, 0.0)
+            g1 += tl.where(value > t1, mass, 0.0)
+            g2 += tl.where(value > t2, mass, 0.0)
+            g3 += tl.where(value > t3, mass, 0.0)
+            g4 += tl.where(value > t4, mass, 0.0)
     top = tl.max(high, axis=0)
     tl.store(part + P_MAX, tl.where(top == 0.0, 0.0, top))  # (a -0 as +0, as values_of reads it: the search's m)
     tl.store(part + P_ALL, tl.sum(total, axis=0))
@@ -308,6 +319,7 @@ def _draft_bounds_kernel(
     P_BLOCK: tl.constexpr,  # a power of two >= NUM_SLICES
     ROW_MAX_STRIDE: tl.constexpr,  # floats from a cell's largest value to the next cell's
     FTZ_SUMS: tl.constexpr,  # logits: the masses summed by rows.exp_in_sum, not tl.exp (launch.HISTOGRAM_FTZ_SUMS)
+    PREDICATED_SUMS: tl.constexpr,  # the sums above a depth and ahead of the draft by rows.add_if_above / add_if_ahead
 ):
     # grid (B, K, sides * NUM_SLICES), or (B, 1, sides * NUM_SLICES) a round; STEP_DECIDE (B,)
     if STEP == STEP_DECIDE:
@@ -332,7 +344,7 @@ def _draft_bounds_kernel(
             part = part_f_ptr + (((b * NUM_SLOTS + r) * 2 + side) * NUM_SLICES + s) * PART
             if side == 0:
                 _slice_sums(target_ptr + b * target_stride_b + r * target_stride_k, x, V, inv_temperature, s * SLICE,
-                            part, SLICE, TARGET_PROBS, BLOCK, PREFETCH, FTZ_SUMS)
+                            part, SLICE, TARGET_PROBS, BLOCK, PREFETCH, FTZ_SUMS, PREDICATED_SUMS)
             else:
                 _slice_sums(draft_ptr + b * draft_stride_b + r * draft_stride_k, x, V, inv_temperature, s * SLICE,
-                            part, SLICE, False, BLOCK, PREFETCH, FTZ_SUMS)
+                            part, SLICE, False, BLOCK, PREFETCH, FTZ_SUMS, PREDICATED_SUMS)

@@ -121,7 +121,7 @@ from specbench.kernels.cutoffs import _order_key32, load_row, truncate_row_radix
 from specbench.kernels.decide import DRAFT_LOGITS, draft_prob_at, request_setup, request_valid
 from specbench.kernels.draft_bounds import bracket, decide_slot, decides, skipped
 from specbench.kernels.radix import _slice_max
-from specbench.kernels.rows import clean, exp_in_sum
+from specbench.kernels.rows import add_if_above, clean, exp_in_sum
 from specbench.kernels.split import last_to_arrive
 from specbench.kernels.truncation import (
     cell_program,
@@ -249,7 +249,7 @@ def _window(state, istate, TARGET_PROBS: tl.constexpr):
 def _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, start, counts, part_f, part_i, x,
                  FIRST: tl.constexpr, SLICE: tl.constexpr, BINS: tl.constexpr, TARGET_PROBS: tl.constexpr,
                  HAS_MIN_P: tl.constexpr, DECIDE: tl.constexpr, BLOCK: tl.constexpr, ATOMIC: tl.constexpr,
-                 FTZ_SUMS: tl.constexpr):
+                 FTZ_SUMS: tl.constexpr, PREDICATED_SUMS: tl.constexpr):
     # this slice's counts of the window's parts (added to the cell's); at the first level (the window the
     # whole row, its last part open-ended) its mass in play and last token in play (and with DECIDE its mass
     # in play before token x, the cell's draft, in the row's order), at the others its mass
@@ -305,7 +305,10 @@ def _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, star
                               sem="relaxed")
             else:
                 hist += tl.histogram(tl.where(inside, _part(dist, lo, width, TARGET_PROBS), 0), BINS, mask=inside)
-            total += tl.where(before, mass, 0.0)
+            if PREDICATED_SUMS and not (TARGET_PROBS or HAS_MIN_P):  # (lo > dist: the same as `before`)
+                total = add_if_above(total, lo, dist, mass)
+            else:
+                total += tl.where(before, mass, 0.0)
     if not ATOMIC:
         tl.atomic_add(counts + tl.arange(0, BINS), hist, sem="relaxed")
     if FIRST:
@@ -396,7 +399,7 @@ def _finish_level(m, top_p, state, istate, cell_f, cell_i, counts, summary_f_ptr
 @triton.jit
 def _slice_gather(row, V, inv_temperature, m, minp_threshold, lo, hi, start, length, list_f, list_i, part_f,
                   SLICE: tl.constexpr, CAP: tl.constexpr, TARGET_PROBS: tl.constexpr, HAS_MIN_P: tl.constexpr,
-                  BLOCK: tl.constexpr, FTZ_SUMS: tl.constexpr):
+                  BLOCK: tl.constexpr, FTZ_SUMS: tl.constexpr, PREDICATED_SUMS: tl.constexpr):
     # this slice's mass in play before the candidates, and its candidates copied to the cell's list
     before = tl.zeros([BLOCK], tl.float32)
     for chunk in range(0, SLICE, BLOCK):
@@ -406,7 +409,10 @@ def _slice_gather(row, V, inv_temperature, m, minp_threshold, lo, hi, start, len
         if FTZ_SUMS and not (TARGET_PROBS or HAS_MIN_P):  # (the mass only summed)
             mass = exp_in_sum(value - m)
         dist = _distance(value, m, TARGET_PROBS)
-        before += tl.where(play & (dist < lo), mass, 0.0)
+        if PREDICATED_SUMS and not (TARGET_PROBS or HAS_MIN_P):  # (a token of no mass is at distance +inf)
+            before = add_if_above(before, lo, dist, mass)
+        else:
+            before += tl.where(play & (dist < lo), mass, 0.0)
         chosen = play & (dist >= lo) & (dist < hi)
         if tl.max(chosen.to(tl.int32), axis=0) > 0:  # (most chunks hold none)
             at = tl.atomic_add(length + tl.zeros([BLOCK], tl.int32), 1, mask=chosen, sem="relaxed")
@@ -486,7 +492,7 @@ def _histogram_row(row, cell, s, x, known, V, inv_temperature, k, top_p, min_p, 
                    ZERO_SHARE, STEP: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr, SLICE: tl.constexpr,
                    BINS: tl.constexpr, BINS_SHIFT: tl.constexpr, CAP: tl.constexpr, TARGET_PROBS: tl.constexpr,
                    HAS_MIN_P: tl.constexpr, DECIDE: tl.constexpr, BLOCK: tl.constexpr, P_BLOCK: tl.constexpr,
-                   ATOMIC: tl.constexpr, FTZ_SUMS: tl.constexpr):
+                   ATOMIC: tl.constexpr, FTZ_SUMS: tl.constexpr, PREDICATED_SUMS: tl.constexpr):
     # one program's share of one step for one cell (row `row`, slice s; x the cell's draft, read only with
     # DECIDE at the first level; `known`: STEP_MAX, the row's largest value is in the cell's state already); top_p
     # the request's (the search takes 0 for a row keeping its first token only, k = 1; the fallback the knobs as
@@ -541,7 +547,7 @@ def _histogram_row(row, cell, s, x, known, V, inv_temperature, k, top_p, min_p, 
                 if STEP == STEP_LEVEL:
                     _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, s * SLICE,
                                  counts + level * BINS, cell_f + s * PART, cell_i + s * PART, x, FIRST, SLICE, BINS,
-                                 TARGET_PROBS, HAS_MIN_P, DECIDE, BLOCK, ATOMIC, FTZ_SUMS)
+                                 TARGET_PROBS, HAS_MIN_P, DECIDE, BLOCK, ATOMIC, FTZ_SUMS, PREDICATED_SUMS)
                     if last_to_arrive(arrivals_ptr, cell, NUM_SLICES):
                         _finish_level(m, tl.where(k == 1, 0.0, top_p), state, istate, cell_f, cell_i,
                                       counts + level * BINS, summary_f_ptr, summary_i_ptr, cell, NUM_SLICES, FIRST,
@@ -549,7 +555,7 @@ def _histogram_row(row, cell, s, x, known, V, inv_temperature, k, top_p, min_p, 
                 else:
                     _slice_gather(row, V, inv_temperature, m, minp_threshold, lo, hi, s * SLICE, counts + COUNTS - 1,
                                   list_f, list_i, cell_f + s * PART, SLICE, CAP, TARGET_PROBS, HAS_MIN_P, BLOCK,
-                                  FTZ_SUMS)
+                                  FTZ_SUMS, PREDICATED_SUMS)
 
 
 @triton.jit
@@ -653,7 +659,8 @@ def _histogram_slice(request, s, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE,
                      TRUNCATE_DRAFT: tl.constexpr, HAS_MIN_P: tl.constexpr, STEP: tl.constexpr, DECIDE: tl.constexpr,
                      SKIP_DECIDED: tl.constexpr, BOUNDS_MAX: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr,
                      SLICE: tl.constexpr, BLOCK: tl.constexpr, BINS: tl.constexpr, BINS_SHIFT: tl.constexpr,
-                     CAP: tl.constexpr, P_BLOCK: tl.constexpr, ATOMIC: tl.constexpr, FTZ_SUMS: tl.constexpr):
+                     CAP: tl.constexpr, P_BLOCK: tl.constexpr, ATOMIC: tl.constexpr, FTZ_SUMS: tl.constexpr,
+                     PREDICATED_SUMS: tl.constexpr):
     # a program's share of a step for slice s of its cell (the request's row r, side), where the step reads it
     b, r, side, n, greedy, inv_temperature, truncated, k, top_p, min_p = request
     (state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr, list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr,
@@ -683,13 +690,13 @@ def _histogram_slice(request, s, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE,
                            inv_temperature, k, top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr,
                            counts_ptr, list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES,
                            ZERO_SHARE, STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, TARGET_PROBS, HAS_MIN_P, DECIDE,
-                           BLOCK, P_BLOCK, ATOMIC, FTZ_SUMS)
+                           BLOCK, P_BLOCK, ATOMIC, FTZ_SUMS, PREDICATED_SUMS)
         else:
             _histogram_row(draft_ptr + b * draft_stride_b + r * draft_stride_k, cell, s, x, known, V, inv_temperature,
                            k, top_p, min_p, level, state_f_ptr, state_i_ptr, part_f_ptr, part_i_ptr, counts_ptr,
                            list_f_ptr, list_i_ptr, arrivals_ptr, summary_f_ptr, summary_i_ptr, NUM_SLICES, ZERO_SHARE,
                            STEP, FIRST, LAST, SLICE, BINS, BINS_SHIFT, CAP, False, HAS_MIN_P, DECIDE, BLOCK, P_BLOCK,
-                           ATOMIC, FTZ_SUMS)
+                           ATOMIC, FTZ_SUMS, PREDICATED_SUMS)
 
 
 @triton.jit
@@ -736,6 +743,8 @@ def _split_histogram_kernel(
     ROW_BLOCK: tl.constexpr,  # a request's rows in turn (ROWS_PER_REQUEST, ROWS_AFTER_STOP): a power of 2 >= NUM_SLOTS
     FTZ_SUMS: tl.constexpr,  # logits without min_p: the masses that are only summed by rows.exp_in_sum, not tl.exp
     # (the same sums but for chains of exact rounding ties; launch.HISTOGRAM_FTZ_SUMS)
+    PREDICATED_SUMS: tl.constexpr,  # logits without min_p: the later levels' and the gather's masses before the window
+    # added by rows.add_if_above (a compare and a predicated add; the same sums; launch.HISTOGRAM_PREDICATED_SUMS)
 ):
     # grid (B, K + 1, sides * cdiv(NUM_SLICES, SLICES_PER_PROGRAM)); STEP_FINISH (B, K + 1, sides); STEP_DECIDE (B,);
     # the second dimension 1 unless ROWS_PER_CELL
@@ -781,11 +790,12 @@ def _split_histogram_kernel(
                                         group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
                                         TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST,
                                         SLICE, BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, SLICES_PER_PROGRAM,
-                                        FTZ_SUMS)
+                                        FTZ_SUMS, PREDICATED_SUMS)
             else:
                 _program_slices(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
                                 TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE,
-                                BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, SLICES_PER_PROGRAM, FTZ_SUMS)
+                                BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, SLICES_PER_PROGRAM, FTZ_SUMS,
+                                PREDICATED_SUMS)
 
 
 @triton.jit
@@ -794,12 +804,12 @@ def _program_slices(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHA
                     SKIP_DECIDED: tl.constexpr, BOUNDS_MAX: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr,
                     SLICE: tl.constexpr, BLOCK: tl.constexpr, BINS: tl.constexpr, BINS_SHIFT: tl.constexpr,
                     CAP: tl.constexpr, P_BLOCK: tl.constexpr, ATOMIC: tl.constexpr, SLICES_PER_PROGRAM: tl.constexpr,
-                    FTZ_SUMS: tl.constexpr):
+                    FTZ_SUMS: tl.constexpr, PREDICATED_SUMS: tl.constexpr):
     # a program's share of a step for one cell: its slice (or group of slices), or with STEP_FINISH the cell
     if (STEP == STEP_FINISH) or (SLICES_PER_PROGRAM == 1):  # (STEP_FINISH: one program a cell, group 0)
         _histogram_slice(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
                          TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE, BLOCK,
-                         BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, FTZ_SUMS)
+                         BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, FTZ_SUMS, PREDICATED_SUMS)
     else:
         # the program's slices in turn; each arrives apart, so the row's last slice to arrive finishes the step, as
         # with one slice a program
@@ -808,4 +818,4 @@ def _program_slices(request, group, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHA
             if s < NUM_SLICES:
                 _histogram_slice(request, s, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE, level, TARGET_PROBS,
                                  TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE,
-                                 BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, FTZ_SUMS)
+                                 BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, FTZ_SUMS, PREDICATED_SUMS)

@@ -208,7 +208,8 @@ TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk"
                                  "bounds_warps": None, "bounds_rounds": None, "histogram_atomic": None,
                                  "histogram_slices_per_program": None, "histogram_rows": None,
                                  "histogram_after_slices": None,
-                                 "histogram_levels": None, "histogram_bounds_max": None, "histogram_ftz_sums": None}
+                                 "histogram_levels": None, "histogram_bounds_max": None, "histogram_ftz_sums": None,
+                                 "histogram_predicated_sums": None}
 
 
 def _tuned(name: str, default: bool) -> bool:
@@ -1024,6 +1025,13 @@ HISTOGRAM_BOUNDS_MAX = True
 # 90.2 / 71.3 -> 70.0, B = 64 470.6 -> 460.2 / 267.7 -> 262.6, B = 256 1,549.5 -> 1,512.9 / 849.6 -> 832.7 (the launch
 # variants -ftz / -noftz choose)
 HISTOGRAM_FTZ_SUMS = True
+# ... and whether the sums of masses above a bound (the bounds pass's above each depth and ahead of the draft, from
+# logits or probabilities; the search's later levels' and gather's before the window, from logits without min_p) add
+# each token's mass by a compare and a predicated add (rows.add_if_above, add_if_ahead: inline PTX) instead of a select
+# and an add: the same additions, so the same sums to the bit. Compiled for sm_90 (results/cpu-predicated-sums/): the
+# bounds pass's loop 37.8 -> 28.5 instructions a token under Triton 3.9. Not yet run on a GPU, so not the launcher's
+# (the launch variants -pred / -nopred choose)
+HISTOGRAM_PREDICATED_SUMS = False
 
 
 def _histogram_cap(device: torch.device) -> int:
@@ -1107,6 +1115,7 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
     zero_share = _cdiv(_cdiv(histogram.COUNTS.value, slices), 256) * 256
     p_block = max(_next_power_of_2(slices), 2)
     ftz_sums = _tuned("histogram_ftz_sums", HISTOGRAM_FTZ_SUMS)
+    predicated_sums = _tuned("histogram_predicated_sums", HISTOGRAM_PREDICATED_SUMS)
     if way == "bounds":
         bounds_args = (scratch.radix_part_f, scratch.decided, scratch.radix_state_f[histogram.F_M.value:],
                        *target_args, draft_ids, draft_ids.stride(0),
@@ -1116,7 +1125,7 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
                         **{flag: constexprs[flag] for flag in ("HAS_TOP_K", "HAS_TOP_P", "HAS_MIN_P")},
                         "ROUNDS": rounds, "SLICE": bounds_slice, "BLOCK": bounds_block, "PREFETCH": True,
                         "P_BLOCK": max(_next_power_of_2(bounds_slices), 2), "ROW_MAX_STRIDE": histogram.STATE.value,
-                        "FTZ_SUMS": ftz_sums}
+                        "FTZ_SUMS": ftz_sums, "PREDICATED_SUMS": predicated_sums}
         # one round per slot (each reading only the rows of requests that accepted every slot before it), or one
         # for every slot
         for slot in range(num_slots - 1) if rounds else (0,):
@@ -1133,7 +1142,7 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
     rows_way = _histogram_rows(way, batch)
     shape = {"SLICE": slice_, "BLOCK": block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1, "CAP": cap,
              "P_BLOCK": p_block, "ROW_BLOCK": max(_next_power_of_2(num_slots), 2) if rows_way != "cell" else 2,
-             "FTZ_SUMS": ftz_sums,
+             "FTZ_SUMS": ftz_sums, "PREDICATED_SUMS": predicated_sums,
              **constexprs}
     # each step's launches, by the rows their programs take (histogram.py, ROWS), with the grid's second dimension and
     # the slices a program: one program per row, or per request taking its rows in turn, or per request for its stop

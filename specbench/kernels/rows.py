@@ -151,6 +151,44 @@ def _exp_in_sum_interpreted(x):
 # race's weight) keeps tl.exp. Under the interpreter: tl.exp itself (numpy's)
 exp_in_sum = (_exp_in_sum_one_instruction if isinstance(_exp_in_sum_one_instruction, triton.runtime.JITFunction)
               else _exp_in_sum_interpreted)
+@triton.jit
+def _add_if_above_predicated(total, value, threshold, mass):
+    # total + mass where value > threshold (ordered: never for NaN), else total, as one compare and one predicated
+    # add (FSETP, @P FADD); Triton's where-then-add compiles to a select and an add besides the compare
+    return tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.gt.f32 p, $2, $3; mov.b32 $0, $1; @p add.rn.f32 $0, $1, $4; }",
+        "=f,f,f,f,f", [total, value, threshold, mass], dtype=tl.float32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _add_if_above_interpreted(total, value, threshold, mass):
+    return total + tl.where(value > threshold, mass, 0.0)
+
+
+@triton.jit
+def _add_if_ahead_predicated(total, value, pivot, offs, pivot_id, mass):
+    # total + mass where the token (value, offs) comes before the pivot (pivot_id, of value `pivot`) in the row's
+    # order (larger value, or the same value and a smaller id), else total: one integer and two chained float
+    # compares and a predicated add
+    return tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.lt.s32 p, $4, $5; setp.ge.and.f32 p, $2, $3, p; setp.gt.or.f32 p, $2, $3, p; "
+        "mov.b32 $0, $1; @p add.rn.f32 $0, $1, $6; }",
+        "=f,f,f,f,r,r,f", [total, value, pivot, offs.to(tl.int32), pivot_id.to(tl.int32), mass], dtype=tl.float32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _add_if_ahead_interpreted(total, value, pivot, offs, pivot_id, mass):
+    return total + tl.where((value > pivot) | ((value == pivot) & (offs < pivot_id)), mass, 0.0)
+
+
+# Sums of the masses of the tokens above a threshold, or ahead of a token in the row's order, one token at a time:
+# the same float32 additions as adding the mass where the condition holds and 0 where not (a sum of masses is never
+# -0, so adding 0 leaves it as it is), in two instructions a token where Triton's where-then-add takes three (four
+# for the order's tie). Under the interpreter: that where-then-add itself
+add_if_above = (_add_if_above_predicated if isinstance(_add_if_above_predicated, triton.runtime.JITFunction)
+                else _add_if_above_interpreted)
+add_if_ahead = (_add_if_ahead_predicated if isinstance(_add_if_ahead_predicated, triton.runtime.JITFunction)
+                else _add_if_ahead_interpreted)
 TILE = tl.constexpr(4)  # tokens a thread loads at once (16 bytes of float32) and folds on its own
 
 

@@ -154,9 +154,11 @@ exp_in_sum = (_exp_in_sum_one_instruction if isinstance(_exp_in_sum_one_instruct
 @triton.jit
 def _add_if_above_predicated(total, value, threshold, mass):
     # total + mass where value > threshold (ordered: never for NaN), else total, as one compare and one predicated
-    # add (FSETP, @P FADD); Triton's where-then-add compiles to a select and an add besides the compare
+    # add (FSETP, @P FADD; the move where the test fails is the register's own, which ptxas drops); Triton's
+    # where-then-add compiles to a select and an add besides the compare. Every input is read before $0 is written
+    # (the output may share a register with any input)
     return tl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.gt.f32 p, $2, $3; mov.b32 $0, $1; @p add.rn.f32 $0, $1, $4; }",
+        "{ .reg .pred p; setp.gt.f32 p, $2, $3; @p add.rn.f32 $0, $1, $4; @!p mov.b32 $0, $1; }",
         "=f,f,f,f,f", [total, value, threshold, mass], dtype=tl.float32, is_pure=True, pack=1)
 
 
@@ -172,7 +174,7 @@ def _add_if_ahead_predicated(total, value, pivot, offs, pivot_id, mass):
     # compares and a predicated add
     return tl.inline_asm_elementwise(
         "{ .reg .pred p; setp.lt.s32 p, $4, $5; setp.ge.and.f32 p, $2, $3, p; setp.gt.or.f32 p, $2, $3, p; "
-        "mov.b32 $0, $1; @p add.rn.f32 $0, $1, $6; }",
+        "@p add.rn.f32 $0, $1, $6; @!p mov.b32 $0, $1; }",
         "=f,f,f,f,r,r,f", [total, value, pivot, offs.to(tl.int32), pivot_id.to(tl.int32), mass], dtype=tl.float32, is_pure=True, pack=1)
 
 

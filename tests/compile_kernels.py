@@ -267,10 +267,14 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     out.append((_split_histogram_kernel, {**middle, "HAS_MIN_P": 0, "FTZ_SUMS": 1 - middle["FTZ_SUMS"]}, hist_warps,
                 "fp32"))
     # the masses before the window added the other way (the launch variants -pred / -nopred), given no min_p: a middle
-    # level and the gather from logits (the last level's code for them is the middle one's)
+    # level, the last one (by tl.histogram, and by atomics below) and the gather from logits, each also as the
+    # launcher's later launches take rows (below)
+    last = next(
+        constexprs for kernel, constexprs, _w, _d in out if kernel is _split_histogram_kernel
+        and constexprs["STEP"] == 1 and constexprs["LAST"] and not constexprs["TARGET_PROBS"])
     out.extend((_split_histogram_kernel, {**constexprs, "HAS_MIN_P": 0,
                                           "PREDICATED_SUMS": 1 - constexprs["PREDICATED_SUMS"]}, hist_warps, "fp32")
-               for constexprs in (middle, next(c for c in summing if c["STEP"] == 2)))
+               for constexprs in (middle, last, next(c for c in summing if c["STEP"] == 2)))
     # the last level counted by atomics (the launcher's own; `plain` above is the launch variants' -noatomic), and
     # a middle level taking four slices a program (-slices4)
     # (the last level for target logits and probabilities: their parts are computed apart)
@@ -449,7 +453,8 @@ def compile_kernel(kernel, constexprs: dict, warps: int, dtype: str, arch: int =
 
 def first_loop(kernel, constexprs: dict, warps: int, dtype: str = "fp32", arch: int = 90) -> tuple[list[str], int | None]:
     """The first innermost SASS loop of ``kernel`` compiled as ``compile_kernel`` compiles it (its opcodes, as
-    ``innermost_loops`` gives them), and its registers a thread (None where cuobjdump is missing)."""
+    ``innermost_loops`` gives them), and its registers a thread; an IndexError where cuobjdump is missing (no
+    loops then)."""
     compiled = compile_kernel(kernel, constexprs, warps, dtype, arch)
     with tempfile.TemporaryDirectory() as workdir:
         cubin = Path(workdir) / "kernel.cubin"

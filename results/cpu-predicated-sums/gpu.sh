@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # For the GPU machine, from the repository root with OUT set (issue 20): the predicated adds checked, then timed
 # beside the launcher's own path under its Triton 3.6, in one call, in this order:
-#   bash results/cpu-predicated-sums/gpu.sh check   # the GPU tests of the summing variants alone (tests.txt): -pred
-#                                                   # against -nopred bit for bit, and -ftz against -noftz (each
+#   bash results/cpu-predicated-sums/gpu.sh check   # the GPU tests of the summing variants alone (tests.txt): the
+#                                                   # helpers on hostile floats, -pred against -nopred bit for
+#                                                   # bit, and -ftz against -noftz (each
 #                                                   # compiles its kernels cold: 100-200 s; run nothing beside it)
 #   bash results/cpu-predicated-sums/gpu.sh time    # every shape compiled at once, then top_p 0.95 at B = 8, 64, 256,
 #                                                   # 512, draft logits and probs, `triton` beside -pred
@@ -18,8 +19,8 @@ export IMPLS=${IMPLS:-triton,$H-pred} BATCHES=${BATCHES:-8 64 256 512}
 for step in "$@"; do
   case $step in
     check)
-      timeout ${CHECK_LIMIT:-400} python3 -m pytest -q -p no:cacheprovider tests/test_launch.py \
-        -k "predicated_adds or one_instruction" > "$out/tests.txt" 2>&1
+      timeout ${CHECK_LIMIT:-400} python3 -m pytest -q -p no:cacheprovider tests/test_predicated_adds.py \
+        tests/test_launch.py -k "predicated or one_instruction" > "$out/tests.txt" 2>&1
       echo "tests exit $?"; tail -n 1 "$out/tests.txt" ;;
     time)
       LIMIT=${WARM_LIMIT:-200} bash results/h200-histogram-variants/run.sh warm

@@ -161,7 +161,7 @@ def _slice_sums(row, x, V, inv_temperature, start, part, SLICE: tl.constexpr, TA
                 mass = tl.exp(tl.minimum(value - reference, REACH))
         high = tl.maximum(high, value)
         total += mass
-        if PREDICATED_SUMS:  # (the same additions, two instructions a token each)
+        if PREDICATED_SUMS:  # (the same additions: two instructions a depth, four for the order)
             ahead = add_if_ahead(ahead, value, x_value, offs, x, mass)
             g0 = add_if_above(g0, value, t0, mass)
             g1 = add_if_above(g1, value, t1, mass)

@@ -147,10 +147,13 @@ def _exp_in_sum_interpreted(x):
 # rounds to even, and the flushed term decides which way) carries its bit up to the sum's last place, which needs
 # masses at exact powers of two across a hundred binades. So the same sums as tl.exp gives, but for such chains, and
 # within float32 rounding always. (A partial sum whose every term lies below 2**-126, such as a slice's far from its
-# row's largest value, is 0 here against their sum there: tiny, and gone once the row's sum takes it.) Anything else (a mass compared with min_p's threshold, a draft's probability, a
-# race's weight) keeps tl.exp. Under the interpreter: tl.exp itself (numpy's)
+# row's largest value, is 0 here against their sum there: tiny, and gone once the row's sum takes it.) Anything else
+# (a mass compared with min_p's threshold, a draft's probability, a race's weight) keeps tl.exp. Under the
+# interpreter: tl.exp itself (numpy's)
 exp_in_sum = (_exp_in_sum_one_instruction if isinstance(_exp_in_sum_one_instruction, triton.runtime.JITFunction)
               else _exp_in_sum_interpreted)
+
+
 @triton.jit
 def _add_if_above_predicated(total, value, threshold, mass):
     # total + mass where value > threshold (ordered: never for NaN), else total, as one compare and one predicated
@@ -171,11 +174,13 @@ def _add_if_above_interpreted(total, value, threshold, mass):
 def _add_if_ahead_predicated(total, value, pivot, offs, pivot_id, mass):
     # total + mass where the token (value, offs) comes before the pivot (pivot_id, of value `pivot`) in the row's
     # order (larger value, or the same value and a smaller id), else total: one integer and two chained float
-    # compares and a predicated add
+    # compares (v > pivot, or v >= pivot and a smaller id: the same as v == pivot there) and a predicated add, four
+    # instructions (ISETP, FSETP.GE.AND, FSETP.GT.OR, @P FADD) where the where-then-add takes six; ids below 2**31
     return tl.inline_asm_elementwise(
         "{ .reg .pred p; setp.lt.s32 p, $4, $5; setp.ge.and.f32 p, $2, $3, p; setp.gt.or.f32 p, $2, $3, p; "
         "@p add.rn.f32 $0, $1, $6; @!p mov.b32 $0, $1; }",
-        "=f,f,f,f,r,r,f", [total, value, pivot, offs.to(tl.int32), pivot_id.to(tl.int32), mass], dtype=tl.float32, is_pure=True, pack=1)
+        "=f,f,f,f,r,r,f", [total, value, pivot, offs.to(tl.int32), pivot_id.to(tl.int32), mass], dtype=tl.float32,
+        is_pure=True, pack=1)
 
 
 @triton.jit
@@ -184,13 +189,17 @@ def _add_if_ahead_interpreted(total, value, pivot, offs, pivot_id, mass):
 
 
 # Sums of the masses of the tokens above a threshold, or ahead of a token in the row's order, one token at a time:
-# the same float32 additions as adding the mass where the condition holds and 0 where not (a sum of masses is never
-# -0, so adding 0 leaves it as it is), in two instructions a token where Triton's where-then-add takes three (four
-# for the order's tie). Under the interpreter: that where-then-add itself
+# the same float32 additions as adding the mass where the condition holds and 0 where not, given a total that is
+# never -0 (a sum of masses starts at +0 and adds masses of at least +0: adding 0 leaves it as it is, where -0 + 0
+# would be +0), in fewer instructions (above: two, where the where-then-add takes three; ahead: four against six).
+# The add is add.rn (never fused with a product); the where-then-add's add is not fused either, as long as the mass
+# is not itself a product at the add (it is an exp's result or a loaded, clamped probability). Under the
+# interpreter: that where-then-add itself
 add_if_above = (_add_if_above_predicated if isinstance(_add_if_above_predicated, triton.runtime.JITFunction)
                 else _add_if_above_interpreted)
 add_if_ahead = (_add_if_ahead_predicated if isinstance(_add_if_ahead_predicated, triton.runtime.JITFunction)
                 else _add_if_ahead_interpreted)
+
 TILE = tl.constexpr(4)  # tokens a thread loads at once (16 bytes of float32) and folds on its own
 
 

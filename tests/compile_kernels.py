@@ -266,15 +266,15 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                for constexprs in summing for ftz in (0, 1))
     out.append((_split_histogram_kernel, {**middle, "HAS_MIN_P": 0, "FTZ_SUMS": 1 - middle["FTZ_SUMS"]}, hist_warps,
                 "fp32"))
-    # the masses before the window added the other way (the launch variants -pred / -nopred), given no min_p: a middle
+    # the masses summed the other way (the launch variants -pred / -nopred), given no min_p: the first level, a middle
     # level, the last one (by tl.histogram, and by atomics below) and the gather from logits, each also as the
     # launcher's later launches take rows (below)
-    last = next(
-        constexprs for kernel, constexprs, _w, _d in out if kernel is _split_histogram_kernel
-        and constexprs["STEP"] == 1 and constexprs["LAST"] and not constexprs["TARGET_PROBS"])
+    first, last = (next(constexprs for kernel, constexprs, _w, _d in out if kernel is _split_histogram_kernel
+                        and constexprs["STEP"] == 1 and constexprs[which] and not constexprs["DECIDE"]
+                        and not constexprs["TARGET_PROBS"]) for which in ("FIRST", "LAST"))
     out.extend((_split_histogram_kernel, {**constexprs, "HAS_MIN_P": 0,
                                           "PREDICATED_SUMS": 1 - constexprs["PREDICATED_SUMS"]}, hist_warps, "fp32")
-               for constexprs in (middle, last, next(c for c in summing if c["STEP"] == 2)))
+               for constexprs in (first, middle, last, next(c for c in summing if c["STEP"] == 2)))
     # the last level counted by atomics (the launcher's own; `plain` above is the launch variants' -noatomic), and
     # a middle level taking four slices a program (-slices4)
     # (the last level for target logits and probabilities: their parts are computed apart)

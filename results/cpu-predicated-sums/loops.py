@@ -1,5 +1,5 @@
 """The innermost SASS loops of the passes that sum masses above a bound (the bounds pass's sums, from target logits and
-from target probabilities; the split histogram path's middle and last levels and gather, from logits, top_p alone),
+from target probabilities; the split histogram path's levels and gather, from logits, top_p alone),
 compiled for sm_90 by whichever Triton runs this script (no GPU needed), with each token's mass added by a select and
 an add (PREDICATED_SUMS 0, the launch variants' -nopred) and by a compare and a predicated add (PREDICATED_SUMS 1,
 rows.add_if_above / add_if_ahead). The launcher's shapes, parts a level and last-level counting for this Triton.
@@ -19,7 +19,7 @@ from specbench.kernels import launch
 from specbench.kernels.draft_bounds import _draft_bounds_kernel
 from specbench.kernels.histogram import _split_histogram_kernel
 
-PASSES = {(1, 0, 0): "middle level", (1, 0, 1): "last level", (2, 0, 0): "gather"}
+PASSES = {(1, 1, 0): "first level", (1, 0, 0): "middle level", (1, 0, 1): "last level", (2, 0, 0): "gather"}
 
 
 def _passes() -> list[tuple[str, object, dict, int]]:

@@ -97,8 +97,9 @@ def launch_variant(name: str) -> Implementation | None:
     levels and the gather only sum taken by one instruction that flushes results below 2**-126 to zero (the
     launcher's, ``HISTOGRAM_FTZ_SUMS``), or by ``tl.exp``: the same sums either way; ``-pred`` / ``-nopred`` (last):
     the sums of masses above a bound (the bounds pass's, and the later levels' and the gather's before the window from
-    logits without min_p) add each mass by a compare and a predicated add, or by a select and an add, the launcher's
-    ``HISTOGRAM_PREDICATED_SUMS``: the same sums to the bit either way),
+    logits without min_p) add each mass by a compare and a predicated add, or by a select and an add, and the first
+    level its mass in play with no test, or with one (the launcher's ``HISTOGRAM_PREDICATED_SUMS``): the same sums to
+    the bit either way),
     None for a name of another form; a shape Triton cannot launch is a ``SpecbenchError``."""
     radix = _RADIX_NAME.fullmatch(name)
     if radix is not None:

@@ -287,7 +287,10 @@ def _slice_level(row, V, inv_temperature, m, minp_threshold, lo, hi, width, star
             else:
                 part = tl.minimum(dist * (1.0 / width), BINS - 1.0).to(tl.int32)
             hist += tl.histogram(tl.where(play, part, 0), BINS, mask=play)
-            total += tl.where(play, mass, 0.0)
+            if PREDICATED_SUMS and not (TARGET_PROBS or HAS_MIN_P):  # (out of play: a logit of -inf, of mass +0)
+                total += mass
+            else:
+                total += tl.where(play, mass, 0.0)
             later = play & (value <= low)  # ids rise along a lane: a tie moves to the larger id
             low = tl.where(later, value, low)
             low_id = tl.where(later, offs, low_id)
@@ -744,7 +747,8 @@ def _split_histogram_kernel(
     FTZ_SUMS: tl.constexpr,  # logits without min_p: the masses that are only summed by rows.exp_in_sum, not tl.exp
     # (the same sums but for chains of exact rounding ties; launch.HISTOGRAM_FTZ_SUMS)
     PREDICATED_SUMS: tl.constexpr,  # logits without min_p: the later levels' and the gather's masses before the window
-    # added by rows.add_if_above (a compare and a predicated add; the same sums; launch.HISTOGRAM_PREDICATED_SUMS)
+    # added by rows.add_if_above (a compare and a predicated add), the first level's mass in play by a plain add (a
+    # token out of play has mass +0); the same sums (launch.HISTOGRAM_PREDICATED_SUMS)
 ):
     # grid (B, K + 1, sides * cdiv(NUM_SLICES, SLICES_PER_PROGRAM)); STEP_FINISH (B, K + 1, sides); STEP_DECIDE (B,);
     # the second dimension 1 unless ROWS_PER_CELL

@@ -1028,7 +1028,8 @@ HISTOGRAM_FTZ_SUMS = True
 # ... and whether the sums of masses above a bound (the bounds pass's above each depth and ahead of the draft, from
 # logits or probabilities; the search's later levels' and gather's before the window, from logits without min_p) add
 # each token's mass by a compare and a predicated add (rows.add_if_above, add_if_ahead: inline PTX) instead of a select
-# and an add: the same additions, so the same sums to the bit. Compiled for sm_90 (results/cpu-predicated-sums/): the
+# and an add, and the first level's mass in play with no test (logits without min_p: a token out of play has mass +0):
+# the same additions, so the same sums to the bit. Compiled for sm_90 (results/cpu-predicated-sums/): the
 # bounds pass's loop 37.8 -> 28.5 instructions a token under Triton 3.9. Not yet run on a GPU, so not the launcher's
 # (the launch variants -pred / -nopred choose)
 HISTOGRAM_PREDICATED_SUMS = False

@@ -462,6 +462,32 @@ def first_loop(kernel, constexprs: dict, warps: int, dtype: str = "fp32", arch: 
         return innermost_loops(cubin)[0], resources(cubin).get("reg")
 
 
+_SUMMING_LEVELS = {(1, 1, 0): "first level", (1, 0, 0): "middle level", (1, 0, 1): "last level", (2, 0, 0): "gather"}
+
+
+def summing_passes() -> list[tuple[str, object, dict, int]]:
+    """For results scripts: the passes over a row that sum masses, each once, as ``variants()`` builds them at the
+    launcher's parts a level and last-level counting, given ``top_p`` alone (``HAS_MIN_P`` 0): the split histogram
+    path's first, middle and last levels and gather from target logits, and the bounds pass's sums from target
+    logits (in rounds) and from target probabilities; each as (what, kernel, constexprs, warps)."""
+    chosen, seen = [], set()
+    for kernel, constexprs, warps, _dtype in variants():
+        what = None
+        if kernel is _split_histogram_kernel and not constexprs["TARGET_PROBS"] \
+                and constexprs["SLICES_PER_PROGRAM"] == 1 and constexprs["ROWS"] == 0 and not constexprs["DECIDE"] \
+                and constexprs["BINS"] == launch.HISTOGRAM_BINS \
+                and (not (constexprs["STEP"] == 1 and constexprs["LAST"])
+                     or constexprs["ATOMIC"] == int(launch.HISTOGRAM_ATOMIC)):
+            what = _SUMMING_LEVELS.get((constexprs["STEP"], constexprs["FIRST"], constexprs["LAST"]))
+        elif kernel is _draft_bounds_kernel and constexprs["STEP"] == 0 \
+                and (constexprs["TARGET_PROBS"] or constexprs["ROUNDS"]):
+            what = f"bounds pass, sums, target {'probabilities' if constexprs['TARGET_PROBS'] else 'logits'}"
+        if what is not None and what not in seen:
+            seen.add(what)
+            chosen.append((what, kernel, {**constexprs, "HAS_MIN_P": 0}, warps))
+    return chosen
+
+
 def print_loops_both_ways(what: str, kernel, constexprs: dict, warps: int, flag: str, kinds: int = 5) -> None:
     """For a results script: ``kernel``'s first innermost loop with the constexpr ``flag`` 0 and 1, a line each
     (instructions an iteration, registers, the ``kinds`` commonest opcodes), then its instructions a token both ways

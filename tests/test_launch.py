@@ -492,7 +492,7 @@ def test_the_masses_summed_take_the_short_instructions_a_variant_says(monkeypatc
         assert launches and bounds, name
         assert all(c["FTZ_SUMS"] is ftz and c["PREDICATED_SUMS"] is predicated for _grid, c in launches), name
         assert all(c["FTZ_SUMS"] is ftz and c["PREDICATED_SUMS"] is predicated for c in bounds), name
-    assert (launch.HISTOGRAM_FTZ_SUMS, launch.HISTOGRAM_PREDICATED_SUMS) == (True, False)
+    assert (launch.HISTOGRAM_FTZ_SUMS, launch.HISTOGRAM_PREDICATED_SUMS) == (True, True)
     for result in results[1:]:
         assert torch.equal(result.output_token_ids, results[0].output_token_ids)
     assert launch.TUNING["histogram_ftz_sums"] is None and launch.TUNING["histogram_predicated_sums"] is None

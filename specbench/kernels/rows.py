@@ -188,6 +188,25 @@ def _add_if_ahead_interpreted(total, value, pivot, offs, pivot_id, mass):
     return total + tl.where((value > pivot) | ((value == pivot) & (offs < pivot_id)), mass, 0.0)
 
 
+@triton.jit
+def _reciprocal_one_instruction(x):
+    # 1 / x as one MUFU.RCP (rcp.approx.ftz: within an ulp; a subnormal x or result flushes to 0), where Triton's
+    # division (div.full) adds a multiply and a range fix-up of about seven instructions
+    return tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
+                                     pack=1)
+
+
+@triton.jit
+def _reciprocal_interpreted(x):
+    return 1.0 / x
+
+
+# 1 / x within an ulp, for a value only compared within a margin far above that (the tree's race candidates: an
+# exponential E_y, a normal float below 17). Under the interpreter: numpy's quotient
+reciprocal = (_reciprocal_one_instruction if isinstance(_reciprocal_one_instruction, triton.runtime.JITFunction)
+              else _reciprocal_interpreted)
+
+
 # Sums of the masses of the tokens above a threshold, or ahead of a token in the row's order, one token at a time:
 # the same float32 additions as adding the mass where the condition holds and 0 where not, given a total that is
 # never -0 (a sum of masses starts at +0 and adds masses of at least +0: adding 0 leaves it as it is, where -0 + 0
@@ -328,8 +347,9 @@ def race_logits_slice(t_row, start, stop, inv_temperature, key, exclude, SCREEN:
 
 
 @triton.jit
-def _target_weight(t_row, offs, stop, inv_temperature, m_safe, inv_s, TARGET_PROBS: tl.constexpr):
-    # p over a chunk: the cleaned probabilities, or exp(z - m) / s from the logits and their statistics
+def target_weight(t_row, offs, stop, inv_temperature, m_safe, inv_s, TARGET_PROBS: tl.constexpr):
+    # p over a chunk: the cleaned probabilities, or exp(z - m) times 1 / s from the logits and their statistics (a
+    # product where a division takes about nine instructions a token; within float rounding of the quotient)
     if TARGET_PROBS:
         return load_probs(t_row, offs, stop)
     return tl.exp(load_scaled(t_row, offs, stop, inv_temperature) - m_safe) * inv_s
@@ -356,14 +376,14 @@ def race_weights_slice(t_row, d_row, start, stop, inv_temperature, key, exclude,
     inv_sd = 1.0 / tl.where(sd == 0.0, 1.0, sd)
     ratio_screen = inv_s * 0.0  # nothing screened before the first raced chunk
     offs = start + tl.arange(0, BLOCK)
-    p_next = _target_weight(t_row, offs, stop, inv_temperature, m_safe, inv_s, TARGET_PROBS)
+    p_next = target_weight(t_row, offs, stop, inv_temperature, m_safe, inv_s, TARGET_PROBS)
     d_next = p_next
     if KIND != 0:
         d_next = tl.load(d_row + offs, mask=offs < stop, other=0.0).to(tl.float32)
     for chunk in range(start, stop, BLOCK):
         offs = chunk + tl.arange(0, BLOCK)
         p = p_next
-        p_next = _target_weight(t_row, offs + BLOCK, stop, inv_temperature, m_safe, inv_s, TARGET_PROBS)
+        p_next = target_weight(t_row, offs + BLOCK, stop, inv_temperature, m_safe, inv_s, TARGET_PROBS)
         if KIND == 0:
             w = p  # token `exclude` is left out below, where the chunk is raced
         else:

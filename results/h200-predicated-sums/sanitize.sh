@@ -7,18 +7,11 @@ set -uo pipefail
 out=${OUT:?set OUT to the folder for the results}
 export PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin PYTHONPATH=$PWD
 shards="1 3 5 7 9 11"  # (of 12: the float32 groups, the only ones the lists workload runs)
-mkdir -p "$out/w" "$out/s"
+mkdir -p "$out/w"
 for i in $shards; do
   timeout ${WORK_LIMIT:-150} python3 tests/sanitize_kernels.py --workload --part lists --shard $i/12 > "$out/w/l-$i.txt" 2>&1 &
 done
 wait
 tail -n 1 "$out"/w/l-*.txt > "$out/lists-workload.txt"; rm -rf "$out/w"
-for tool in memcheck initcheck racecheck; do
-  for i in $shards; do
-    timeout ${TOOL_LIMIT:-300} python3 tests/sanitize_kernels.py --part lists --tools $tool --shard $i/12 \
-      --out "$out/s/$tool-$i" > "$out/s/$tool-$i.txt" 2>&1 &
-  done
-done
-wait
-for f in "$out"/s/*.txt; do echo "$(basename $f .txt): $(tail -n 1 $f)"; done > "$out/lists-summary.txt"
-echo "$(grep -c clean "$out/lists-summary.txt") of 18 clean"
+source results/gpu-lib.sh
+sanitize_shards lists "1/12 3/12 5/12 7/12 9/12 11/12" ${TOOL_LIMIT:-300} "$out/s"

@@ -14,9 +14,8 @@ set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin
 out=${OUT:?set OUT to the folder for the results}
 S="python3 -m specbench --format plain"
-{ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
-  python3 -c 'import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)'
-  git rev-parse HEAD 2>/dev/null; date -u; } > "$out/machine.txt" 2>&1
+source results/gpu-lib.sh
+write_machine "$out/machine.txt"
 for step in "$@"; do
   case $step in
     time)
@@ -31,16 +30,7 @@ for step in "$@"; do
           > "$out/work-$shard.txt" 2>&1 &
       done
       wait; echo "work at ${SECONDS}s"; tail -n 1 "$out"/work-*.txt ;;
-    sanitize)
-      mkdir -p "$out/sanitize"
-      for tool in memcheck initcheck racecheck; do
-        for shard in 1 2; do
-          timeout ${LIMIT:-300} python3 tests/sanitize_kernels.py --part trees --tools $tool --shard $shard/2 \
-            --out "$out/sanitize/$tool-$shard" > "$out/sanitize/$tool-$shard.txt" 2>&1 &
-        done
-      done
-      wait; summary=$(for f in "$out"/sanitize/*check-*.txt; do echo "$(basename $f .txt): $(tail -n 1 $f)"; done)
-      echo "$summary" > "$out/sanitize/summary.txt"; echo "$(grep -c clean "$out/sanitize/summary.txt") of 6 clean" ;;
+    sanitize) sanitize_shards trees "1/2 2/2" ${LIMIT:-300} "$out/sanitize" ;;
     *) echo "usage: run.sh time|work|sanitize ..." >&2; exit 2 ;;
   esac
 done

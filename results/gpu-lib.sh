@@ -1,0 +1,29 @@
+# Shell functions the GPU machine's result scripts share (`source results/gpu-lib.sh` from the repository root):
+#   write_machine FILE                    the GPU, driver, memory and clock, Python, torch and Triton versions, the
+#                                         checkout's commit (the machine's copy of the history: read it with the
+#                                         README's note) and the date
+#   sanitize_shards PART SHARDS LIMIT DIR tests/sanitize_kernels.py --part PART under memcheck, initcheck and
+#                                         racecheck, the shards of SHARDS (say "1/2 2/2") at once, LIMIT seconds
+#                                         each, logs in DIR; DIR/summary.txt holds each process's last line, and
+#                                         the count of clean ones is printed
+write_machine() {
+  { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
+    python3 -c 'import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)'
+    git rev-parse HEAD 2>/dev/null; date -u; } > "$1" 2>&1
+}
+
+sanitize_shards() {
+  local part=$1 shards=$2 limit=$3 dir=$4 tool shard name summary
+  mkdir -p "$dir"
+  for tool in memcheck initcheck racecheck; do
+    for shard in $shards; do
+      name=$tool-${shard%%/*}
+      timeout "$limit" python3 tests/sanitize_kernels.py --part "$part" --tools $tool --shard "$shard" \
+        --out "$dir/$name" > "$dir/$name.txt" 2>&1 &
+    done
+  done
+  wait
+  summary=$(for f in "$dir"/*check-*.txt; do echo "$(basename "$f" .txt): $(tail -n 1 "$f")"; done)
+  echo "$summary" > "$dir/summary.txt"
+  echo "$(grep -c clean "$dir/summary.txt") of $(wc -l < "$dir/summary.txt") clean"
+}

@@ -103,6 +103,10 @@ def _timers(text: str | None, cuda_graph: bool | None, on_gpu: bool, grid: Grid)
                              f"{timing.DEFAULT_GPU_TIMER},graph)")
     names = _items("--timer", text)
     if not on_gpu:
+        unknown = [name for name in names if name not in timing.TIMERS]
+        if unknown:
+            raise SpecbenchError(f"--timer takes perf_counter on the CPU ({', '.join(GPU_TIMERS)} on a CUDA GPU), "
+                                 f"got {unknown[0]!r}")
         other = [name for name in names if name != "perf_counter"]
         if other:
             raise SpecbenchError(f"--timer {other[0]} needs a CUDA GPU; a CPU run times every row with perf_counter")
@@ -630,7 +634,9 @@ def _time_run(run: _PlannedRun, opened: _OpenedRun, no_charts: bool) -> None:
     where = metadata["device"]
     kept = f" ({len(previous)} rows already there are kept, not run again)" if previous else ""
     kept += f" (shard {shard_choice} of a {num_cases}-case grid)" if shard_choice else ""
-    console.print(f"{len(cases)} cases x {len(implementations)} implementations on {escape(where)}; copy bandwidth "
+    grid = (f"{len(cases)} case{'s' * (len(cases) != 1)} x {len(implementations)} "
+            f"implementation{'s' * (len(implementations) != 1)}")
+    console.print(f"{grid} on {escape(where)}; copy bandwidth "
                   f"{_fmt(peak, ',.0f', ' GB/s')}; writing to {escape(str(out_dir))}/{kept}", highlight=False)
     new_records: list[dict] = []
 

@@ -68,7 +68,7 @@ def compare_command(
     changed."""
     try:
         thresholds = compare.parse_thresholds(threshold or [])
-        host = compare.parse_thresholds([host_threshold])[None]
+        host = compare.parse_thresholds([host_threshold], "--host-threshold")[None]
         files = compare_report.ReportFiles(markdown, json_file, chart)
         comparison, written = compare_report.run_gate(baseline, current, thresholds, host, files, calibration, confirm)
     except SpecbenchError as exc:

@@ -64,7 +64,7 @@ def cost_model(costs: str | None, roofline: bool, roofline_options: dict[str, st
         try:
             return _step_costs().load_cost_file(path)
         except (OSError, ValueError, KeyError) as exc:
-            raise SpecbenchError(f"--costs {costs} cannot be read ({type(exc).__name__}: {exc})") from None
+            raise SpecbenchError(f"--costs {costs} cannot be read: {exc}") from None
     if roofline:
         missing = [o for o in ("--gpu", "--target-model", "--context") if roofline_options[o] is None]
         if missing:

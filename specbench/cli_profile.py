@@ -9,6 +9,7 @@ bootstrap intervals, GOF p-values and AIC, the best model named, optionally the 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any, NamedTuple
 
@@ -136,12 +137,17 @@ def _fit(files, *, output: Path, model, name, cost_ratio, force: bool, extend_k,
         raise SpecbenchError(f"{output} exists; pass --force to replace it or choose another --output")
     if output.exists() and output.is_dir():
         raise SpecbenchError(f"--output {output} is a folder; give a file name such as {output / 'profile.toml'}")
+    if figure is not None:
+        _check_figure(figure)
     cost = None
     if cost_ratio is not None:
         try:
-            cost = acceptance.check_cost_ratio(float(cost_ratio))
+            number = float(cost_ratio)
         except ValueError:
             raise SpecbenchError(f"--cost-ratio takes a number, got {cost_ratio!r}") from None
+        if not (math.isfinite(number) and number >= 0):
+            raise SpecbenchError(f"--cost-ratio must be a finite number >= 0, got {cost_ratio}")
+        cost = acceptance.check_cost_ratio(number)
     if extend_k is not None:
         from specbench import scenarios as scenario_module
 
@@ -176,6 +182,20 @@ def _fit(files, *, output: Path, model, name, cost_ratio, force: bool, extend_k,
     text = profile_fit.scenario_toml(fit, name or output.stem, cost, comparison, extend_k, chosen)
     _write_scenario(text, output)
     return _Fitted(counts, fit, comparison, skipped)
+
+
+def _check_figure(figure: Path) -> None:
+    """Refuse a --figure that cannot be written, before the scenario is: a folder, a folder that does not exist, or a
+    name whose suffix is not one of the figure's formats."""
+    if figure.is_dir():
+        raise SpecbenchError(f"--figure {figure} is a folder; give a file name such as {figure / 'profile-fit.png'}")
+    if not figure.parent.is_dir():
+        raise SpecbenchError(f"--figure {figure}: no folder {figure.parent}")
+    suffix = figure.suffix.lower().lstrip(".")
+    if suffix not in profile_charts.FIGURE_FORMATS:
+        got = f"'.{suffix}'" if suffix else "no suffix"
+        raise SpecbenchError(f"--figure writes {', '.join(profile_charts.FIGURE_FORMATS)} (named by the file's "
+                             f"suffix), got {figure} with {got}")
 
 
 def _report(fitted: _Fitted, output: Path, extend_k, figure) -> None:

@@ -195,30 +195,31 @@ class Comparison:
         return lines + self.busy_runs()
 
 
-def parse_thresholds(texts: Sequence[str]) -> dict[str | None, float]:
-    """``["5%", "greedy=3%", "0.02"]`` into ``{None: default, "greedy": 0.03}``; fractions or percents."""
+def parse_thresholds(texts: Sequence[str], option: str = "--threshold") -> dict[str | None, float]:
+    """``["5%", "greedy=3%", "0.02"]`` into ``{None: default, "greedy": 0.03}``; fractions or percents. ``option``
+    names the flag they came from in a refusal."""
     thresholds: dict[str | None, float] = {None: DEFAULT_THRESHOLD}
     for text in texts:
         for item in (part.strip() for part in text.split(",")):
             if not item:
-                raise SpecbenchError(f"--threshold takes 5% or MODE=5%, got {text!r}")
+                raise SpecbenchError(f"{option} takes 5% or MODE=5%, got {text!r}")
             mode, _, value = item.rpartition("=")
             if mode and mode not in MODES:
-                raise SpecbenchError(f"--threshold names an unknown mode {mode!r}; choose from {', '.join(MODES)}")
-            thresholds[mode or None] = _fraction(value, item)
+                raise SpecbenchError(f"{option} names an unknown mode {mode!r}; choose from {', '.join(MODES)}")
+            thresholds[mode or None] = _fraction(value, item, option)
     return thresholds
 
 
-def _fraction(value: str, item: str) -> float:
+def _fraction(value: str, item: str, option: str) -> float:
     text = value.strip()
     try:
         number = float(text.removesuffix("%"))
     except ValueError:
-        raise SpecbenchError(f"--threshold takes a percentage such as 5% (or a fraction such as 0.05), got "
+        raise SpecbenchError(f"{option} takes a percentage such as 5% (or a fraction such as 0.05), got "
                              f"{item!r}") from None
     fraction = number / 100 if text.endswith("%") else number
     if not (math.isfinite(fraction) and 0 < fraction < 1):
-        raise SpecbenchError(f"--threshold must lie between 0% and 100%, got {item!r}")
+        raise SpecbenchError(f"{option} must lie between 0% and 100%, got {item!r}")
     return fraction
 
 

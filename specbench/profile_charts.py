@@ -32,6 +32,9 @@ def _wilson(successes: int, trials: int) -> tuple[float, float]:
     return float(interval.low), float(interval.high)
 
 
+FIGURE_FORMATS = ("png", "svg", "pdf")  # what --figure writes, by its file's suffix
+
+
 def render_fit_chart(comparison: profile_models.Comparison, num_drafts: int, accepted_per_position: list[int],
                      path: str | Path, extend_k: int | None = None) -> Path:
     """Draw the figure for ``comparison`` (fitted to these counts) up to ``extend_k`` positions; return ``path``."""

@@ -210,6 +210,8 @@ def test_bad_options_get_one_sentence_and_exit_2(args, message):
         (["--device", "cuda"], "device 'cuda' was asked for, but torch sees no CUDA GPU"),
         (["--impl", "triton"], "no implementation can run here (triton: no GPU here"),
         (["--timer", "host-free"], "--timer host-free needs a CUDA GPU; a CPU run times every row with perf_counter"),
+        (["--timer", "perf_counter,stopwatch"],
+         "--timer takes perf_counter on the CPU (host-free, cold-graph, events, graph on a CUDA GPU), got 'stopwatch'"),
         (["--timer", "perf_counter,graph"], "--timer graph needs a CUDA GPU"),
         (["--timer", "graph", "--no-cuda-graph"], "give --timer or --cuda-graph/--no-cuda-graph, not both"),
     ],

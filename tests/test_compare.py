@@ -125,6 +125,14 @@ def test_cpu_rows_are_judged_at_the_host_threshold(quick_run, tmp_path):
     assert result.exit_code == 1 and "±10%" in result.output
 
 
+@pytest.mark.parametrize(("option", "value"), [("--threshold", "-1"), ("--host-threshold", "-1"),
+                                                ("--host-threshold", "150%")])
+def test_a_threshold_out_of_range_is_refused_naming_its_option(quick_run, tmp_path, option, value):
+    result = _compare(quick_run, quick_run, option, value)
+    assert result.exit_code == 2
+    assert f"{option} must lie between 0% and 100%, got '{value}'" in _one_line(result.stderr)
+
+
 def test_a_one_percent_change_passes(quick_run, tmp_path):
     baseline = _with_samples(quick_run, tmp_path / "base", seed=1)
     everything = {i: 1.01 for i in range(100)}

@@ -188,6 +188,23 @@ def test_the_written_scenario_runs_in_a_sweep_beside_its_min_variance_twin(tmp_p
     assert "min-variance, same L: Var(A)" in swept.output
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (["--figure", "fit.txt"], "--figure writes png, svg, pdf (named by the file's suffix), got"),
+    (["--figure", "no-such-folder/fit.png"], "--figure no-such-folder/fit.png: no folder no-such-folder"),
+    (["--cost-ratio", "-1"], "--cost-ratio must be a finite number >= 0, got -1"),
+    (["--cost-ratio", "nan"], "--cost-ratio must be a finite number >= 0, got nan"),
+    (["--cost-ratio", "cheap"], "--cost-ratio takes a number, got 'cheap'"),
+])
+def test_a_figure_or_cost_that_cannot_be_taken_is_refused_before_anything_is_written(tmp_path, monkeypatch, args,
+                                                                                      message):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "eagle.toml"
+    result = _fit(str(EXAMPLES / "vllm-metrics-before.prom"), str(EXAMPLES / "vllm-metrics-after.prom"),
+                  "-o", str(out), *args)
+    assert result.exit_code == 2 and message in " ".join(result.stderr.split())
+    assert "Traceback" not in result.output and not out.exists()
+
+
 def test_scrapes_and_logs_are_not_mixed_and_model_is_for_scrapes(tmp_path):
     log = _write(tmp_path, "server.log", LOG)
     scrape = _write(tmp_path, "m.prom", _scrape({"0": {"drafts": 10, "pos": [5, 4, 3]}}))

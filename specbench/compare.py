@@ -186,13 +186,14 @@ class Comparison:
         return lines
 
     def warnings(self) -> list[str]:
-        """Every setting that differs between the runs, then every busy run: one line each."""
+        """Every setting that differs between the runs, then every busy run of kernels (a sweep's counts and a plan's
+        modelled times do not depend on how busy the machine was): one line each."""
         lines = []
         for difference in self.differences:
             why = ("it changes what a timing sample measures, so the rows it touches get no verdict"
                    if difference.invalidates else "results may differ for that reason alone")
             lines.append(f"{difference}: {why}")
-        return lines + self.busy_runs()
+        return lines + (self.busy_runs() if self.kind == "kernels" else [])
 
 
 def parse_thresholds(texts: Sequence[str], option: str = "--threshold") -> dict[str | None, float]:

@@ -46,8 +46,8 @@ class TreeShape:
             raise SpecbenchError(f"a draft tree holds at most {MAX_TREE_NODES} nodes, got {len(parents)}")
         for j, parent in enumerate(parents):
             if isinstance(parent, bool) or not isinstance(parent, int) or not -1 <= parent < j:
-                raise SpecbenchError(f"parent of node {j} must be -1 (the root) or an earlier node 0..{j - 1}, "
-                                     f"got {parent!r}")
+                earlier = "" if j == 0 else f" or an earlier node ({'0' if j == 1 else f'0..{j - 1}'})"
+                raise SpecbenchError(f"parent of node {j} must be -1 (the root){earlier}, got {parent!r}")
         object.__setattr__(self, "parents", parents)
         if self.depth > MAX_TREE_DEPTH:
             raise SpecbenchError(f"a draft tree is at most {MAX_TREE_DEPTH} deep, got depth {self.depth}")

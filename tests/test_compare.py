@@ -289,6 +289,16 @@ def test_a_changed_count_in_a_fixed_seed_sweep_fails(tmp_path):
     assert result.exit_code == 1 and "changed" in result.output
 
 
+def test_a_sweep_made_on_a_busy_machine_is_not_warned_about(tmp_path):
+    # a sweep's verdicts come from its counts, which a busy machine does not change (its times are not judged)
+    busy = tmp_path / "busy"
+    shutil.copytree(SWEEP_REFERENCE, busy)
+    _edit(busy, lambda p: p["metadata"].update(cpu_count=2, threads=1, load_average_start=9.0, load_average_end=9.0))
+    result = _compare(SWEEP_REFERENCE, busy)
+    assert result.exit_code == 0 and "2 same" in result.output
+    assert "busy" not in result.output + result.stderr
+
+
 def test_sweeps_under_other_seeds_are_compared_through_chance(tmp_path):
     other = runner.invoke(app, ["sweep", "-l", "2.5", "-k", "2,3", "-n", "20000", "--seed", "5", "--no-charts",
                                 "-o", str(tmp_path / "seed5")])

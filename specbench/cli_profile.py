@@ -9,7 +9,6 @@ bootstrap intervals, GOF p-values and AIC, the best model named, optionally the 
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Annotated, Any, NamedTuple
 
@@ -145,9 +144,10 @@ def _fit(files, *, output: Path, model, name, cost_ratio, force: bool, extend_k,
             number = float(cost_ratio)
         except ValueError:
             raise SpecbenchError(f"--cost-ratio takes a number, got {cost_ratio!r}") from None
-        if not (math.isfinite(number) and number >= 0):
-            raise SpecbenchError(f"--cost-ratio must be a finite number >= 0, got {cost_ratio}")
-        cost = acceptance.check_cost_ratio(number)
+        try:
+            cost = acceptance.check_cost_ratio(number)
+        except SpecbenchError:
+            raise SpecbenchError(f"--cost-ratio must be a finite number >= 0, got {cost_ratio}") from None
     if extend_k is not None:
         from specbench import scenarios as scenario_module
 

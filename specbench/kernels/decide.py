@@ -21,11 +21,11 @@ from specbench.kernels.rows import (
     clean,
     clean_prob,
     load_probs,
-    load_scaled,
     prob_of,
     race_logits_slice,
     race_weights_slice,
     rounded_product,
+    target_weight,
 )
 
 MODE_GREEDY = tl.constexpr(0)
@@ -89,27 +89,29 @@ def draft_prob_of(value, inv_temperature, md, sd, DRAFT: tl.constexpr):
 
 @triton.jit
 def target_chunk(t_row, offs, V, inv_temperature, m, s, TARGET_PROBS: tl.constexpr):
-    # p over a chunk of a row: the cleaned probabilities, or exp(z - m) / s (0 past V either way)
-    if TARGET_PROBS:
-        return load_probs(t_row, offs, V)
+    # p over a chunk of a row: the cleaned probabilities, or exp(z - m) times 1 / s (rows.target_weight, the chain's
+    # race's arithmetic: a product where a division takes about nine instructions a token; within float rounding of
+    # the quotient), 0 past V either way
     m_safe = tl.where(m == float("-inf"), 0.0, m)
-    return tl.exp(load_scaled(t_row, offs, V, inv_temperature) - m_safe) / tl.where(s == 0.0, 1.0, s)
+    return target_weight(t_row, offs, V, inv_temperature, m_safe, 1.0 / tl.where(s == 0.0, 1.0, s), TARGET_PROBS)
 
 
 @triton.jit
 def draft_chunk(d_row, offs, V, inv_temperature, md, sd, x, DRAFT: tl.constexpr):
-    # q over a chunk of a row: the softmax of the draft logits (md, sd), the given draft probabilities (cleaned
-    # as target probabilities are), or the one-hot at x (one-hot drafts, and draft-logit rows with no finite value: md = -inf)
-    one_hot = tl.where(offs == x, 1.0, 0.0)
+    # q over a chunk of a row likewise: the softmax of the draft logits as exp(z - md) times 1 / sd, the given draft
+    # probabilities (cleaned as target probabilities are), or the one-hot at x (one-hot drafts, and draft-logit rows
+    # with no finite value: md = -inf, a row not read), x compared as int32 (a caller that may pass an id outside
+    # [0, V) discards q there)
     if DRAFT == DRAFT_LOGITS:
-        md_safe = tl.where(md == float("-inf"), 0.0, md)
-        d = tl.load(d_row + offs, mask=offs < V, other=float("-inf")).to(tl.float32)
-        q = tl.exp(clean(d * inv_temperature) - md_safe) / tl.where(sd == 0.0, 1.0, sd)
-        q = tl.where(md == float("-inf"), one_hot, q)
+        if md == float("-inf"):
+            q = tl.where(offs == x.to(tl.int32), 1.0, 0.0)
+        else:
+            d = tl.load(d_row + offs, mask=offs < V, other=float("-inf")).to(tl.float32)
+            q = tl.exp(clean(d * inv_temperature) - md) * (1.0 / tl.where(sd == 0.0, 1.0, sd))
     elif DRAFT == DRAFT_PROBS:
         q = load_probs(d_row, offs, V)
     else:
-        q = one_hot
+        q = tl.where(offs == x.to(tl.int32), 1.0, 0.0)
     return q
 
 

@@ -109,6 +109,12 @@ def argmax_slice(row_ptr, start, stop, TARGET_PROBS: tl.constexpr, BLOCK: tl.con
     return lowest_best(lane_val, lane_idx)
 
 
+def _with_ptx(ptx, interpreted):
+    # the function of inline PTX where kernels compile, its plain Triton twin under the interpreter (which runs no
+    # PTX; there @triton.jit gives no JITFunction)
+    return ptx if isinstance(ptx, triton.runtime.JITFunction) else interpreted
+
+
 @triton.jit
 def _exp2_one_instruction(x):
     # 2**x as one MUFU.EX2: results below 2**-126 flush to zero, where Triton's exp2 adds a range
@@ -124,7 +130,7 @@ def _exp2_interpreted(x):
 
 
 # the interpreter runs no PTX: there 2**x is numpy's
-exp2 = _exp2_one_instruction if isinstance(_exp2_one_instruction, triton.runtime.JITFunction) else _exp2_interpreted
+exp2 = _with_ptx(_exp2_one_instruction, _exp2_interpreted)
 LOG2E = tl.constexpr(1.4426950408889634)
 
 
@@ -150,8 +156,7 @@ def _exp_in_sum_interpreted(x):
 # row's largest value, is 0 here against their sum there: tiny, and gone once the row's sum takes it.) Anything else
 # (a mass compared with min_p's threshold, a draft's probability, a race's weight) keeps tl.exp. Under the
 # interpreter: tl.exp itself (numpy's)
-exp_in_sum = (_exp_in_sum_one_instruction if isinstance(_exp_in_sum_one_instruction, triton.runtime.JITFunction)
-              else _exp_in_sum_interpreted)
+exp_in_sum = _with_ptx(_exp_in_sum_one_instruction, _exp_in_sum_interpreted)
 
 
 @triton.jit
@@ -203,8 +208,7 @@ def _reciprocal_interpreted(x):
 
 # 1 / x within an ulp, for a value only compared within a margin far above that (the tree's race candidates: an
 # exponential E_y, a normal float below 17). Under the interpreter: numpy's quotient
-reciprocal = (_reciprocal_one_instruction if isinstance(_reciprocal_one_instruction, triton.runtime.JITFunction)
-              else _reciprocal_interpreted)
+reciprocal = _with_ptx(_reciprocal_one_instruction, _reciprocal_interpreted)
 
 
 # Sums of the masses of the tokens above a threshold, or ahead of a token in the row's order, one token at a time:
@@ -214,10 +218,8 @@ reciprocal = (_reciprocal_one_instruction if isinstance(_reciprocal_one_instruct
 # The add is add.rn (never fused with a product); the where-then-add's add is not fused either, as long as the mass
 # is not itself a product at the add (it is an exp's result or a loaded, clamped probability). Under the
 # interpreter: that where-then-add itself
-add_if_above = (_add_if_above_predicated if isinstance(_add_if_above_predicated, triton.runtime.JITFunction)
-                else _add_if_above_interpreted)
-add_if_ahead = (_add_if_ahead_predicated if isinstance(_add_if_ahead_predicated, triton.runtime.JITFunction)
-                else _add_if_ahead_interpreted)
+add_if_above = _with_ptx(_add_if_above_predicated, _add_if_above_interpreted)
+add_if_ahead = _with_ptx(_add_if_ahead_predicated, _add_if_ahead_interpreted)
 
 TILE = tl.constexpr(4)  # tokens a thread loads at once (16 bytes of float32) and folds on its own
 

@@ -12,9 +12,10 @@ target row as the chain kernels do and tests the children one by one:
   replacement) are kept in lane ``k`` of small vectors, and the residual ``r`` is never stored: wherever
   it is needed (``r(x)`` of a later sibling, the mass ``R`` for the next one, the final race) it is
   replayed from the target row and the rejected siblings' draft rows, ``r <- max(r - R_j q_j, 0)`` in
-  rank order, the reference's arithmetic but for p and q over a chunk, ``exp(z - m)`` times ``1 / s`` (the chain's
-  race's; ``_p_chunk``, ``_q_chunk``) where the reference divides: float rounding apart. After a one-hot draft (one-hot drafts, an invalid draft-logit row)
-  the next mass is ``R - r(x)`` from the test's own values, with no pass (the contract). A chain (one child
+  rank order, the reference's arithmetic but for p and q over a chunk, ``exp(z - m)`` times ``1 / s``
+  (``decide.target_chunk``, ``draft_chunk``) where the reference divides: float rounding apart. After a one-hot
+  draft (one-hot drafts, an invalid draft-logit row) the next mass is ``R - r(x)`` from the test's own values, with
+  no pass (the contract). A chain (one child
   per place) thus reads each target row once and the terminal row twice, as the chain kernel does, and so
   does a tree of one-hot candidates;
 - synthetic rows: children accepted by the positional table, rows read only to emit.
@@ -43,24 +44,23 @@ from specbench.kernels.decide import (
     MODE_SYNTHETIC,
     RESIDUAL,
     SAMPLE,
+    draft_chunk,
     draft_prob_of,
     merge_rows,
     request_setup,
     request_valid,
     sample_row,
+    target_chunk,
     target_prob_of,
 )
 from specbench.kernels.rng import hash_word, neg_log_of_uniform, stream_key, uniform_at, uniform_of
 from specbench.kernels.rows import (
     argmax_slice,
-    clean,
-    load_probs,
     lowest_best,
     race_lanes,
     ratio_best,
     reciprocal,
     softmax_stats_slice,
-    target_weight,
 )
 from specbench.kernels.split import (
     last_to_arrive,
@@ -86,40 +86,14 @@ def _lane(values, lanes, j):
 
 
 @triton.jit
-def _p_chunk(t_row, offs, V, inv_temperature, m, s, TARGET_PROBS: tl.constexpr):
-    # p over a chunk as the passes over rows and their replays take it: the cleaned probabilities, or exp(z - m)
-    # times 1 / s (rows.target_weight, the chain's race's arithmetic; 0 past V either way)
-    m_safe = tl.where(m == float("-inf"), 0.0, m)
-    return target_weight(t_row, offs, V, inv_temperature, m_safe, 1.0 / tl.where(s == 0.0, 1.0, s), TARGET_PROBS)
-
-
-@triton.jit
-def _q_chunk(d_row, offs, V, inv_temperature, md, sd, x, DRAFT: tl.constexpr):
-    # q over a chunk likewise: the softmax of the draft logits as exp(z - md) times 1 / sd, the given draft
-    # probabilities (cleaned as target probabilities are), or the one-hot at x (one-hot drafts, and draft-logit rows
-    # with no finite value: md = -inf; x a token in [0, V), compared as int32)
-    if DRAFT == DRAFT_LOGITS:
-        if md == float("-inf"):
-            q = tl.where(offs == x.to(tl.int32), 1.0, 0.0)
-        else:
-            d = tl.load(d_row + offs, mask=offs < V, other=float("-inf")).to(tl.float32)
-            q = tl.exp(clean(d * inv_temperature) - md) * (1.0 / tl.where(sd == 0.0, 1.0, sd))
-    elif DRAFT == DRAFT_PROBS:
-        q = load_probs(d_row, offs, V)
-    else:
-        q = tl.where(offs == x.to(tl.int32), 1.0, 0.0)
-    return q
-
-
-@triton.jit
 def _sibling_q(d_base, d_stride, offs, V, inv_temperature, lanes, j, sib_node, sib_token, sib_valid, sib_md,
                sib_sd, sib_div, DRAFT: tl.constexpr, WITHOUT_REPLACEMENT: tl.constexpr):
     # q_j over a chunk for the rejected sibling of rank j: its row (its draft law), and drawn without
     # replacement, its elder siblings' tokens set to 0 and the rest divided by its divisor (0 when none is left)
     node = _lane(sib_node, lanes, j)
     x = _lane(sib_token, lanes, j)
-    q = _q_chunk(d_base + node.to(tl.int64) * d_stride, offs, V, inv_temperature, _lane(sib_md, lanes, j),
-                 _lane(sib_sd, lanes, j), x, DRAFT)
+    q = draft_chunk(d_base + node.to(tl.int64) * d_stride, offs, V, inv_temperature, _lane(sib_md, lanes, j),
+                    _lane(sib_sd, lanes, j), x, DRAFT)
     if WITHOUT_REPLACEMENT:
         for i in range(j):
             elder = _lane(sib_token, lanes, i)
@@ -135,7 +109,7 @@ def _residual_chunk(t_row, d_base, d_stride, offs, V, inv_temperature, m, s, rej
                     WITHOUT_REPLACEMENT: tl.constexpr):
     # the residual over a chunk after `rejected` siblings: r = p, then r <- max(r - R_j q_j, 0) for each valid
     # rejected sibling j in rank order (an absent one leaves r as it is)
-    r = _p_chunk(t_row, offs, V, inv_temperature, m, s, TARGET_PROBS)
+    r = target_chunk(t_row, offs, V, inv_temperature, m, s, TARGET_PROBS)
     for j in range(rejected):
         if _lane(sib_valid, lanes, j) != 0:
             q = _sibling_q(d_base, d_stride, offs, V, inv_temperature, lanes, j, sib_node, sib_token, sib_valid,
@@ -237,9 +211,9 @@ def _mass_and_candidates(t_row, d_base, d_stride, start, stop, inv_temperature, 
     div = _lane(sib_div, lanes, 0)
     for chunk in range(start, stop, BLOCK):
         offs = chunk + tl.arange(0, BLOCK)
-        a = _p_chunk(t_row, offs, stop, inv_temperature, m, s, TARGET_PROBS)
+        a = target_chunk(t_row, offs, stop, inv_temperature, m, s, TARGET_PROBS)
         if valid:
-            q = _q_chunk(d_row, offs, stop, inv_temperature, md, sd, x, DRAFT)
+            q = draft_chunk(d_row, offs, stop, inv_temperature, md, sd, x, DRAFT)
             if WITHOUT_REPLACEMENT:
                 q = tl.where(div > 0.0, q / tl.where(div > 0.0, div, 1.0), 0.0)
             a = tl.maximum(a - mass * q, 0.0)

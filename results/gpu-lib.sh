@@ -1,4 +1,6 @@
-# Shell functions the GPU machine's result scripts share (`source results/gpu-lib.sh` from the repository root):
+# What the GPU machine's result scripts share (`source results/gpu-lib.sh` from the repository root). Sourcing it
+# exports PYTHONPATH (the checkout, so that `python3 -m specbench` runs it), PYTHONUNBUFFERED and CUDA's bin folder on
+# PATH (compute-sanitizer), and defines two shell functions:
 #   write_machine FILE                    the GPU, driver, memory and clock, Python, torch and Triton versions, the
 #                                         checkout's commit (the machine's copy of the history: read it with the
 #                                         README's note) and the date
@@ -6,6 +8,8 @@
 #                                         racecheck, the shards of SHARDS (say "1/2 2/2") at once, LIMIT seconds
 #                                         each, logs in DIR; DIR/summary.txt holds each process's last line, and
 #                                         the count of clean ones is printed
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin
+
 write_machine() {
   { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
     python3 -c 'import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)'

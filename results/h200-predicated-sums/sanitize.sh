@@ -5,7 +5,7 @@
 # WORK_LIMIT and TOOL_LIMIT: seconds for the workload and for each sanitizer process.
 set -uo pipefail
 out=${OUT:?set OUT to the folder for the results}
-export PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin PYTHONPATH=$PWD
+source results/gpu-lib.sh
 shards="1 3 5 7 9 11"  # (of 12: the float32 groups, the only ones the lists workload runs)
 mkdir -p "$out/w"
 for i in $shards; do
@@ -13,5 +13,4 @@ for i in $shards; do
 done
 wait
 tail -n 1 "$out"/w/l-*.txt > "$out/lists-workload.txt"; rm -rf "$out/w"
-source results/gpu-lib.sh
 sanitize_shards lists "1/12 3/12 5/12 7/12 9/12 11/12" ${TOOL_LIMIT:-300} "$out/s"

@@ -11,10 +11,9 @@
 # sanitize: that workload under memcheck, initcheck and racecheck, two shards each, all at once.
 # (TIME_LIMIT, WORK_LIMIT, LIMIT: seconds for each step's processes; IMPLS, DRAFTS replace what `time` runs.)
 set -uo pipefail
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin
 out=${OUT:?set OUT to the folder for the results}
-S="python3 -m specbench --format plain"
 source results/gpu-lib.sh
+S="python3 -m specbench --format plain"
 write_machine "$out/machine.txt"
 for step in "$@"; do
   case $step in

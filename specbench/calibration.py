@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specbench import results
 from specbench.compare_inputs import by_key, kernels_label, setting_differences
 from specbench.errors import SpecbenchError
 
@@ -78,7 +79,8 @@ def minimum_detectable_change(medians: Sequence[float], safety_factor: float = S
 def calibrate(runs: Sequence[str | Path], safety_factor: float = SAFETY_FACTOR, floor: float = FLOOR) -> dict[str, Any]:
     """The calibration of A/A kernels ``runs`` (module docstring) as plain data, ready for JSON.
 
-    A ``SpecbenchError`` for fewer than two runs, a run that is not a kernels run, runs of different
+    A ``SpecbenchError`` for fewer than two runs, a run given twice (a folder and its ``results.json``,
+    or two spellings of one path, are one run), a run that is not a kernels run, runs of different
     commits or of a setting that changes what a sample measures (device, threads, flush, clock), a
     case whose runs name different timers, or no case timed in every run.
     """
@@ -86,6 +88,13 @@ def calibrate(runs: Sequence[str | Path], safety_factor: float = SAFETY_FACTOR, 
 
     if len(runs) < 2:
         raise SpecbenchError(f"a calibration needs two or more runs of one commit, got {len(runs)}")
+    given: dict[Path, str | Path] = {}
+    for path in runs:
+        file = results.results_file(path).resolve()
+        if file in given:
+            raise SpecbenchError(f"{path} is the run {given[file]} again: an A/A calibration needs each run once, "
+                                 f"since a run compared with itself shows no spread")
+        given[file] = path
     loaded = [(str(path), *load_run(path)) for path in runs]
     first_path, first_meta, _ = loaded[0]
     for path, metadata, _ in loaded:
@@ -127,9 +136,8 @@ def calibrate(runs: Sequence[str | Path], safety_factor: float = SAFETY_FACTOR, 
 
 
 def write_calibration(calibration: dict[str, Any], path: Path) -> None:
-    """Write a calibration as JSON; an unwritable target is a ``SpecbenchError``."""
+    """Write a calibration as JSON into an existing folder; an unwritable target is a ``SpecbenchError``."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(calibration, indent=2) + "\n")
     except OSError as exc:
         raise SpecbenchError(f"cannot write the calibration to {path}: {exc.strerror or exc}") from exc

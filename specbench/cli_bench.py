@@ -375,9 +375,9 @@ def kernels_command(
     scenario: Annotated[str | None, typer.Option(
         "--scenario", "-s", metavar="FILE|NAME", help="Acceptance profiles (K and rates) from a scenario file "
         "instead of --acceptance-length and --num-spec-tokens.", show_default=False)] = None,
-    impl: Annotated[str | None, typer.Option(
-        "--impl", metavar="NAMES", help="Implementations to time, comma-separated: torch, triton, triton-split, "
-        "triton-sequential, flashinfer, flashinfer-truncated, vllm, vllm-mrv2, sglang, sglang-tree, "
+    impl: Annotated[list[str] | None, typer.Option(
+        "--impl", metavar="NAMES", help="Implementations to time, comma-separated or repeated: torch, triton, "
+        "triton-split, triton-sequential, flashinfer, flashinfer-truncated, vllm, vllm-mrv2, sglang, sglang-tree, "
         "sglang-tree-cuda, sglang-tree-target-only, a plugin's name, module:function or file.py:function "
         "(default torch, triton where they run); Triton launch variants: "
         "triton-split-BLOCKxWARPS[-chunkN], triton-sequential-BLOCKxWARPS, triton-radix-SLICExBLOCKxWARPS"
@@ -507,6 +507,7 @@ class _OpenedRun(NamedTuple):
     previous: list
     writer: Any
     peak: float | None
+    resume: bool
 
 
 def _plan_run(
@@ -585,7 +586,8 @@ def _plan_run(
     thread_count = machine.parse_threads(threads)
     # the gate times the project's kernels on a GPU, the torch backend on a CPU (--impl overrides)
     quick_impls = (["triton"] if on_gpu else ["torch"]) if quick else []
-    implementations = _implementations(_items("--impl", impl) or quick_impls, device_name, interpret)
+    names = [name for text in impl or [] for name in _items("--impl", text)]
+    implementations = _implementations(names or quick_impls, device_name, interpret)
     bench.check_sizes(cases, implementations, device_name, machine.memory_bytes(device_name))
     if convert not in ("outside", "inside"):
         raise SpecbenchError(f"--convert must be outside or inside, got {convert!r}")
@@ -618,7 +620,7 @@ def _open_run(run: _PlannedRun, output: Path | None, resume: bool) -> _OpenedRun
     out_dir, previous, earlier = results.open_output(output, "kernels", resume, same)
     peak = metadata["peak_bandwidth_gbps"] = timing.peak_bandwidth_gbps(run.device_name)
     writer = results.ResultsWriter(out_dir, results.resumed_metadata(metadata, earlier), previous)
-    return _OpenedRun(out_dir, previous, writer, peak)
+    return _OpenedRun(out_dir, previous, writer, peak, resume)
 
 
 def _time_run(run: _PlannedRun, opened: _OpenedRun, no_charts: bool) -> None:
@@ -626,11 +628,14 @@ def _time_run(run: _PlannedRun, opened: _OpenedRun, no_charts: bool) -> None:
     and its exit status (a stopped run keeps what finished and says how to resume it)."""
     cases, implementations, device_name, config = run.cases, run.implementations, run.device_name, run.config
     thread_count, shard_choice, num_cases, metadata = run.threads, run.shard, run.num_cases, run.metadata
-    out_dir, previous, writer, peak = opened
+    out_dir, previous, writer, peak, resume = opened
     machine.use_threads(thread_count)
     busy = machine.busy_warning(metadata["load_average_start"], thread_count, at_end=False)
     if busy:
         error_console.print(f"[yellow]warning:[/] {escape(busy)}", highlight=False)
+    if resume and not previous:
+        error_console.print(f"[yellow]note:[/] --resume: {escape(str(out_dir))}/ holds no finished row, so there is "
+                            f"nothing to resume; starting a fresh run there", highlight=False)
     where = metadata["device"]
     kept = f" ({len(previous)} rows already there are kept, not run again)" if previous else ""
     kept += f" (shard {shard_choice} of a {num_cases}-case grid)" if shard_choice else ""
@@ -764,6 +769,9 @@ def _worker_arguments(ctx: typer.Context) -> list[str]:
                 arguments.append(param.opts[0])
             elif param.secondary_opts:
                 arguments.append(param.secondary_opts[0])
+        elif isinstance(value, list):  # a repeatable option (--impl): once per value, as it was given
+            for item in value:
+                arguments += [param.opts[0], str(item)]
         elif value is not None:
             arguments += [param.opts[0], str(value)]
     return arguments

@@ -20,6 +20,7 @@ from specbench.errors import SpecbenchError
 compare = lazy_module("specbench.compare")
 compare_report = lazy_module("specbench.compare_report")
 calibration = lazy_module("specbench.calibration")
+results = lazy_module("specbench.results")
 
 _STYLE = {"slower": "bold red", "changed": "bold red", "differs": "bold red", "faster": "green",
           "unchanged": "dim", "same": "dim", "inconclusive": "yellow"}
@@ -103,6 +104,7 @@ def calibrate_command(
 ) -> None:
     """Measure each kernels case's threshold from A/A runs: its run-to-run spread, for compare --calibration."""
     try:
+        results.check_output_file("--output", output, "calibration.json")
         made = calibration.calibrate(runs)
         calibration.write_calibration(made, output)
     except SpecbenchError as exc:

@@ -17,6 +17,7 @@ from specbench.console import error_console, fail, lazy_module
 from specbench.errors import SpecbenchError
 
 export = lazy_module("specbench.export")
+results = lazy_module("specbench.results")
 
 
 def export_command(
@@ -31,6 +32,8 @@ def export_command(
 ) -> None:
     """Write a result in a format CI dashboards read (Bencher, github-action-benchmark, a flat CSV)."""
     try:
+        if output is not None:
+            results.check_output_file("--output", output, "bench.json")
         text, exported, total = export.render(result, output_format)
         if output is not None:
             export.write(text, output)

@@ -24,6 +24,7 @@ profile_fit = lazy_module("specbench.profile_fit")
 profile_models = lazy_module("specbench.profile_models")
 profile_charts = lazy_module("specbench.profile_charts")
 profile_sources = lazy_module("specbench.profile_sources")
+results = lazy_module("specbench.results")
 scenarios = lazy_module("specbench.scenarios")
 
 
@@ -134,8 +135,7 @@ def _fit(files, *, output: Path, model, name, cost_ratio, force: bool, extend_k,
     ``SpecbenchError``. None when the files give a mean length alone (that scenario is written and said)."""
     if output.exists() and not force:
         raise SpecbenchError(f"{output} exists; pass --force to replace it or choose another --output")
-    if output.exists() and output.is_dir():
-        raise SpecbenchError(f"--output {output} is a folder; give a file name such as {output / 'profile.toml'}")
+    results.check_output_file("--output", output, "profile.toml")
     if figure is not None:
         _check_figure(figure)
     cost = None
@@ -187,10 +187,7 @@ def _fit(files, *, output: Path, model, name, cost_ratio, force: bool, extend_k,
 def _check_figure(figure: Path) -> None:
     """Refuse a --figure that cannot be written, before the scenario is: a folder, a folder that does not exist, or a
     name whose suffix is not one of the figure's formats."""
-    if figure.is_dir():
-        raise SpecbenchError(f"--figure {figure} is a folder; give a file name such as {figure / 'profile-fit.png'}")
-    if not figure.parent.is_dir():
-        raise SpecbenchError(f"--figure {figure}: no folder {figure.parent}")
+    results.check_output_file("--figure", figure, "profile-fit.png")
     suffix = figure.suffix.lower().lstrip(".")
     if suffix not in profile_charts.FIGURE_FORMATS:
         got = f"'.{suffix}'" if suffix else "no suffix"

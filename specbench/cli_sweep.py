@@ -100,15 +100,20 @@ def _profiles(
     if len(given) > 1:
         raise SpecbenchError(f"give only one of --acceptance-length, --rates, --alpha or --scenario, "
                              f"got {' and '.join(given)}")
+    # the values given first, then what is missing: `-k -3` alone hears that -3 is no K
     if schedule is not None:
         acceptance.check_schedule(schedule)
-        if not lengths:
-            raise SpecbenchError(f"--schedule {schedule} turns --acceptance-length into rates; give it with "
-                                 f"--acceptance-length (--alpha is the geometric schedule itself)")
     num_spec_tokens = [k for text in ks for k in _numbers("--num-spec-tokens", text, int)]
+    too_small = [k for k in num_spec_tokens if k < 1]
+    if too_small:
+        raise SpecbenchError(f"--num-spec-tokens must be at least 1 (a step drafts one token or more), got "
+                             f"{too_small[0]}")
     too_large = [k for k in num_spec_tokens if k > acceptance.MAX_NUM_SPEC_TOKENS]
     if too_large:
         raise SpecbenchError(f"--num-spec-tokens must be at most {acceptance.MAX_NUM_SPEC_TOKENS}, got {too_large[0]}")
+    if schedule is not None and not lengths:
+        raise SpecbenchError(f"--schedule {schedule} turns --acceptance-length into rates; give it with "
+                             f"--acceptance-length (--alpha is the geometric schedule itself)")
     if num_spec_tokens and not (lengths or rates or alphas):
         raise SpecbenchError(
             f"--num-spec-tokens {' '.join(ks)} needs --acceptance-length, --rates or --alpha (a scenario sets its own K)"
@@ -140,6 +145,8 @@ def _profiles(
 def _tree_cases(trees: list[str], rates: list[str], others: dict[str, object]) -> list:
     """``--tree SHAPE`` cases: every shape under every ``--rates`` set (conditional rates by sibling rank; rows
     separated by ``/`` are depths)."""
+    # the shapes given first, then what is missing: `--tree 2x` alone hears that 2x is no shape
+    shapes = [tree_shapes.parse_tree_shape(text) for item in trees for text in tree_shapes.split_tree_shapes(item)]
     given = [option for option, value in others.items() if value]
     if given:
         raise SpecbenchError(f"--tree takes its conditional rates from --rates (e.g. --rates 0.8,0.3); {given[0]} "
@@ -147,7 +154,6 @@ def _tree_cases(trees: list[str], rates: list[str], others: dict[str, object]) -
     if not rates:
         raise SpecbenchError("--tree needs --rates: the conditional acceptance rate of each sibling rank, e.g. "
                              "--rates 0.8,0.3,0.1 (the same at every depth) or 0.8,0.3/0.7,0.2 (a row per depth)")
-    shapes = [tree_shapes.parse_tree_shape(text) for item in trees for text in tree_shapes.split_tree_shapes(item)]
     rate_sets = []
     for text in rates:
         rows = [[] if not row.strip() else _numbers("--rates", row, ranges=False) for row in text.split("/")]
@@ -394,7 +400,8 @@ def sweep_command(
 @dataclass
 class _SweepRun:
     """A sweep as its options plan it, with its results folder open: the profiles, how each is simulated,
-    which cases this process skips (finished before, or another shard's), and the writer."""
+    which cases this process skips (finished before, or another shard's), the writer, and whether
+    ``--resume`` was asked for."""
 
     profiles: list
     scenario_name: str | None
@@ -411,6 +418,7 @@ class _SweepRun:
     done: set
     writer: Any
     metadata: dict
+    resume: bool
 
 
 def _open_sweep(
@@ -484,7 +492,7 @@ def _open_sweep(
     metadata["finished_cases"] = len(done)
     writer = results.ResultsWriter(out_dir, results.resumed_metadata(metadata, earlier), previous)
     return _SweepRun(profiles, scenario_name, requests, seed_value, cost, thread_count, device_name, backend_name,
-                     shard_choice, others, steps, out_dir, done, writer, metadata)
+                     shard_choice, others, steps, out_dir, done, writer, metadata, resume)
 
 
 def _time_sweep(run: _SweepRun, no_charts: bool) -> None:
@@ -502,6 +510,9 @@ def _time_sweep(run: _SweepRun, no_charts: bool) -> None:
     if done:
         console.print(f"resuming {escape(str(out_dir))}/: {len(done)} of {len(profiles) - len(others)} cases already "
                       f"finished", highlight=False)
+    elif run.resume:
+        error_console.print(f"[yellow]note:[/] --resume: {escape(str(out_dir))}/ holds no finished case, so there is "
+                            f"nothing to resume; starting a fresh run there", highlight=False)
 
     def on_record(record: dict) -> None:
         writer.metadata["finished_cases"] = len(writer.records) + 1

@@ -111,17 +111,16 @@ def _checked_nothing(checks: list) -> str | None:
 def _write_report(metadata: dict, runs: list[_Run], json_path: Path) -> None:
     report = {"metadata": metadata, "implementations": [run.entry() for run in runs]}
     try:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(report, indent=2) + "\n")
     except OSError as exc:
         raise SpecbenchError(f"cannot write --json {json_path}: {exc.strerror or exc}") from None
 
 
 def verify_command(
-    impl: Annotated[str, typer.Option(
-        "--impl", metavar="NAMES", help="Implementations to check, comma-separated: torch, triton, flashinfer, vllm, "
-        "vllm-mrv2, sglang, sglang-tree, sglang-tree-cuda, sglang-tree-target-only, textbook, control-*, a plugin's "
-        "name, module:function or file.py:function.",
+    impl: Annotated[list[str], typer.Option(
+        "--impl", metavar="NAMES", help="Implementations to check, comma-separated or repeated: torch, triton, "
+        "flashinfer, vllm, vllm-mrv2, sglang, sglang-tree, sglang-tree-cuda, sglang-tree-target-only, textbook, "
+        "control-*, a plugin's name, module:function or file.py:function.",
         show_default=False)],
     mode: Annotated[str, typer.Option(
         "--mode", "-m", metavar="MODES", help="greedy, probabilistic, synthetic, comma-separated, or all (the "
@@ -136,7 +135,8 @@ def verify_command(
         "(Bonferroni: each test is held to P / number of tests), in [1e-12, 1).")] = "0.001",
     seed: Annotated[str, typer.Option("--seed", metavar="SEED", help="Seed of the inputs and request seeds.")] = "0",
     json_path: Annotated[Path | None, typer.Option(
-        "--json", metavar="FILE", help="Also write every check, the facts and the machine to this JSON file.",
+        "--json", metavar="FILE", help="Also write every check, the facts and the machine to this JSON file (its "
+        "folder must exist).",
         show_default=False)] = None,
     interpret: Annotated[bool, typer.Option(
         "--interpret", help="On a CPU, run Triton implementations under the Triton interpreter.")] = False,
@@ -163,7 +163,7 @@ def verify_command(
     """
     try:
         plan = _plan_verify(impl=impl, mode=mode, device=device, samples=samples, significance=significance,
-                            seed=seed, interpret=interpret, method=method, tree=tree)
+                            seed=seed, interpret=interpret, method=method, tree=tree, json_path=json_path)
     except SpecbenchError as exc:
         fail(str(exc))
     _check_all(plan, _runnable(plan), json_path)
@@ -185,13 +185,13 @@ class _VerifyPlan(NamedTuple):
     parents: list[int] | None
 
 
-def _plan_verify(*, impl: str, mode: str, device: str, samples: str | None, significance: str, seed: str,
-                 interpret: bool, method: str | None, tree: str | None) -> _VerifyPlan:
+def _plan_verify(*, impl: list[str], mode: str, device: str, samples: str | None, significance: str, seed: str,
+                 interpret: bool, method: str | None, tree: str | None, json_path: Path | None = None) -> _VerifyPlan:
     """The options into a plan; every refusal a ``SpecbenchError``."""
     if interpret:
         device = machine.use_triton_interpreter(device)
     method_names = methods.parse_methods(method)
-    names = [name.strip() for name in impl.split(",") if name.strip()]
+    names = [name.strip() for text in impl for name in text.split(",") if name.strip()]
     if not names:
         raise SpecbenchError("--impl needs at least one implementation name")
     modes = list(_MODES) if mode == "all" else [m.strip() for m in mode.split(",") if m.strip()]
@@ -209,6 +209,8 @@ def _plan_verify(*, impl: str, mode: str, device: str, samples: str | None, sign
         parents = trees.parse_tree_shape(tree)
         if method_names != ["token"]:
             raise SpecbenchError(f"--tree checks the token method only, got --method {method}")
+    if json_path is not None:
+        results.check_output_file("--json", json_path, "verify.json")
     chosen = registry.resolve_all(names)
     return _VerifyPlan(chosen, modes, mode, method_names, sample_count, significance_value, seed_value, device_name,
                        interpret, tree, parents)

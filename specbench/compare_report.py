@@ -15,6 +15,7 @@ from typing import Any
 
 from specbench.compare import ENVIRONMENT_FIELDS, FAILING, CaseComparison, Comparison, compare_runs
 from specbench.errors import SpecbenchError
+from specbench.results import check_output_file
 
 CHART_FORMATS = ("png", "svg", "pdf")
 # ``--chart DIR`` for a folder that exists: the chart goes inside it under this name
@@ -32,12 +33,11 @@ class ReportFiles:
 
 def check_targets(files: ReportFiles) -> ReportFiles:
     """The targets as they will be written: a chart for an existing folder goes inside it (as
-    ``CHART_NAME``); a chart named without one of ``CHART_FORMATS``, or a markdown or JSON target
-    that is a folder, is a ``SpecbenchError``."""
-    for option, path in (("--markdown", files.markdown), ("--json", files.json)):
-        if path is not None and path.is_dir():
-            raise SpecbenchError(f"{option} {path} is a folder; give a file name such as {path / 'compare'}"
-                                 f"{'.md' if option == '--markdown' else '.json'}")
+    ``CHART_NAME``); a chart named without one of ``CHART_FORMATS``, a markdown or JSON target that
+    is a folder, or any target whose folder does not exist is a ``SpecbenchError``."""
+    for option, path, example in (("--markdown", files.markdown, "compare.md"), ("--json", files.json, "compare.json")):
+        if path is not None:
+            check_output_file(option, path, example)
     chart = files.chart
     if chart is not None:
         if chart.is_dir():
@@ -47,6 +47,7 @@ def check_targets(files: ReportFiles) -> ReportFiles:
             got = f"'.{suffix}'" if suffix else "no suffix"
             raise SpecbenchError(f"--chart writes {', '.join(CHART_FORMATS)} (named by the file's suffix), got {chart} "
                                  f"with {got}; give a file such as compare.png or an existing folder")
+        check_output_file("--chart", chart, CHART_NAME)
     return ReportFiles(files.markdown, files.json, chart)
 
 
@@ -88,7 +89,6 @@ def run_gate(baseline: Path, current: Path, thresholds: dict[str | None, float],
 
 def _write(path: Path, content: bytes, what: str) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("ab" if what == "markdown" else "wb") as handle:  # markdown appends: a CI step summary grows
             handle.write(content)
     except OSError as exc:

@@ -264,9 +264,8 @@ def render(path: str | Path, output_format: str) -> tuple[str, int, int]:
 
 
 def write(text: str, output: Path) -> None:
-    """Write an export to ``output`` (a file; its folder must exist)."""
-    if output.is_dir():
-        raise SpecbenchError(f"--output {output} is a folder; give a file name such as {output / 'bench.json'}")
+    """Write an export to ``output``, a file whose folder exists (``results.check_output_file`` says so
+    before the export is rendered)."""
     try:
         output.write_text(text)
     except OSError as exc:

@@ -37,7 +37,8 @@ FIGURE_FORMATS = ("png", "svg", "pdf")  # what --figure writes, by its file's su
 
 def render_fit_chart(comparison: profile_models.Comparison, num_drafts: int, accepted_per_position: list[int],
                      path: str | Path, extend_k: int | None = None) -> Path:
-    """Draw the figure for ``comparison`` (fitted to these counts) up to ``extend_k`` positions; return ``path``."""
+    """Draw the figure for ``comparison`` (fitted to these counts) up to ``extend_k`` positions into ``path``
+    (its folder must exist); return ``path``."""
     path = Path(path)
     k = len(accepted_per_position)
     shown = max(k, extend_k or k)
@@ -76,6 +77,5 @@ def render_fit_chart(comparison: profile_models.Comparison, num_drafts: int, acc
     fig.suptitle(f"Profile models fitted to {num_drafts:,} drafts at K={k}" +
                  (f", extended to K={shown} (bands: 95% parametric bootstrap)" if shown > k else
                   " (bands: 95% parametric bootstrap)"), fontsize=11)
-    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     return path

@@ -182,7 +182,9 @@ def open_output(
     must hold a run of the same kind whose metadata has the values in ``same`` (metadata key ->
     (the option's name for messages, value): seed, timing settings, device, whatever makes its rows
     comparable), so one file never mixes two runs' settings. Without ``--output`` a new folder is
-    made (``default_output_dir``).
+    made (``default_output_dir``). A folder given that does not exist yet is made when the run writes
+    into it, with any folders missing above it (as ``mkdir -p``); an output *file* never makes its
+    folder (``check_output_file``).
     """
     if output is None:
         if resume:
@@ -215,6 +217,17 @@ def open_output(
             raise SpecbenchError(f"{label} {value!r} differs from the run in {output} ({before!r}); "
                                  f"resume it with the same {label}")
     return output, records, metadata
+
+
+def check_output_file(option: str, path: Path, example: str) -> None:
+    """Refuse an output file given as ``option`` before anything is run or written: a path that is a
+    folder (the sentence suggests ``path / example``), or one whose folder does not exist. A file
+    never makes its folder: a typo in it would otherwise leave a report somewhere nobody looks."""
+    if path.is_dir():
+        raise SpecbenchError(f"{option} {path} is a folder; give a file name such as {path / example}")
+    if not path.parent.is_dir():
+        raise SpecbenchError(f"{option} {path}: no folder {path.parent} (an output file's folder must exist; "
+                             f"create it first)")
 
 
 def resumed_metadata(metadata: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:

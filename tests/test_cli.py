@@ -155,3 +155,33 @@ def test_usage_errors_are_one_red_sentence_with_status_2(args, said, capsys):
 def test_specbench_alone_prints_the_help_and_status_2(capsys):
     assert cli.run([]) == 2
     assert "Exit status" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, option", [
+    (["verify", "--impl", "no-such-impl", "--json", "{missing}/verify.json"], "--json"),
+    (["compare", "{tmp}/no-run", "{tmp}/no-run", "--markdown", "{missing}/compare.md"], "--markdown"),
+    (["compare", "{tmp}/no-run", "{tmp}/no-run", "--json", "{missing}/compare.json"], "--json"),
+    (["compare", "{tmp}/no-run", "{tmp}/no-run", "--chart", "{missing}/compare.png"], "--chart"),
+    (["calibrate", "{tmp}/no-run", "{tmp}/other-run", "-o", "{missing}/calibration.json"], "--output"),
+    (["export", "{tmp}/no-run", "--format", "csv", "-o", "{missing}/export.csv"], "--output"),
+    (["profile", "fit", "{tmp}/no-scrape.txt", "-o", "{missing}/profile.toml"], "--output"),
+    (["profile", "fit", "{tmp}/no-scrape.txt", "-o", "{tmp}/profile.toml", "--figure", "{missing}/fit.png"],
+     "--figure"),
+])
+def test_an_output_file_in_a_missing_folder_is_refused_before_anything_is_read(tmp_path, capsys, args, option):
+    # the inputs do not exist either: the output file is checked first, and no folder is made for it
+    missing = tmp_path / "no" / "such"
+    args = [arg.replace("{missing}", str(missing)).replace("{tmp}", str(tmp_path)) for arg in args]
+    target = args[args.index(option if option in args else "-o") + 1]
+    assert cli.run(args) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert f"{option} {target}: no folder {missing}" in line, line
+    assert not (tmp_path / "no").exists()
+
+
+def test_an_output_folder_is_made_with_the_folders_above_it(tmp_path):
+    # folders (-o of sweep, kernels, plan, merge, plot) are made as `mkdir -p` makes them, files are not
+    out = tmp_path / "runs" / "2026" / "sweep"
+    result = runner.invoke(app, ["sweep", "-l", "2.5", "-n", "2000", "--no-charts", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert (out / "results.json").is_file()

@@ -578,3 +578,31 @@ def test_a_run_without_charts_loads_neither_the_sweeps_statistics_nor_matplotlib
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "0 []", done.stdout
     assert len(_records(tmp_path / "run")) == 1
+
+
+def test_a_repeated_impl_adds_to_the_list_as_a_comma_does(tmp_path):
+    result = run("kernels", *TINY, "--mode", "probabilistic", "--draft", "logits", "--batch-size", "1", "--impl",
+                 "torch", "--impl", "textbook,torch", "--impl", "torch", "--no-charts", "-o", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert [r["impl"] for r in _records(tmp_path)] == ["torch", "textbook"]  # each once, in the order given
+    empty = run("kernels", *TINY, "--impl", "torch", "--impl", "", "-o", str(tmp_path / "x"))
+    assert empty.exit_code == 2 and "--impl takes comma-separated values, got ''" in _one_line(empty.output)
+
+
+def test_devices_workers_are_given_every_repeated_impl():
+    import typer
+
+    from specbench import cli_bench
+
+    command = typer.main.get_command(app).commands["kernels"]
+    ctx = command.make_context("kernels", ["--impl", "torch", "--impl", "textbook", "--batch-size", "1"])
+    assert cli_bench._worker_arguments(ctx) == ["--batch-size", "1", "--impl", "torch", "--impl", "textbook"]
+
+
+def test_resume_into_a_folder_with_nothing_to_resume_says_it_starts_fresh(tmp_path):
+    out = tmp_path / "new"
+    result = run("kernels", *TINY, "--mode", "greedy", "--batch-size", "1", "--impl", "torch", "--no-charts",
+                 "-o", str(out), "--resume")
+    assert result.exit_code == 0, result.output
+    assert f"note: --resume: {out}/ holds no finished row, so there is nothing to resume" in _one_line(result.stderr)
+    assert len(_records(out)) == 1

@@ -124,6 +124,11 @@ def test_no_options_runs_the_default_scenario(tmp_path, monkeypatch):
         (["-l", "1:1000:0.001"], ["'1:1000:0.001' has 999001 values, more than 1000"]),
         (["-l", "2", "-k", "2.5"], ["--num-spec-tokens", "whole numbers", "'2.5'"]),
         (["-k", "3"], ["--num-spec-tokens 3 needs"]),
+        # a bad value is named before the option it lacks
+        (["-k", "-3"], ["--num-spec-tokens must be at least 1", "got -3"]),
+        (["-k", "100"], ["--num-spec-tokens must be at most 64, got 100"]),
+        (["--schedule", "geometric", "-k", "0"], ["--num-spec-tokens must be at least 1", "got 0"]),
+        (["--schedule", "uniform"], ["schedule must be one of min-variance, geometric", "'uniform'"]),
         (["-r", "0.5", "--backend", "jax"], ["backend must be one of", "'jax'"]),
         (["-r", "0.5", "--device", "tpu"], ["device must be one of", "'tpu'"]),
         (["-r", "0.5", "-n", "1"], ["--num-requests", "'1'"]),
@@ -393,3 +398,13 @@ def test_more_threads_than_cores_is_refused_and_the_busy_rule_reads_sensibly(mon
     assert "load average 1.20 on 2 cores, above 0.5, so this run's 2 threads would not each find a free core" in said
     assert machine.busy_warning(0.4, 2, at_end=False) is None
     assert "above 2.5, more work than cores" in machine.busy_warning(3.0, 2, at_end=True)
+
+
+def test_resume_into_a_folder_with_nothing_to_resume_says_it_starts_fresh(tmp_path):
+    out = tmp_path / "new"
+    result = invoke("-l", "2.5", "-n", "2000", "--no-charts", "-o", str(out), "--resume")
+    assert result.exit_code == 0, result.output
+    note = one_line(result.stderr)
+    assert f"note: --resume: {out}/ holds no finished case, so there is nothing to resume; starting a fresh run" \
+        in note, note
+    assert len(read_results(out)[1]) == 1

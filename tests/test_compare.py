@@ -583,7 +583,15 @@ def test_a_calibration_refuses_what_it_cannot_describe(quick_run, tmp_path):
     cal = tmp_path / "cal.json"
     assert runner.invoke(app, ["calibrate", *map(str, runs), "-o", str(cal)]).exit_code == 0
     folder = runner.invoke(app, ["calibrate", *map(str, runs), "-o", str(tmp_path)])
-    assert folder.exit_code == 2 and f"cannot write the calibration to {tmp_path}" in _one_line(folder.stderr)
+    assert folder.exit_code == 2 and f"--output {tmp_path} is a folder" in _one_line(folder.stderr)
+    # one run given twice (a folder and its results.json, or a link to it) shows no spread
+    link = tmp_path / "link"
+    link.symlink_to(runs[0], target_is_directory=True)
+    for again in (runs[0] / "results.json", link):
+        twice = runner.invoke(app, ["calibrate", str(runs[0]), str(runs[1]), str(again), "-o", str(tmp_path / "t.json")])
+        assert twice.exit_code == 2, twice.output
+        assert f"{again} is the run {runs[0]} again" in _one_line(twice.stderr)
+    assert not (tmp_path / "t.json").exists()
     one = runner.invoke(app, ["calibrate", str(runs[0])])
     assert one.exit_code == 2 and "a calibration needs two or more runs of one commit, got 1" in _one_line(one.stderr)
     _edit(runs[2], lambda p: p["metadata"].update(commit="0000000"))

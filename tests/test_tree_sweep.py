@@ -99,6 +99,7 @@ def test_sweep_tree_end_to_end(tmp_path):
     (["--tree", "2x2"], "--tree needs --rates"),
     (["--tree", "2x2", "--alpha", "0.5"], "--alpha belongs to chain sweeps"),
     (["--tree", "2x", "--rates", "0.5"], "tree shape must read"),
+    (["--tree", "2x"], "tree shape must read"),  # the bad shape before the missing --rates
     (["--tree", "2x2", "--rates", "0.5,1.5"], "numbers in [0, 1], got 1.5"),
     (["--tree", "2x2", "--rates", "0.5", "--backend", "triton"], "--backend triton has no tree simulation"),
 ])

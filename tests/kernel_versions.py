@@ -5,7 +5,9 @@ in one process (the ``before.py`` of a results folder, given to ``specbench kern
 description, source)`` is specbench's Triton backend under another name whose calls launch the given kernels in
 place of the launcher's own (by the launcher's names: ``{"_TRUNCATED": module._verify_truncated_kernel}``), each with
 the arguments and constexprs today's launcher passes, for the length of one call; ``with_truncation_kernels(name,
-path, description, source)`` does so with the truncation prepass and step of the file at ``path``.
+path, description, source)`` does so with the truncation prepass and step of the file at ``path``, and
+``with_tree_kernels(name, path, description, source)`` with the tree kernels (one program per request, and the split
+path's rows and finish kernels) of the file at ``path``.
 """
 
 from __future__ import annotations
@@ -59,3 +61,11 @@ def with_truncation_kernels(name: str, path: str, description: str, source: str)
     module = kernel_module(path)
     return with_kernels(name, {"_PREPASS": module._truncation_prepass_kernel,
                                "_TRUNCATED": module._verify_truncated_kernel}, description, source)
+
+
+def with_tree_kernels(name: str, path: str, description: str, source: str):
+    """specbench's Triton backend named ``name`` whose tree calls launch the tree kernels of the kernel file at ``path``
+    (``kernel_module``)."""
+    module = kernel_module(path)
+    return with_kernels(name, {"_TREE": module._verify_tree_kernel, "_TREE_ROWS": module._tree_rows_kernel,
+                               "_TREE_FINISH": module._tree_finish_kernel}, description, source)

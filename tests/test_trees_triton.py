@@ -106,7 +106,7 @@ def test_the_split_tree_path_is_the_reference_bit_for_bit(form):
     for field in ("output_token_ids", "num_emitted", "num_accepted", "accepted_nodes"):
         assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), (form, field)
     assert 0 < int(want.num_accepted.sum()) and int((want.num_emitted > want.num_accepted).sum()) > 0
-    # the launches leave their counters (the finish kernel's ticket, the arrivals) at zero
+    # the launches leave their counters (the finish kernel's tickets, the arrivals) at zero
     assert all(int(counters.abs().sum()) == 0 for counters in launch._arrivals.values())
 
 

@@ -21,15 +21,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
-from kernel_versions import kernel_module, with_kernels
+from kernel_versions import kernel_module, with_kernels, with_tree_kernels
 
-_TREE = kernel_module(os.environ.get("TREE_BEFORE", ".old/tree_before_lanes.py"))
 _BLOCK = kernel_module(os.path.join(os.environ.get("BLOCK_BEFORE", ".old/block_before_products"),
                                     "block_before_products.py"))
 
-triton_before_lanes = with_kernels(
-    "triton-before-lanes", {"_TREE": _TREE._verify_tree_kernel, "_TREE_ROWS": _TREE._tree_rows_kernel,
-                            "_TREE_FINISH": _TREE._tree_finish_kernel},
+triton_before_lanes = with_tree_kernels(
+    "triton-before-lanes", os.environ.get("TREE_BEFORE", ".old/tree_before_lanes.py"),
     "Triton, the tree kernels before the candidate lanes of a thread's own tokens",
     "results/h200-lanes-block/before.py:triton_before_lanes")
 

@@ -16,12 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
-from kernel_versions import kernel_module, with_kernels
+from kernel_versions import with_tree_kernels
 
-_BEFORE = kernel_module(os.environ.get("TREE_BEFORE", ".old/tree_before_mass_pass.py"))
-
-triton_before = with_kernels(
-    "triton-before", {"_TREE": _BEFORE._verify_tree_kernel, "_TREE_ROWS": _BEFORE._tree_rows_kernel,
-                      "_TREE_FINISH": _BEFORE._tree_finish_kernel},
+triton_before = with_tree_kernels(
+    "triton-before", os.environ.get("TREE_BEFORE", ".old/tree_before_mass_pass.py"),
     "Triton, the tree kernels before their passes took products for quotients",
     "results/h200-tree-mass-pass/before.py:triton_before")

@@ -17,12 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
-from kernel_versions import kernel_module, with_kernels
+from kernel_versions import with_tree_kernels
 
-_BEFORE = kernel_module(os.environ.get("TREE_BEFORE", ".old/tree_before_one_hot.py"))
-
-triton_before = with_kernels(
-    "triton-before", {"_TREE": _BEFORE._verify_tree_kernel, "_TREE_ROWS": _BEFORE._tree_rows_kernel,
-                      "_TREE_FINISH": _BEFORE._tree_finish_kernel},
+triton_before = with_tree_kernels(
+    "triton-before", os.environ.get("TREE_BEFORE", ".old/tree_before_one_hot.py"),
     "Triton, the tree kernels before a one-hot draft's mass took no pass",
     "results/h200-tree-one-hot/before.py:triton_before")

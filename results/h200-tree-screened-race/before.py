@@ -14,12 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
-from kernel_versions import kernel_module, with_kernels
+from kernel_versions import with_tree_kernels
 
-_UNSCREENED = kernel_module(".old/tree_unscreened.py")
-
-triton_unscreened = with_kernels(
-    "triton-unscreened", {"_TREE": _UNSCREENED._verify_tree_kernel, "_TREE_ROWS": _UNSCREENED._tree_rows_kernel,
-                          "_TREE_FINISH": _UNSCREENED._tree_finish_kernel},
+triton_unscreened = with_tree_kernels(
+    "triton-unscreened", ".old/tree_unscreened.py",
     "Triton, the tree kernels before one program's residual race was screened",
     "results/h200-tree-screened-race/before.py:triton_unscreened")

@@ -564,7 +564,7 @@ def _verify_tree(*, mode, target_logits, target_probs, draft_token_ids, num_draf
                                   + 4 * node_block + 4 * row_block), torch.float32, device, key)
     scratch_i = _scratch(batch * (num_slots * row_splits + race_splits * 2 + 5 + 4 * node_block + 2 * row_block),
                          torch.int32, device, key)
-    counters = _arrival_counters(1 + 2 * batch, device, key)
+    counters = _arrival_counters(3 * batch, device, key)
     args = (scratch_f, scratch_i, counters, *outputs, *rows, draft_ids, draft_ids.stride(0), parents,
             parents.stride(0), *requests, vocab, num_nodes, row_splits, race_splits)
     sizes = {"BLOCK": block, "ROW_BLOCK": row_block, "S_BLOCK": _next_power_of_2(max(row_splits, race_splits)),

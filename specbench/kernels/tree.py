@@ -651,16 +651,18 @@ def _verify_tree_kernel(
 # node r - 1's draft row; the request's last program merges the rows and walks, in the probabilistic mode only
 # until a sibling's test needs a mass not yet summed (after one rejected sibling; later ones still take a pass
 # in the walk's program), and records the request's state: WALKED, or MASSES (the walk stopped for them).
-# _tree_finish_kernel (probabilistic mode; 2 B x S2 programs, a program's role by the ticket it draws when it
-# starts, split.take_ticket, not by its program id): the programs with the first B x S2 tickets take the race's
-# slices of a WALKED request (the last writes the token) or the masses' slices of a MASSES one (the last sums
-# them, resumes the walk where it stopped, and sets RACED where it ran the race from the slices' candidates, else
-# RACING); those with the other B x S2 leave a WALKED request at once, and a MASSES one once RACED, and race for
-# it once RACING. A program waits only for programs with lower tickets, which have all
-# started: the launch finishes however the GPU schedules it (and in id order under the interpreter, where nothing
-# waits). Counters (int32, zero on entry, left at zero on exit): [0] the finish kernel's ticket, [1, 1 + B) each
-# request's arrivals (the rows kernel's, then the masses'), [1 + B, 1 + 2 B) each request's race arrivals. The
-# states live in the scratch record, written by the rows kernel for every request before the finish kernel reads.
+# _tree_finish_kernel (probabilistic mode; 2 B x S2 programs, S2 for each request in each half of the grid): a
+# WALKED request's programs in the first half race its slices (the last writes the token), those in the second
+# leave at once. A MASSES request's 2 S2 programs take their roles by the ticket each draws when it starts
+# (split.take_ticket, the request's own count, not the program id): the first S2 tickets sum the masses' slices
+# (the last sums them, resumes the walk where it stopped, and sets RACED where it ran the race from the slices'
+# candidates, else RACING); the other S2 leave once RACED and race once RACING. A program waits only for programs
+# of its request with lower tickets, which have all started: the launch finishes however the GPU schedules it (and
+# in id order under the interpreter, where nothing waits), and a WALKED request draws no ticket. Counters (int32,
+# zero on entry, left at zero on exit): [0, B) each request's arrivals (the rows kernel's, then the masses'),
+# [B, 2 B) each request's race arrivals, [2 B, 3 B) each MASSES request's tickets. The states live in the scratch
+# record, written by the rows kernel for every request before the finish kernel reads them, and a WALKED one is
+# never changed there.
 MASSES = tl.constexpr(1)
 WALKED = tl.constexpr(2)
 RACING = tl.constexpr(3)
@@ -764,7 +766,7 @@ def _places_to_sum(place, lanes, parents, attached, token_valid, merged_m, row_l
 @triton.jit
 def _tree_rows_kernel(
     scratch_f_ptr, scratch_i_ptr,  # float32 and int32 scratch (layout above)
-    counters_ptr,  # [1 + 2 B] int32, zero on entry; left at zero on exit (layout above)
+    counters_ptr,  # [3 B] int32, zero on entry; left at zero on exit (layout above)
     out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
     target_ptr, target_stride_b, target_stride_k,
     draft_ptr, draft_stride_b, draft_stride_k,
@@ -825,7 +827,7 @@ def _tree_rows_kernel(
     rows_i = scratch_i_ptr + b * (N + 1) * ROW_SPLITS
     cell = r * ROW_SPLITS + split
     store_row_partial(rows_f + cell * _ROW_FIELDS, rows_i + cell, v0, v1, v2, v3, idx)
-    if last_to_arrive(counters_ptr + 1, b, (N + 1) * ROW_SPLITS):
+    if last_to_arrive(counters_ptr, b, (N + 1) * ROW_SPLITS):
         t_at_nodes, d_at_nodes = _values_at_nodes(greedy, lanes, parents, attached, tokens, token_valid, t_base,
                                                   target_stride_k, d_base, draft_stride_k, MODE, DRAFT, NODE_BLOCK)
         best, merged_m, merged_s, merged_md, merged_sd = merge_rows(rows_f, rows_i, N + 1, ROW_SPLITS, _ROW_FIELDS,
@@ -937,7 +939,7 @@ def _masses_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch,
                                WITHOUT_REPLACEMENT, BLOCK)
         tl.store(masses + r * RACE_SPLITS + split, mass)
         r = tl.min(tl.where((wanted != 0) & (row_lanes > r), row_lanes, ROW_BLOCK), axis=0)
-    if last_to_arrive(counters_ptr + 1, b, RACE_SPLITS):
+    if last_to_arrive(counters_ptr, b, RACE_SPLITS):
         t_at_nodes, d_at_nodes = _values_at_nodes(greedy, lanes, parents, attached, tokens, token_valid, t_base,
                                                   target_stride_k, d_base, draft_stride_k, MODE, DRAFT, NODE_BLOCK)
         splits = tl.arange(0, S_BLOCK)
@@ -1014,7 +1016,7 @@ def _race_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch, out_ptr, 
                                        tl.load(record_f + 2 + 3 * NODE_BLOCK + lanes), key, DRAFT, TARGET_PROBS,
                                        WITHOUT_REPLACEMENT, BLOCK)
         store_race(race_f, race_i, split, z, g, idx, -1)
-        if last_to_arrive(counters_ptr + 1 + batch, b, RACE_SPLITS):
+        if last_to_arrive(counters_ptr + batch, b, RACE_SPLITS):
             token = merge_race(race_f, race_i, RACE_SPLITS, S_BLOCK)
             if (token < 0) & (final == FINAL_RESIDUAL):  # nothing left: the race over p with the same stream
                 _z, _g, index = sample_row(t_row, 0, V, inv_temperature, key, TARGET_PROBS, False, BLOCK)
@@ -1026,7 +1028,7 @@ def _race_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch, out_ptr, 
 @triton.jit
 def _tree_finish_kernel(
     scratch_f_ptr, scratch_i_ptr,  # float32 and int32 scratch (layout above)
-    counters_ptr,  # [1 + 2 B] int32, zero on entry; left at zero on exit (layout above)
+    counters_ptr,  # [3 B] int32, zero on entry; left at zero on exit (layout above)
     out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr,
     target_ptr, target_stride_b, target_stride_k,
     draft_ptr, draft_stride_b, draft_stride_k,
@@ -1044,17 +1046,22 @@ def _tree_finish_kernel(
     S_BLOCK: tl.constexpr,
     CANDIDATES: tl.constexpr,  # the race after a place's two rejected children from candidates (launch.py)
 ):
-    # The split path's second launch in the probabilistic mode (the comment above): 2 B x S2 programs; those with
-    # the first B x S2 tickets race (WALKED) or sum masses (MASSES), the others race once the masses are in
-    # (RACING).
+    # The split path's second launch in the probabilistic mode (the comment above): 2 B x S2 programs; request b's
+    # are b's S2 in each half of the grid, which race (WALKED: the first half) or sum masses (MASSES: the first S2
+    # tickets), the others racing once the masses are in (RACING).
     batch = tl.num_programs(0) // (2 * RACE_SPLITS)
-    ticket = take_ticket(counters_ptr, 2 * batch * RACE_SPLITS)
-    first = ticket < batch * RACE_SPLITS
-    job = tl.where(first, ticket, ticket - batch * RACE_SPLITS)
+    pid = tl.program_id(0)
+    first = pid < batch * RACE_SPLITS
+    job = tl.where(first, pid, pid - batch * RACE_SPLITS)
+    b = job // RACE_SPLITS
     _masses, _race_f, _race_i, _record_f, record_i = _record_bases(
-        scratch_f_ptr, scratch_i_ptr, (job // RACE_SPLITS).to(tl.int64), batch, N, ROW_SPLITS, RACE_SPLITS,
-        NODE_BLOCK, ROW_BLOCK)
+        scratch_f_ptr, scratch_i_ptr, b.to(tl.int64), batch, N, ROW_SPLITS, RACE_SPLITS, NODE_BLOCK, ROW_BLOCK)
     state = tl.load(record_i + 4, volatile=True)  # MASSES or WALKED (the rows kernel's), RACING once summed
+    if state != WALKED:
+        # a first ticket finds MASSES still (the masses wait for it), a later one any state since
+        ticket = take_ticket(counters_ptr + 2 * batch + b, 2 * RACE_SPLITS)
+        first = ticket < RACE_SPLITS
+        job = b * RACE_SPLITS + tl.where(first, ticket, ticket - RACE_SPLITS)
     race = first & (state == WALKED)
     if (not first) & (state != WALKED):
         wait_until(record_i + 4, RACING)

@@ -246,6 +246,8 @@ def plan_command(
 ) -> None:
     """Which K to run at each batch size, with its gain and interval, and the vLLM/SGLang configuration."""
     try:
+        if output is not None and not output.strip():
+            raise SpecbenchError("--output needs a folder name, got ''")
         k_max = _single("--max-k", max_k, int)
         draws = _single("--bootstrap", bootstrap, int)
         if draws < 20:
@@ -257,8 +259,6 @@ def plan_command(
                            cost_ratio, target_ms)
         shapes, rates_of_trees = plan_trees(tree or [], tree_rates)
         records, summary = plan.run_plan(plan.PlanSettings(profile, model, sizes, scenario, shapes, rates_of_trees))
-        if output is not None and not output.strip():
-            raise SpecbenchError("--output needs a folder name, got ''")
         out_dir, _, _ = results.open_output(None if output is None else Path(output), "plan")
         metadata = results.collect_metadata("cpu", kind="plan", plan=summary, scenario=scenario,
                                             profiles=[profile.name], num_cases=len(records))

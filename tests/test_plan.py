@@ -209,6 +209,14 @@ def test_bad_options_are_one_sentence_and_exit_2(tmp_path, args, words):
     assert words in " ".join(result.output.split()) and result.output.count("error:") == 1
 
 
+def test_an_empty_output_is_refused_before_the_plan_is_computed(monkeypatch):
+    # nothing is worked out for a run that cannot be written
+    monkeypatch.setattr(plan, "run_plan", lambda settings: pytest.fail("the plan was computed"))
+    result = runner.invoke(app, ["plan", "--rates", "0.8,0.6", "--max-k", "2", "-c", "0.05", "--target-ms", "10",
+                                 "-o", ""])
+    assert result.exit_code == 2 and "--output needs a folder name, got ''" in " ".join(result.output.split())
+
+
 # ---- files, compare, plot ------------------------------------------------------------------------
 
 

@@ -381,7 +381,8 @@ def kernels_command(
         "sglang-tree-cuda, sglang-tree-target-only, a plugin's name, module:function or file.py:function "
         "(default torch, triton where they run); Triton launch variants: "
         "triton-split-BLOCKxWARPS[-chunkN], triton-sequential-BLOCKxWARPS, triton-radix-SLICExBLOCKxWARPS"
-        "[-prefetch], triton-histogram-SLICExBLOCKxWARPS[-binsN].", show_default=False)] = None,
+        "[-prefetch], triton-histogram-SLICExBLOCKxWARPS[-binsN], triton-tree[-finishN][-cand|-nocand].",
+        show_default=False)] = None,
     top_k: Annotated[str | None, typer.Option(
         "--top-k", metavar="K", help="Keep each request's K most likely tokens (exactly K: ties to the lowest ids); "
         "0 is off. Truncation applies to every non-greedy case; greedy cases run untruncated (truncation cannot "

@@ -274,6 +274,7 @@ def test_races_are_screened_where_they_are_bound_by_issue(h100):
     ("triton-radix-4096x512x32", "warps per program"),
     ("triton-histogram-4096x3000x4", "power of two"),
     ("triton-histogram-4096x1024x4-bins8", "parts per level"),
+    ("triton-tree-finish300", "1 to 256 slices"),
 ])
 def test_a_launch_variant_name_that_cannot_launch_is_refused(name, message):
     with pytest.raises(SpecbenchError, match=message):
@@ -291,6 +292,11 @@ def test_a_launch_variant_name_spells_its_shape():
     assert "the split histogram path" in resolve("triton-histogram-4096x1024x4").description
     assert "parts a level" not in resolve("triton-histogram-4096x1024x4").description
     assert "1024 x 4 warps, 32 parts a level" in resolve("triton-histogram-4096x1024x4-bins32").description
+    tree = resolve("triton-tree-finish64-nocand").description
+    assert "at most 64 slices" in tree and "by its own pass" in tree
+    assert "at most" not in resolve("triton-tree-cand").description
+    with pytest.raises(SpecbenchError, match="unknown implementation"):
+        resolve("triton-tree")  # neither part: not a variant
 
 
 def test_a_histogram_variant_takes_its_parts_per_level_inside_its_call(monkeypatch):

@@ -342,6 +342,50 @@ def test_the_race_after_two_rejected_children_runs_from_candidates(form, depth, 
             assert all(token < 0 for token in won) and len(races) >= stopped
 
 
+@pytest.mark.parametrize(("name", "batch", "slices", "candidates"), [
+    ("triton-tree-finish1", 6, 1, True), ("triton-tree-finish2-nocand", 6, 2, False),
+    ("triton-tree-cand", 1, None, True), ("triton-tree-finish2-cand", 1, 2, True), ("triton-tree-finish2", 1, 2, False)])
+def test_a_tree_finish_variant_sets_its_slices_and_candidates_and_keeps_the_tokens(name, batch, slices, candidates,
+                                                                                    monkeypatch):
+    # `--impl triton-tree-finishN[-cand|-nocand]`: the split path forced, its finish kernel at most N slices of a row a
+    # request (several chunks a program where fewer slices than the launcher's), the race after two rejected children
+    # from the masses' candidates or by its own pass at any batch. Both children of the root are rejected in every
+    # request (each drafts its row's least likely token, given much draft mass): the tokens are the reference's.
+    from specbench.implementations import resolve
+
+    launch = triton_launch()
+    device = device_for("triton")
+    vocab = 2100
+    kwargs, tree = _tree_call("draft logits", TREES["2x2"], batch, seed=6, vocab=vocab)
+    kwargs.update(num_draft_tokens=torch.full((batch,), 6), temperatures=torch.full((batch,), 0.8))
+    unlikely = kwargs["target_logits"][:, 0].argsort(-1)[:, :2]
+    kwargs["draft_token_ids"][:, [0, 1]] = unlikely
+    for node in (0, 1):
+        kwargs["draft_logits"][torch.arange(batch), node, unlikely[:, node]] += 12.0
+    want = verify(**kwargs, tree=tree, backend="torch")
+    assert bool((want.num_accepted == 0).all())
+    launched = []
+    finish = launch._TREE_FINISH
+
+    def finish_counted(grid, args, num_warps, stream, **constexprs):
+        launched.append((grid[0] // (2 * batch), constexprs["CANDIDATES"]))
+        finish(grid, args, num_warps, stream, **constexprs)
+
+    monkeypatch.setattr(launch, "_TREE_FINISH", finish_counted)
+    variant = resolve(name)
+    assert variant.trees
+    with _backend_context("triton", monkeypatch):  # poisoned scratch
+        got = variant.bind({**_on(device, kwargs), "tree": DraftTree(tree.parents.to(device), tree.candidates)})()
+    for field in RESULT_FIELDS:
+        assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), (name, field)
+    assert all(int(counters.abs().sum()) == 0 for counters in launch._arrivals.values())
+    with launch.strategy("split"):
+        _block, _warps = launch._launch_shape(vocab, device, True, "probabilistic", batch)
+        own = launch._slices(batch, vocab, _block, device)[0]
+    assert launched == [(own if slices is None else min(slices, own), candidates)], (launched, own)
+    assert launch.TUNING["tree_finish_slices"] is None and launch.TUNING["tree_race_candidates"] is None
+
+
 def _counted(function, calls: list):
     # `function`, appending to `calls` each time it runs (the interpreter calls a kernel's helpers as Python)
     return lambda *args: calls.append(1) or function(*args)

@@ -53,6 +53,7 @@ def _triton_variant(strategy: str | None, **tuning: int | None):
 
 
 _SHAPE_NAME = re.compile(r"triton-(sequential|split)-(\d+)x(\d+)(?:-chunk(\d+))?")
+_TREE_NAME = re.compile(r"triton-tree(?:-finish([1-9]\d*))?(-cand|-nocand)?")
 _RADIX_NAME = re.compile(r"triton-radix-(\d+)x(\d+)x(\d+)(-prefetch)?")
 _HISTOGRAM_BINS = (16, 32, 64, 128, 256)  # parts a level the histogram path takes (launch._histogram_levels)
 _HISTOGRAM_NAME = re.compile(r"triton-histogram-(\d+)x(\d+)x(\d+)(?:-bins([1-9]\d*))?(-nodecide|-decide|-bounds)?"
@@ -99,7 +100,10 @@ def launch_variant(name: str) -> Implementation | None:
     the sums of masses above a bound (the bounds pass's, and the later levels' and the gather's before the window from
     logits without min_p) add each mass by a compare and a predicated add, or by a select and an add, and the first
     level its mass in play with no test, or with one (the launcher's ``HISTOGRAM_PREDICATED_SUMS``): the same sums to
-    the bit either way),
+    the bit either way), or ``triton-tree-finish64-cand`` (the split paths forced; the tree's finish kernel at most
+    64 slices of a row a request; ``-cand`` / ``-nocand``: the race after a place's two rejected children from the
+    masses' candidates, or by its own pass, at any batch, where the launcher takes candidates from
+    ``TREE_CANDIDATES_MIN_BATCH``; either part alone, ``triton-tree-finish64`` or ``triton-tree-cand``),
     None for a name of another form; a shape Triton cannot launch is a ``SpecbenchError``."""
     radix = _RADIX_NAME.fullmatch(name)
     if radix is not None:
@@ -183,6 +187,10 @@ def launch_variant(name: str) -> Implementation | None:
                                        histogram_after_slices=after,
                                        histogram_levels=levels, histogram_bounds_max=bounds_max,
                                        histogram_ftz_sums=ftz_sums, histogram_predicated_sums=predicated_sums))
+    tree = _TREE_NAME.fullmatch(name)
+    if tree is not None and any(tree.groups()):
+        return _tree_variant(name, int(tree.group(1)) if tree.group(1) else None,
+                             {None: None, "-cand": 1, "-nocand": 0}[tree.group(2)])
     match = _SHAPE_NAME.fullmatch(name)
     if match is None:
         return None
@@ -199,6 +207,18 @@ def launch_variant(name: str) -> Implementation | None:
     what = "one program per request forced" if strategy == "sequential" else "the vocabulary split forced"
     return _triton(name, f"Triton, {what}, {shape}",
                    _triton_variant(strategy, block=block, num_warps=warps, split_chunk=chunk), trees=True)
+
+
+def _tree_variant(name: str, slices: int | None, candidates: int | None) -> Implementation:
+    # triton-tree-finishN[-cand|-nocand]: the tree split path forced, its finish kernel at most N slices of a row per
+    # request, the race after two rejected siblings from the masses' candidates at any batch or at none
+    if slices is not None and slices > 256:
+        raise SpecbenchError(f"{name}: -finishN takes 1 to 256 slices of a row, got {slices}")
+    return _triton(name, "Triton, the split paths forced"
+                   + (f", its finish kernel at most {slices} slices of a row a request" if slices else "")
+                   + {None: "", 1: ", the race after two rejected siblings from candidates at any batch",
+                      0: ", the race after two rejected siblings by its own pass at any batch"}[candidates],
+                   _triton_variant("split", tree_finish_slices=slices, tree_race_candidates=candidates), trees=True)
 
 
 def _ours(name: str, description: str, prepare, **facts) -> Implementation:

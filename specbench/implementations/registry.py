@@ -6,7 +6,8 @@
   ``triton-split``), the adapters ``flashinfer``, ``flashinfer-truncated`` and ``vllm``, the negative
   controls ``control-*``;
 - a Triton launch variant spelled out: ``triton-sequential-4096x16`` (tokens per block x warps per
-  program), ``triton-split-2048x8-chunk32768`` (and the most tokens a split program reads of a row);
+  program), ``triton-split-2048x8-chunk32768`` (and the most tokens a split program reads of a row),
+  ``triton-tree-finish64-cand`` (the tree's split path, its finish kernel's slices and candidates);
 - a name an installed package registers under the entry-point group ``specbench.implementations``
   (``[project.entry-points."specbench.implementations"] my-sampler = "my_pkg.verify:my_sampler"``);
 - ``package.module:function`` or ``path/to/file.py:function``, where ``function`` was declared with

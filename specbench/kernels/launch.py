@@ -209,7 +209,8 @@ TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk"
                                  "histogram_slices_per_program": None, "histogram_rows": None,
                                  "histogram_after_slices": None,
                                  "histogram_levels": None, "histogram_bounds_max": None, "histogram_ftz_sums": None,
-                                 "histogram_predicated_sums": None}
+                                 "histogram_predicated_sums": None, "tree_finish_slices": None,
+                                 "tree_race_candidates": None}
 
 
 def _tuned(name: str, default: bool) -> bool:
@@ -559,6 +560,10 @@ def _verify_tree(*, mode, target_logits, target_probs, draft_token_ids, num_draf
     block, num_warps = _launch_shape(vocab, device, True, mode, batch)
     row_splits, row_chunk = _slices(batch * num_slots, vocab, block, device)
     race_splits, race_chunk = _slices(batch, vocab, block, device)
+    if TUNING["tree_finish_slices"] and race_splits > TUNING["tree_finish_slices"]:
+        # a launch variant's cap on the finish kernel's slices of a row (whole blocks, as _slices makes them)
+        race_chunk = _cdiv(_cdiv(vocab, TUNING["tree_finish_slices"]), block) * block
+        race_splits = _cdiv(vocab, race_chunk)
     row_block = _next_power_of_2(num_slots)
     scratch_f = _scratch(batch * (num_slots * row_splits * 4 + row_block * race_splits + race_splits * 2 + 2
                                   + 4 * node_block + 4 * row_block), torch.float32, device, key)
@@ -574,7 +579,7 @@ def _verify_tree(*, mode, target_logits, target_probs, draft_token_ids, num_draf
     _TREE_ROWS((batch, num_slots, row_splits), (*args, row_chunk), num_warps, key, **sizes)
     if mode != "greedy":
         _TREE_FINISH((2 * batch * race_splits,), (*args, race_chunk), num_warps, key,
-                     CANDIDATES=batch >= TREE_CANDIDATES_MIN_BATCH, **sizes)
+                     CANDIDATES=_tuned("tree_race_candidates", batch >= TREE_CANDIDATES_MIN_BATCH), **sizes)
     return result
 
 

@@ -261,8 +261,15 @@ def plan_cases(
                                             mode, batch, tree_fields.get("num_nodes", profile.num_spec_tokens), vocab,
                                             dtype, draft, profile.rates, "natural" if natural else profile.name, graph,
                                             model, target, logprobs=logprobs, method=method, **inputs_fields,
-                                            **(knobs if mode != "greedy" else {}), **tree_fields.get("case", {})))
+                                            **(_knobs_at(knobs, vocab) if mode != "greedy" else {}),
+                                            **tree_fields.get("case", {})))
     return list(dict.fromkeys(cases))
+
+
+def _knobs_at(knobs: dict[str, Any], vocab: int) -> dict[str, Any]:
+    # a case's knobs over its vocabulary: top_k >= V keeps every token, so it is off (None) there, as 0 is
+    top_k = knobs["top_k"]
+    return {**knobs, "top_k": None if top_k is not None and top_k >= vocab else top_k}
 
 
 def _tree_fields(tree: TreeShape | None, profiles: Sequence[Profile], knobs: dict, sampling: str,

@@ -118,7 +118,9 @@ def run(args: Sequence[str] | None = None) -> int:
     nothing escapes as a traceback with status 1, which a pipeline would read as a finding.
     """
     try:
-        status = typer.main.get_command(app).main(args, prog_name="specbench", standalone_mode=False)
+        command = typer.main.get_command(app)
+        _refuse_repeated_options(command, list(sys.argv[1:] if args is None else args))
+        status = command.main(args, prog_name="specbench", standalone_mode=False)
     except SpecbenchError as exc:
         console.print_error(str(exc))
         return 2
@@ -142,6 +144,37 @@ def run(args: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 -- anything else is a bug of ours: its own status, never 0, 1 or 2
         return _report_bug(exc)
     return status if isinstance(status, int) else 0
+
+
+def _refuse_repeated_options(group, args: list[str]) -> None:
+    """A ``SpecbenchError`` for an option that takes one value given twice on the command line (Click keeps the
+    last one silently, so `--top-k 5 --top-k 6` would time top_k 6 alone); options that take a list (``--impl``,
+    sweep's ``--tree``) add their repeats, and are left alone. Each command's options are looked for between its
+    name and the next (sub)command's."""
+    if "--" in args:
+        args = args[:args.index("--")]
+    command, rest = group, args
+    while True:
+        named = None
+        if hasattr(command, "commands"):
+            named = next((i for i, arg in enumerate(rest) if arg in command.commands), None)
+        _refuse_repeats_of(command, rest if named is None else rest[:named])
+        if named is None:
+            return
+        command, rest = command.commands[rest[named]], rest[named + 1:]
+
+
+def _refuse_repeats_of(command, args: list[str]) -> None:
+    for param in command.params:
+        if getattr(param, "param_type_name", "") != "option" or param.multiple or getattr(param, "count", False):
+            continue
+        names = [*param.opts, *param.secondary_opts]
+        given = [arg for arg in args if arg in names or any(arg.startswith(f"{name}=") for name in names
+                                                            if name.startswith("--"))]
+        if len(given) > 1:
+            shown = "/".join(names) if param.secondary_opts else " / ".join(names)
+            raise SpecbenchError(f"{shown} was given {len(given)} times ({', '.join(given)}); it takes one value, "
+                                 f"so give it once")
 
 
 def _report_bug(exc: BaseException) -> int:

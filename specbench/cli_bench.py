@@ -195,9 +195,10 @@ def _profiles(lengths: list[str], ks: list[int], scenario: str | None, grid: Gri
 
 
 def _sampling(top_k: str | None, top_p: str | None, min_p: str | None, sampling: str, logprobs: str | None,
-              modes: list[str]) -> dict:
+              modes: list[str], notes: list[str]) -> dict:
     """The sampling keywords of ``bench.plan_cases`` from the options (one value each), checked: one
-    sentence for a bad value, a mixed batch given a knob, or truncation asked of greedy cases alone."""
+    sentence for a bad value, a mixed batch given a knob, or truncation asked of greedy cases alone; a note
+    for greedy cases beside truncated ones goes on ``notes``."""
     if sampling not in sampling_cases.SAMPLING_KINDS:
         raise SpecbenchError(f"--sampling must be fixed or mixed, got {sampling!r}")
     if logprobs is not None and logprobs not in sampling_cases.LOGPROBS:
@@ -228,8 +229,7 @@ def _sampling(top_k: str | None, top_p: str | None, min_p: str | None, sampling:
         raise SpecbenchError(f"{what} changes nothing in the greedy mode (truncation keeps the argmax), and this run "
                              f"has only greedy cases; add --mode probabilistic or synthetic, or drop {what}")
     if truncating and "greedy" in modes:
-        console.print("[yellow]note:[/] the greedy cases run untruncated: truncation cannot change an argmax",
-                      highlight=False)
+        notes.append("the greedy cases run untruncated: truncation cannot change an argmax")
     return {**knobs, "logprobs": logprobs}
 
 
@@ -381,7 +381,8 @@ def kernels_command(
         "sglang-tree-cuda, sglang-tree-target-only, a plugin's name, module:function or file.py:function "
         "(default torch, triton where they run); Triton launch variants: "
         "triton-split-BLOCKxWARPS[-chunkN], triton-sequential-BLOCKxWARPS, triton-radix-SLICExBLOCKxWARPS"
-        "[-prefetch], triton-histogram-SLICExBLOCKxWARPS[-binsN], triton-tree[-finishN][-cand|-nocand].",
+        "[-prefetch], triton-histogram-SLICExBLOCKxWARPS[-binsN], triton-tree-finishN[-cand|-nocand], "
+        "triton-tree-cand, triton-tree-nocand.",
         show_default=False)] = None,
     top_k: Annotated[str | None, typer.Option(
         "--top-k", metavar="K", help="Keep each request's K most likely tokens (exactly K: ties to the lowest ids); "
@@ -460,8 +461,9 @@ def kernels_command(
     shard: Annotated[str | None, typer.Option(
         "--shard", metavar="I/N", help="Run slice I of N of the grid (every run of N positions dealt one to a "
         "shard, the deal turned one place each run; the same on every machine); join the slices with specbench merge.", show_default=False)] = None,
-    tree: Annotated[str | None, typer.Option(
-        "--tree", metavar="SHAPES", help="Verify draft trees: chain:K, WxD or parents:-1,0,0,... (comma-separated). "
+    tree: Annotated[list[str] | None, typer.Option(
+        "--tree", metavar="SHAPES", help="Verify draft trees: chain:K, WxD or parents:-1,0,0,... (comma-separated or "
+        "repeated). "
         "Each tree is timed beside the chain of its depth on the same kind of rows; K is that depth (its path of "
         "first children), the acceptance profile is over it.", show_default=False)] = None,
     shapes: Annotated[str | None, typer.Option(
@@ -488,7 +490,7 @@ def kernels_command(
 @dataclass
 class _PlannedRun:
     """A kernels run as its options plan it: the cases (this shard's), the implementations, the timer's
-    settings, and the metadata its results folder starts with."""
+    settings, the metadata its results folder starts with, and notes to print once it starts."""
 
     cases: list
     positions: list[int]
@@ -501,6 +503,7 @@ class _PlannedRun:
     threads: int
     conversion: str
     metadata: dict
+    notes: list[str]
 
 
 class _OpenedRun(NamedTuple):
@@ -520,6 +523,7 @@ def _plan_run(
     **_: object,
 ) -> _PlannedRun:
     """``kernels``' options (``ctx.params``) into a run; every refusal a ``SpecbenchError``."""
+    tree = tree or None  # --tree not given: no list (Typer may pass an empty one)
     if interpret:
         device = machine.use_triton_interpreter(device)
     device_name = machine.resolve_device(device)
@@ -538,10 +542,11 @@ def _plan_run(
     grid = Grid(on_gpu, interpret, quick)
     eager_timer, graph_choice = _timers(timer, cuda_graph, on_gpu, grid)
     modes = [m for item in _items("--mode", mode) or ["all"] for m in (verification.MODES if item == "all" else [item])]
-    knobs = _sampling(top_k, top_p, min_p, sampling, logprobs, modes)
+    notes: list[str] = []  # printed when the run starts, after every refusal
+    knobs = _sampling(top_k, top_p, min_p, sampling, logprobs, modes, notes)
     if draft is not None and "probabilistic" not in modes:
-        console.print(f"[yellow]note:[/] --draft {escape(draft)} is ignored: only the probabilistic mode takes a "
-                      f"draft distribution, and this run has {escape(', '.join(modes))}", highlight=False)
+        notes.append(f"--draft {draft} is ignored: only the probabilistic mode takes a draft distribution, and this "
+                     f"run has {', '.join(modes)}")
     config = timing.TimingConfig(
         warmup=_one_whole("--warmup", warmup, 0), min_samples=_one_whole("--min-samples", min_samples, 1),
         max_samples=grid.max_samples if max_samples is None else _one_whole("--max-samples", max_samples, 1),
@@ -609,7 +614,7 @@ def _plan_run(
         num_cases=num_cases, case_grid=case_grid, **sharding,
     )
     return _PlannedRun(cases, positions, num_cases, shard_choice, implementations, device_name, config, seed_value,
-                       thread_count, convert, metadata)
+                       thread_count, convert, metadata, notes)
 
 
 def _open_run(run: _PlannedRun, output: Path | None, resume: bool) -> _OpenedRun:
@@ -631,6 +636,8 @@ def _time_run(run: _PlannedRun, opened: _OpenedRun, no_charts: bool) -> None:
     thread_count, shard_choice, num_cases, metadata = run.threads, run.shard, run.num_cases, run.metadata
     out_dir, previous, writer, peak, resume = opened
     machine.use_threads(thread_count)
+    for note in run.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     busy = machine.busy_warning(metadata["load_average_start"], thread_count, at_end=False)
     if busy:
         error_console.print(f"[yellow]warning:[/] {escape(busy)}", highlight=False)
@@ -732,20 +739,28 @@ def _shape_cases(text: str, plan: dict, lengths: list[str], grid: Grid, schedule
     return list(dict.fromkeys(cases))
 
 
-def _tree_cases(text: str, plan: dict, lengths: list[str], num_spec_tokens: str | None, scenario: str | None,
+def _tree_cases(texts: list[str], plan: dict, lengths: list[str], num_spec_tokens: str | None, scenario: str | None,
                 grid: Grid, schedule: str | None) -> list:
     """``kernels --tree``: per shape, the chain of its depth and the tree, on profiles over that depth."""
     if num_spec_tokens is not None:
         raise SpecbenchError("--tree sets K to each tree's depth (its path of first children); drop "
                              "--num-spec-tokens")
+    if scenario is not None:
+        raise SpecbenchError("--tree sets K to each tree's depth, so its acceptance comes from --acceptance-length "
+                             "over that depth, not from --scenario (whose profiles set their own K); drop --scenario")
     cases = []
-    for item in tree_shapes.split_tree_shapes(text):
+    for item in (item for text in texts for item in tree_shapes.split_tree_shapes(text)):
         shape = tree_shapes.parse_tree_shape(item)
         if not isinstance(shape, tree_shapes.TreeShape):
             raise SpecbenchError(f"kernels --tree takes chain:K, WxD or parents:-1,0,..., got {item!r} (sequoia:N "
                                  f"needs positional rates: build it with specbench.tree_theory.best_tree and pass "
                                  f"its parents)")
-        profiles = _profiles(lengths, [len(tree_inputs.spine(shape.parents))], scenario, grid, schedule)
+        depth = len(tree_inputs.spine(shape.parents))
+        too_long = [label for label in lengths if label != "full" and _number("--acceptance-length", label) > depth + 1]
+        if too_long:
+            raise SpecbenchError(f"--acceptance-length {too_long[0]} is more than the tree {item} can accept: its "
+                                 f"depth (path of first children) is {depth}, so at most {depth + 1}, or full")
+        profiles = _profiles(lengths, [depth], scenario, grid, schedule, k_from=f"the tree {item}'s depth {{k}}")
         cases += bench.plan_cases(**plan, profiles=profiles)  # the chain of the tree's depth
         cases += bench.plan_cases(**plan, profiles=profiles, tree=shape)
     return list(dict.fromkeys(cases))

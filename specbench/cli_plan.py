@@ -108,8 +108,11 @@ def plan_trees(trees: list[str], tree_rates: str | None) -> tuple[tuple, tuple]:
     shapes = tuple(tree_shapes.parse_tree_shape(text) for item in trees for text in tree_shapes.split_tree_shapes(item))
     if tree_rates is None:
         return shapes, ()
-    head, _, rest = tree_rates.partition(",")
+    head, comma, rest = tree_rates.partition(",")
     if head.strip().lower() == plan.PROFILE_RANK:
+        if comma and not rest.strip():
+            raise SpecbenchError(f"--tree-rates {tree_rates!r} ends in an empty rate; give profile alone or "
+                                 f"profile,0.3,0.1")
         return shapes, (plan.PROFILE_RANK, *(_numbers("--tree-rates", rest, ranges=False) if rest.strip() else []))
     return shapes, tuple(_numbers("--tree-rates", tree_rates, ranges=False))
 

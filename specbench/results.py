@@ -207,16 +207,30 @@ def open_output(
         before = metadata.get(name)
         if name in UNRECORDED and isinstance(before, dict):
             before = {**UNRECORDED[name], **before}
-        if isinstance(value, dict) and isinstance(before, dict):
+        if _setting(value) != repr(value) or _setting(before) != repr(before):  # a shard, or none given
+            if value != before:
+                grid = " over another grid of cases" if _setting(value) == _setting(before) else ""
+                raise SpecbenchError(f"{label} {_setting(value)}{grid} differs from the run in {output} "
+                                     f"({_setting(before)}); resume it with the same {label}")
+        elif isinstance(value, dict) and isinstance(before, dict):
             changed = [key for key in value if before.get(key) != value[key]]
             if changed:
                 key = changed[0]
                 raise SpecbenchError(f"{label} setting {key} = {value[key]!r} differs from the run in {output} "
                                      f"({before.get(key)!r}); resume it with the same {label} options")
         elif before != value:
-            raise SpecbenchError(f"{label} {value!r} differs from the run in {output} ({before!r}); "
+            raise SpecbenchError(f"{label} {_setting(value)} differs from the run in {output} ({_setting(before)}); "
                                  f"resume it with the same {label}")
     return output, records, metadata
+
+
+def _setting(value: Any) -> str:
+    # a resumed setting as a user gave it: a shard as I/N, none as "none given"
+    if value is None:
+        return "none given"
+    if isinstance(value, dict) and {"index", "count"} <= value.keys():
+        return f"{value['index']}/{value['count']}"
+    return repr(value)
 
 
 def check_output_file(option: str, path: Path, example: str) -> None:

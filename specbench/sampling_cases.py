@@ -111,7 +111,9 @@ def sampling_label(record: dict) -> str:
     parts = []
     if record.get("sampling", "fixed") not in (None, "fixed"):
         parts.append(f"sampling={record['sampling']}")
-    parts += [f"{name}={record[name]:g}" for name in KNOBS if record.get(name) is not None]
+    # top_k whole (a table's column may hold it as a float), the others as short as they read
+    parts += [f"{name}={int(record[name])}" if name == "top_k" else f"{name}={record[name]:g}" for name in KNOBS
+              if record.get(name) is not None]
     if record.get("logprobs") is not None:
         parts.append(f"logprobs={record['logprobs']}")
     return "".join(f" {part}" for part in parts)

@@ -67,6 +67,11 @@ def test_off_values_are_the_untruncated_case_itself():
     off = bench.plan_cases(modes=["probabilistic"], batch_sizes=[4], vocabularies=[(None, 64)], profiles=[profile],
                            top_k=0, top_p=1.0, min_p=0.0)
     assert off == plain
+    # top_k >= V keeps every token: off at that vocabulary, on at a larger one
+    wide = bench.plan_cases(modes=["probabilistic"], batch_sizes=[4], vocabularies=[(None, 64), (None, 128)],
+                            profiles=[profile], top_k=64)
+    assert [(case.vocab_size, case.top_k) for case in wide] == [(64, None), (128, 64)]
+    assert wide[0] == plain[0]
 
 
 def test_greedy_cases_are_planned_untruncated_and_keep_logprobs():
@@ -116,6 +121,9 @@ def test_records_labels_and_keys_carry_the_parameters_only_when_set():
     assert mixed["sampling"] == "mixed" and "sampling=mixed" in bench.describe_record(mixed)
     keys = {bench.record_key(r) for r in (plain, cut, mixed, bench._record(_case(top_k=51), "torch", "ok"))}
     assert len(keys) == 4
+    # top_k reads as the whole number it is, however large (a table may hold it as a float)
+    assert bench.describe_record({**cut, "top_k": 1234567}).endswith("top_k=1234567 top_p=0.9 logprobs=raw")
+    assert bench.describe_record({**cut, "top_k": 50.0}).endswith("top_k=50 top_p=0.9 logprobs=raw")
     # a record written before these fields existed keys as the untruncated case
     assert bench.record_key(plain) == _case().key("torch")
 

@@ -152,6 +152,26 @@ def test_usage_errors_are_one_red_sentence_with_status_2(args, said, capsys):
     assert "╭" not in captured.err + captured.out
 
 
+@pytest.mark.parametrize("args, said", [
+    (["kernels", "--top-k", "5", "--top-k", "6"], "--top-k was given 2 times (--top-k, --top-k)"),
+    (["kernels", "-b", "1", "--batch-size=2"], "--batch-size / -b was given 2 times (-b, --batch-size=2)"),
+    (["kernels", "--no-cuda-graph", "--cuda-graph"], "--cuda-graph/--no-cuda-graph was given 2 times"),
+    (["--format", "plain", "--format", "rich", "sweep"], "--format was given 2 times"),
+    (["profile", "fit", "x.txt", "-c", "1", "--cost-ratio", "2"], "--cost-ratio / -c was given 2 times"),
+])
+def test_an_option_of_one_value_given_twice_is_refused(args, said, capsys):
+    # Click would keep the last value silently; options that take lists (--impl) add their repeats instead
+    assert cli.run(args) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert line.startswith("error: ") and said in line and "give it once" in line, line
+
+
+def test_an_unknown_implementation_names_the_launch_variants_too(capsys):
+    assert cli.run(["verify", "--impl", "triton-tree"]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "unknown implementation 'triton-tree'" in line and "triton-tree-finish64" in line, line
+
+
 def test_specbench_alone_prints_the_help_and_status_2(capsys):
     assert cli.run([]) == 2
     assert "Exit status" in capsys.readouterr().out

@@ -156,6 +156,7 @@ def test_plan_tree_command_line_results_compare_export_and_plot(tmp_path):
     (["--tree", "2x2"], "trees need --tree-rates"),
     (["--tree", "3y3", "--tree-rates", "0.5"], "tree shape must read"),
     (["--tree", "2x2", "--tree-rates", "0.5,x"], "--tree-rates takes comma-separated numbers"),
+    (["--tree", "2x2", "--tree-rates", "profile,"], "ends in an empty rate"),
     (["--tree-rates", "0.5"], "give them with --tree"),
 ])
 def test_bad_tree_options_exit_2(tmp_path, args, words):

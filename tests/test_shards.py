@@ -152,6 +152,17 @@ def test_merge_refuses_an_incomplete_set_unless_allowed_and_an_unsharded_run(ker
         merge.merge_runs([kernels_runs[1], twin, kernels_runs[3]], tmp_path / "m2")
 
 
+def test_resuming_a_shard_under_another_shard_names_both_as_given(tmp_path):
+    out = tmp_path / "run"
+    first = runner.invoke(app, [*SWEEP, "--shard", "1/2", "-o", str(out)])
+    assert first.exit_code == 0, first.output
+    for shard, said in ((["--shard", "2/2"], "--shard 2/2 differs from the run in"),
+                        ([], "--shard none given differs from the run in")):
+        again = runner.invoke(app, [*SWEEP, *shard, "-o", str(out), "--resume"])
+        assert again.exit_code == 2 and said in " ".join(again.output.split()), again.output
+        assert "(1/2); resume it with the same --shard" in " ".join(again.output.split()) and "{" not in again.output
+
+
 def test_a_bad_shard_option_is_one_sentence_and_exit_2(tmp_path):
     for command in (KERNELS, SWEEP):
         result = runner.invoke(app, [*command, "--shard", "3/2", "-o", str(tmp_path / command[0])])

@@ -84,6 +84,14 @@ def test_kernels_tree_times_each_tree_beside_the_chain_of_its_depth(tmp_path):
             2, acceptance_length=2.0, name="2")], tree=parse_tree_shape("2x2"))[0], torch.device("cpu"))
 
 
+def test_a_repeated_tree_adds_to_the_shapes_as_a_comma_does(tmp_path):
+    result = runner.invoke(app, ["kernels", *SMALL, "--tree", "2x2", "--tree", "chain:3", "-b", "1", "--impl", "torch",
+                                 "--mode", "greedy", "-l", "full", "-o", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    _, records = results.read_results(tmp_path / "r")
+    assert {r.get("tree") for r in records} == {None, "2x2", "chain:3"}
+
+
 def test_the_triton_tree_kernel_runs_in_a_kernels_tree_run(tmp_path):
     result = runner.invoke(app, ["kernels", *SMALL, "--tree", "2x2", "-b", "2", "--impl", "torch,triton", "--interpret",
                                  "--mode", "greedy,probabilistic", "--draft", "probs", "-l", "2",
@@ -101,11 +109,15 @@ def test_the_triton_tree_kernel_runs_in_a_kernels_tree_run(tmp_path):
     (["--tree", "2x2", "--top-k", "5"], "does not take truncation"),
     (["--tree", "2x2", "--logprobs", "raw"], "does not take --logprobs"),
     (["--tree", "2x2", "--method", "block"], "token method only"),
+    (["--tree", "2x2", "--scenario", "default"], "not from --scenario"),
+    (["--tree", "2x2", "-l", "4"], "more than the tree 2x2 can accept: its depth (path of first children) is 2"),
+    (["--tree", "chain:1", "--mode", "greedy"], "got the tree chain:1's depth 1"),
 ])
 def test_kernels_tree_refuses_what_trees_do_not_take(tmp_path, args, words):
     result = runner.invoke(app, ["kernels", *SMALL, "-b", "1", "--impl", "torch", *args, "-o", str(tmp_path / "r")])
     assert result.exit_code == 2, result.output
     assert words in " ".join(result.output.split()) and result.output.count("error:") == 1
+    assert "note:" not in result.output  # (a note of a run that never starts, such as the greedy cases', is not said)
     quick = runner.invoke(app, ["kernels", "--device", "cpu", "--quick", "--tree", "2x2", "-o", str(tmp_path / "q")])
     assert quick.exit_code == 2 and "cannot be combined with --tree" in " ".join(quick.output.split())
 

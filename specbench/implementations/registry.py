@@ -74,7 +74,9 @@ def resolve(spec: str) -> Implementation:
             raise SpecbenchError(f"{where} has no attribute {attribute!r} (--impl takes module:function or "
                                  f"file.py:function)")
         return _declared(getattr(module, attribute), spec)
-    raise SpecbenchError(f"unknown implementation {spec!r}; choose from {', '.join(known_names())}, or give "
+    raise SpecbenchError(f"unknown implementation {spec!r}; choose from {', '.join(known_names())}, a Triton launch "
+                         f"variant (triton-split-1024x4, triton-sequential-4096x16, triton-radix-4096x1024x8, "
+                         f"triton-histogram-4096x1024x4, triton-tree-finish64: `specbench kernels --help`), or give "
                          f"package.module:function or path/to/file.py:function")
 
 

@@ -252,7 +252,10 @@ float rounding (``R`` after a rejected sampled candidate is a float32 sum in an 
 after a one-hot one it is the difference above, the same bits wherever the ``R`` before it was).
 Temperature, cleaning, draft rows (an invalid draft-logit row makes its node one-hot; NaN draft
 probabilities count as 0) and invalid rows and requests are as for chains. Not for trees in this version
-(refused, every backend): the truncation knobs, ``logprobs``, and a ``method`` other than ``token``.
+(refused, every backend): a truncation knob that is on for some request (knobs at their off values, ``top_k`` 0
+or ``>= V``, ``top_p`` 1, ``min_p`` 0, are the untruncated call, as for chains; per-request knob tensors are read
+on the host, so under CUDA-graph capture any given is refused), ``logprobs``, and a ``method`` other than
+``token``.
 """
 
 from __future__ import annotations
@@ -575,8 +578,9 @@ def prepare_verify(
 
     resolved = resolve_backend(backend, device)
     if tree is not None:  # the rates, the tree and its refusals ("Trees" in the module docstring)
-        rates_and_tree = _checked_tree(tree, mode, batch, num_spec, device, num_draft_tokens, check_values, sampling,
-                                       logprobs, method, acceptance_rates)
+        rates_and_tree = _checked_tree(tree, mode, batch, num_spec, device, num_draft_tokens, check_values,
+                                       _truncating(truncation, vocab), logprobs, method, acceptance_rates)
+        truncation = {name: None for name in truncation}  # every knob off (refused otherwise): untruncated
     else:
         conditional = _conditional_rates_tensor((0.0,) * max(num_spec, 1), device)
         if mode == "synthetic":
@@ -610,14 +614,27 @@ def prepare_verify(
     }
 
 
+def _truncating(truncation: dict[str, torch.Tensor | None], vocab: int) -> bool:
+    # whether some request's knob is on (top_k in (0, V), top_p < 1, min_p > 0): a tree call refuses truncation but
+    # not knobs at their off values. Knob tensors are read on the host, so under CUDA-graph capture any is "on".
+    given = {name: value for name, value in truncation.items() if value is not None}
+    if not given:
+        return False
+    if any(value.is_cuda for value in given.values()) and torch.cuda.is_current_stream_capturing():
+        return True
+    on = {"top_k": lambda k: (k > 0) & (k < vocab), "top_p": lambda p: p < 1, "min_p": lambda p: p > 0}
+    return any(bool(on[name](value).any()) for name, value in given.items())
+
+
 def _checked_tree(tree: Any, mode: str, batch: int, num_nodes: int, device: torch.device,
-                  num_draft_tokens: torch.Tensor, check_values: bool, sampling: SamplingParams,
+                  num_draft_tokens: torch.Tensor, check_values: bool, truncating: bool,
                   logprobs: str | None, method: str, acceptance_rates: Any) -> dict[str, Any]:
     """The tree keywords of a backend call (``conditional_rates`` the ``[D, W]`` synthetic table, ``tree_parents``,
     ``tree_candidates``), after refusing what trees do not take in this version (module docstring, "Trees")."""
     check_tree(tree, batch, num_nodes, device, num_draft_tokens, check_values)
-    if any(getattr(sampling, name) is not None for name in ("top_k", "top_p", "min_p")):
-        raise SpecbenchError("tree verification does not take truncation (top_k, top_p, min_p) in this version")
+    if truncating:
+        raise SpecbenchError("tree verification does not take truncation (top_k, top_p, min_p) in this version; "
+                             "knobs at their off values (top_k 0 or >= V, top_p 1, min_p 0) are taken")
     if logprobs is not None:
         raise SpecbenchError("tree verification does not return log-probabilities in this version: pass logprobs=None")
     if method != "token":

@@ -184,6 +184,21 @@ def test_bad_tree_inputs_are_named(overrides, words):
         assert word in str(error.value)
 
 
+def test_knobs_at_their_off_values_are_the_untruncated_tree_call():
+    # the contract's all-off request is untruncated: a tree call takes it (top_k 0 or >= V, top_p 1, min_p 0, as
+    # numbers or per-request tensors), and refuses a knob that is on for any request
+    from specbench import SamplingParams
+
+    want, vocab = _call(), V
+    for sampling in (SamplingParams(top_k=0, top_p=1.0, min_p=0.0),
+                     SamplingParams(top_k=torch.tensor([0, vocab, vocab + 5]), top_p=torch.ones(B))):
+        got = _call(sampling=sampling)
+        assert torch.equal(got.output_token_ids, want.output_token_ids)
+        assert torch.equal(got.accepted_nodes, want.accepted_nodes)
+    with pytest.raises(SpecbenchError, match="does not take truncation"):
+        _call(sampling=SamplingParams(top_k=torch.tensor([0, 0, vocab - 1])))
+
+
 def test_padding_parents_are_not_checked_and_never_read():
     parents = torch.tensor([PARENTS, [-1, 0, 7, 99, -5, 3], PARENTS])  # request 1 has 2 nodes; the rest is padding
     counts = torch.tensor([N, 2, N])

@@ -22,6 +22,7 @@ Converters from the layouts serving engines use:
 from __future__ import annotations
 
 import itertools
+import numbers
 from collections.abc import Sequence
 from typing import Literal, NamedTuple
 
@@ -150,6 +151,8 @@ def full_tree(width: int, depth: int) -> list[int]:
 def batched(parents: Sequence[int], batch: int, *, candidates: Candidates = "independent",
             device: torch.device | str = "cpu") -> DraftTree:
     """One request's parent list as the ``DraftTree`` of a batch of ``batch`` requests sharing it."""
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 0:
+        raise SpecbenchError(f"batch must be a whole number >= 0, got {batch!r}")
     rows = torch.tensor(check_parents(parents), dtype=torch.int64, device=device)
     return DraftTree(rows[None, :].expand(batch, len(rows)).contiguous(), candidates)
 
@@ -162,6 +165,8 @@ def parse_tree_shape(text: str) -> list[int]:
     positional rates, so it is refused here with one sentence."""
     from specbench import tree_shapes
 
+    if not isinstance(text, str):
+        raise SpecbenchError(f"a tree shape is a string such as '2x2', got {type(text).__name__}")
     shape = tree_shapes.parse_tree_shape(text)
     if isinstance(shape, tree_shapes.SequoiaRequest):
         raise SpecbenchError(f"tree shape {text.strip()!r} is chosen from positional acceptance rates, which "
@@ -190,6 +195,16 @@ class SGLangTree(NamedTuple):
     row_index: torch.Tensor
 
 
+def _int_tensor(name: str, value: object, dims: int) -> torch.Tensor:
+    # a converter's input: an integer tensor of `dims` dimensions, else one sentence
+    if not isinstance(value, torch.Tensor) or value.dim() != dims or value.dtype.is_floating_point \
+            or value.dtype.is_complex or value.dtype == torch.bool:
+        got = (f"a {value.dim()}-d {str(value.dtype).removeprefix('torch.')} tensor" if isinstance(value, torch.Tensor)
+               else type(value).__name__)
+        raise SpecbenchError(f"{name} must be a {dims}-d integer tensor, got {got}")
+    return value
+
+
 def from_sglang(candidates: torch.Tensor, retrive_next_token: torch.Tensor, retrive_next_sibling: torch.Tensor,
                 retrive_index: torch.Tensor | None = None) -> SGLangTree:
     """This layout from SGLang's (``verify_tree_greedy``'s inputs, ``[B, M]`` each, node 0 the root).
@@ -204,7 +219,8 @@ def from_sglang(candidates: torch.Tensor, retrive_next_token: torch.Tensor, retr
     if retrive_index is not None:
         tensors["retrive_index"] = retrive_index
     for name, tensor in tensors.items():
-        if not isinstance(tensor, torch.Tensor) or tensor.dim() != 2 or tensor.shape != candidates.shape:
+        _int_tensor(name, tensor, 2)
+        if tensor.shape != candidates.shape:
             raise SpecbenchError(f"{name} must be a [B, M] tensor like candidates, got "
                                  f"{list(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__}")
     batch, width = candidates.shape
@@ -256,7 +272,12 @@ def to_sglang(parents: torch.Tensor, draft_token_ids: torch.Tensor,
     linked in rank order, only a request's first ``num_draft_tokens`` nodes and only those below the root),
     ``[B, N + 1]`` int64 each, and ``depth`` (the deepest linked node's depth plus one, 0 for no node: the
     most drafts a path accepts)."""
-    batch, num_nodes = draft_token_ids.shape
+    batch, num_nodes = _int_tensor("draft_token_ids", draft_token_ids, 2).shape
+    if _int_tensor("parents", parents, 2).shape != draft_token_ids.shape:
+        raise SpecbenchError(f"parents must be [B, N] like draft_token_ids {list(draft_token_ids.shape)}, got "
+                             f"{list(parents.shape)}")
+    if _int_tensor("num_draft_tokens", num_draft_tokens, 1).shape != (batch,):
+        raise SpecbenchError(f"num_draft_tokens must be [B] = [{batch}], got {list(num_draft_tokens.shape)}")
     width = num_nodes + 1
     first = torch.full((batch, width), -1, dtype=torch.int64)
     sibling = torch.full((batch, width), -1, dtype=torch.int64)
@@ -300,6 +321,8 @@ def from_tree_choices(tree_choices: Sequence[Sequence[int]]) -> ConvertedTree:
     """
     paths = []
     for choice in tree_choices:
+        if isinstance(choice, (str, bytes)) or not isinstance(choice, Sequence):
+            raise SpecbenchError(f"tree_choices holds paths, each a list of sibling ranks, got {choice!r}")
         path = tuple(choice)
         if not path or any(isinstance(r, bool) or not isinstance(r, int) or r < 0 for r in path):
             raise SpecbenchError(f"tree_choices holds non-empty paths of ranks >= 0, got {list(choice)!r}")
@@ -324,12 +347,18 @@ def from_retrieve_indices(retrieve_indices: torch.Tensor | Sequence[Sequence[int
     ``source[j]`` is node ``j``'s token index (``draft_token_ids[j] = tokens[source[j]]``, target row
     ``j + 1`` = the target's row at that index).
     """
-    rows = retrieve_indices.tolist() if isinstance(retrieve_indices, torch.Tensor) else [list(r) for r in
-                                                                                        retrieve_indices]
+    if isinstance(retrieve_indices, torch.Tensor):
+        rows = _int_tensor("retrieve_indices", retrieve_indices, 2).tolist()
+    else:
+        rows = list(retrieve_indices)
     parent_of: dict[int, int] = {}
     depth_of: dict[int, int] = {}
     for row in rows:
-        path = [int(i) for i in row if int(i) != -1]
+        items = None if isinstance(row, (str, bytes)) or not hasattr(row, "__iter__") else list(row)
+        if items is None or any(isinstance(i, bool) or not isinstance(i, (numbers.Integral, torch.Tensor)) or (
+                isinstance(i, torch.Tensor) and (i.dim() != 0 or i.dtype.is_floating_point)) for i in items):
+            raise SpecbenchError(f"retrieve_indices rows are lists of whole token indices, -1 padded, got {row!r}")
+        path = [int(i) for i in items if int(i) != -1]
         if not path or path[0] != 0 or any(i < 0 for i in path):
             raise SpecbenchError(f"retrieve_indices rows are paths from the root (index 0), -1 padded, got {row}")
         for depth, (parent, node) in enumerate(itertools.pairwise(path)):

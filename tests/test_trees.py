@@ -138,6 +138,25 @@ def test_eagle2_retrieve_indices_convert_by_depth_then_index():
         from_retrieve_indices([[0, 1, 3], [0, 2, 3]])
 
 
+@pytest.mark.parametrize("call, words", [
+    (lambda: from_tree_choices([0, 1]), "each a list of sibling ranks, got 0"),
+    (lambda: from_retrieve_indices(torch.tensor([0, 1, 2])), "2-d integer tensor, got a 1-d int64 tensor"),
+    (lambda: from_retrieve_indices([["0", "x"]]), "whole token indices"),
+    (lambda: from_retrieve_indices([[0, 1.5]]), "whole token indices"),
+    (lambda: from_sglang(torch.zeros(1, 3), torch.zeros(1, 3), torch.zeros(1, 3)), "2-d float32 tensor"),
+    (lambda: to_sglang(torch.zeros(2, 3, dtype=torch.long), torch.zeros(2, 4, dtype=torch.long),
+                       torch.zeros(2, dtype=torch.long)), "parents must be [B, N] like draft_token_ids [2, 4]"),
+    (lambda: to_sglang(torch.zeros(2, 3, dtype=torch.long), torch.zeros(2, 3, dtype=torch.long), [3]),
+     "num_draft_tokens must be a 1-d integer tensor, got list"),
+    (lambda: parse_tree_shape(None), "a tree shape is a string"),
+    (lambda: batched([-1, 0], -1), "batch must be a whole number >= 0, got -1"),
+])
+def test_the_converters_name_a_wrong_input_in_one_sentence(call, words):
+    with pytest.raises(SpecbenchError) as error:
+        call()
+    assert words in str(error.value)
+
+
 # --- verify's checks -----------------------------------------------------------------------------------------------
 
 B, N, V = 3, 6, 9

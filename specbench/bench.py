@@ -539,7 +539,7 @@ def check_sizes(cases: Sequence[Case], implementations: Sequence[Implementation]
     smallest = min((case.batch_size * (case.num_spec_tokens + 1) * case.vocab_size for case in cases), default=0)
     if interpreted and smallest > INTERPRET_MAX_ELEMENTS:
         raise SpecbenchError(f"{', '.join(interpreted)} would run under the Triton interpreter, which takes at most "
-                             f"{INTERPRET_MAX_ELEMENTS:,} target logits a case (B x (K+1) x V), and the smallest case "
+                             f"{INTERPRET_MAX_ELEMENTS:,} target logits a case (B x (K+1) x V, a tree's K its N nodes), and the smallest case "
                              f"here has {smallest:,}; use a smaller --vocab-size or --batch-size")
 
 

@@ -516,7 +516,7 @@ def prepare_verify(
             and draft_token_ids.shape[1] != num_spec:
         raise SpecbenchError(
             f"draft_token_ids has {draft_token_ids.shape[1]} draft slots but target_logits has {num_rows} rows per "
-            f"request (K draft slots + the bonus row, so K = {num_spec}); target_logits must be "
+            f"request (K draft slots, or a tree's N nodes, + the bonus row, so K = {num_spec}); target_logits must be "
             f"[{batch}, {draft_token_ids.shape[1] + 1}, {vocab}] for these drafts"
         )
     _check_tensor("draft_token_ids", draft_token_ids, (batch, num_spec), (torch.int32, torch.int64), device)

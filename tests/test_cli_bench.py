@@ -344,7 +344,7 @@ def test_a_grid_too_large_for_the_interpreter_is_refused(tmp_path):
     result = run("kernels", "--interpret", "--model", "llama3", "--impl", "triton", "--output", str(tmp_path / "out"))
     assert result.exit_code == 2, result.output
     assert ("triton would run under the Triton interpreter, which takes at most 262,144 target logits a case "
-            "(B x (K+1) x V), and the smallest case here has 513,024") in _one_line(result.stderr)
+            "(B x (K+1) x V, a tree's K its N nodes), and the smallest case here has 513,024") in _one_line(result.stderr)
 
 
 def test_a_run_whose_every_row_was_skipped_keeps_its_files_and_exits_2(tmp_path, monkeypatch):

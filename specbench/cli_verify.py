@@ -28,10 +28,13 @@ registry = lazy_module("specbench.implementations.registry")
 results = lazy_module("specbench.results")
 sweep = lazy_module("specbench.sweep")
 trees = lazy_module("specbench.trees")
+tree_shapes = lazy_module("specbench.tree_shapes")
 
 _VERDICT_STYLE = {"pass": "green", "FAIL": "bold red", "skipped": "yellow", "lossy": "magenta"}
 _MODES = ("greedy", "probabilistic", "synthetic")
 DEFAULT_SAMPLES = 20000
+# exactness_tree.MAX_PROBABILISTIC_CHILDREN, written out so that --help imports no torch (a test keeps them equal)
+HELP_MAX_CHILDREN = 6
 INTERPRETED_SAMPLES = 200
 
 
@@ -134,7 +137,7 @@ def verify_command(
         "--significance", metavar="P", help="Chance that a correct implementation fails any check of a run "
         "(Bonferroni: each test is held to P / number of tests), in [1e-12, 1).")] = "0.001",
     seed: Annotated[str, typer.Option("--seed", metavar="SEED", help="Seed of the inputs and request seeds.")] = "0",
-    json_path: Annotated[Path | None, typer.Option(
+    json_path: Annotated[str | None, typer.Option(
         "--json", metavar="FILE", help="Also write every check, the facts and the machine to this JSON file (its "
         "folder must exist).",
         show_default=False)] = None,
@@ -145,8 +148,9 @@ def verify_command(
         "lossy typical, relaxed (checked against their own rule, their distance from the target reported).")]
         = "token",
     tree: Annotated[str | None, typer.Option(
-        "--tree", metavar="SHAPE", help="Certify tree verification on this tree instead of chains: chain:K, WxD "
-        "(every node down to depth D-1 has W children) or parents:-1,0,0,... (token method only).",
+        "--tree", metavar="SHAPE", help="Certify tree verification on one tree instead of chains: chain:K, WxD "
+        "(every node down to depth D-1 has W children) or parents:-1,0,0,... (token method only; the "
+        f"probabilistic mode takes at most {HELP_MAX_CHILDREN} children a node).",
         show_default=False)] = None,
 ) -> None:
     """Check that an implementation's outputs follow the contract: token laws, acceptance, greedy identity, edges.
@@ -166,7 +170,7 @@ def verify_command(
                             seed=seed, interpret=interpret, method=method, tree=tree, json_path=json_path)
     except SpecbenchError as exc:
         fail(str(exc))
-    _check_all(plan, _runnable(plan), json_path)
+    _check_all(plan, _runnable(plan), plan.json_path)
 
 
 class _VerifyPlan(NamedTuple):
@@ -183,10 +187,24 @@ class _VerifyPlan(NamedTuple):
     interpret: bool
     tree: str | None
     parents: list[int] | None
+    json_path: Path | None
+
+
+def _tree_parents(tree: str | None) -> list[int] | None:
+    """``--tree``'s one shape into its parents (None: no tree). A repeated ``--tree`` is refused with every
+    repeated option (``cli._refuse_repeated_options``); a comma list of shapes, which ``kernels`` takes, here."""
+    if tree is None:
+        return None
+    shapes = [shape for shape in tree_shapes.split_tree_shapes(tree) if shape]
+    if len(shapes) > 1:
+        raise SpecbenchError(f"verify --tree takes one tree shape, got {len(shapes)} in {tree!r}; run verify once "
+                             f"for each of {', '.join(shapes)}")
+    return trees.parse_tree_shape(tree)
 
 
 def _plan_verify(*, impl: list[str], mode: str, device: str, samples: str | None, significance: str, seed: str,
-                 interpret: bool, method: str | None, tree: str | None, json_path: Path | None = None) -> _VerifyPlan:
+                 interpret: bool, method: str | None, tree: str | None,
+                 json_path: str | None = None) -> _VerifyPlan:
     """The options into a plan; every refusal a ``SpecbenchError``."""
     if interpret:
         device = machine.use_triton_interpreter(device)
@@ -194,7 +212,9 @@ def _plan_verify(*, impl: list[str], mode: str, device: str, samples: str | None
     names = [name.strip() for text in impl for name in text.split(",") if name.strip()]
     if not names:
         raise SpecbenchError("--impl needs at least one implementation name")
-    modes = list(_MODES) if mode == "all" else [m.strip() for m in mode.split(",") if m.strip()]
+    modes = list(_MODES) if mode.strip() == "all" else [m.strip() for m in mode.split(",") if m.strip()]
+    if not modes:
+        raise SpecbenchError(f"--mode needs at least one of {', '.join(_MODES)} or all, got {mode!r}")
     for name in modes:
         if name not in _MODES:
             raise SpecbenchError(f"unknown mode {name!r}; choose from {', '.join(_MODES)} or all")
@@ -204,16 +224,27 @@ def _plan_verify(*, impl: list[str], mode: str, device: str, samples: str | None
     seed_value = _number(seed, "--seed", int, 0, 2**62)
     device_name = sweep.resolve_device(device)
     exactness.check_samples(sample_count, device_name)
-    parents = None
-    if tree is not None:
-        parents = trees.parse_tree_shape(tree)
-        if method_names != ["token"]:
-            raise SpecbenchError(f"--tree checks the token method only, got --method {method}")
+    parents = _tree_parents(tree)
+    if parents is not None and method_names != ["token"]:
+        raise SpecbenchError(f"--tree checks the token method only, got --method {method}")
+    json_file = None
     if json_path is not None:
-        results.check_output_file("--json", json_path, "verify.json")
+        if not json_path.strip():
+            raise SpecbenchError(f"--json needs a file name, got {json_path!r}")
+        json_file = Path(json_path)
+        results.check_output_file("--json", json_file, "verify.json")
     chosen = registry.resolve_all(names)
+    if parents is not None:  # the modes of every tree sampler, checked before the first runs
+        tree_modes = [m for i in chosen if i.trees for m in _modes_of(i, modes, mode)]
+        exactness_tree.check_tree_modes(parents, tree_modes, tree.strip())
+        exactness_tree.check_tree_samples(sample_count, parents, device_name)
     return _VerifyPlan(chosen, modes, mode, method_names, sample_count, significance_value, seed_value, device_name,
-                       interpret, tree, parents)
+                       interpret, tree, parents, json_file)
+
+
+def _modes_of(chosen_impl, modes: list[str], mode: str) -> list[str]:
+    """The modes ``chosen_impl`` is checked in: those asked for, or under ``all`` those it declares."""
+    return [m for m in modes if mode.strip() != "all" or m in chosen_impl.modes]
 
 
 def _runnable(plan: _VerifyPlan) -> list:
@@ -250,7 +281,7 @@ def _check_all(plan: _VerifyPlan, runnable: list, json_path: Path | None) -> Non
     runs: list[_Run] = []
     try:
         for chosen_impl, method_name in ((i, m) for i in runnable for m in method_names):
-            modes_here = [m for m in modes if mode != "all" or m in chosen_impl.modes]
+            modes_here = _modes_of(chosen_impl, modes, mode)
             facts = chosen_impl.facts()
             console.print(f"[bold]{escape(chosen_impl.name)}[/]: {escape(chosen_impl.description)} "
                           f"({escape(facts['source'])}; takes target {facts['target']}, draft {facts['draft']}; "

@@ -85,16 +85,19 @@ DEFAULT_SIGNIFICANCE = 1e-3
 BYTES_PER_REQUEST = 4096
 
 
-def check_samples(samples: int, device: torch.device | str) -> int:
-    """Refuse a request count below 50 or beyond the memory of ``device`` (``BYTES_PER_REQUEST`` each)."""
+def check_samples(samples: int, device: torch.device | str, per_request: int = BYTES_PER_REQUEST,
+                  why: str = "") -> int:
+    """Refuse a request count below 50 or beyond the memory of ``device``, ``per_request`` bytes each (default
+    ``BYTES_PER_REQUEST``, a chain's; ``why`` says in the refusal what makes a request larger)."""
     if samples < 50:
         raise SpecbenchError(f"--samples must be at least 50, got {samples}")
     memory = machine.memory_bytes(str(device))
-    if memory is not None and samples * BYTES_PER_REQUEST > memory:
+    if memory is not None and samples * per_request > memory:
         where = "the host's memory" if str(device) == "cpu" else f"{device}'s memory"
-        raise SpecbenchError(f"--samples {samples:,} needs about {samples * BYTES_PER_REQUEST / 2**30:,.0f} GiB "
-                             f"({BYTES_PER_REQUEST // 1024} KiB a request), more than {where} "
-                             f"({memory / 2**30:,.1f} GiB); give at most {memory // BYTES_PER_REQUEST:,}")
+        size = f"{per_request / 2**20:,.1f} MiB" if per_request >= 2**20 else f"{per_request // 1024} KiB"
+        raise SpecbenchError(f"--samples {samples:,} needs about {samples * per_request / 2**30:,.0f} GiB "
+                             f"({size} a request{why}), more than {where} ({memory / 2**30:,.1f} GiB); give at "
+                             f"most {memory // per_request:,}")
     return samples
 
 

@@ -23,10 +23,15 @@ from. What is tested, for an implementation that declares ``trees``:
   and its tree outputs equal the reference's.
 
 Statistical checks share one Bonferroni budget with the rest of the run (``exactness.Suite``'s).
+
+Limits: the probabilistic mode takes at most ``MAX_PROBABILISTIC_CHILDREN`` children a node (``check_tree_modes``:
+the oracle of candidates drawn without replacement grows by about ``V`` with each more), and ``--samples`` is held
+to memory by the tree's size (``check_tree_samples``: the torch reference holds ``N x N`` tables a request).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +39,8 @@ import numpy as np
 import torch
 
 from specbench import oracle, rng
-from specbench.exactness import Suite, _Broken
+from specbench.errors import SpecbenchError
+from specbench.exactness import BYTES_PER_REQUEST, Suite, _Broken, check_samples
 from specbench.exactness_base import VOCAB, CheckResult, _chi_square_check, _chi_square_counts, _reference
 from specbench.oracle_tree import fixed_rows_law
 from specbench.trees import DraftTree, check_parents, children, depths
@@ -56,12 +62,49 @@ TREE_CONFIGS = (
     _TreeConfig("one-hot candidates (fixed tokens)", 1.0, "none"),
 )
 SYNTHETIC_RATES = (0.7, 0.5, 0.4)  # conditional, by rank; the same at every depth
+# The oracle of candidates drawn without replacement follows every order in which a place's children can be
+# rejected: up to V! / (V - W)! states for W children. `verify --tree Wx1 -m probabilistic --impl torch -n 200`
+# on a 2-core CPU took 3.1 s for 6 children, 146 s for 7, and more than 10 min for 8.
+MAX_PROBABILISTIC_CHILDREN = 6
+# The torch reference, the yardstick of several checks, holds [B, N, N] tables: peak host memory measured 10.5 MB a
+# request for N = 1024 (`verify --tree 1024x1 -m greedy -n 2000`: 21.2 GB), about 10 N^2 bytes.
+BYTES_PER_NODE_PAIR = 12
+
+
+def check_tree_samples(samples: int, parents: Sequence[int], device: torch.device | str) -> int:
+    """``exactness.check_samples`` for a suite on the tree ``parents``: each request takes
+    ``BYTES_PER_REQUEST + BYTES_PER_NODE_PAIR * N^2`` bytes (``N`` nodes)."""
+    num_nodes = len(parents)
+    return check_samples(samples, device, BYTES_PER_REQUEST + BYTES_PER_NODE_PAIR * num_nodes**2,
+                         f" for a tree of {num_nodes} nodes, whose torch reference holds {num_nodes} x {num_nodes} "
+                         f"tables")
+
+
+def check_tree_modes(parents: Sequence[int], modes: Sequence[str], label: str | None = None) -> None:
+    """Raise ``SpecbenchError`` when ``modes`` holds ``probabilistic`` and a place of the tree ``parents`` (named
+    ``label`` in the sentence, default ``parents:...``) has more than ``MAX_PROBABILISTIC_CHILDREN`` children:
+    that mode's exact law would take minutes to hours. The greedy and synthetic modes check any tree."""
+    if "probabilistic" not in modes:
+        return
+    kids = children(check_parents(parents))
+    widest = max(range(len(kids)), key=lambda place: len(kids[place]))
+    width = len(kids[widest])
+    if width > MAX_PROBABILISTIC_CHILDREN:
+        where = "the root" if widest == 0 else f"node {widest - 1}"
+        label = label or "parents:" + ",".join(map(str, parents))
+        raise SpecbenchError(
+            f"{where} of tree {label} has {width} children, more than the {MAX_PROBABILISTIC_CHILDREN} the "
+            f"probabilistic mode can check (its exact law of candidates drawn without replacement follows every "
+            f"order of rejected siblings: on a 2-core CPU 7 children took 146 s and 8 more than 10 minutes); "
+            f"check this tree with --mode greedy,synthetic, which take any tree")
 
 
 class TreeSuite(Suite):
     """``exactness.Suite`` with the tree checks (module docstring) for one tree shape, ``parents``."""
 
     def __init__(self, impl, device: torch.device, modes: list[str], parents: list[int], **kwargs: Any) -> None:
+        if impl.trees:  # (a sampler without trees skips every check)
+            check_tree_modes(parents, modes)
         super().__init__(impl, device, modes, **kwargs)
         self.parents = check_parents(parents)
         self.kids = children(self.parents)

@@ -113,14 +113,18 @@ def _step_at(rules: _Rules, p: np.ndarray, here: list[int], depth: int,
     if not here:
         return accepted, p.copy()  # a leaf: the bonus
 
-    def try_rank(k: int, r: np.ndarray, mass: float, taken: tuple, weight: float) -> None:
-        nonlocal final
+    # The walk down the ranks, depth first on an explicit stack (a node may have hundreds of children:
+    # recursion per sibling would exceed Python's limit). A state: rank k, residual r, its mass R, the
+    # elder siblings' tokens, and the probability of having rejected every child before rank k.
+    pending: list[tuple[int, np.ndarray, float, tuple, float]] = [(0, p.copy(), 1.0, (), 1.0)]
+    while pending:
+        k, r, mass, taken, weight = pending.pop()
         if weight <= 0.0:
-            return
+            continue
         if k == len(here):  # every child rejected: the residual (the target's own token: synthetic)
             law = p if rules.rates is not None or not (r > 0).any() else r / r.sum()
             final = final + weight * law
-            return
+            continue
         node = here[k]
         drawn, q_k = _candidate_laws(rules, node, draft_of(node), taken)
         # rejections lead to few states (one for independent candidates, whatever the token): merge them
@@ -147,10 +151,8 @@ def _step_at(rules: _Rules, p: np.ndarray, here: list[int], depth: int,
                 entry = after.setdefault(key, [left, float(left.sum()) if rules.rates is None else mass,
                                                taken + (x,), 0.0])
                 entry[3] += weight * chance * (1 - accept)
-        for r_next, mass_next, taken_next, w in after.values():
-            try_rank(k + 1, r_next, mass_next, taken_next, w)
-
-    try_rank(0, p.copy(), 1.0, (), 1.0)
+        # reversed onto the stack: the states are taken in the order they were made
+        pending.extend((k + 1, *state) for state in reversed(list(after.values())))
     return accepted, final
 
 

@@ -150,8 +150,9 @@ def _whole(text: str, what: str, shape: str, low: int, high: int) -> int:
     return value
 
 
-def parse_tree_shape(text: str) -> ShapeRequest:
-    """One shape string (see the module docstring) into a :class:`TreeShape` or a :class:`SequoiaRequest`."""
+def parse_tree_shape(text: str, forms: str = _FORMS) -> ShapeRequest:
+    """One shape string (see the module docstring) into a :class:`TreeShape` or a :class:`SequoiaRequest`;
+    ``forms`` is what the refusal of an unreadable string offers (a caller that refuses ``sequoia`` leaves it out)."""
     shape = text.strip()
     head, _, rest = shape.partition(":")
     head = head.strip().lower()
@@ -178,7 +179,7 @@ def parse_tree_shape(text: str) -> ShapeRequest:
         width = _whole(match[1], "W", shape, 1, MAX_TREE_NODES)
         depth = _whole(match[2], "D", shape, 1, MAX_TREE_DEPTH)
         return TreeShape.full(width, depth)
-    raise SpecbenchError(f"tree shape must read {_FORMS}, got {text!r}")
+    raise SpecbenchError(f"tree shape must read {forms}, got {text!r}")
 
 
 def split_tree_shapes(text: str) -> list[str]:

@@ -167,7 +167,7 @@ def parse_tree_shape(text: str) -> list[int]:
 
     if not isinstance(text, str):
         raise SpecbenchError(f"a tree shape is a string such as '2x2', got {type(text).__name__}")
-    shape = tree_shapes.parse_tree_shape(text)
+    shape = tree_shapes.parse_tree_shape(text, forms="chain:K, WxD or parents:-1,0,...")
     if isinstance(shape, tree_shapes.SequoiaRequest):
         raise SpecbenchError(f"tree shape {text.strip()!r} is chosen from positional acceptance rates, which "
                              f"verification has none of: give chain:K, WxD or parents:-1,0,...")

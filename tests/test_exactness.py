@@ -306,6 +306,8 @@ def test_the_example_plugin_runs_through_verify_and_kernels(tmp_path):
     # a repeated --impl adds to the list, as a comma does: the first name is not dropped
     (["--impl", "tensorrt-llm", "--impl", "torch", "--samples", "50"], "unknown implementation 'tensorrt-llm'"),
     (["--impl", "torch", "--mode", "beam"], "unknown mode 'beam'"),
+    (["--impl", "torch", "--mode", ""], "--mode needs at least one of greedy, probabilistic, synthetic or all, got ''"),
+    (["--impl", "torch", "--json", ""], "--json needs a file name, got ''"),
     (["--impl", "torch", "--samples", "many"], "--samples takes a whole number, got 'many'"),
     (["--impl", "torch", "--significance", "2"], "--significance must be in [1e-12, 1), got 2"),
     (["--impl", "torch", "--significance", "nan"], "--significance takes a number, got 'nan'"),

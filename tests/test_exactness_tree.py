@@ -213,3 +213,81 @@ def test_path_and_ragged_checks_catch_samplers_that_break_them():
                        (wrong_path, "paths and tokens agree (independent candidates, draft probs)")):
         checks = TreeSuite(impl, CPU, ["probabilistic"], parse_tree_shape("2x2"), samples=600, seed=3).run()
         assert name in _failed(checks), impl.name
+
+
+# --- wide trees: what each mode can check --------------------------------------------------------------------------
+
+
+def test_the_oracle_walks_a_node_of_a_thousand_children():
+    # the children of a place are walked one after another without a stack frame each (1024: the most a shape has)
+    rng = np.random.default_rng(4)
+    parents = [-1] * 1024
+    p = rng.dirichlet(np.ones(V), size=len(parents) + 1)
+    q = rng.dirichlet(np.ones(V), size=len(parents))
+    law = fixed_rows_law(parents, p, draft_rows=q)
+    np.testing.assert_allclose(law.slot_laws[0], p[0], atol=1e-12)  # exact: the first token follows the root's p
+    synthetic = fixed_rows_law(parents, p, draft_rows=q, rates=[[0.7, 0.5, 0.4]])
+    none_accepted = 0.3 * 0.5 * 0.6  # ranks past the table's accept nothing
+    np.testing.assert_allclose(synthetic.accepted_law, [none_accepted, 1 - none_accepted], atol=1e-12)
+
+
+def test_the_probabilistic_mode_takes_at_most_six_children_a_node_and_the_others_any():
+    from specbench import cli_verify
+    from specbench.errors import SpecbenchError
+    from specbench.exactness_tree import MAX_PROBABILISTIC_CHILDREN, TreeSuite, check_tree_modes
+    from specbench.implementations import resolve
+
+    assert MAX_PROBABILISTIC_CHILDREN == cli_verify.HELP_MAX_CHILDREN == 6  # --help names it without torch
+    check_tree_modes(full_tree(6, 2), ["greedy", "probabilistic", "synthetic"])
+    check_tree_modes(full_tree(1024, 1), ["greedy", "synthetic"])
+    with pytest.raises(SpecbenchError, match="node 0 of tree parents:-1,0,0,0,0,0,0,0 has 7 children"):
+        check_tree_modes([-1, 0, 0, 0, 0, 0, 0, 0], ["probabilistic"])
+    with pytest.raises(SpecbenchError, match="the root of tree parents:.* has 17 children, more than the 6"):
+        TreeSuite(resolve("torch"), CPU, ["probabilistic"], full_tree(17, 1), samples=100)
+    # a tree wider than the vocabulary (16) and one of 1024 children, in the modes that take any tree
+    for shape, modes in (((17, 1), ["greedy", "synthetic"]), ((1024, 1), ["synthetic"])):
+        checks = TreeSuite(resolve("torch"), CPU, modes, full_tree(*shape), samples=100, seed=1).run()
+        assert not _failed(checks) and all(c.verdict == "pass" for c in checks), [(c.name, c.detail) for c in checks]
+
+
+@pytest.mark.parametrize("shape", ["17x1", "1024x1", "7x1"])
+@pytest.mark.parametrize("modes", [[], ["-m", "probabilistic"], ["-m", "greedy,probabilistic"]])
+def test_verify_refuses_a_tree_too_wide_to_check_before_it_runs(shape, modes, tmp_path, capsys):
+    from specbench import cli
+
+    report = tmp_path / "verify.json"
+    assert cli.run(["verify", "--tree", shape, "--impl", "torch", *modes, "-n", "200", "--json", str(report)]) == 2
+    out, err = capsys.readouterr()
+    assert not out and not report.exists() and len(err.strip().splitlines()) == 1, (out, err)
+    assert f"the root of tree {shape} has {shape[:-2]} children, more than the 6 the probabilistic mode" in err
+    assert "check this tree with --mode greedy,synthetic" in err
+
+
+def test_verify_refuses_more_requests_than_a_large_trees_reference_fits_in_memory(monkeypatch, capsys):
+    from specbench import cli, machine
+    from specbench.exactness import BYTES_PER_REQUEST
+    from specbench.exactness_tree import BYTES_PER_NODE_PAIR
+
+    monkeypatch.setattr(machine, "memory_bytes", lambda device: 16 * 2**30)
+    assert cli.run(["verify", "--tree", "1024x1", "--impl", "torch", "-m", "greedy,synthetic"]) == 2
+    out, err = capsys.readouterr()
+    most = 16 * 2**30 // (BYTES_PER_REQUEST + BYTES_PER_NODE_PAIR * 1024**2)
+    assert not out and len(err.strip().splitlines()) == 1, (out, err)
+    assert "--samples 20,000 needs about 234 GiB (12.0 MiB a request for a tree of 1024 nodes" in err
+    assert f"give at most {most:,}" in err
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--tree", "2x2,chain:3"], ("verify --tree takes one tree shape, got 2 in '2x2,chain:3'; run verify once for "
+                                 "each of 2x2, chain:3")),
+    (["--tree", "parents:-1,0,chain:3"], "verify --tree takes one tree shape, got 2"),
+    (["--tree", "2y2"], "tree shape must read chain:K, WxD or parents:-1,0,..., got '2y2'"),
+    (["-m", "greedy", "--tree", "2x2", "--tree", "chain:3"], "--tree was given 2 times"),
+])
+def test_verify_takes_one_tree_shape_of_the_forms_it_checks(args, said, capsys):
+    from specbench import cli
+
+    assert cli.run(["verify", "--impl", "torch", *args]) == 2
+    out, err = capsys.readouterr()
+    assert not out and len(err.strip().splitlines()) == 1 and said in err, err
+    assert "sequoia" not in err  # verify refuses sequoia:N (it has no rates to choose one with)

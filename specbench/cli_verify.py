@@ -215,6 +215,8 @@ def _plan_verify(*, impl: list[str], mode: str, device: str, samples: str | None
     modes = list(_MODES) if mode.strip() == "all" else [m.strip() for m in mode.split(",") if m.strip()]
     if not modes:
         raise SpecbenchError(f"--mode needs at least one of {', '.join(_MODES)} or all, got {mode!r}")
+    if "all" in modes:
+        raise SpecbenchError(f"--mode all means every mode, so it stands alone, got {mode!r}")
     for name in modes:
         if name not in _MODES:
             raise SpecbenchError(f"unknown mode {name!r}; choose from {', '.join(_MODES)} or all")

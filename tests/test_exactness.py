@@ -308,6 +308,7 @@ def test_the_example_plugin_runs_through_verify_and_kernels(tmp_path):
     (["--impl", "torch", "--mode", "beam"], "unknown mode 'beam'"),
     (["--impl", "torch", "--mode", ""], "--mode needs at least one of greedy, probabilistic, synthetic or all, got ''"),
     (["--impl", "torch", "--json", ""], "--json needs a file name, got ''"),
+    (["--impl", "torch", "--mode", "all,greedy"], "--mode all means every mode, so it stands alone, got 'all,greedy'"),
     (["--impl", "torch", "--samples", "many"], "--samples takes a whole number, got 'many'"),
     (["--impl", "torch", "--significance", "2"], "--significance must be in [1e-12, 1), got 2"),
     (["--impl", "torch", "--significance", "nan"], "--significance takes a number, got 'nan'"),

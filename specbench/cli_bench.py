@@ -752,7 +752,7 @@ def _tree_cases(texts: list[str], plan: dict, lengths: list[str], num_spec_token
     for item in (item for text in texts for item in tree_shapes.split_tree_shapes(text)):
         shape = tree_shapes.parse_tree_shape(item)
         if not isinstance(shape, tree_shapes.TreeShape):
-            raise SpecbenchError(f"kernels --tree takes chain:K, WxD or parents:-1,0,..., got {item!r} (sequoia:N "
+            raise SpecbenchError(f"kernels --tree takes {tree_shapes.TREE_FORMS}, got {item!r} (sequoia:N "
                                  f"needs positional rates: build it with specbench.tree_theory.best_tree and pass "
                                  f"its parents)")
         depth = len(tree_inputs.spine(shape.parents))

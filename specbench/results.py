@@ -207,7 +207,7 @@ def open_output(
         before = metadata.get(name)
         if name in UNRECORDED and isinstance(before, dict):
             before = {**UNRECORDED[name], **before}
-        if _setting(value) != repr(value) or _setting(before) != repr(before):  # a shard, or none given
+        if _said_as_given(value) or _said_as_given(before):  # a shard (I/N), or none given
             if value != before:
                 grid = " over another grid of cases" if _setting(value) == _setting(before) else ""
                 raise SpecbenchError(f"{label} {_setting(value)}{grid} differs from the run in {output} "
@@ -224,11 +224,16 @@ def open_output(
     return output, records, metadata
 
 
+def _said_as_given(value: Any) -> bool:
+    # a setting a refusal names as the user gave it rather than as stored: none, or a shard's I/N
+    return value is None or (isinstance(value, dict) and {"index", "count"} <= value.keys())
+
+
 def _setting(value: Any) -> str:
     # a resumed setting as a user gave it: a shard as I/N, none as "none given"
     if value is None:
         return "none given"
-    if isinstance(value, dict) and {"index", "count"} <= value.keys():
+    if _said_as_given(value):
         return f"{value['index']}/{value['count']}"
     return repr(value)
 

@@ -139,6 +139,8 @@ class SequoiaRequest:
 ShapeRequest = TreeShape | SequoiaRequest
 
 _FORMS = "chain:K, WxD, sequoia:N[:DEPTH] or parents:-1,0,..."
+# the forms that name a tree by themselves (sequoia:N needs positional rates to be chosen): what verification takes
+TREE_FORMS = "chain:K, WxD or parents:-1,0,..."
 
 
 def _whole(text: str, what: str, shape: str, low: int, high: int) -> int:

@@ -167,10 +167,10 @@ def parse_tree_shape(text: str) -> list[int]:
 
     if not isinstance(text, str):
         raise SpecbenchError(f"a tree shape is a string such as '2x2', got {type(text).__name__}")
-    shape = tree_shapes.parse_tree_shape(text, forms="chain:K, WxD or parents:-1,0,...")
+    shape = tree_shapes.parse_tree_shape(text, forms=tree_shapes.TREE_FORMS)
     if isinstance(shape, tree_shapes.SequoiaRequest):
         raise SpecbenchError(f"tree shape {text.strip()!r} is chosen from positional acceptance rates, which "
-                             f"verification has none of: give chain:K, WxD or parents:-1,0,...")
+                             f"verification has none of: give {tree_shapes.TREE_FORMS}")
     return list(shape.parents)
 
 

@@ -15,9 +15,8 @@ target row as the chain kernels do and tests the children one by one:
   rank order, the reference's arithmetic but for p and q over a chunk, ``exp(z - m)`` times ``1 / s``
   (``decide.target_chunk``, ``draft_chunk``) where the reference divides: float rounding apart. After a one-hot
   draft (one-hot drafts, an invalid draft-logit row) the next mass is ``R - r(x)`` from the test's own values, with
-  no pass (the contract). A chain (one child
-  per place) thus reads each target row once and the terminal row twice, as the chain kernel does, and so
-  does a tree of one-hot candidates;
+  no pass (the contract). A chain (one child per place) thus reads each target row once and the terminal row
+  twice, as the chain kernel does, and so does a tree of one-hot candidates;
 - synthetic rows: children accepted by the positional table, rows read only to emit.
 
 The bonus (a leaf) is the ``SAMPLE`` race over ``p``; after rejected children, the ``RESIDUAL`` race over the

@@ -1,9 +1,12 @@
 # What the GPU machine's result scripts share (`source results/gpu-lib.sh` from the repository root). Sourcing it
 # exports PYTHONPATH (the checkout, so that `python3 -m specbench` runs it), PYTHONUNBUFFERED and CUDA's bin folder on
-# PATH (compute-sanitizer), and defines two shell functions:
+# PATH (compute-sanitizer), and defines three shell functions:
 #   write_machine FILE                    the GPU, driver, memory and clock, Python, torch and Triton versions, the
 #                                         checkout's commit (the machine's copy of the history: read it with the
 #                                         README's note) and the date
+#   check_trees DIR LIMIT                 the tree workload of tests/sanitize_kernels.py (two shards, no tool: its
+#                                         kernels compiled before a sanitizer runs them) beside the GPU tree tests,
+#                                         LIMIT seconds each, logs in DIR
 #   sanitize_shards PART SHARDS LIMIT DIR tests/sanitize_kernels.py --part PART under memcheck, initcheck and
 #                                         racecheck, the shards of SHARDS (say "1/2 2/2") at once, LIMIT seconds
 #                                         each, logs in DIR; DIR/summary.txt holds each process's last line, and
@@ -30,4 +33,14 @@ sanitize_shards() {
   summary=$(for f in "$dir"/*check-*.txt; do echo "$(basename "$f" .txt): $(tail -n 1 "$f")"; done)
   echo "$summary" > "$dir/summary.txt"
   echo "$(grep -c clean "$dir/summary.txt") of $(wc -l < "$dir/summary.txt") clean"
+}
+
+check_trees() {
+  local dir=$1 limit=$2 shard
+  for shard in 1 2; do
+    timeout "$limit" python3 tests/sanitize_kernels.py --part trees --workload --shard $shard/2 \
+      > "$dir/work-$shard.txt" 2>&1 &
+  done
+  timeout "$limit" python3 -m pytest -q -p no:cacheprovider tests/test_trees_triton.py > "$dir/pytest.txt" 2>&1 &
+  wait; tail -n 1 "$dir"/work-*.txt; tail -n 1 "$dir/pytest.txt"
 }

@@ -344,7 +344,7 @@ def test_the_race_after_two_rejected_children_runs_from_candidates(form, depth, 
 
 @pytest.mark.parametrize(("name", "batch", "slices", "candidates"), [
     ("triton-tree-finish1", 6, 1, True), ("triton-tree-finish2-nocand", 6, 2, False),
-    ("triton-tree-cand", 1, None, True), ("triton-tree-finish2-cand", 1, 2, True), ("triton-tree-finish2", 1, 2, False)])
+    ("triton-tree-cand", 1, None, True), ("triton-tree-finish2-cand", 1, 2, True), ("triton-tree-finish2", 1, 2, None)])
 def test_a_tree_finish_variant_sets_its_slices_and_candidates_and_keeps_the_tokens(name, batch, slices, candidates,
                                                                                     monkeypatch):
     # `--impl triton-tree-finishN[-cand|-nocand]`: the split path forced, its finish kernel at most N slices of a row a
@@ -382,7 +382,10 @@ def test_a_tree_finish_variant_sets_its_slices_and_candidates_and_keeps_the_toke
     with launch.strategy("split"):
         _block, _warps = launch._launch_shape(vocab, device, True, "probabilistic", batch)
         own = launch._slices(batch, vocab, _block, device)[0]
-    assert launched == [(own if slices is None else min(slices, own), candidates)], (launched, own)
+    cap = launch.TREE_FINISH_MAX_SLICES if slices is None else slices
+    if candidates is None:  # the launcher's
+        candidates = batch >= launch.TREE_CANDIDATES_MIN_BATCH
+    assert launched == [(min(cap, own), candidates)], (launched, own)
     assert launch.TUNING["tree_finish_slices"] is None and launch.TUNING["tree_race_candidates"] is None
 
 

@@ -21,14 +21,7 @@ for step in "$@"; do
         --model llama3 --tree 2x2,chain:6 -b 1,4,8 -l 2,full --mode probabilistic --draft none,logits,probs \
         --impl triton,results/h200-tree-tickets/before.py:triton_before -o "$out/tree" > "$out/tree.txt" 2>&1
       echo "tree exit $? at ${SECONDS}s"; grep -h "FAIL\|skipped\|rror" "$out"/tree.txt | cut -c1-200 | head -20 ;;
-    check)
-      for shard in 1 2; do
-        timeout ${CHECK_LIMIT:-300} python3 tests/sanitize_kernels.py --part trees --workload --shard $shard/2 \
-          > "$out/work-$shard.txt" 2>&1 &
-      done
-      timeout ${CHECK_LIMIT:-300} python3 -m pytest -q -p no:cacheprovider tests/test_trees_triton.py \
-        > "$out/pytest.txt" 2>&1 &
-      wait; echo "check at ${SECONDS}s"; tail -n 1 "$out"/work-*.txt; tail -n 1 "$out/pytest.txt" ;;
+    check) check_trees "$out" ${CHECK_LIMIT:-300}; echo "check at ${SECONDS}s" ;;
     sanitize) sanitize_shards trees "1/2 2/2" ${LIMIT:-300} "$out/sanitize" ;;
     *) echo "usage: run.sh time|check|sanitize ..." >&2; exit 2 ;;
   esac

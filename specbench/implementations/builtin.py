@@ -101,9 +101,10 @@ def launch_variant(name: str) -> Implementation | None:
     logits without min_p) add each mass by a compare and a predicated add, or by a select and an add, and the first
     level its mass in play with no test, or with one (the launcher's ``HISTOGRAM_PREDICATED_SUMS``): the same sums to
     the bit either way), or ``triton-tree-finish64-cand`` (the split paths forced; the tree's finish kernel at most
-    64 slices of a row a request; ``-cand`` / ``-nocand``: the race after a place's two rejected children from the
-    masses' candidates, or by its own pass, at any batch, where the launcher takes candidates from
-    ``TREE_CANDIDATES_MIN_BATCH``; either part alone, ``triton-tree-finish64`` or ``triton-tree-cand``),
+    64 slices of a row a request, where the launcher takes ``TREE_FINISH_MAX_SLICES``; ``-cand`` / ``-nocand``: the
+    race after a place's two rejected children from the masses' candidates, or by its own pass, at any batch, where
+    the launcher takes candidates from ``TREE_CANDIDATES_MIN_BATCH``; either part alone, ``triton-tree-finish64`` or
+    ``triton-tree-cand``),
     None for a name of another form; a shape Triton cannot launch is a ``SpecbenchError``."""
     radix = _RADIX_NAME.fullmatch(name)
     if radix is not None:

@@ -274,12 +274,15 @@ TREE_SPLIT_MAX_BATCH = 8
 # One program per request keeps a candidate per group of its lanes (of CAND_LANE tokens a chunk) for the race after a
 # place's two rejected children (kernels/tree.py, CANDIDATE_MARGIN), carried through the walk in these many at most.
 TREE_CANDIDATE_GROUPS = 256
-# The split path keeps them from this batch on (a constexpr: compiled in, the code slowed B = 1 even where it was not
-# taken). At B = 1 (251 slices of one chunk) the race from 502 candidates in the masses' last program took longer than
-# the race's own split pass (H200, 2x2 tree, Llama 3 rows, both children rejected, graph, from draft logits: 28.3
-# against 26.5 µs before the change; 27.4 against 26.3 with the code compiled in but not taken; at B = 8, 42.5
-# against 47.3: results/h200-tree-candidates/, first/ and second/).
-TREE_CANDIDATES_MIN_BATCH = 2
+# The split path keeps them from this batch on (a constexpr: compiled in). With the finish kernel at the slices
+# _slices gives (251 of one chunk at B = 1 over Llama 3 rows), the race from its 502 candidates took longer at B = 1
+# than the race's own split pass (28.3 against 26.5 µs, results/h200-tree-candidates/); at 128 slices it does not
+# (26.0 against 26.5), so candidates are kept at every batch (results/h200-tree-finish-variants/).
+TREE_CANDIDATES_MIN_BATCH = 1
+# The split path's finish kernel takes at most these many slices of a row a request (several chunks a program where
+# _slices gives more): timed at 32, 64 and 128 beside _slices' own (H200, 2x2 tree, Llama 3 rows, graph), 128 with
+# candidates was never slower than 0.2% and 2%-7% faster at B = 1 and 2 (results/h200-tree-finish-variants/).
+TREE_FINISH_MAX_SLICES = 128
 
 
 def _use_split(batch: int, num_slots: int, mode: str, device: torch.device) -> bool:
@@ -560,9 +563,9 @@ def _verify_tree(*, mode, target_logits, target_probs, draft_token_ids, num_draf
     block, num_warps = _launch_shape(vocab, device, True, mode, batch)
     row_splits, row_chunk = _slices(batch * num_slots, vocab, block, device)
     race_splits, race_chunk = _slices(batch, vocab, block, device)
-    if TUNING["tree_finish_slices"] and race_splits > TUNING["tree_finish_slices"]:
-        # a launch variant's cap on the finish kernel's slices of a row (whole blocks, as _slices makes them)
-        race_chunk = _cdiv(_cdiv(vocab, TUNING["tree_finish_slices"]), block) * block
+    max_slices = TUNING["tree_finish_slices"] or TREE_FINISH_MAX_SLICES  # (a launch variant's, or the launcher's)
+    if race_splits > max_slices:  # whole blocks a slice, as _slices makes them
+        race_chunk = _cdiv(_cdiv(vocab, max_slices), block) * block
         race_splits = _cdiv(vocab, race_chunk)
     row_block = _next_power_of_2(num_slots)
     scratch_f = _scratch(batch * (num_slots * row_splits * 4 + row_block * race_splits + race_splits * 2 + 2

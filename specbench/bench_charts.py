@@ -3,12 +3,13 @@
 For each (acceptance, dtype) group of successful records:
 
 - ``time_vs_batch_<group>.png``: median µs against batch size (log-log) per implementation,
-  one panel per mode/draft and sampling parameters (rows: ``probabilistic/logits top_k=50``) and (K, V)
-  (columns); dashed lines are CUDA-graph timings,
-  the shaded band p20-p80.
+  one panel per mode/draft and sampling parameters (rows: ``probabilistic/logits top_k=50``, a tree's shape its
+  own row) and (K, V) (columns, from the left: the shapes the row has; a tree's panels say N, its nodes); dashed
+  lines are CUDA-graph timings, the shaded band p20-p80.
 - ``throughput_vs_batch_<group>.png``: tokens per second through the sampler, same layout.
 - ``speedup_<impl>_<group>[_graph].png``: the speed-up over the torch baseline as a heatmap over
-  (batch size, K), one panel per mode/draft (rows) and V (columns), for every other implementation.
+  (batch size, K: the Ks the panel has), one panel per mode/draft (rows) and V (columns), for every other
+  implementation; a cell reads 0.04x, 1.2x or 12x.
 """
 
 from __future__ import annotations
@@ -107,20 +108,35 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
+def _shapes(frame: pd.DataFrame) -> list[tuple[int, int]]:
+    return sorted(frame[["num_spec_tokens", "vocab_size"]].drop_duplicates().itertuples(index=False, name=None))
+
+
+def _k_name(panel: pd.DataFrame) -> str:
+    # a tree's rows count its N nodes (records keep them as num_spec_tokens), a chain's its K drafts
+    return "N" if "tree" in panel and panel["tree"].notna().any() else "K"
+
+
+def _times(value: float) -> str:
+    # a speed-up as a cell reads it: two significant digits below 10x (0.04x, 1.2x), whole above
+    return f"{value:.0f}x" if value >= 9.95 else f"{value:.2g}x"
+
+
 def _line_chart(group: pd.DataFrame, column: str, ylabel: str, title: str, path: Path, band: bool) -> Path:
     variants = _variants(group)
-    shapes = sorted(group[["num_spec_tokens", "vocab_size"]].drop_duplicates().itertuples(index=False, name=None))
+    # each row's panels are the (K, V) shapes its variant has, from the left (a tree has its N alone)
+    shapes = {variant: _shapes(group[group["variant"] == variant]) for variant in variants}
     impls = sorted(group["impl"].unique(), key=lambda name: (name != "torch", name))
     colors = {name: f"C{i}" for i, name in enumerate(impls)}
-    fig, axes = _panels(len(variants), len(shapes), title)
+    fig, axes = _panels(len(variants), max(len(row) for row in shapes.values()), title)
+    for ax in axes.flat:
+        ax.set_axis_off()
     for r, variant in enumerate(variants):
-        for c, (k, vocab) in enumerate(shapes):
+        for c, (k, vocab) in enumerate(shapes[variant]):
             ax = axes[r][c]
+            ax.set_axis_on()
             panel = group[(group["variant"] == variant) & (group["num_spec_tokens"] == k)
                           & (group["vocab_size"] == vocab)]
-            if panel.empty:
-                ax.set_axis_off()
-                continue
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             low, high = panel[column].min(), panel[column].max()
@@ -136,7 +152,7 @@ def _line_chart(group: pd.DataFrame, column: str, ylabel: str, title: str, path:
             batches = sorted(panel["batch_size"].unique())
             ax.set_xticks(batches, [str(b) for b in batches])
             ax.xaxis.set_minor_locator(NullLocator())
-            ax.set_title(f"{variant}, K={k}, V={vocab}", fontsize=9)
+            ax.set_title(f"{variant}, {_k_name(panel)}={k}, V={vocab}", fontsize=9)
             ax.set_xlabel("batch size")
             ax.set_ylabel(ylabel)
             ax.grid(True, which="both", alpha=0.3)
@@ -156,7 +172,6 @@ def _heatmap(group: pd.DataFrame, title: str, path: Path) -> Path:
     variants = _variants(group)
     vocabs = sorted(group["vocab_size"].unique())
     batches = sorted(group["batch_size"].unique())
-    ks = sorted(group["num_spec_tokens"].unique())
     # a log scale centred on 1x: slower is red, faster green, as far as the largest factor either way
     values = group["speedup_vs_torch"].astype(float)
     reach = max(abs(np.log(values.min())), abs(np.log(values.max())), np.log(1.1))
@@ -166,8 +181,12 @@ def _heatmap(group: pd.DataFrame, title: str, path: Path) -> Path:
     for r, variant in enumerate(variants):
         for c, vocab in enumerate(vocabs):
             ax = axes[r][c]
-            grid = np.full((len(ks), len(batches)), np.nan)
             panel = group[(group["variant"] == variant) & (group["vocab_size"] == vocab)]
+            if panel.empty:
+                ax.set_axis_off()
+                continue
+            ks = sorted(panel["num_spec_tokens"].unique())  # the panel's own (a tree's N alone)
+            grid = np.full((len(ks), len(batches)), np.nan)
             for row in panel.itertuples():
                 grid[ks.index(row.num_spec_tokens), batches.index(row.batch_size)] = row.speedup_vs_torch
             image = ax.imshow(grid, cmap="RdYlGn", norm=norm, origin="lower", aspect="auto")
@@ -176,12 +195,12 @@ def _heatmap(group: pd.DataFrame, title: str, path: Path) -> Path:
                     ax.text(j, i, "-", ha="center", va="center", fontsize=8, color="gray")
                     continue
                 strong = abs(np.log(value)) > 0.6 * reach  # dark cells get white text
-                ax.text(j, i, f"{value:.1f}x", ha="center", va="center", fontsize=8,
+                ax.text(j, i, _times(value), ha="center", va="center", fontsize=8,
                         color="white" if strong else "black")
             ax.set_xticks(range(len(batches)), [str(b) for b in batches])
             ax.set_yticks(range(len(ks)), [str(k) for k in ks])
             ax.set_xlabel("batch size")
-            ax.set_ylabel("K")
+            ax.set_ylabel(_k_name(panel))
             ax.set_title(f"{variant}, V={vocab}", fontsize=9)
     bar = fig.colorbar(image, ax=axes, shrink=0.8, label="speed-up over torch")
     _label_log_axis(bar.ax.yaxis, norm.vmin, norm.vmax, FuncFormatter(lambda v, _: f"{v:g}x"))

@@ -137,3 +137,32 @@ def test_tree_rows_chart_apart_from_the_chain_of_their_node_count():
     row = {"mode": "probabilistic", "draft": "logits", "target": "logits"}
     assert bench_charts._variant(pd.Series({**row, "tree": "2x2"})) == "probabilistic/logits tree 2x2"
     assert bench_charts._variant(pd.Series(row)) == "probabilistic/logits"
+
+
+def test_tree_charts_pack_their_panels_and_name_n(monkeypatch, tmp_path):
+    # a 2x2 tree (N = 6) beside chains of K = 2 and 6: the time chart's tree row holds its one panel at the left,
+    # titled N = 6, with no empty panel before it; the speed-up heatmap gives the tree's panel its N alone
+    from specbench import bench_charts
+
+    def record(k, batch, tree=None, impl="torch"):
+        return {"kind": "kernels", "status": "ok", "mode": "probabilistic", "draft": "logits", "target": "logits",
+                "impl": impl, "batch_size": batch, "num_spec_tokens": k, "vocab_size": 48, "dtype": "float32",
+                "acceptance": "2", "acceptance_length": 2.0, "cuda_graph": False, "tree": tree,
+                "median_us": 10.0 * batch, "p20_us": 9.0 * batch, "p80_us": 11.0 * batch, "tokens_per_s": 1e5,
+                "speedup_vs_torch": 1.0 if impl == "torch" else 0.042}
+
+    records = [record(k, b, tree, impl) for k, tree in ((2, None), (6, None), (6, "2x2")) for b in (1, 8)
+               for impl in ("torch", "triton")]
+    figures = {}
+    monkeypatch.setattr(bench_charts, "_save", lambda fig, path: figures.setdefault(path.name, fig) and path)
+    bench_charts.render_kernel_charts(records, tmp_path)
+    time_axes = [ax for ax in figures["time_vs_batch_L2-float32.png"].axes if ax.axison]
+    assert [ax.get_title() for ax in time_axes] == [
+        "probabilistic/logits, K=2, V=48", "probabilistic/logits, K=6, V=48",
+        "probabilistic/logits tree 2x2, N=6, V=48"]
+    tree_panel = time_axes[2].get_subplotspec()
+    assert (tree_panel.rowspan.start, tree_panel.colspan.start) == (1, 0)  # the tree's row, from the left
+    heat = [ax for ax in figures["speedup_triton_L2-float32.png"].axes if ax.get_title()]
+    assert [(ax.get_ylabel(), [t.get_text() for t in ax.get_yticklabels()]) for ax in heat] == [
+        ("K", ["2", "6"]), ("N", ["6"])]
+    assert {t.get_text() for ax in heat for t in ax.texts} == {"0.042x"}

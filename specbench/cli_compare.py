@@ -104,7 +104,7 @@ def calibrate_command(
 ) -> None:
     """Measure each kernels case's threshold from A/A runs: its run-to-run spread, for compare --calibration."""
     try:
-        results.check_output_file("--output", output, "calibration.json")
+        results.check_output_file("--output", output, "calibration.json", runs)
         made = calibration.calibrate(runs)
         calibration.write_calibration(made, output)
     except SpecbenchError as exc:

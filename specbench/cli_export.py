@@ -33,7 +33,7 @@ def export_command(
     """Write a result in a format CI dashboards read (Bencher, github-action-benchmark, a flat CSV)."""
     try:
         if output is not None:
-            results.check_output_file("--output", output, "bench.json")
+            results.check_output_file("--output", output, "bench.json", [result])
         text, exported, total = export.render(result, output_format)
         if output is not None:
             export.write(text, output)

@@ -135,7 +135,7 @@ def _fit(files, *, output: Path, model, name, cost_ratio, force: bool, extend_k,
     ``SpecbenchError``. None when the files give a mean length alone (that scenario is written and said)."""
     if output.exists() and not force:
         raise SpecbenchError(f"{output} exists; pass --force to replace it or choose another --output")
-    results.check_output_file("--output", output, "profile.toml")
+    results.check_output_file("--output", output, "profile.toml", list(files))
     if figure is not None:
         _check_figure(figure)
     cost = None
@@ -152,6 +152,12 @@ def _fit(files, *, output: Path, model, name, cost_ratio, force: bool, extend_k,
         from specbench import scenarios as scenario_module
 
         scenario_module.check_num_spec_tokens(extend_k)
+    seen: dict[Path, Path] = {}
+    for file in files:  # a log given twice would count its drafts twice, and narrow every interval
+        if file.resolve() in seen:
+            also = f" (also as {seen[file.resolve()]})" if seen[file.resolve()] != file else ""
+            raise SpecbenchError(f"{file} is given twice{also}; give each file once")
+        seen[file.resolve()] = file
     counts = profile_fit.read_counts(list(files), model)
     if isinstance(counts, profile_sources.MeanLength):
         _write_mean_only(counts, num_spec_tokens, output, name, cost,

@@ -9,6 +9,7 @@ a report that cannot be rendered leaves no other report half done.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -31,13 +32,14 @@ class ReportFiles:
     chart: Path | None = None
 
 
-def check_targets(files: ReportFiles) -> ReportFiles:
+def check_targets(files: ReportFiles, inputs: Sequence[Path] = ()) -> ReportFiles:
     """The targets as they will be written: a chart for an existing folder goes inside it (as
     ``CHART_NAME``); a chart named without one of ``CHART_FORMATS``, a markdown or JSON target that
-    is a folder, or any target whose folder does not exist is a ``SpecbenchError``."""
+    is a folder, any target whose folder does not exist, or one of the ``inputs`` (the runs compared,
+    their results files, a calibration) is a ``SpecbenchError``."""
     for option, path, example in (("--markdown", files.markdown, "compare.md"), ("--json", files.json, "compare.json")):
         if path is not None:
-            check_output_file(option, path, example)
+            check_output_file(option, path, example, inputs)
     chart = files.chart
     if chart is not None:
         if chart.is_dir():
@@ -47,7 +49,7 @@ def check_targets(files: ReportFiles) -> ReportFiles:
             got = f"'.{suffix}'" if suffix else "no suffix"
             raise SpecbenchError(f"--chart writes {', '.join(CHART_FORMATS)} (named by the file's suffix), got {chart} "
                                  f"with {got}; give a file such as compare.png or an existing folder")
-        check_output_file("--chart", chart, CHART_NAME)
+        check_output_file("--chart", chart, CHART_NAME, inputs)
     return ReportFiles(files.markdown, files.json, chart)
 
 
@@ -57,7 +59,7 @@ def run_gate(baseline: Path, current: Path, thresholds: dict[str | None, float],
     ``calibration`` file), re-time the slower cases in fresh processes when ``confirm``
     (``specbench.confirm``), render every report, write them; returns the comparison and the files
     written (a chart given as a folder resolved)."""
-    files = check_targets(files)
+    files = check_targets(files, [baseline, current, *([calibration] if calibration is not None else [])])
     calibrated = None
     if calibration is not None:
         from specbench.calibration import load_calibration

@@ -18,8 +18,10 @@ import platform
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
 RESULTS_JSON = "results.json"
 RESULTS_JSON_GZ = RESULTS_JSON + ".gz"  # the same file kept compressed (gzip), read wherever results.json is
 RESULTS_CSV = "results.csv"
+RESULTS_LONG_CSV = "results_long.csv"  # a sweep's one row per position (sweep.py)
 # settings a results folder written before they were recorded is taken to hold, by metadata field: what
 # those runs did (ten placements, the default until forty); resuming and comparing such a folder reads them in
 UNRECORDED = {"timing": {"placements": 10}}
@@ -238,15 +241,32 @@ def _setting(value: Any) -> str:
     return repr(value)
 
 
-def check_output_file(option: str, path: Path, example: str) -> None:
+# the files of a results folder that its readers take
+RUN_FILES = (RESULTS_JSON, RESULTS_JSON_GZ, RESULTS_CSV, RESULTS_LONG_CSV)
+
+
+def check_output_file(option: str, path: Path, example: str, inputs: Sequence[Path] = ()) -> None:
     """Refuse an output file given as ``option`` before anything is run or written: a path that is a
-    folder (the sentence suggests ``path / example``), or one whose folder does not exist. A file
-    never makes its folder: a typo in it would otherwise leave a report somewhere nobody looks."""
+    folder (the sentence suggests ``path / example``), one whose folder does not exist or takes no file, or one of the
+    ``inputs`` (a file given, or a results folder's ``RUN_FILES``): writing there would replace what the
+    command reads. A file never makes its folder: a typo in it would otherwise leave a report somewhere
+    nobody looks."""
     if path.is_dir():
         raise SpecbenchError(f"{option} {path} is a folder; give a file name such as {path / example}")
     if not path.parent.is_dir():
         raise SpecbenchError(f"{option} {path}: no folder {path.parent} (an output file's folder must exist; "
                              f"create it first)")
+    try:  # a folder that exists but takes no file (read-only, /proc): said now, not after the work
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".specbench-write-check-"):
+            pass
+    except OSError as exc:
+        raise SpecbenchError(f"{option} {path}: cannot write in {path.parent} ({exc.strerror or exc})") from None
+    target = path.resolve()
+    for given in inputs:
+        read = [given / name for name in RUN_FILES] if given.is_dir() else [given]
+        if any(target == file.resolve() for file in read):
+            raise SpecbenchError(f"{option} {path} is one of this command's inputs ({given}); writing it would "
+                                 f"replace what is read: give another file")
 
 
 def resumed_metadata(metadata: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:

@@ -60,7 +60,7 @@ import pandas as pd
 import torch
 from scipy import stats
 
-from specbench import acceptance, rng, scenarios
+from specbench import acceptance, results, rng, scenarios
 from specbench.acceptance import DEFAULT_COST_RATIO
 from specbench.errors import SpecbenchError
 from specbench.machine import resolve_device
@@ -570,7 +570,7 @@ def long_form(records: Sequence[dict]) -> pd.DataFrame:
     return frame
 
 
-LONG_CSV = "results_long.csv"
+LONG_CSV = results.RESULTS_LONG_CSV
 
 
 def write_long_csv(records: Sequence[dict], directory: str | Path) -> Path:

@@ -199,6 +199,38 @@ def test_an_output_file_in_a_missing_folder_is_refused_before_anything_is_read(t
     assert not (tmp_path / "no").exists()
 
 
+@pytest.mark.parametrize("args, option, target", [
+    (["export", "{a}", "--format", "csv", "-o", "{a}/results.json"], "--output", "{a}/results.json"),
+    (["export", "{a}/results.json", "--format", "csv", "-o", "{a}/results.json"], "--output", "{a}/results.json"),
+    (["compare", "{a}", "{b}", "--json", "{b}/results.json"], "--json", "{b}/results.json"),
+    (["compare", "{a}", "{b}", "--markdown", "{a}/results.csv"], "--markdown", "{a}/results.csv"),
+    (["compare", "{a}", "{b}", "--markdown", "{a}/../a/results.json"], "--markdown", "{a}/../a/results.json"),
+    (["compare", "{a}", "{b}", "--calibration", "{a}/cal.json", "--json", "{a}/cal.json"], "--json", "{a}/cal.json"),
+    (["calibrate", "{a}", "{b}", "-o", "{a}/results.json"], "--output", "{a}/results.json"),
+])
+def test_an_output_file_that_is_an_input_is_refused_and_the_input_kept(tmp_path, capsys, args, option, target):
+    # writing there would replace the run the command reads (export --format csv over results.json made the run
+    # unreadable); the sentence names the input, and nothing is written
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text("{}")
+        (tmp_path / name / "results.csv").write_text("x\n")
+    (tmp_path / "a" / "cal.json").write_text("{}")
+    fill = {"{a}": str(tmp_path / "a"), "{b}": str(tmp_path / "b")}
+    args = [_filled(arg, fill) for arg in args]
+    assert cli.run(args) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert f"{option} {_filled(target, fill)} is one of this command's inputs" in line, line
+    assert (tmp_path / "a" / "results.json").read_text() == "{}" and (tmp_path / "b" / "results.json").read_text() == "{}"
+    assert (tmp_path / "a" / "results.csv").read_text() == "x\n" and (tmp_path / "a" / "cal.json").read_text() == "{}"
+
+
+def _filled(text: str, fill: dict[str, str]) -> str:
+    for key, value in fill.items():
+        text = text.replace(key, value)
+    return text
+
+
 def test_an_output_folder_is_made_with_the_folders_above_it(tmp_path):
     # folders (-o of sweep, kernels, plan, merge, plot) are made as `mkdir -p` makes them, files are not
     out = tmp_path / "runs" / "2026" / "sweep"

@@ -191,6 +191,8 @@ def test_the_written_scenario_runs_in_a_sweep_beside_its_min_variance_twin(tmp_p
 @pytest.mark.parametrize(("args", "message"), [
     (["--figure", "fit.txt"], "--figure writes png, svg, pdf (named by the file's suffix), got"),
     (["--figure", "no-such-folder/fit.png"], "--figure no-such-folder/fit.png: no folder no-such-folder"),
+    (["--figure", "/proc/fit.png"], "--figure /proc/fit.png: cannot write in /proc"),
+    (["--force", "-o", str(EXAMPLES / "vllm-metrics-after.prom")], "is one of this command's inputs"),
     (["--cost-ratio", "-1"], "--cost-ratio must be a finite number >= 0, got -1"),
     (["--cost-ratio", "nan"], "--cost-ratio must be a finite number >= 0, got nan"),
     (["--cost-ratio", "cheap"], "--cost-ratio takes a number, got 'cheap'"),
@@ -211,5 +213,7 @@ def test_scrapes_and_logs_are_not_mixed_and_model_is_for_scrapes(tmp_path):
     assert "give files of one kind, not several" in " ".join(_fit(str(log), str(scrape), "-o", str(tmp_path / "p.toml")).stderr.split())
     with pytest.raises(SpecbenchError, match="--model picks a model in a Prometheus scrape"):
         profile_fit.read_counts([log], "org/target-8b")
-    three = [str(scrape)] * 3
+    twice = _fit(str(log), str(tmp_path / "." / "server.log"), "-o", str(tmp_path / "p.toml"))
+    assert twice.exit_code == 2 and "is given twice" in " ".join(twice.stderr.split())
+    three = [str(_write(tmp_path, f"m{i}.prom", _scrape({"0": {"drafts": 10 * i, "pos": [5, 4, 3]}}))) for i in (1, 2, 3)]
     assert "give one Prometheus scrape, or two" in " ".join(_fit(*three, "-o", str(tmp_path / "p.toml")).stderr.split())

@@ -17,6 +17,12 @@ the whole bootstrap interval above ``1 + threshold``, which a case at its spread
 
 A calibration holds only what it was measured on: its device and each case's timer; ``compare``
 refuses a calibration of another device and a case whose timer differs.
+
+Runs that are not an A/A set are refused, since their spread is not run-to-run noise: runs of
+different commits, of a setting that changes what a sample measures, of different implementations
+or of one implementation taken from different code (built in, a plugin file: what ``compare`` warns
+about), and one run given twice, whether as two spellings of its path or as a copy of its files
+(the same creation time and the same timings).
 """
 
 from __future__ import annotations
@@ -29,8 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from specbench import results
-from specbench.compare_inputs import by_key, kernels_label, setting_differences
+from specbench.compare_inputs import by_key, kernels_label, setting_differences, timing_problem
 from specbench.errors import SpecbenchError
+from specbench.records import field_problem
 
 SAFETY_FACTOR = 3.0
 FLOOR = 0.02
@@ -80,11 +87,12 @@ def calibrate(runs: Sequence[str | Path], safety_factor: float = SAFETY_FACTOR, 
     """The calibration of A/A kernels ``runs`` (module docstring) as plain data, ready for JSON.
 
     A ``SpecbenchError`` for fewer than two runs, a run given twice (a folder and its ``results.json``,
-    or two spellings of one path, are one run), a run that is not a kernels run, runs of different
-    commits or of a setting that changes what a sample measures (device, threads, flush, clock), a
-    case whose runs name different timers, or no case timed in every run.
+    two spellings of one path, or a copy of a run's files, are one run), a run that is not a kernels run
+    or holds a row it cannot read, runs of different commits, of a setting that changes what a sample
+    measures (device, threads, flush, clock) or of different implementations (or one from different
+    code), a case whose runs name different timers, or no case timed in every run.
     """
-    from specbench.compare import load_run, record_timer
+    from specbench.compare import record_timer
 
     if len(runs) < 2:
         raise SpecbenchError(f"a calibration needs two or more runs of one commit, got {len(runs)}")
@@ -95,18 +103,27 @@ def calibrate(runs: Sequence[str | Path], safety_factor: float = SAFETY_FACTOR, 
             raise SpecbenchError(f"{path} is the run {given[file]} again: an A/A calibration needs each run once, "
                                  f"since a run compared with itself shows no spread")
         given[file] = path
-    loaded = [(str(path), *load_run(path)) for path in runs]
+    loaded = [(str(path), *_load(path)) for path in runs]
     first_path, first_meta, _ = loaded[0]
-    for path, metadata, _ in loaded:
-        if metadata.get("kind") != "kernels":
-            raise SpecbenchError(f"{path} holds a {metadata.get('kind')} run; a calibration reads kernels runs")
+    made: dict[tuple, str] = {}
+    for path, metadata, records in loaded:
         if metadata.get("commit") != first_meta.get("commit"):
             raise SpecbenchError(f"{first_path} is commit {first_meta.get('commit')} and {path} commit "
                                  f"{metadata.get('commit')}: an A/A calibration needs runs of one commit")
         blocking = [d for d in setting_differences(first_meta, metadata) if d.invalidates]
         if blocking:
-            raise SpecbenchError(f"{first_path} and {path} differ in {blocking[0]}, which changes what a timing "
-                                 f"sample measures: an A/A calibration needs runs made alike")
+            setting = blocking[0]
+            raise SpecbenchError(f"{first_path} and {path} differ in {setting.name} ({setting.baseline} vs "
+                                 f"{setting.current}), which changes what a timing sample measures: an A/A "
+                                 f"calibration needs runs made alike")
+        _check_same_code((first_path, first_meta), (path, metadata))
+        # a copy of a run's files holds its creation time and every sample it took: one run, whatever its path
+        identity = (metadata.get("created"), json.dumps([(r.get("median_us"), r.get("samples_us")) for r in records]))
+        if identity in made:
+            raise SpecbenchError(f"{path} is the run {made[identity]} again (created {metadata.get('created')}, "
+                                 f"with the same timings): an A/A calibration needs each run once, since a run "
+                                 f"compared with itself shows no spread")
+        made[identity] = path
     keyed = [(path, metadata, by_key(records, path)) for path, metadata, records in loaded]
     cases, left_out = [], []
     for key, record in keyed[0][2].items():
@@ -133,6 +150,47 @@ def calibrate(runs: Sequence[str | Path], safety_factor: float = SAFETY_FACTOR, 
                  for path, metadata, _ in loaded],
         "cases": cases, "not_calibrated": left_out,
     }
+
+
+def _load(path: str | Path) -> tuple[dict[str, Any], list[dict]]:
+    """A kernels run whose schema this code knows, every row of it readable and every timed row (status
+    ``ok``) holding usable numbers (``compare_inputs``' rules, worded for a calibration)."""
+    metadata, records = results.read_results(path)
+    version = metadata.get("schema_version", 1)
+    if not isinstance(version, int) or version > results.SCHEMA_VERSION:
+        raise SpecbenchError(f"{path} was written with results schema {version!r}, newer than this specbench reads "
+                             f"({results.SCHEMA_VERSION}); update specbench to calibrate from it")
+    if metadata.get("kind") != "kernels":
+        raise SpecbenchError(f"{path} holds a {metadata.get('kind')} run; a calibration reads kernels runs")
+    file = results.results_file(path)
+    for index, record in enumerate(records):
+        problem = field_problem(record)
+        if problem:
+            raise SpecbenchError(f"{file}: record {index} {problem}, so calibrate cannot tell which case it is")
+        problem = timing_problem(record) if record.get("status") == "ok" else None
+        if problem:
+            raise SpecbenchError(f"{file}: the case {kernels_label(record)} is marked ok but {problem}: broken timing "
+                                 f"data, so nothing is calibrated; make that run again")
+    return metadata, records
+
+
+def _check_same_code(first: tuple[str, dict], other: tuple[str, dict]) -> None:
+    """Refuse runs that time different implementations, or one implementation from different code (built in,
+    a plugin file): their medians differ by what the code does, which no A/A spread is."""
+    (first_path, first_meta), (path, metadata) = first, other
+    names = [sorted(map(str, meta.get("implementations") or [])) for meta in (first_meta, metadata)]
+    if names[0] != names[1]:
+        raise SpecbenchError(f"{first_path} times the implementations {', '.join(names[0]) or 'none recorded'} and "
+                             f"{path} {', '.join(names[1]) or 'none recorded'}: an A/A calibration needs runs of one "
+                             f"command, timing the same code")
+    sources = [{fact.get("name"): str(fact.get("source") or "a source it did not record")
+                for fact in meta.get("implementation_facts") or [] if isinstance(fact, dict)}
+               for meta in (first_meta, metadata)]
+    for name in names[0]:
+        if sources[0].get(name) != sources[1].get(name):
+            raise SpecbenchError(f"{first_path} takes the implementation {name} from {sources[0].get(name)} and "
+                                 f"{path} from {sources[1].get(name)}: an A/A calibration needs runs of the same "
+                                 f"code, and a change of code is what compare judges")
 
 
 def write_calibration(calibration: dict[str, Any], path: Path) -> None:

@@ -14,7 +14,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from specbench.console import console, error_console, fail, lazy_module, print_table
+from specbench.console import console, error_console, fail, lazy_module, plural, print_table
 from specbench.errors import SpecbenchError
 
 compare = lazy_module("specbench.compare")
@@ -45,10 +45,12 @@ def compare_command(
                                             "the run to judge.", show_default=False)],
     threshold: Annotated[list[str] | None, typer.Option(
         "--threshold", "-t", metavar="T", help="Slowdown that fails the gate: 5% (default), or per mode such as "
-        "greedy=3% (repeat or comma-separate).", show_default=False)] = None,
-    host_threshold: Annotated[str, typer.Option(
+        "greedy=3% (repeat or comma-separate, one value a mode). For kernels and plan runs; per mode for kernels "
+        "runs only.", show_default=False)] = None,
+    host_threshold: Annotated[str | None, typer.Option(
         "--host-threshold", metavar="T", help="Slowdown that fails a row timed on the host: every CPU row, and a GPU "
-        "row outside a CUDA graph (host time moves between processes).")] = "30%",
+        "row outside a CUDA graph (host time moves between processes). 30% (default); one value for every mode. "
+        "For kernels runs only.", show_default=False)] = None,
     markdown: Annotated[Path | None, typer.Option(
         "--markdown", metavar="FILE", help="Append a markdown report (for a pull request or $GITHUB_STEP_SUMMARY).",
         show_default=False)] = None,
@@ -69,7 +71,7 @@ def compare_command(
     changed."""
     try:
         thresholds = compare.parse_thresholds(threshold or [])
-        host = compare.parse_thresholds([host_threshold], "--host-threshold")[None]
+        host = None if host_threshold is None else compare.parse_threshold(host_threshold, "--host-threshold")
         files = compare_report.ReportFiles(markdown, json_file, chart)
         comparison, written = compare_report.run_gate(baseline, current, thresholds, host, files, calibration, confirm)
     except SpecbenchError as exc:
@@ -83,7 +85,7 @@ def compare_command(
                          ("only in the current run", comparison.only_in_current),
                          ("not timed in both (FAIL or skipped)", comparison.not_compared)):
         if names:
-            console.print(f"{len(names)} cases {title}: " + escape("; ".join(names[:5]))
+            console.print(f"{plural(len(names), 'case')} {title}: " + escape("; ".join(names[:5]))
                           + (f"; ... ({len(names) - 5} more)" if len(names) > 5 else ""), highlight=False)
     for what, path in (("markdown", written.markdown), ("JSON", written.json), ("chart", written.chart)):
         if path is not None:

@@ -24,7 +24,7 @@ sweep_charts = lazy_module("specbench.sweep_charts")
 def merge_command(
     folders: Annotated[list[Path], typer.Argument(metavar="DIR...", help="The results folders of the shards (made "
                                                   "with --shard I/N), in any order.", show_default=False)],
-    output: Annotated[Path | None, typer.Option(
+    output: Annotated[str | None, typer.Option(
         "--output", "-o", metavar="DIR", help="Folder of the merged run (default results/<kind>-<timestamp>/).",
         show_default=False)] = None,
     allow_partial: Annotated[bool, typer.Option(
@@ -34,7 +34,10 @@ def merge_command(
 ) -> None:
     """Join the shards of a kernels or sweep run (--shard I/N) into one run that compare, plot and export read."""
     try:
-        merged = merge.merge_runs(folders, output, allow_partial)
+        # a str, not a Path: Path("") is the current folder, where the merged run would land unasked
+        if output is not None and not output.strip():
+            raise SpecbenchError(f"--output needs a folder name, got {output!r}")
+        merged = merge.merge_runs(folders, None if output is None else Path(output), allow_partial)
         if no_charts:
             charts = []
         elif merged.metadata["kind"] == "kernels":

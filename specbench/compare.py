@@ -55,6 +55,11 @@ threshold like a kernels row. With one profile on both sides its uncertainty can
 exact; otherwise through the interval the two ``L`` intervals give where both plans have one, else by
 the ratio alone (``_compare_plans``). A row where the best ``K`` moved says so.
 
+Every field ``compare`` reads from a record is checked on load (``compare_inputs.check_records``): a hand-edited
+file missing one, or holding one of another type, is refused naming the file, the record and the field. A run
+that lacks cases it was meant to hold (a partial merge, an interrupted run) is compared with a warning naming it.
+An option the kind of run compared does not read (``OPTION_KINDS``) is refused, never dropped without a word.
+
 ``compare_runs`` returns a ``Comparison``; ``compare_report`` renders and writes it. Failing
 verdicts (``slower``, ``changed``, ``differs``) make ``Comparison.failed`` true.
 """
@@ -73,11 +78,12 @@ from specbench import results
 from specbench.compare_inputs import (
     SettingDifference,
     by_key,
-    check_timings,
+    check_records,
     kernels_label,
     on_gpu,
     setting_differences,
 )
+from specbench.console import plural
 from specbench.errors import SpecbenchError
 
 if TYPE_CHECKING:
@@ -185,30 +191,72 @@ class Comparison:
                              f"cores): its times may be too slow, so a verdict on a CPU-bound row can be wrong")
         return lines
 
+    def partial_runs(self) -> list[str]:
+        """One line per run that lacks cases it was meant to hold: a partial merge (``specbench merge
+        --allow-partial`` marks it ``partial`` and lists what is ``missing``) or a run that was interrupted. Its
+        cases are compared as any others; those it lacks are listed as only in the other run, not judged."""
+        lines = []
+        for label, metadata in (("baseline", self.baseline_metadata), ("current", self.current_metadata)):
+            other = "current run" if label == "baseline" else "baseline"
+            if metadata.get("partial") is True:
+                missing = metadata.get("missing")
+                why = "; ".join(map(str, missing)) if isinstance(missing, list) and missing else "shards are missing"
+                lines.append(f"the {label} run is a partial merge (specbench merge --allow-partial: {why}): the cases "
+                             f"it lacks are not compared, only listed as only in the {other}")
+            elif metadata.get("interrupted") is True:
+                lines.append(f"the {label} run was interrupted before it finished: the cases it lacks are not "
+                             f"compared, only listed as only in the {other}")
+        return lines
+
     def warnings(self) -> list[str]:
-        """Every setting that differs between the runs, then every busy run of kernels (a sweep's counts and a plan's
-        modelled times do not depend on how busy the machine was): one line each."""
+        """Every setting that differs between the runs, every partial run, then every busy run of kernels (a sweep's
+        counts and a plan's modelled times do not depend on how busy the machine was): one line each."""
         lines = []
         for difference in self.differences:
             why = ("it changes what a timing sample measures, so the rows it touches get no verdict"
                    if difference.invalidates else "results may differ for that reason alone")
             lines.append(f"{difference}: {why}")
-        return lines + (self.busy_runs() if self.kind == "kernels" else [])
+        return lines + self.partial_runs() + (self.busy_runs() if self.kind == "kernels" else [])
 
 
 def parse_thresholds(texts: Sequence[str], option: str = "--threshold") -> dict[str | None, float]:
-    """``["5%", "greedy=3%", "0.02"]`` into ``{None: default, "greedy": 0.03}``; fractions or percents. ``option``
-    names the flag they came from in a refusal."""
-    thresholds: dict[str | None, float] = {None: DEFAULT_THRESHOLD}
+    """``["3%", "greedy=2%,probabilistic=0.04"]`` into ``{None: 0.03, "greedy": 0.02, "probabilistic": 0.04}``:
+    fractions or percents, only what was given (``compare_runs`` fills in ``DEFAULT_THRESHOLD`` for ``None``). A
+    second value for one mode or for the default (``-t 10%,3%``), an empty mode (``=3%``) or an unknown one is
+    refused, never one of them kept silently; ``option`` names the flag they came from in a refusal."""
+    thresholds: dict[str | None, float] = {}
     for text in texts:
         for item in (part.strip() for part in text.split(",")):
             if not item:
                 raise SpecbenchError(f"{option} takes 5% or MODE=5%, got {text!r}")
-            mode, _, value = item.rpartition("=")
-            if mode and mode not in MODES:
+            mode, equals, value = item.rpartition("=")
+            if equals and not mode.strip():
+                raise SpecbenchError(f"{option} {item!r} names no mode before '='; write MODE=T such as greedy=3%, "
+                                     f"or T alone for every mode")
+            mode = mode.strip() or None
+            if mode is not None and mode not in MODES:
                 raise SpecbenchError(f"{option} names an unknown mode {mode!r}; choose from {', '.join(MODES)}")
-            thresholds[mode or None] = _fraction(value, item, option)
+            fraction = _fraction(value, item, option)
+            if mode in thresholds:
+                what, also = ("every mode", ", and MODE=T for a mode that differs") if mode is None else (
+                    f"mode {mode}", "")
+                raise SpecbenchError(f"{option} gives {what} two thresholds ({_percent(thresholds[mode])} and "
+                                     f"{_percent(fraction)}); give one{also}")
+            thresholds[mode] = fraction
     return thresholds
+
+
+def parse_threshold(text: str, option: str) -> float:
+    """One threshold for every row, such as ``10%`` or ``0.1``: a list (``10%,20%``) or a mode's (``greedy=10%``)
+    is refused, since the option takes one value."""
+    item = text.strip()
+    if "," in item or "=" in item:
+        raise SpecbenchError(f"{option} takes one threshold for every row, such as 10%, got {text!r}")
+    return _fraction(item, item, option)
+
+
+def _percent(fraction: float) -> str:
+    return f"{fraction * 100:g}%"
 
 
 def _fraction(value: str, item: str, option: str) -> float:
@@ -220,37 +268,50 @@ def _fraction(value: str, item: str, option: str) -> float:
                              f"{item!r}") from None
     fraction = number / 100 if text.endswith("%") else number
     if not (math.isfinite(fraction) and 0 < fraction < 1):
-        raise SpecbenchError(f"{option} must lie between 0% and 100%, got {item!r}")
+        # 5 without a % is a fraction, 500%: most likely 5% was meant
+        hint = f"; write percentages with %, e.g. {text}%" if not text.endswith("%") and 1 <= number < 100 else ""
+        raise SpecbenchError(f"{option} must lie between 0% and 100%, got {item!r}{hint}")
     return fraction
 
 
 def load_run(path: str | Path) -> tuple[dict[str, Any], list[dict]]:
-    """A results folder or ``results.json`` whose schema this code knows; a kernels run's timed rows
-    must hold usable numbers (``check_timings``)."""
+    """A results folder or ``results.json`` whose schema this code knows; every field compare reads
+    from its records must be there and of its type, and a kernels run's timed rows must hold usable
+    numbers (``compare_inputs.check_records``)."""
     metadata, records = results.read_results(path)
     version = metadata.get("schema_version", 1)
-    if not isinstance(version, int) or version > results.SCHEMA_VERSION:
-        raise SpecbenchError(f"{path} was written with results schema {version!r}, newer than this specbench reads "
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise SpecbenchError(f"{path} gives results schema {version!r}, which is not a schema number (a whole "
+                             f"number from 1); restore its metadata's schema_version")
+    if version > results.SCHEMA_VERSION:
+        raise SpecbenchError(f"{path} was written with results schema {version}, newer than this specbench reads "
                              f"({results.SCHEMA_VERSION}); update specbench to compare it")
-    if metadata.get("kind") not in ("kernels", "sweep", "plan"):
-        raise SpecbenchError(f"{path} holds a {metadata.get('kind')!r} run; compare reads kernels, sweep and plan runs")
-    if metadata["kind"] == "kernels":
-        check_timings(results.results_file(path), records)
+    kind = metadata.get("kind")
+    if kind is None:
+        raise SpecbenchError(f"{path} does not say what kind of run it holds (its metadata has no kind); compare "
+                             f"reads kernels, sweep and plan runs")
+    if kind not in ("kernels", "sweep", "plan"):
+        raise SpecbenchError(f"{path} holds a {kind!r} run; compare reads kernels, sweep and plan runs")
+    check_records(results.results_file(path), kind, records)
     return metadata, records
 
 
 def compare_runs(baseline: str | Path, current: str | Path,
                  thresholds: dict[str | None, float] | None = None,
-                 host_threshold: float = DEFAULT_HOST_THRESHOLD,
+                 host_threshold: float | None = None,
                  calibration: Calibration | None = None) -> Comparison:
     """Match the cases of two runs of one kind and judge each (see the module docstring);
-    ``calibration`` gives the kernels cases it holds their own thresholds.
+    ``thresholds`` as ``parse_thresholds`` gives them (``DEFAULT_THRESHOLD`` where ``None`` is not
+    among them), ``host_threshold`` None for ``DEFAULT_HOST_THRESHOLD``; ``calibration`` gives the
+    kernels cases it holds their own thresholds. Thresholds a kind of run does not read are
+    ``refuse_unread_options``' to refuse.
 
     A ``SpecbenchError`` when either file is unusable, when no case could be compared (none in
     common, none timed in both, or a setting that differs between the runs touches every row), when
     a case's rows name different timers, or when the calibration is of another device or timer.
     """
-    thresholds = thresholds or {None: DEFAULT_THRESHOLD}
+    thresholds = {None: DEFAULT_THRESHOLD, **(thresholds or {})}
+    host_threshold = DEFAULT_HOST_THRESHOLD if host_threshold is None else host_threshold
     base_meta, base_records = load_run(baseline)
     cur_meta, cur_records = load_run(current)
     if base_meta["kind"] != cur_meta["kind"]:
@@ -274,13 +335,52 @@ def compare_runs(baseline: str | Path, current: str | Path,
     return comparison
 
 
+# the kinds of run each option of compare is read for (--calibration: ``compare_runs``); given for another kind, it
+# is refused, not dropped without a word (a sweep's cases are judged by their counts, a plan's rows are modelled
+# step times of no mode, and neither is timed on this machine)
+OPTION_KINDS = {"--threshold": ("kernels", "plan"), "a per-mode --threshold": ("kernels",),
+                "--host-threshold": ("kernels",), "--confirm": ("kernels",)}
+_WHY_UNREAD = {"sweep": "a sweep's cases are judged by their counts of accepted tokens, not by a slowdown",
+               "plan": "a plan's rows are modelled step times: none is timed, and none has a mode"}
+
+
+def refuse_unread_options(kind: str, thresholds: dict[str | None, float], host_threshold: float | None,
+                          confirm: bool = False) -> None:
+    """Refuse the options given (``thresholds`` as ``parse_thresholds`` gives them, ``host_threshold``
+    None when not given) that a comparison of two ``kind`` runs does not read (``OPTION_KINDS``), in
+    one sentence naming each and the kinds of run it applies to."""
+    given = [(f"--threshold {_percent(thresholds[None])}", "--threshold")] if None in thresholds else []
+    given += [(f"--threshold {mode}={_percent(value)}", "a per-mode --threshold")
+              for mode, value in thresholds.items() if mode is not None]
+    if host_threshold is not None:
+        given.append((f"--host-threshold {_percent(host_threshold)}", "--host-threshold"))
+    if confirm:
+        given.append(("--confirm", "--confirm"))
+    unread = [(shown, option) for shown, option in given if kind not in OPTION_KINDS[option]]
+    if not unread:
+        return
+    by_kinds: dict[tuple[str, ...], list[str]] = {}
+    for option in dict.fromkeys(option for _, option in unread):
+        by_kinds.setdefault(OPTION_KINDS[option], []).append(option)
+    applies = "; ".join(f"{_listed(options)} {'applies' if len(options) == 1 else 'apply'} to "
+                        f"{' and '.join(kinds)} runs" for kinds, options in by_kinds.items())
+    shown = [text for text, _ in unread]
+    raise SpecbenchError(f"{_listed(shown)} {'does' if len(shown) == 1 else 'do'} not apply to {kind} runs "
+                         f"({_WHY_UNREAD[kind]}): {applies}; leave {'it' if len(shown) == 1 else 'them'} out")
+
+
+def _listed(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 def _refuse_nothing_compared(comparison: Comparison, baseline: str | Path, current: str | Path) -> None:
     if not comparison.cases and not comparison.not_compared:
         raise SpecbenchError(f"{baseline} and {current} have no case in common (baseline: "
-                             f"{len(comparison.only_in_baseline)} cases, current: {len(comparison.only_in_current)})")
+                             f"{plural(len(comparison.only_in_baseline), 'case')}, current: "
+                             f"{plural(len(comparison.only_in_current), 'case')})")
     if not comparison.cases:
-        raise SpecbenchError(f"{baseline} and {current} have {len(comparison.not_compared)} cases in common but none "
-                             f"timed in both (e.g. {comparison.not_compared[0]}): nothing could be compared")
+        raise SpecbenchError(f"{baseline} and {current} have {plural(len(comparison.not_compared), 'case')} in common "
+                             f"but none timed in both (e.g. {comparison.not_compared[0]}): nothing could be compared")
     blocking = [d for d in comparison.differences if d.invalidates]
     if comparison.not_comparable == len(comparison.cases):
         raise SpecbenchError(f"{baseline} and {current} cannot be compared: {'; '.join(map(str, blocking))}, which "
@@ -328,9 +428,10 @@ def _refuse_other_timers(base: dict, cur: dict, base_meta: dict, cur_meta: dict)
     if differ:
         before, after = base[differ[0]], cur[differ[0]]
         raise SpecbenchError(f"the baseline timed {kernels_label(after)} with the {record_timer(before, base_meta)} "
-                             f"timer and the current run with {record_timer(after, cur_meta)} ({len(differ)} cases "
-                             f"differ so), and rows of different timers measure different things, so nothing is "
-                             f"compared; rerun one of them with the other's --timer")
+                             f"timer and the current run with {record_timer(after, cur_meta)} "
+                             f"({plural(len(differ), 'case')} {'differs' if len(differ) == 1 else 'differ'} so), and "
+                             f"rows of different timers measure different things, so nothing is compared; rerun one "
+                             f"of them with the other's --timer")
 
 
 def _spread(record: dict) -> float:
@@ -426,11 +527,12 @@ def _compare_kernels(base_records, cur_records, thresholds, host_threshold, base
         comparison.notes.append(f"thresholds of the cases the A/A calibration {calibration.path} holds are its own "
                                 f"(its minimum detectable change)")
     if uncalibrated:
-        comparison.notes.append(f"{uncalibrated} cases are not in the calibration: judged at the --threshold and "
-                                f"--host-threshold thresholds")
+        comparison.notes.append(f"{plural(uncalibrated, 'case')} {'is' if uncalibrated == 1 else 'are'} not in the "
+                                f"calibration: judged at the --threshold and --host-threshold thresholds")
     if medians_only:
-        comparison.notes.append(f"{medians_only} cases were compared by their medians alone: one run has no timing "
-                                f"samples (a results file written before schema 2), so no interval could be formed")
+        comparison.notes.append(f"{plural(medians_only, 'case')} {'was' if medians_only == 1 else 'were'} compared by "
+                                f"their medians alone: one run has no timing samples (a results file written before "
+                                f"schema 2), so no interval could be formed")
     return comparison
 
 

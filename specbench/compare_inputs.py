@@ -1,5 +1,9 @@
 """What ``specbench compare`` checks in two results files before it judges a case.
 
+- Every field compare reads from a record must be there and of its type (``FIELDS``: a kernels
+  record's key and the numbers its threshold depends on, a sweep's histogram and rates, a plan's
+  step time and acceptance length). A hand-edited file that breaks one is one sentence naming the
+  file, the record and the field (``check_records``); such files once ended in a traceback.
 - Broken timing data is refused: a kernels row marked ``ok`` whose median, percentiles or samples
   are not usable numbers (null, NaN, text, negative, every sample 0). The message names the file
   and the case; such a row was once dropped silently and the comparison passed.
@@ -19,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.errors import SpecbenchError
+from specbench.records import KEY_FIELDS, NUMBER, TEXT, WHOLE, FieldType, field_problem
 from specbench.results import UNRECORDED
 
 VERSION_FIELDS = ("specbench", "torch", "triton", "python", "driver", "cuda")
@@ -118,7 +123,7 @@ def _as_json(value: Any) -> str:
         return repr(value)
 
 
-def _timing_problem(record: dict) -> str | None:
+def timing_problem(record: dict) -> str | None:
     median = record.get("median_us")
     if not (_number(median) and median > 0):
         return f"its median_us is {_as_json(median)}, not a positive number of microseconds"
@@ -144,7 +149,7 @@ def check_timings(path: Path, records: list[dict]) -> None:
     for index, record in enumerate(records):
         if record.get("kind") != "kernels" or record.get("status") != "ok":
             continue
-        problem = _timing_problem(record)
+        problem = timing_problem(record)
         if problem:
             try:
                 case = kernels_label(record)
@@ -152,6 +157,39 @@ def check_timings(path: Path, records: list[dict]) -> None:
                 case = f"record {index}"
             raise SpecbenchError(f"{path}: the case {case} is marked ok but {problem}: broken timing data, so "
                                  f"nothing is compared; rerun that case")
+
+
+# what compare reads from each record of a run of each kind, as ``records.field_problem`` checks it (type, and
+# whether a record must hold it): a kernels record's key and label (``records.KEY_FIELDS``), its timer and the counts
+# its threshold depends on (``compare._ran_out_share``; its timings are ``check_timings``'); a sweep case's key,
+# mean acceptance length and histogram; a plan row's key (a plan run's records of kind "plan" only), step time and
+# acceptance length with its interval. Fields compare only tests for equality (a sweep's seeds, a plan's is_best)
+# may hold anything.
+POSITIVE: FieldType = ("a positive number", lambda value: NUMBER[1](value) and value > 0)
+NUMBERS: FieldType = ("a list of numbers", lambda value: isinstance(value, list) and all(map(NUMBER[1], value)))
+COUNTS: FieldType = ("a list of whole-number counts",
+                     lambda value: isinstance(value, list) and all(WHOLE[1](x) and x >= 0 for x in value))
+FIELDS: dict[str, dict[str, tuple[FieldType, bool]]] = {
+    "kernels": {**KEY_FIELDS, "timer": (TEXT, False), "samples": (WHOLE, False), "backlog_ran_out": (WHOLE, False)},
+    "sweep": {"profile": (TEXT, True), "num_spec_tokens": (WHOLE, True), "configured_rates": (NUMBERS, True),
+              "mean_acceptance_length": (POSITIVE, True), "accepted_histogram": (COUNTS, True)},
+    "plan": {"profile": (TEXT, True), "batch_size": (WHOLE, True), "num_spec_tokens": (WHOLE, True),
+             "tree_shape": (TEXT, False), "step_ms": (POSITIVE, True), "acceptance_length": (POSITIVE, True),
+             "acceptance_length_ci_low": (POSITIVE, False), "acceptance_length_ci_high": (POSITIVE, False)},
+}
+
+
+def check_records(path: Path, kind: str, records: list[dict]) -> None:
+    """Refuse a run of ``kind`` (kernels, sweep or plan) in which a record compare reads lacks a field of ``FIELDS``
+    or holds one of another type, naming the file, the record (its index in ``records``) and the field; then a
+    kernels run's timings (``check_timings``)."""
+    for index, record in enumerate(records):
+        problem = field_problem(record, FIELDS[kind]) if kind != "plan" or record.get("kind") == "plan" else None
+        if problem:
+            raise SpecbenchError(f"{path}: record {index} {problem}, so compare cannot read that {kind} record; "
+                                 f"restore the field or make the run again")
+    if kind == "kernels":
+        check_timings(path, records)
 
 
 def by_key(records: list[dict], side: str) -> dict[tuple, dict]:

@@ -14,7 +14,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from specbench.compare import ENVIRONMENT_FIELDS, FAILING, CaseComparison, Comparison, compare_runs
+from specbench.compare import (
+    ENVIRONMENT_FIELDS,
+    FAILING,
+    CaseComparison,
+    Comparison,
+    compare_runs,
+    refuse_unread_options,
+)
+from specbench.console import plural
 from specbench.errors import SpecbenchError
 from specbench.results import check_output_file
 
@@ -53,12 +61,14 @@ def check_targets(files: ReportFiles, inputs: Sequence[Path] = ()) -> ReportFile
     return ReportFiles(files.markdown, files.json, chart)
 
 
-def run_gate(baseline: Path, current: Path, thresholds: dict[str | None, float], host_threshold: float,
+def run_gate(baseline: Path, current: Path, thresholds: dict[str | None, float], host_threshold: float | None,
              files: ReportFiles, calibration: Path | None = None, confirm: bool = False) -> tuple[Comparison, ReportFiles]:
     """Check the targets, compare the runs (``compare.compare_runs``, with the thresholds of a
-    ``calibration`` file), re-time the slower cases in fresh processes when ``confirm``
-    (``specbench.confirm``), render every report, write them; returns the comparison and the files
-    written (a chart given as a folder resolved)."""
+    ``calibration`` file; ``thresholds`` and ``host_threshold`` as given: {} and None when not),
+    refuse the options the kind of run compared does not read (``compare.refuse_unread_options``),
+    re-time the slower cases in fresh processes when ``confirm`` (``specbench.confirm``), render
+    every report, write them; returns the comparison and the files written (a chart given as a
+    folder resolved)."""
     files = check_targets(files, [baseline, current, *([calibration] if calibration is not None else [])])
     calibrated = None
     if calibration is not None:
@@ -66,13 +76,15 @@ def run_gate(baseline: Path, current: Path, thresholds: dict[str | None, float],
 
         calibrated = load_calibration(calibration)
     comparison = compare_runs(baseline, current, thresholds, host_threshold, calibrated)
+    refuse_unread_options(comparison.kind, thresholds, host_threshold, confirm)
     if confirm:
         from specbench.confirm import confirm_slower
 
         retimed = confirm_slower(comparison, baseline, current)
         if retimed:
-            comparison.notes.append(f"{retimed} slower cases were re-timed in a fresh process (--confirm); a case "
-                                    f"stays slower only if the re-timing says so too")
+            comparison.notes.append(f"{plural(retimed, 'slower case')} {'was' if retimed == 1 else 'were'} re-timed "
+                                    f"in a fresh process (--confirm); a case stays slower only if the re-timing says "
+                                    f"so too")
     rendered: list[tuple[Path, bytes, str]] = []
     if files.markdown is not None:
         rendered.append((files.markdown, to_markdown(comparison, str(baseline), str(current)).encode(), "markdown"))
@@ -152,7 +164,8 @@ def to_json(comparison: Comparison, baseline: str, current: str) -> dict[str, An
         "kind": comparison.kind, "baseline": baseline, "current": current, "status": comparison.status,
         "failed": comparison.failed, "summary": comparison.summary(), "counts": comparison.counts(),
         "widest_interval": widest, "setting_differences": [asdict(d) for d in comparison.differences],
-        "warnings": comparison.warnings(), "busy_runs": comparison.busy_runs(), "notes": comparison.notes,
+        "warnings": comparison.warnings(), "busy_runs": comparison.busy_runs(),
+        "partial_runs": comparison.partial_runs(), "notes": comparison.notes,
         "baseline_run": {k: comparison.baseline_metadata.get(k) for k in ENVIRONMENT_FIELDS},
         "current_run": {k: comparison.current_metadata.get(k) for k in ENVIRONMENT_FIELDS},
         "cases": [{k: v for k, v in asdict(case).items() if k != "key"} for case in comparison.cases],

@@ -67,6 +67,11 @@ def print_table(table: Table, out: Console | None = None) -> None:
     out.print(table)
 
 
+def plural(count: int, noun: str) -> str:
+    """``1 case``, ``2 cases``: a count and its noun, plural but for one."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def print_error(message: str) -> None:
     """One red line on stderr: never wrapped, never read as rich markup."""
     error_console.print(f"[bold red]error:[/] {escape(str(message))}", highlight=False, soft_wrap=True)

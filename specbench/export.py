@@ -32,6 +32,11 @@ compare       ``ratio``: current / baseline and its 95% interval  the ratio (ker
 ============  ==================================================  ===================================
 
 ``latency`` is Bencher's built-in measure (nanoseconds), so kernels rows land on its default chart.
+
+A result whose rows export cannot read (a hand-edited file) is refused in one sentence naming the file,
+the record and the field (``check_rows``): a field it reads missing or of another type, or a kernels row
+marked ok whose median is not a number of microseconds >= 0, which would be charted as a latency or
+left out as though the row had failed.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from typing import Any
 
 from specbench import results
 from specbench.errors import SpecbenchError
+from specbench.records import NUMBER, TEXT, WHOLE, FieldType, describe_record, field_problem
 
 FORMATS = ("bencher", "github-action-benchmark", "csv")
 # Bencher's own limits: a benchmark name of at most 1024 characters, a measure slug of at most 64
@@ -62,11 +68,29 @@ KEY_COLUMNS = {
 }
 RUN_COLUMNS = ("commit", "device")
 _JSON_ONLY = ("samples_us",)
+STATUS: FieldType = ("ok, FAIL or skipped", lambda value: value in ("ok", "FAIL", "skipped"))
+POSITIVE: FieldType = ("a positive number", lambda value: NUMBER[1](value) and value > 0)
+# what export reads from a row of each kind, besides a kernels row's case (records.KEY_FIELDS): field -> (type,
+# whether a row must hold it); a kernels row marked ok must also hold a median (check_rows)
+READ_FIELDS: dict[str, dict[str, tuple[FieldType, bool]]] = {
+    "kernels": {"status": (STATUS, True), "p20_us": (NUMBER, False), "p80_us": (NUMBER, False)},
+    "sweep": {"profile": (TEXT, True), "num_spec_tokens": (WHOLE, True), "mean_acceptance_length": (NUMBER, True),
+              "mean_acceptance_length_ci_low": (NUMBER, False), "mean_acceptance_length_ci_high": (NUMBER, False),
+              "simulated_positions": (NUMBER, False), "simulation_seconds": (NUMBER, False)},
+    "plan": {"profile": (TEXT, True), "batch_size": (WHOLE, True), "num_spec_tokens": (WHOLE, True),
+             "tree_shape": (TEXT, False), "acceptance_length": (POSITIVE, True),
+             "acceptance_length_ci_low": (NUMBER, False), "acceptance_length_ci_high": (NUMBER, False),
+             "step_ms": (NUMBER, True),
+             "tokens_per_second_per_gpu": (NUMBER, True), "tokens_per_second_per_gpu_ci_low": (NUMBER, False),
+             "tokens_per_second_per_gpu_ci_high": (NUMBER, False)},
+    "compare": {"case": (TEXT, True), "ratio": (NUMBER, False), "ci_low": (NUMBER, False), "ci_high": (NUMBER, False)},
+}
 
 
 def load(path: str | Path) -> tuple[str, dict[str, Any], list[dict]]:
     """``(kind, run metadata, rows)`` of a results folder or file, or of a ``compare --json`` report
-    (kind ``compare``; its rows are the compared cases, its metadata the current run's)."""
+    (kind ``compare``; its rows are the compared cases, its metadata the current run's); rows export
+    cannot read are refused (``check_rows``)."""
     file = results.results_file(path)
     if file.is_file():
         try:
@@ -74,6 +98,7 @@ def load(path: str | Path) -> tuple[str, dict[str, Any], list[dict]]:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise SpecbenchError(f"{file} is not a readable JSON file ({exc})") from exc
         if isinstance(payload, dict) and isinstance(payload.get("cases"), list) and "status" in payload:
+            check_rows(file, "compare", payload["cases"])
             return "compare", {**(payload.get("current_run") or {}), "compared": payload.get("kind")}, \
                 payload["cases"]
     metadata, records = results.read_results(path)
@@ -81,7 +106,31 @@ def load(path: str | Path) -> tuple[str, dict[str, Any], list[dict]]:
     if kind not in ("kernels", "sweep", "plan"):
         raise SpecbenchError(f"{path} holds a {kind!r} run; export reads kernels, sweep and plan runs and compare "
                              f"reports")
+    check_rows(file, kind, records)
     return kind, metadata, records
+
+
+def check_rows(file: Path, kind: str, rows: list) -> None:
+    """Refuse a result (a hand-edited one) whose rows lack a field export reads or hold one of the wrong type
+    (``READ_FIELDS``, and ``records.KEY_FIELDS`` for a kernels row's case), or a kernels row marked ok whose
+    median is not a number of microseconds >= 0 (it would be charted as a latency, or left out as a FAIL row
+    though it is ok); the sentence names the file, the record and the field."""
+    for index, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise SpecbenchError(f"{file}: record {index} is {json.dumps(row, default=repr)}, not an object, so "
+                                 f"export cannot read it as a {kind} row")
+        problem = field_problem(row, READ_FIELDS[kind]) or (field_problem(row) if kind == "kernels" else None)
+        if problem:
+            raise SpecbenchError(f"{file}: record {index} {problem}, so export cannot read it as a {kind} row")
+        if kind != "kernels" or row["status"] != "ok":
+            continue
+        for key in ("median_us", "p20_us", "p80_us"):
+            value = row.get(key)
+            if (key == "median_us" or value is not None) and not (_number(value) and value >= 0):
+                raise SpecbenchError(f"{file}: record {index} ({row['impl']}: {describe_record(row)}) is marked ok "
+                                     f"but its {key} is {json.dumps(value, default=repr)}, not a number of "
+                                     f"microseconds >= 0: broken timing data, so nothing is exported; rerun that "
+                                     f"case")
 
 
 def benchmark_names(kind: str, rows: list[dict]) -> list[str]:
@@ -89,8 +138,6 @@ def benchmark_names(kind: str, rows: list[dict]) -> list[str]:
     a sweep case ``profile K=k``, a plan row ``profile B=b K=k``, a compared case its label. Two rows that
     would share a name (two profiles of one mean length) get their acceptance label, then their model preset,
     added; rows still alike are a broken result, refused."""
-    from specbench.records import describe_record
-
     names = []
     for row in rows:
         if kind == "kernels":
@@ -108,8 +155,10 @@ def benchmark_names(kind: str, rows: list[dict]) -> list[str]:
             names = [f"{name} [{row.get(field_name)}]" if name in repeated else name for name, row in zip(names, rows)]
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
-        raise SpecbenchError(f"two rows of this {kind} result share the case {repeated[0]!r}; a result to export "
-                             f"holds each case once (merge the runs with specbench merge)")
+        raise SpecbenchError(f"two rows of this {kind} result share the case {repeated[0]!r}, and a result to export "
+                             f"holds each case once: if one run repeated the case (a value given twice to an "
+                             f"option), run it again without the repeat; if rows of several runs were put in one "
+                             f"file, join the runs with specbench merge instead")
     return names
 
 
@@ -133,8 +182,9 @@ def _ms_per_token(row: dict, length_key: str) -> float | None:
 
 def _measures(kind: str, row: dict) -> dict[str, dict[str, float]]:
     """The BMF measures of one row (module docstring); empty when it has no number (a FAIL row)."""
-    if kind == "kernels":
-        found = {"latency": _metric(row.get("median_us"), row.get("p20_us"), row.get("p80_us"), 1000.0)}
+    if kind == "kernels":  # a FAIL or skipped row has no latency, whatever it holds
+        found = {"latency": _metric(row.get("median_us"), row.get("p20_us"), row.get("p80_us"), 1000.0)
+                 if row["status"] == "ok" else None}
     elif kind == "sweep":
         positions, seconds = row.get("simulated_positions"), row.get("simulation_seconds")
         found = {"acceptance-length": _metric(row.get("mean_acceptance_length"),
@@ -169,7 +219,7 @@ def _smaller_is_better(kind: str, row: dict) -> tuple[float, str, str | None] | 
     if kind == "kernels":
         low, high = row.get("p20_us"), row.get("p80_us")
         spread = f"p20-p80 {low:.4g}-{high:.4g}" if _number(low) and _number(high) else None
-        return (row["median_us"], "us", spread) if _number(row.get("median_us")) else None
+        return (row["median_us"], "us", spread) if row["status"] == "ok" else None
     if kind == "sweep":
         metric = _measures(kind, row).get("ns-per-position")
         return None if metric is None else (metric["value"], "ns/position", None)

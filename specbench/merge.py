@@ -4,6 +4,8 @@ The slices must be one run cut in pieces, or merging them would make a table who
 measured alike. Refused, with one sentence naming the two folders and the value:
 
 - a folder that was not run with ``--shard``, or holds another kind of run than the first;
+- a record merge cannot read (hand-edited): a field of its case's key (``records.KEY_FIELDS``) or its
+  case position missing or of another type, or a shard label that is not two whole numbers;
 - a different commit, or different settings: seed, timing, implementations, the planned grid
   (``case_grid``, ``num_cases``), the sweep's steps, cost ratios and profiles, torch's CPU threads,
   the versions of specbench, torch, Triton and Python;
@@ -82,14 +84,25 @@ def _check_alike(first: tuple[Path, dict], other: tuple[Path, dict], kind: str) 
 
 
 def _read(folders: Sequence[Path]) -> list[tuple[Path, dict, list[dict]]]:
+    from specbench.records import KEY_FIELDS, WHOLE, field_problem
+
+    # what merge reads of a record: the fields of its key (record_key) and the case position it sorts by
+    fields = {"kernels": {**KEY_FIELDS, "case": (WHOLE, False)}, "sweep": {"case": (WHOLE, False)}}
     runs = []
     for folder in folders:
         metadata, records = results.read_results(folder)
         shard = metadata.get("shard")
         if not isinstance(shard, dict) or not {"index", "count"} <= set(shard):
             raise SpecbenchError(f"{folder} was not run with --shard; merge joins the shards of one sharded run")
+        if not all(isinstance(shard[key], int) and not isinstance(shard[key], bool) for key in ("index", "count")):
+            raise SpecbenchError(f"{folder} names its shard {shard['index']!r}/{shard['count']!r}, not two whole "
+                                 f"numbers; merge joins the shards of one sharded run as --shard wrote them")
         if metadata.get("kind") not in SETTINGS:
             raise SpecbenchError(f"{folder} holds a {metadata.get('kind')} run; merge joins kernels and sweep shards")
+        for index, record in enumerate(records):
+            problem = field_problem(record, fields[metadata["kind"]])
+            if problem:
+                raise SpecbenchError(f"{folder}: record {index} {problem}, so merge cannot tell which case it is")
         runs.append((Path(folder), metadata, records))
     return runs
 

@@ -1,4 +1,4 @@
-"""A kernels record's key and one-line description, without torch.
+"""A kernels record's key and one-line description, and the fields they read, without torch.
 
 ``specbench merge``, ``compare``, the tables of ``kernels`` and ``--devices``' parent read records only:
 importing ``bench`` (and with it torch) for these would cost a process seconds (``results/devices-x2``).
@@ -7,10 +7,52 @@ importing ``bench`` (and with it torch) for these would cost a process seconds (
 
 from __future__ import annotations
 
-from specbench.sampling_cases import sampling_key, sampling_label
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+from specbench.sampling_cases import KNOBS, sampling_key, sampling_label
 
 # a cold median this many times faster than bytes_needed over the copy bandwidth is flagged
 DRAM_FLOOR_MARGIN = 1.25
+
+# what a field of a written record must hold: (the words for it, the test)
+FieldType = tuple[str, Callable[[Any], bool]]
+TEXT: FieldType = ("a string", lambda value: isinstance(value, str))
+WHOLE: FieldType = ("a whole number", lambda value: isinstance(value, int) and not isinstance(value, bool))
+NUMBER: FieldType = ("a finite number", lambda value: isinstance(value, (int, float)) and not isinstance(value, bool)
+                     and math.isfinite(value))
+FLAG: FieldType = ("true or false", lambda value: isinstance(value, bool))
+NAMES: FieldType = ("a list of strings",
+                    lambda value: isinstance(value, list) and all(isinstance(x, str) for x in value))
+# the fields describe_record and record_key read, each with its type and whether a record must hold it (one it
+# may leave out may also be null); a hand-edited file is checked against these (field_problem) before it is read
+KEY_FIELDS: dict[str, tuple[FieldType, bool]] = {
+    "mode": (TEXT, True), "impl": (TEXT, True), "batch_size": (WHOLE, True), "num_spec_tokens": (WHOLE, True),
+    "vocab_size": (WHOLE, True), "dtype": (TEXT, True), "draft": (TEXT, True), "acceptance": (TEXT, True),
+    "acceptance_length": (NUMBER, True), "cuda_graph": (FLAG, True), "target": (TEXT, False),
+    "converted": (NAMES, False), "conversion": (TEXT, False), "sampling": (TEXT, False), "logprobs": (TEXT, False),
+    **{knob: (NUMBER, False) for knob in KNOBS}, "method": (TEXT, False), "inputs": (TEXT, False),
+    "draft_noise": (NUMBER, False), "tree": (TEXT, False),
+}
+
+
+def field_problem(record: dict, fields: dict[str, tuple[FieldType, bool]] = KEY_FIELDS) -> str | None:
+    """What keeps a written record from being read through ``fields`` (default ``KEY_FIELDS``), as the rest
+    of a sentence about the record (``lacks the field batch_size``, ``has batch_size "4" where a whole
+    number belongs``), or None when every field is there and of its type."""
+    required = {name for name, (_, needed) in fields.items() if needed}
+    if "draft_noise" in fields and record.get("inputs") == "natural":  # describe_record shows its noise, not L
+        required.add("draft_noise")
+    for name, ((words, fits), _) in fields.items():
+        if name not in record or record[name] is None:
+            if name in required:
+                return f"lacks the field {name}" if name not in record else f"has {name} null where {words} belongs"
+            continue
+        if not fits(record[name]):
+            return f"has {name} {json.dumps(record[name], default=repr)} where {words} belongs"
+    return None
 
 
 def describe_record(record: dict) -> str:

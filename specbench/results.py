@@ -395,7 +395,8 @@ def read_results(directory: str | Path) -> tuple[dict[str, Any], list[dict]]:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SpecbenchError(f"{path} is not a readable specbench results file ({exc})") from exc
     if not isinstance(payload, dict):
-        found = {list: "a JSON list", str: "a JSON string"}.get(type(payload), f"a JSON {type(payload).__name__}")
+        found = {list: "a JSON list", str: "a JSON string", type(None): "null", bool: "a JSON true or false",
+                 int: "a JSON number", float: "a JSON number"}[type(payload)]
         raise SpecbenchError(f"{path} is not a specbench results file: it holds {found}, not an object with "
                              f"'metadata' and 'records'")
     if not isinstance(payload.get("metadata"), dict) or not isinstance(payload.get("records"), list):

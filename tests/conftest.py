@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import math
 import os
 import subprocess
@@ -306,3 +307,13 @@ def kernel_compile_run(_background_compile_run, tmp_path):
 def pytest_xdist_auto_num_workers(config) -> int:
     # ``pytest -n auto``: a worker per core, at most 8 (each holds torch and Triton, about 0.7 GB)
     return min(machine.cpu_count(), 8)
+
+
+def edited_run(source: Path, target: Path, change) -> Path:
+    """A copy of the run in ``source`` (its results.json) in the new folder ``target``, with ``change(payload)``
+    applied: a hand-edited results file."""
+    payload = json.loads((source / "results.json").read_text())
+    change(payload)
+    target.mkdir()
+    (target / "results.json").write_text(json.dumps(payload))
+    return target

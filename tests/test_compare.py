@@ -282,8 +282,8 @@ def test_a_changed_count_in_a_fixed_seed_sweep_fails(tmp_path):
     shutil.copytree(SWEEP_REFERENCE, changed)
     payload = json.loads((changed / "results.json").read_text())
     histogram = payload["records"][1]["accepted_histogram"]
-    histogram[0] -= 1
-    histogram[1] += 1
+    histogram[1] -= 1  # one count moved (a count below 0 is broken data, refused before any verdict)
+    histogram[2] += 1
     (changed / "results.json").write_text(json.dumps(payload))
     result = _compare(SWEEP_REFERENCE, changed)
     assert result.exit_code == 1 and "changed" in result.output
@@ -675,3 +675,135 @@ def test_retime_arguments_remake_the_case_and_a_failed_retiming_keeps_the_verdic
     here = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"  # never the H100 the run names
     said = _one_line(result.stderr)
     assert result.exit_code == 2 and f"--confirm re-times on this machine ({here}" in said and "H100" in said
+
+
+# ---- hand-edited files, options, wording (on the committed CPU runs and hand-made plans: no kernels run) --------
+
+BASELINES = Path(__file__).resolve().parent.parent / "results" / "baselines"
+RUN_A, RUN_B = BASELINES / "cpu-quick-a", BASELINES / "cpu-quick-b"
+
+
+def _plan_run(folder: Path) -> Path:
+    """A plan run written by hand: one profile at B = 1, K = 0 and K = 2, with the fields `plan` writes that compare
+    reads."""
+    records = [{"kind": "plan", "profile": "[0.8, 0.64]", "scenario": None, "batch_size": 1, "num_spec_tokens": k,
+                "acceptance_length": length, "acceptance_length_ci_low": None, "acceptance_length_ci_high": None,
+                "step_ms": step_ms, "is_best": k == 2, "best_num_spec_tokens": 2}
+               for k, length, step_ms in ((0, 1.0, 10.0), (2, 2.44, 12.0))]
+    folder.mkdir()
+    metadata = {"kind": "plan", "schema_version": results.SCHEMA_VERSION, "commit": "0000000"}
+    (folder / results.RESULTS_JSON).write_text(json.dumps({"metadata": metadata, "records": records}))
+    return folder
+
+
+HAND_EDITED = {
+    "sweep histogram missing": ("sweep", lambda p: p["records"][1].pop("accepted_histogram"),
+                                "record 1 lacks the field accepted_histogram"),
+    "sweep rates missing": ("sweep", lambda p: p["records"][0].pop("configured_rates"),
+                            "record 0 lacks the field configured_rates"),
+    "sweep rates text": ("sweep", lambda p: p["records"][0].update(configured_rates="zz"),
+                         'record 0 has configured_rates "zz" where a list of numbers belongs'),
+    "sweep mean missing": ("sweep", lambda p: p["records"][1].pop("mean_acceptance_length"),
+                           "record 1 lacks the field mean_acceptance_length"),
+    "plan step missing": ("plan", lambda p: p["records"][1].pop("step_ms"), "record 1 lacks the field step_ms"),
+    "plan batch missing": ("plan", lambda p: p["records"][0].pop("batch_size"), "record 0 lacks the field batch_size"),
+    "plan length text": ("plan", lambda p: p["records"][1].update(acceptance_length="2.44"),
+                         'record 1 has acceptance_length "2.44" where a positive number belongs'),
+    "kernels ran-out text": ("kernels", lambda p: p["records"][4].update(backlog_ran_out="zz"),
+                             'record 4 has backlog_ran_out "zz" where a whole number belongs'),
+}
+
+
+@pytest.mark.parametrize("problem", list(HAND_EDITED))
+def test_a_hand_edited_field_is_refused_naming_the_file_the_record_and_the_field(tmp_path, problem):
+    # each once ended in a KeyError, TypeError or ValueError (exit 70)
+    kind, change, said = HAND_EDITED[problem]
+    run = {"sweep": SWEEP_REFERENCE, "kernels": RUN_A}.get(kind) or _plan_run(tmp_path / "plan")
+    edited = _edit(shutil.copytree(run, tmp_path / "edited"), change)
+    for baseline, current in ((run, edited), (edited, run)):
+        result = _compare(baseline, current, "--json", tmp_path / "c.json")
+        message = _one_line(result.stderr)
+        assert result.exit_code == 2, result.output
+        assert f"{edited / results.RESULTS_JSON}: {said}, so compare cannot read that {kind} record" in message
+        assert "Traceback" not in result.output and not (tmp_path / "c.json").exists()
+
+
+@pytest.mark.parametrize(("options", "said"), [
+    (["--host-threshold", "greedy=10%"], "--host-threshold takes one threshold for every row, such as 10%"),
+    (["--host-threshold", "10%,20%"], "--host-threshold takes one threshold for every row, such as 10%, got '10%,20%'"),
+    (["-t", "10%,3%"], "--threshold gives every mode two thresholds (10% and 3%); give one"),
+    (["-t", "3%", "-t", "10%"], "--threshold gives every mode two thresholds (3% and 10%); give one"),
+    (["-t", "greedy=3%,greedy=10%"], "--threshold gives mode greedy two thresholds (3% and 10%); give one"),
+    (["-t", "=3%"], "--threshold '=3%' names no mode before '='"),
+    (["-t", "5"], "--threshold must lie between 0% and 100%, got '5'; write percentages with %, e.g. 5%"),
+])
+def test_a_threshold_given_twice_or_for_no_mode_is_refused(options, said):
+    # each was taken silently: --host-threshold greedy=10% judged every CPU row at 30%, a second value won
+    result = _compare(RUN_A, RUN_B, *options)
+    assert result.exit_code == 2 and said in _one_line(result.stderr), result.output
+    assert compare.parse_thresholds(["3%", "greedy=2%,probabilistic=0.04"]) == {
+        None: 0.03, "greedy": 0.02, "probabilistic": 0.04}
+
+
+@pytest.mark.parametrize(("kind", "options", "said"), [
+    ("sweep", ["--threshold", "7%", "--host-threshold", "50%", "--confirm"],
+     ("--threshold 7%, --host-threshold 50% and --confirm do not apply to sweep runs (a sweep's cases are judged by "
+      "their counts of accepted tokens, not by a slowdown): --threshold applies to kernels and plan runs; "
+      "--host-threshold and --confirm apply to kernels runs; leave them out")),
+    ("plan", ["--confirm"], "--confirm does not apply to plan runs"),
+    ("plan", ["--host-threshold", "50%"], "--host-threshold 50% does not apply to plan runs"),
+    ("plan", ["-t", "greedy=3%"], ("--threshold greedy=3% does not apply to plan runs (a plan's rows are modelled "
+                                   "step times: none is timed, and none has a mode): a per-mode --threshold applies "
+                                   "to kernels runs; leave it out")),
+])
+def test_an_option_the_kind_of_run_compared_does_not_read_is_refused(tmp_path, kind, options, said):
+    # each once exited 0 without a word about the option
+    run = SWEEP_REFERENCE if kind == "sweep" else _plan_run(tmp_path / "plan")
+    result = _compare(run, run, *options, "--json", tmp_path / "c.json")
+    assert result.exit_code == 2 and said in _one_line(result.stderr), result.output
+    assert not (tmp_path / "c.json").exists()
+    if kind == "plan":  # one threshold for every row is what a plan reads
+        judged = _compare(run, run, "-t", "3%", "--json", tmp_path / "c.json")
+        assert judged.exit_code == 0 and json.loads((tmp_path / "c.json").read_text())["cases"][0]["threshold"] == 0.03
+
+
+def test_metadata_without_a_kind_or_a_schema_number_is_worded_for_a_reader(tmp_path):
+    # they said "holds a None run" and "results schema 'two', newer than this specbench reads"
+    unnamed = _edit(shutil.copytree(RUN_A, tmp_path / "unnamed"), lambda p: p["metadata"].pop("kind"))
+    result = _compare(RUN_A, unnamed)
+    assert result.exit_code == 2 and (f"{unnamed} does not say what kind of run it holds (its metadata has no kind)"
+                                      in _one_line(result.stderr)), result.output
+    for version in ("two", True):
+        wrong = _edit(shutil.copytree(RUN_A, tmp_path / f"schema-{version}"),
+                      lambda p, version=version: p["metadata"].update(schema_version=version))
+        result = _compare(RUN_A, wrong)
+        assert result.exit_code == 2 and f"gives results schema {version!r}, which is not a schema number" in \
+            _one_line(result.stderr), result.output
+
+
+def test_counts_of_one_case_are_singular(tmp_path):
+    shorter = _edit(shutil.copytree(RUN_A, tmp_path / "shorter"), lambda p: p["records"].pop())
+    result = _compare(RUN_A, shorter)
+    assert result.exit_code == 0 and "1 case only in the baseline: " in _one_line(result.stdout), result.output
+    assert compare.plural(1, "case") == "1 case" and compare.plural(0, "case") == "0 cases"
+
+
+def test_a_partial_merge_is_named_on_whichever_side_it_is(tmp_path):
+    # `merge --allow-partial` of shard 1 of 2 once compared as a whole run, its missing cases only listed
+    payload = json.loads((RUN_A / results.RESULTS_JSON).read_text())
+    shard = tmp_path / "shard-1"
+    shard.mkdir()
+    metadata = {**payload["metadata"], "shard": {"index": 1, "count": 2}, "interrupted": False}
+    (shard / results.RESULTS_JSON).write_text(json.dumps({"metadata": metadata, "records": payload["records"][:10]}))
+    merged = runner.invoke(app, ["merge", str(shard), "--allow-partial", "-o", str(tmp_path / "merged"),
+                                 "--no-charts"])
+    assert merged.exit_code == 0, merged.output
+    said = ("run is a partial merge (specbench merge --allow-partial: shard 2/2 is not among them): the cases it "
+            "lacks are not compared, only listed as only in the")
+    result = _compare(RUN_A, tmp_path / "merged", "--json", tmp_path / "c.json")
+    assert result.exit_code == 0 and f"the current {said} baseline" in _one_line(result.stderr), result.output
+    assert "10 cases only in the baseline" in _one_line(result.stdout)
+    assert json.loads((tmp_path / "c.json").read_text())["partial_runs"] == [f"the current {said} baseline"]
+    result = _compare(tmp_path / "merged", RUN_A)
+    assert result.exit_code == 0 and f"the baseline {said} current run" in _one_line(result.stderr), result.output
+    assert "partial" not in _compare(RUN_A, RUN_B).stderr  # the control: a whole run is not named

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import edited_run
 from typer.testing import CliRunner
 
 from specbench import export
@@ -211,3 +212,60 @@ def test_a_run_kept_compressed_exports_as_the_plain_one(runs, tmp_path):
     assert export.load(kept) == export.load(runs["kernels"])
     assert export.load(kept / "results.json.gz") == export.load(runs["kernels"])
     assert _export(kept, "csv", tmp_path)[0] == _export(runs["kernels"], "csv", tmp_path)[0]
+
+
+BASELINE = Path(__file__).resolve().parent.parent / "results" / "baselines" / "cpu-quick-a"
+
+
+def _refused(path: Path, output_format: str) -> str:
+    result = runner.invoke(app, ["export", str(path), "--format", output_format])
+    assert result.exit_code == 2, result.output
+    assert result.output.count("error:") == 1 and "Traceback" not in result.output
+    return " ".join(result.stderr.split())
+
+
+@pytest.mark.parametrize("output_format", export.FORMATS)
+@pytest.mark.parametrize("kind, field", [*(("kernels", field) for field in (
+    "batch_size", "mode", "impl", "draft", "dtype", "vocab_size", "num_spec_tokens", "cuda_graph",
+    "acceptance_length")), ("sweep", "profile"), ("plan", "profile")])
+def test_a_record_without_a_field_export_reads_is_one_sentence(runs, tmp_path, output_format, kind, field):
+    # hand-edited files once raised a KeyError from describe_record or benchmark_names (exit 70)
+    source = BASELINE if kind == "kernels" else runs[kind]
+    edited = edited_run(source, tmp_path / "edited", lambda payload: payload["records"][1].pop(field))
+    assert (f"{edited / 'results.json'}: record 1 lacks the field {field}, so export cannot read it as a {kind} "
+            f"row") in _refused(edited, output_format)
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("batch_size", "4", 'has batch_size "4" where a whole number belongs'),
+    ("acceptance_length", "3", 'has acceptance_length "3" where a finite number belongs'),
+    ("cuda_graph", None, "has cuda_graph null where true or false belongs"),
+    ("status", "done", 'has status "done" where ok, FAIL or skipped belongs'),
+    ("top_p", "0.9", 'has top_p "0.9" where a finite number belongs'),
+])
+def test_a_record_with_a_field_of_the_wrong_type_is_one_sentence(tmp_path, field, value, words):
+    edited = edited_run(BASELINE, tmp_path / "edited", lambda payload: payload["records"][0].update({field: value}))
+    assert f"record 0 {words}" in _refused(edited, "bencher")
+
+
+@pytest.mark.parametrize("output_format", export.FORMATS)
+@pytest.mark.parametrize("key, value, shown", [
+    ("median_us", -3.0, "-3.0"), ("median_us", float("nan"), "NaN"), ("median_us", "fast", '"fast"'),
+    ("median_us", None, "null"), ("p20_us", -1.0, "-1.0"),
+])
+def test_a_row_marked_ok_without_a_usable_median_is_refused(tmp_path, output_format, key, value, shown):
+    # a negative median was exported as a latency; a NaN or text one left the ok row out as "FAIL or skipped"
+    edited = edited_run(BASELINE, tmp_path / "edited", lambda payload: payload["records"][1].update({key: value}))
+    said = _refused(edited, output_format)
+    assert f"{edited / 'results.json'}: record 1 (torch: greedy B=8 K=3 V=4096 float32 L=3) is marked ok" in said
+    assert (f"its {key} is {shown}, not a number of microseconds >= 0: broken timing data, so nothing is "
+            f"exported") in said
+
+
+def test_a_case_held_twice_is_worded_for_a_run_that_repeated_it_and_for_runs_put_together(tmp_path):
+    # sweep -k 3,3 (one run) or a hand-joined file (several runs): the advice once named only merge
+    edited = edited_run(BASELINE, tmp_path / "edited", lambda payload: payload["records"].append(payload["records"][0]))
+    said = _refused(edited, "bencher")
+    assert "share the case 'torch: greedy B=1 K=3 V=4096 float32 L=3" in said
+    assert "if one run repeated the case (a value given twice to an option), run it again without the repeat" in said
+    assert "if rows of several runs were put in one file, join the runs with specbench merge instead" in said

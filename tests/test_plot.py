@@ -97,6 +97,8 @@ def test_plot_takes_the_results_file_itself(tmp_path):
 
 @pytest.mark.parametrize("payload, said", [("[1, 2]", "it holds a JSON list, not an object"),
                                            ('"text"', "it holds a JSON string, not an object"),
+                                           ("null", "it holds null, not an object"), ("3", "it holds a JSON number"),
+                                           ("true", "it holds a JSON true or false"),
                                            ('{"metadata": [], "records": []}', "it needs 'metadata' (an object)")])
 def test_plot_of_json_that_is_not_a_results_file_says_what_it_holds(tmp_path, payload, said):
     (tmp_path / "results.json").write_text(payload)

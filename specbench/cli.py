@@ -38,8 +38,10 @@ from specbench import (
 from specbench.errors import SpecbenchError
 
 try:  # typer >= 0.24 carries its own copy of click
+    from typer._click.core import ParameterSource
     from typer._click.exceptions import ClickException, UsageError
 except ImportError:  # pragma: no cover -- older typer, on click itself
+    from click.core import ParameterSource
     from click.exceptions import ClickException, UsageError
 
 EXIT_BUG = 70
@@ -80,6 +82,7 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _options(
+    ctx: typer.Context,
     version: Annotated[bool, typer.Option(
         "--version", help="Print specbench's version and exit.", callback=_print_version, is_eager=True)] = False,
     output_format: Annotated[str, typer.Option(
@@ -90,7 +93,11 @@ def _options(
     try:
         console.set_table_format(output_format)
     except SpecbenchError as exc:
-        console.fail(str(exc))
+        if ctx.get_parameter_source("output_format") is not ParameterSource.ENVIRONMENT:
+            console.fail(str(exc))
+        # the value came from the environment, not the command line: name the variable to fix
+        console.fail(f"SPECBENCH_FORMAT (the environment's --format) must be one of "
+                     f"{', '.join(console.TABLE_FORMATS)}, got {output_format!r}; fix or unset it")
 
 
 for name, command in (("sweep", cli_sweep.sweep_command), ("kernels", cli_bench.kernels_command),
@@ -173,8 +180,11 @@ def _refuse_repeats_of(command, args: list[str]) -> None:
                                                             if name.startswith("--"))]
         if len(given) > 1:
             shown = "/".join(names) if param.secondary_opts else " / ".join(names)
-            raise SpecbenchError(f"{shown} was given {len(given)} times ({', '.join(given)}); it takes one value, "
-                                 f"so give it once")
+            # a flag takes no value: said so, and an on/off pair is one setting given twice
+            takes = ("it is one on/off setting" if param.secondary_opts else "it is a flag (it takes no value)") \
+                if getattr(param, "is_flag", False) else "it takes one value"
+            raise SpecbenchError(f"{shown} was given {len(given)} times ({', '.join(given)}); {takes}, so give it "
+                                 f"once")
 
 
 def _report_bug(exc: BaseException) -> int:

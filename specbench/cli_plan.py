@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from specbench import acceptance
-from specbench.cli_sweep import _numbers, _single
+from specbench.cli_sweep import _numbers, _once, _single, once_shapes, print_notes
 from specbench.console import console, fail, lazy_module, print_table
 from specbench.errors import SpecbenchError
 
@@ -59,6 +59,8 @@ def cost_model(costs: str | None, roofline: bool, roofline_options: dict[str, st
         raise SpecbenchError("--target-ms belongs to --cost-ratio (the linear cost model); add --cost-ratio C")
     if costs is not None:
         path = Path(costs)
+        if path.is_dir():
+            raise SpecbenchError(f"--costs {costs} is a folder; give the step-cost file itself")
         if not path.is_file():
             raise SpecbenchError(f"--costs {costs}: no such file")
         try:
@@ -103,9 +105,11 @@ def plan_profile(scenario: str | None, rates: str | None, profile_name: str | No
     return plan.profile_from_scenario(scenario, max_k, profile_name=profile_name, num_bootstrap=bootstrap)
 
 
-def plan_trees(trees: list[str], tree_rates: str | None) -> tuple[tuple, tuple]:
-    """``--tree`` shapes (repeated or comma lists) and ``--tree-rates`` (numbers; the first may be ``profile``)."""
-    shapes = tuple(tree_shapes.parse_tree_shape(text) for item in trees for text in tree_shapes.split_tree_shapes(item))
+def plan_trees(trees: list[str], tree_rates: str | None, notes: list[str]) -> tuple[tuple, tuple]:
+    """``--tree`` shapes (repeated or comma lists; each once, a repeat noted in ``notes``) and ``--tree-rates``
+    (numbers; the first may be ``profile``)."""
+    shapes = tuple(once_shapes([tree_shapes.parse_tree_shape(text) for item in trees
+                                for text in tree_shapes.split_tree_shapes(item)], notes))
     if tree_rates is None:
         return shapes, ()
     head, comma, rest = tree_rates.partition(",")
@@ -255,12 +259,13 @@ def plan_command(
         draws = _single("--bootstrap", bootstrap, int)
         if draws < 20:
             raise SpecbenchError(f"--bootstrap must be at least 20 resamples, got {draws}")
-        sizes = plan.check_batch_sizes(_numbers("--batch-sizes", batch_sizes, int))
+        notes: list[str] = []  # values given twice, taken once: said with the results
+        sizes = plan.check_batch_sizes(_once("--batch-sizes", _numbers("--batch-sizes", batch_sizes, int), notes))
         profile = plan_profile(scenario, rates, profile_name, k_max, draws)
         model = cost_model(costs, roofline, dict(zip(_ROOFLINE_OPTIONS, (gpu, target_model, draft_model, context,
                                                                         sampler_results, overhead_ms))),
                            cost_ratio, target_ms)
-        shapes, rates_of_trees = plan_trees(tree or [], tree_rates)
+        shapes, rates_of_trees = plan_trees(tree or [], tree_rates, notes)
         records, summary = plan.run_plan(plan.PlanSettings(profile, model, sizes, scenario, shapes, rates_of_trees))
         out_dir, _, _ = results.open_output(None if output is None else Path(output), "plan")
         metadata = results.collect_metadata("cpu", kind="plan", plan=summary, scenario=scenario,
@@ -274,6 +279,7 @@ def plan_command(
         fail(str(exc))
     except OSError as exc:
         fail(f"cannot write the plan's files: {exc.strerror or exc}")
+    print_notes(notes)
     print_table(k_table(summary))
     console.print()
     print_table(speedup_table(plan.chain_records(records)))

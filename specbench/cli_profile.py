@@ -104,8 +104,9 @@ def fit_command(
         "--use-model", metavar="MODEL|best", help="Make the scenario's profile this fitted model (iid, beta-geometric, "
         "depth-decay, or best) at K = --extend-k or the measured K, instead of the measured rates.",
         show_default=False)] = None,
-    bootstrap: Annotated[int, typer.Option(
-        "--bootstrap", metavar="B", help="Parametric-bootstrap resamples for the models' intervals.")] = 200,
+    bootstrap: Annotated[int | None, typer.Option(
+        "--bootstrap", metavar="B", help="Parametric-bootstrap resamples for the models' intervals (default 200).",
+        show_default=False)] = None,
     num_spec_tokens: Annotated[int | None, typer.Option(
         "--num-spec-tokens", "-k", metavar="K", help="Drafts per step (the server's --speculative-num-steps), for "
         "SGLang's log lines and gauges, which give the mean length only.", show_default=False)] = None,
@@ -129,10 +130,12 @@ class _Fitted(NamedTuple):
     skipped: str | None
 
 
-def _fit(files, *, output: Path, model, name, cost_ratio, force: bool, extend_k, use_model, bootstrap: int,
+def _fit(files, *, output: Path, model, name, cost_ratio, force: bool, extend_k, use_model, bootstrap: int | None,
          num_spec_tokens, figure) -> _Fitted | None:
     """Read the files, fit the profile and its models, and write the scenario; every refusal a
     ``SpecbenchError``. None when the files give a mean length alone (that scenario is written and said)."""
+    if name is not None and not name.strip():
+        raise SpecbenchError("--name needs a scenario name, got ''; leave it out to name the scenario after --output")
     if output.exists() and not force:
         raise SpecbenchError(f"{output} exists; pass --force to replace it or choose another --output")
     results.check_output_file("--output", output, "profile.toml", list(files))
@@ -161,7 +164,8 @@ def _fit(files, *, output: Path, model, name, cost_ratio, force: bool, extend_k,
     counts = profile_fit.read_counts(list(files), model)
     if isinstance(counts, profile_sources.MeanLength):
         _write_mean_only(counts, num_spec_tokens, output, name, cost,
-                         {"--extend-k": extend_k, "--use-model": use_model, "--figure": figure})
+                         {"--extend-k": extend_k, "--use-model": use_model, "--figure": figure,
+                          "--bootstrap": bootstrap})
         return None
     if num_spec_tokens is not None:
         raise SpecbenchError(f"--num-spec-tokens is for SGLang's log lines and gauges, which give the mean length "
@@ -173,17 +177,22 @@ def _fit(files, *, output: Path, model, name, cost_ratio, force: bool, extend_k,
     comparison, skipped = None, None
     try:
         comparison = profile_models.fit_all(counts.num_drafts, counts.accepted_per_position,
-                                            num_bootstrap=bootstrap)
+                                            num_bootstrap=profile_models.DEFAULT_BOOTSTRAP if bootstrap is None
+                                            else bootstrap)
     except SpecbenchError as exc:
         if "not nested" not in str(exc):
             raise
         skipped = str(exc)
+    if use_model is not None and use_model != "best":
+        profile_models.get_model(use_model)
+    if comparison is None:  # the options of the models have nothing to work on
+        given = [f"{option} {value}" for option, value in (("--use-model", use_model), ("--extend-k", extend_k),
+                                                           ("--figure", figure), ("--bootstrap", bootstrap))
+                 if value is not None]
+        if given:
+            raise SpecbenchError(f"{given[0]}: no model could be fitted ({skipped})")
     chosen = None
     if use_model is not None:
-        if use_model != "best":
-            profile_models.get_model(use_model)
-        if comparison is None:
-            raise SpecbenchError(f"--use-model {use_model}: no model could be fitted ({skipped})")
         chosen = comparison.best if use_model == "best" else use_model
     text = profile_fit.scenario_toml(fit, name or output.stem, cost, comparison, extend_k, chosen)
     _write_scenario(text, output)
@@ -216,7 +225,7 @@ def _report(fitted: _Fitted, output: Path, extend_k, figure) -> None:
     if not fit.non_increasing:
         console.print("[yellow]note:[/] the measured rates rise with position somewhere (noise, or too few drafts); "
                       "the scenario's rates are the nearest non-increasing profile, the measured ones are kept in "
-                      "its [fit] table", highlight=False)
+                      f"its {escape('[fit]')} table", highlight=False)
     if comparison is not None:
         print_table(_models_table(comparison))
         best = comparison.best_fit

@@ -27,6 +27,7 @@ from specbench.console import (
     fail,
     fail_after_saving,
     lazy_module,
+    plural,
     print_table,
     stopped,
 )
@@ -89,9 +90,28 @@ def _numbers(option: str, text: str, cast=float, ranges: bool = True) -> list:
     return values
 
 
+def _once(option: str, values: list, notes: list[str], shown=None) -> list:
+    """``values`` each once, in the order given: a value given twice (``3,3``, ``1.0,1``, a range over a value also
+    given) would run the same case twice with the same seed. As plan's --batch-sizes, the list keeps each value once,
+    and a note for ``notes`` (printed once the options are all accepted) names what was repeated. ``shown`` writes a
+    value for the note (default ``:g`` for a number)."""
+    kept = list(dict.fromkeys(values))
+    if len(kept) < len(values):
+        shown = shown or (lambda value: f"{value:g}" if isinstance(value, float) else str(value))
+        repeated = [shown(value) for value in kept if values.count(value) > 1]
+        notes.append(f"{option} gives {', '.join(repeated)} more than once; "
+                     f"{'it is' if len(repeated) == 1 else 'each is'} taken once")
+    return kept
+
+
+def print_notes(notes: list[str]) -> None:
+    for note in notes:
+        error_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+
+
 def _profiles(
     lengths: list[str], rates: list[str], alphas: list[str], scenario: str | None, ks: list[str],
-    schedule: str | None,
+    schedule: str | None, notes: list[str],
 ) -> tuple[list[scenarios.Profile], str | None]:
     given = [f"{name} {' '.join(values)}" for name, values in
              (("--acceptance-length", lengths), ("--rates", rates), ("--alpha", alphas),
@@ -103,7 +123,8 @@ def _profiles(
     # the values given first, then what is missing: `-k -3` alone hears that -3 is no K
     if schedule is not None:
         acceptance.check_schedule(schedule)
-    num_spec_tokens = [k for text in ks for k in _numbers("--num-spec-tokens", text, int)]
+    num_spec_tokens = _once("--num-spec-tokens", [k for text in ks for k in _numbers("--num-spec-tokens", text, int)],
+                            notes)
     too_small = [k for k in num_spec_tokens if k < 1]
     if too_small:
         raise SpecbenchError(f"--num-spec-tokens must be at least 1 (a step drafts one token or more), got "
@@ -120,7 +141,7 @@ def _profiles(
         )
     if lengths or alphas:
         option, field = ("--acceptance-length", "acceptance_length") if lengths else ("--alpha", "alpha")
-        values = [v for text in (lengths or alphas) for v in _numbers(option, text)]
+        values = _once(option, [v for text in (lengths or alphas) for v in _numbers(option, text)], notes)
         if alphas:
             for value in values:
                 if math.isnan(value) or not 0.0 <= value <= 1.0:
@@ -133,8 +154,9 @@ def _profiles(
                 for k in ks for value in values], None
     if rates:
         profiles = []
-        for text in rates:
-            values = _numbers("--rates", text, ranges=False)
+        rate_sets = _once("--rates", [tuple(_numbers("--rates", text, ranges=False)) for text in rates], notes,
+                          lambda values: ",".join(f"{v:g}" for v in values))
+        for values in rate_sets:
             for k in num_spec_tokens or [len(values)]:
                 profiles.append(scenarios.make_profile(k, rates=values))
         return profiles, None
@@ -142,11 +164,12 @@ def _profiles(
     return list(loaded.profiles), loaded.name
 
 
-def _tree_cases(trees: list[str], rates: list[str], others: dict[str, object]) -> list:
+def _tree_cases(trees: list[str], rates: list[str], others: dict[str, object], notes: list[str]) -> list:
     """``--tree SHAPE`` cases: every shape under every ``--rates`` set (conditional rates by sibling rank; rows
     separated by ``/`` are depths)."""
     # the shapes given first, then what is missing: `--tree 2x` alone hears that 2x is no shape
-    shapes = [tree_shapes.parse_tree_shape(text) for item in trees for text in tree_shapes.split_tree_shapes(item)]
+    shapes = once_shapes([tree_shapes.parse_tree_shape(text) for item in trees
+                          for text in tree_shapes.split_tree_shapes(item)], notes)
     given = [option for option, value in others.items() if value]
     if given:
         raise SpecbenchError(f"--tree takes its conditional rates from --rates (e.g. --rates 0.8,0.3); {given[0]} "
@@ -154,22 +177,37 @@ def _tree_cases(trees: list[str], rates: list[str], others: dict[str, object]) -
     if not rates:
         raise SpecbenchError("--tree needs --rates: the conditional acceptance rate of each sibling rank, e.g. "
                              "--rates 0.8,0.3,0.1 (the same at every depth) or 0.8,0.3/0.7,0.2 (a row per depth)")
-    rate_sets = []
+    tables = []  # each --rates as its rows, one row the same at every depth
     for text in rates:
-        rows = [[] if not row.strip() else _numbers("--rates", row, ranges=False) for row in text.split("/")]
-        rate_sets.append(rows[0] if len(rows) == 1 else rows)
+        tables.append(tuple(() if not row.strip() else tuple(_numbers("--rates", row, ranges=False))
+                            for row in text.split("/")))
+    tables = _once("--rates", tables, notes, lambda rows: "/".join(",".join(f"{v:g}" for v in row) for row in rows))
+    rate_sets = [list(rows[0]) if len(rows) == 1 else [list(row) for row in rows] for rows in tables]
     return tree_sweep.tree_cases(shapes, rate_sets)
 
 
+def once_shapes(shapes: list, notes: list[str]) -> list:
+    """``--tree`` shapes each once (``_once``): the same tree under two spellings (``2x2`` and its ``parents:``)
+    is one tree, named in the note as it was first given."""
+    def key(shape):
+        return shape if isinstance(shape, tree_shapes.SequoiaRequest) else shape.parents
+
+    first = {}
+    for shape in shapes:
+        first.setdefault(key(shape), shape)
+    return [first[k] for k in _once("--tree", [key(shape) for shape in shapes], notes, lambda k: first[k].label)]
+
+
 def _natural_cases(ks: list[str], method: str | None, draft_noise: str | None, vocab_size: str | None,
-                   others: dict[str, object]) -> list:
+                   others: dict[str, object], notes: list[str]) -> list:
     """``--inputs natural`` cases: every K under every method and draft noise."""
     given = [option for option, value in others.items() if value]
     if given:
         raise SpecbenchError(f"--inputs natural draws its acceptance from the inputs; {given[0]} sets a synthetic "
                              f"profile (leave it out, or use --inputs planned)")
-    num_spec_tokens = [k for text in ks for k in _numbers("--num-spec-tokens", text, int)] or [DEFAULT_NUM_SPEC_TOKENS]
-    noises = (_numbers("--draft-noise", draft_noise) if draft_noise is not None
+    num_spec_tokens = _once("--num-spec-tokens", [k for text in ks for k in _numbers("--num-spec-tokens", text, int)],
+                            notes) or [DEFAULT_NUM_SPEC_TOKENS]
+    noises = (_once("--draft-noise", _numbers("--draft-noise", draft_noise), notes) if draft_noise is not None
               else [natural_inputs.DEFAULT_DRAFT_NOISE])
     vocab = (natural_sweep.DEFAULT_VOCAB_SIZE if vocab_size is None
              else _single("--vocab-size", vocab_size.replace("_", ""), int))
@@ -185,7 +223,16 @@ def _single(option: str, text: str, cast):
         return cast(text.strip())
     except ValueError:
         kind = "a whole number" if cast is int else "a number"
+        if cast is int and _integral(text):  # 1e3: every whole number of the command line is written in digits
+            kind = "a whole number in digits (2_000_000, not 2e6)"
         raise SpecbenchError(f"{option} takes {kind}, got {text!r}") from None
+
+
+def _integral(text: str) -> bool:
+    try:
+        return float(text).is_integer()
+    except (ValueError, OverflowError):
+        return False
 
 
 def _fmt(value, digits: int = 4) -> str:
@@ -213,7 +260,7 @@ def case_table(record: dict) -> Table:
     """The per-case table: configured vs measured, 95% interval, verdict."""
     rate = record.get("positions_per_second")
     # two lines, each narrower than the table: one would wrap wherever the table's width ends
-    size = (f"N={record['num_tree_nodes']} nodes, depth {record['tree_depth']}" if "tree_shape" in record
+    size = (f"N={plural(record['num_tree_nodes'], 'node')}, depth {record['tree_depth']}" if "tree_shape" in record
             else f"K={record['num_spec_tokens']}")
     title = (f"{escape(record['profile'])}  {size}\n{record['num_requests']:,} steps  ·  "
              f"{record['backend']} on {record['device']}" + (f"  ·  {per_second(rate)} positions/s" if rate else ""))
@@ -230,7 +277,8 @@ def case_table(record: dict) -> Table:
     if "tree_shape" in record:
         verdicts = record["node_probabilities_verdicts"]
         worst = "BUG" if "BUG" in verdicts else ("outside 95%" if "outside 95%" in verdicts else "ok")
-        table.add_row(f"P(node j), {len(verdicts)} nodes", "", "", f"{verdicts.count('ok')} of {len(verdicts)} ok",
+        table.add_row(f"P(node j), {plural(len(verdicts), 'node')}", "", "",
+                      f"{verdicts.count('ok')} of {len(verdicts)} ok",
                       _verdict(worst))
     table.add_row("Var(A)", _fmt(record["expected_accepted_variance"]), _fmt(record["measured_accepted_variance"]),
                   "", "")
@@ -268,7 +316,7 @@ def summary_table(records: list[dict]) -> Table:
     for column in columns:
         table.add_column(column, justify="left" if column in ("profile", "verdict") else "right")
     for r in records:
-        chance = f" (min p {r['min_p_value']:.2g})" if r["verdict"] != "BUG" else f" ({r['num_bugs']} checks)"
+        chance = f" (min p {r['min_p_value']:.2g})" if r["verdict"] != "BUG" else f" ({plural(r['num_bugs'], 'check')})"
         table.add_row(escape(r["profile"]), str(r["num_spec_tokens"]), _fmt(r["expected_acceptance_length"]),
                       _fmt(r["mean_acceptance_length"]),
                       _interval(r["mean_acceptance_length_ci_low"], r["mean_acceptance_length_ci_high"]),
@@ -300,8 +348,16 @@ def _resumable(records: list[dict], profiles: list[scenarios.Profile], out_dir: 
         same_rates = profile.rates is None or record.get("configured_rates") == list(profile.rates)
         if (record.get("profile"), record.get("num_spec_tokens")) != (profile.name, profile.num_spec_tokens) \
                 or not same_rates:
-            raise SpecbenchError(f"case {index} in {out_dir} is {record.get('profile')!r}, this run's is "
-                                 f"{profile.name!r}; resume it with the same profile options")
+            # the name alone can be the same (`-l 2 -k 3` and `-l 2 -k 4`): then the K, or the rates, that differ
+            theirs, ours = f"{record.get('profile')!r}", f"{profile.name!r}"
+            if theirs == ours and record.get("num_spec_tokens") != profile.num_spec_tokens:
+                theirs = f"{theirs} at K={record.get('num_spec_tokens')}"
+                ours = f"{ours} at K={profile.num_spec_tokens}"
+            elif theirs == ours:
+                theirs = f"{theirs} with rates {record.get('configured_rates')}"
+                ours = f"{ours} with rates {list(profile.rates)}"
+            raise SpecbenchError(f"case {index} in {out_dir} is {theirs}, this run's is {ours}; resume it with the "
+                                 f"same profile options")
         done.add(index)
     return done
 
@@ -419,6 +475,7 @@ class _SweepRun:
     writer: Any
     metadata: dict
     resume: bool
+    notes: list[str]
 
 
 def _open_sweep(
@@ -437,25 +494,26 @@ def _open_sweep(
         if given:
             raise SpecbenchError(f"{given[0]} is for --inputs natural (drafts drawn from a draft model); a planned "
                                  f"sweep takes its acceptance from its profiles")
+    notes: list[str] = []  # values given twice, said once the run starts
     if natural:
         profiles, scenario_name = _natural_cases(num_spec_tokens or [], method, draft_noise, vocab_size, {
             "--acceptance-length": acceptance_length, "--alpha": alpha, "--rates": rates, "--scenario": scenario,
-            "--schedule": schedule, "--tree": tree}), None
+            "--schedule": schedule, "--tree": tree}, notes), None
     elif tree:
         profiles, scenario_name = _tree_cases(tree, rates or [], {
             "--acceptance-length": acceptance_length, "--alpha": alpha, "--scenario": scenario,
-            "--num-spec-tokens": num_spec_tokens, "--schedule": schedule}), None
+            "--num-spec-tokens": num_spec_tokens, "--schedule": schedule}, notes), None
         if backend not in ("auto", "torch"):
             raise SpecbenchError(f"--tree runs the torch simulation of the tree rule; --backend {backend} has no "
                                  f"tree simulation (leave --backend out)")
     else:
         profiles, scenario_name = _profiles(acceptance_length or [], rates or [], alpha or [], scenario,
-                                            num_spec_tokens or [], schedule)
+                                            num_spec_tokens or [], schedule, notes)
     sweep.check_num_spec_tokens(profiles)
-    requests = None if num_requests is None else _single("--num-requests", num_requests.replace("_", ""), float)
-    if requests is not None and (not requests.is_integer() or not 2 <= requests <= MAX_REQUESTS):
+    # a whole number as every count of the command line is (--seed, kernels' --batch-size): 2_000_000, not 2e6
+    requests = None if num_requests is None else _single("--num-requests", num_requests.replace("_", ""), int)
+    if requests is not None and not 2 <= requests <= MAX_REQUESTS:
         raise SpecbenchError(f"--num-requests must be a whole number in [2, 2**40], got {num_requests!r}")
-    requests = None if requests is None else int(requests)
     seed_value = rng.check_seed(_single("--seed", seed, int))
     cost = None if cost_ratio is None else acceptance.check_cost_ratio(_single("--cost-ratio", cost_ratio, float))
     thread_count = machine.parse_threads(threads)
@@ -492,7 +550,7 @@ def _open_sweep(
     metadata["finished_cases"] = len(done)
     writer = results.ResultsWriter(out_dir, results.resumed_metadata(metadata, earlier), previous)
     return _SweepRun(profiles, scenario_name, requests, seed_value, cost, thread_count, device_name, backend_name,
-                     shard_choice, others, steps, out_dir, done, writer, metadata, resume)
+                     shard_choice, others, steps, out_dir, done, writer, metadata, resume, notes)
 
 
 def _time_sweep(run: _SweepRun, no_charts: bool) -> None:
@@ -503,13 +561,14 @@ def _time_sweep(run: _SweepRun, no_charts: bool) -> None:
     shard_choice, others, steps, out_dir, done = run.shard, run.others, run.steps, run.out_dir, run.done
     writer, metadata = run.writer, run.metadata
     machine.use_threads(thread_count)
+    print_notes(run.notes)
     _warn_if_busy(metadata["load_average_start"], thread_count, at_end=False)
     if shard_choice:
-        console.print(f"shard {shard_choice}: {len(profiles) - len(others)} of the {len(profiles)} cases",
+        console.print(f"shard {shard_choice}: {len(profiles) - len(others)} of the {plural(len(profiles), 'case')}",
                       highlight=False)
     if done:
-        console.print(f"resuming {escape(str(out_dir))}/: {len(done)} of {len(profiles) - len(others)} cases already "
-                      f"finished", highlight=False)
+        console.print(f"resuming {escape(str(out_dir))}/: {len(done)} of {plural(len(profiles) - len(others), 'case')} "
+                      f"already finished", highlight=False)
     elif run.resume:
         error_console.print(f"[yellow]note:[/] --resume: {escape(str(out_dir))}/ holds no finished case, so there is "
                             f"nothing to resume; starting a fresh run there", highlight=False)
@@ -552,17 +611,17 @@ def _time_sweep(run: _SweepRun, no_charts: bool) -> None:
         status = stopped(stop)  # after a closed pipe, what follows prints nowhere
         records = finish(interrupted=True)
         charts = [] if no_charts or not records else sweep_charts.render_sweep_charts(records, out_dir)
-        console.print(f"[yellow]interrupted:[/] {len(records)} of {len(profiles) - len(others)} cases finished; their results "
-                      f"{'and charts ' if charts else ''}are in {escape(str(out_dir))}/; continue with --output "
-                      f"{escape(str(out_dir))} --resume", highlight=False)
+        console.print(f"[yellow]interrupted:[/] {len(records)} of {plural(len(profiles) - len(others), 'case')} "
+                      f"finished; their results {'and charts ' if charts else ''}are in {escape(str(out_dir))}/; "
+                      f"continue with --output {escape(str(out_dir))} --resume", highlight=False)
         raise typer.Exit(status) from None
     except Exception as exc:  # noqa: BLE001 -- fail_after_saving raises it on unless it is a SpecbenchError
         fail_after_saving(exc, writer.flush)  # results.csv catches up with results.json
 
     records = finish(interrupted=False)
     if not records:  # a shard of a grid with fewer cases than shards
-        console.print(f"shard {shard_choice} holds none of the {len(profiles)} cases; its empty results are in "
-                      f"{escape(str(out_dir))}/ for specbench merge", highlight=False)
+        console.print(f"shard {shard_choice} holds none of the {plural(len(profiles), 'case')}; its empty results are "
+                      f"in {escape(str(out_dir))}/ for specbench merge", highlight=False)
         return
     # the charts before the summary: output cut short from here on (a closed pipe) loses nothing
     charts = [] if no_charts else sweep_charts.render_sweep_charts(records, out_dir)

@@ -86,7 +86,8 @@ def _best_k(groups: dict[int, list[dict]], profile: str, path: Path) -> Path:
     twin.axhline(1.0, color="C1", linewidth=0.6, linestyle=":")
     twin.set_ylabel("speed-up over K = 0")
     handles = axis.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
-    axis.legend(handles=handles, fontsize=8, loc="upper right")
+    # below the axes: inside, any corner covers a point (upper right held B = 256's best K and speed-up)
+    figure.legend(handles=handles, fontsize=8, loc="outside lower center", ncols=2)
     figure.suptitle(f"Plan: best K against batch size ({profile})")
     figure.savefig(path, dpi=110)
     return path

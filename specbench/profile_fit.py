@@ -226,7 +226,9 @@ def counts_from_scrapes(paths: list[Path], model: str | None = None) -> Counts:
                 name, *labels = key
                 label_text = ",".join(f'{k}="{v}"' for k, v in labels)
                 raise SpecbenchError(f"{name}{{{label_text}}} went down from {before:g} in {paths[0]} to {value:g} in "
-                                     f"{paths[1]}: the server restarted between the scrapes; take both from one run")
+                                     f"{paths[1]}: either the two files are in the wrong order (give the earlier "
+                                     f"scrape first) or the server restarted between the scrapes (take both from one "
+                                     f"run)")
             difference[key] = value - before
         gone = [key for key in before_series if key not in after_series]
         if gone:

@@ -270,6 +270,10 @@ def _mle(name: str, counts: np.ndarray, start: Sequence[float] | None = None) ->
             starts.append(_internal(name, (first * 10.0, (1 - first) * 10.0)))
     elif name == "beta-geometric":
         starts = [_internal(name, (first * s, (1 - first) * s)) for s in (0.5, 3.0, 30.0, 1e4)]
+        # and iid's own fit, at the largest a + b the bounds allow: beta-geometric nests iid, so its fit must be
+        # no worse than iid's (the spread-out starts alone stopped short of it on counts where iid is the truth)
+        alpha = min(max(float(accepted.sum() / reached.sum()), 1e-9), 1 - 1e-9)
+        starts.append(_internal(name, (alpha * math.exp(_LOG_BOUNDS[1]), (1 - alpha) * math.exp(_LOG_BOUNDS[1]))))
     else:
         starts = [_internal(name, (first, d)) for d in (0.999, 0.9, 0.6)]
     bounds = [_LOG_BOUNDS] * 2 if name == "beta-geometric" else [_LOGIT_BOUNDS] * 2

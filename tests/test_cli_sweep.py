@@ -134,7 +134,11 @@ def test_no_options_runs_the_default_scenario(tmp_path, monkeypatch):
         (["-r", "0.5", "-n", "1"], ["--num-requests", "'1'"]),
         (["-r", "0.5", "-n", "many"], ["--num-requests", "'many'"]),
         (["-r", "0.5", "-n", "2.5"], ["--num-requests", "whole number", "'2.5'"]),
-        (["-r", "0.5", "-n", "1e300"], ["--num-requests", "2**40", "'1e300'"]),
+        (["-r", "0.5", "-n", "1e300"], ["--num-requests", "whole number", "'1e300'"]),
+        (["-r", "0.5", "-n", str(2**40 + 1)], ["--num-requests", "2**40", f"'{2**40 + 1}'"]),
+        # a count in e notation is refused by every option, -n as --seed (-n 1e3 was taken, --seed 1e3 not)
+        (["-r", "0.5", "-n", "1e3"], ["--num-requests takes a whole number in digits (2_000_000, not 2e6)", "'1e3'"]),
+        (["-r", "0.5", "--seed", "1e3"], ["--seed takes a whole number in digits", "'1e3'"]),
         (["-r", "0.5", "--seed", "-3"], ["seed", "-3"]),
         (["-r", "0.5", "--seed", "abc"], ["--seed", "'abc'"]),
         (["-r", "0.5", "--cost-ratio", "-1"], ["cost ratio", "-1"]),
@@ -165,7 +169,7 @@ def test_output_that_is_a_file_is_refused(tmp_path):
 
 
 def test_repeated_rates_give_one_profile_each(tmp_path):
-    result = invoke("-r", "0.9,0.7", "-r", "0.6", "-n", "2e3", "--no-charts", "-o", str(tmp_path))
+    result = invoke("-r", "0.9,0.7", "-r", "0.6", "-n", "2_000", "--no-charts", "-o", str(tmp_path))
     assert result.exit_code == 0, result.output
     _, records = read_results(tmp_path)
     assert [(r["num_spec_tokens"], r["configured_rates"], r["num_requests"]) for r in records] == [
@@ -408,3 +412,67 @@ def test_resume_into_a_folder_with_nothing_to_resume_says_it_starts_fresh(tmp_pa
     assert f"note: --resume: {out}/ holds no finished case, so there is nothing to resume; starting a fresh run" \
         in note, note
     assert len(read_results(out)[1]) == 1
+
+
+@pytest.mark.parametrize(("args", "note", "names"), [
+    (["-k", "3,3", "-l", "2"], "--num-spec-tokens gives 3 more than once; it is taken once", ["L=2 min-variance"]),
+    (["-a", "0.5,0.5"], "--alpha gives 0.5 more than once", ["alpha=0.5"]),
+    (["-l", "1.0,1"], "--acceptance-length gives 1 more than once", ["L=1 min-variance"]),
+    (["-l", "1:2:0.5,2,1.5"], "--acceptance-length gives 1.5, 2 more than once; each is taken once",
+     ["L=1 min-variance", "L=1.5 min-variance", "L=2 min-variance"]),
+    (["-r", "0.9,0.8", "-r", "0.9,0.8"], "--rates gives 0.9,0.8 more than once", ["[0.9, 0.8]"]),
+])
+def test_a_value_given_twice_runs_once_with_a_note(tmp_path, args, note, names):
+    # `-k 3,3` ran the same case twice with the same seed; like plan's -b 1,1 each value is taken once, and said
+    result = invoke(*args, "-n", "200", "--no-charts", "-o", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert f"note: {note}" in one_line(result.stderr), result.stderr
+    _, records = read_results(tmp_path)
+    assert [r["profile"] for r in records] == names
+
+
+def test_a_tree_given_twice_runs_once(tmp_path):
+    result = invoke("--tree", "2x2", "--tree", "parents:-1,-1,0,0,1,1", "-r", "0.8,0.3", "-r", "0.8,0.3", "-n", "200",
+                    "--no-charts", "-o", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    notes = one_line(result.stderr)
+    assert "--tree gives 2x2 more than once" in notes and "--rates gives 0.8,0.3 more than once" in notes, notes
+    assert len(read_results(tmp_path)[1]) == 1
+
+
+def test_a_refused_value_given_twice_is_one_sentence_without_a_note(tmp_path):
+    result = invoke("-k", "0,0", "-l", "2", "-o", str(tmp_path / "never"))
+    assert result.exit_code == 2 and one_line(result.stderr).startswith("error:") and "note" not in result.stderr
+
+
+def test_resume_names_the_k_that_differs_and_counts_one_case(tmp_path):
+    # two cases of one name ('L=2 min-variance') at K=3 and K=4: the refusal named the same profile twice
+    assert invoke("-l", "2", "-k", "3,4", "-n", "200", "--no-charts", "-o", str(tmp_path)).exit_code == 0
+    result = invoke("-l", "2", "-k", "4,3", "-n", "200", "--no-charts", "-o", str(tmp_path), "--resume")
+    assert result.exit_code == 2
+    assert "is 'L=2 min-variance' at K=3, this run's is 'L=2 min-variance' at K=4" in one_line(result.stderr)
+    one = tmp_path / "one"
+    assert invoke("-r", "0.5", "-n", "200", "--no-charts", "-o", str(one)).exit_code == 0
+    resumed = invoke("-r", "0.5", "-n", "200", "--no-charts", "-o", str(one), "--resume")
+    assert resumed.exit_code == 0 and "1 of 1 case already finished" in one_line(resumed.stdout), resumed.output
+
+
+def test_a_bad_specbench_format_names_the_variable(tmp_path, capsys, monkeypatch):
+    from specbench import cli
+
+    monkeypatch.setenv("SPECBENCH_FORMAT", "bogus")
+    assert cli.run(["sweep", "-r", "0.5", "-o", str(tmp_path / "never")]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert line.startswith("error: SPECBENCH_FORMAT") and "got 'bogus'" in line and "--format must" not in line, line
+    monkeypatch.delenv("SPECBENCH_FORMAT")
+    assert cli.run(["--format", "bogus", "sweep"]) == 2
+    assert "--format must be one of rich, plain, markdown, got 'bogus'" in one_line(capsys.readouterr().err)
+
+
+def test_a_flag_given_twice_is_refused_as_a_flag(capsys):
+    from specbench import cli
+
+    assert cli.run(["sweep", "--no-charts", "--no-charts"]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert "--no-charts was given 2 times (--no-charts, --no-charts); it is a flag (it takes no value)" in line, line
+    assert "one value" not in line

@@ -209,6 +209,14 @@ def test_bad_options_are_one_sentence_and_exit_2(tmp_path, args, words):
     assert words in " ".join(result.output.split()) and result.output.count("error:") == 1
 
 
+def test_costs_that_name_a_folder_say_it_is_a_folder(tmp_path):
+    # a folder was "no such file", which sends the user looking for a typo
+    result = runner.invoke(app, ["plan", "--rates", "0.8,0.6", "--max-k", "2", "--costs", str(tmp_path),
+                                 "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert f"--costs {tmp_path} is a folder; give the step-cost file itself" in " ".join(result.output.split())
+
+
 def test_an_empty_output_is_refused_before_the_plan_is_computed(monkeypatch):
     # nothing is worked out for a run that cannot be written
     monkeypatch.setattr(plan, "run_plan", lambda settings: pytest.fail("the plan was computed"))
@@ -242,6 +250,29 @@ def test_results_round_trip_and_charts(tmp_path):
     schema = json.loads(results.SCHEMA_FILE.read_text())
     payload = json.loads((out / results.RESULTS_JSON).read_text())
     assert list(jsonschema.Draft202012Validator(schema).iter_errors(payload)) == []
+
+
+def test_the_best_k_charts_legend_covers_no_point(tmp_path, monkeypatch):
+    # the legend sat in the upper right, over B = 256's best K and speed-up
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    drawn = {}
+    save = Figure.savefig
+
+    def keep(figure, path, **kwargs):
+        drawn[Path(path).name] = figure
+        return save(figure, path, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    _run(tmp_path, "a", "-c", "0.05", "--target-ms", "10")
+    figure = drawn[plan_charts.BEST_K_CHART]
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    figure.draw(renderer)  # the layout as saved
+    (legend,) = figure.legends
+    for axis in figure.axes:
+        assert axis.get_legend() is None
+        assert not legend.get_window_extent(renderer).overlaps(axis.get_window_extent(renderer))
 
 
 def test_compare_and_plot_read_plan_results(tmp_path):

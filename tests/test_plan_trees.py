@@ -190,3 +190,17 @@ def test_trees_get_intervals_from_the_profiles_draws(tmp_path):
     # typed-in rates: no draws, no intervals
     _, plain = plan.run_plan(_settings(["2x2"], [0.6, 0.3]))
     assert plain["per_batch"][0]["tree_share"] is None
+
+
+def test_a_tree_or_batch_size_given_twice_is_taken_once_with_a_note(tmp_path):
+    # --tree 2x2 --tree 2x2 wrote two records of one tree, where -b 1,1 took 1 once: both are taken once, and said
+    out = tmp_path / "x"
+    result = runner.invoke(app, ["plan", "--rates", "0.8,0.6", "--max-k", "2", "-c", "0.05", "--target-ms", "10",
+                                 "-b", "1,1", "--tree", "2x2", "--tree", "2x2,parents:-1,-1,0,0,1,1",
+                                 "--tree-rates", "0.5", "--no-charts", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    notes = " ".join(result.stderr.split())
+    assert "note: --batch-sizes gives 1 more than once; it is taken once" in notes, notes
+    assert "note: --tree gives 2x2 more than once; it is taken once" in notes, notes
+    _, records = results.read_results(out)
+    assert [r["tree_shape"] for r in records if r["candidate"] == "tree"] == ["2x2"]

@@ -80,6 +80,7 @@ def test_a_counter_that_went_down_is_a_restart(tmp_path):
     result = _fit(str(before), str(after), "-o", str(out))
     message = " ".join(result.stderr.split())
     assert result.exit_code == 2 and "went down from 5000" in message and "restarted" in message
+    assert "the two files are in the wrong order (give the earlier scrape first)" in message, message
     assert not out.exists()
 
 
@@ -161,12 +162,38 @@ def test_rising_rates_are_kept_as_measured_flagged_and_a_valid_profile_written(t
     out = tmp_path / "noisy.toml"
     result = _fit(str(path), "-o", str(out))
     assert result.exit_code == 0, result.output
-    assert "rise with position" in " ".join(result.output.split())
+    said = " ".join(result.output.split())
+    assert "rise with position" in said and "the measured ones are kept in its [fit] table" in said, said
     loaded = scenarios.load_scenario(out)
     rates = list(loaded.profiles[0].rates)
     assert rates == pytest.approx([0.62, 0.62, 0.2])  # the pooled pair: the least-squares non-increasing fit
     text = out.read_text()
     assert "measured_rates = [0.6, 0.64, 0.2]" in text and "non_increasing = false" in text
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--extend-k", "5"], "--extend-k 5: no model could be fitted (position 2 accepted 640 drafts"),
+    (["--figure", "fit.png"], "--figure fit.png: no model could be fitted"),
+    (["--bootstrap", "50"], "--bootstrap 50: no model could be fitted"),
+    (["--use-model", "iid"], "--use-model iid: no model could be fitted"),
+])
+def test_options_of_the_models_are_refused_on_counts_no_model_fits(tmp_path, monkeypatch, args, said):
+    # counts that are not nested fit no model: --extend-k (and --figure, --bootstrap) did nothing and exited 0
+    monkeypatch.chdir(tmp_path)
+    path = _write(tmp_path, "m.prom", _scrape({"0": {"drafts": 1000, "pos": [600, 640, 200]}}))
+    out = tmp_path / "noisy.toml"
+    result = _fit(str(path), "-o", str(out), *args)
+    message = " ".join(result.stderr.split())
+    assert result.exit_code == 2 and message.startswith("error: ") and said in message, result.output
+    assert "not nested" in message and not out.exists()
+
+
+def test_an_empty_name_is_refused(tmp_path):
+    path = _write(tmp_path, "m.prom", _scrape({"0": {"drafts": 1000, "pos": [600, 400, 200]}}))
+    out = tmp_path / "p.toml"
+    result = _fit(str(path), "-o", str(out), "--name", " ", "--bootstrap", "20")
+    assert result.exit_code == 2 and "--name needs a scenario name, got ''" in " ".join(result.stderr.split())
+    assert not out.exists()
 
 
 def test_the_written_scenario_runs_in_a_sweep_beside_its_min_variance_twin(tmp_path):

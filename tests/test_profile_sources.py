@@ -26,8 +26,9 @@ def _said(result) -> str:
     return " ".join(result.output.split())
 
 
-def _fit(*args: str, code: int = 0):
-    result = runner.invoke(app, ["profile", "fit", *args, "--bootstrap", "20"])
+def _fit(*args: str, code: int = 0, models: bool = True):
+    # --bootstrap 20 keeps the models' fits fast; a source of the mean length alone fits no model and refuses it
+    result = runner.invoke(app, ["profile", "fit", *args, *(["--bootstrap", "20"] if models else [])])
     assert result.exit_code == code, result.output
     return result
 
@@ -93,30 +94,38 @@ def test_an_sglang_log_gives_the_mean_length_at_the_servers_k(tmp_path):
     assert isinstance(found, profile_sources.MeanLength)
     assert found.mean_acceptance_length == pytest.approx(2.7) and found.num_values == 2 and found.num_spec_tokens == 3
     out = tmp_path / "sglang.toml"
-    said = _said(_fit(str(DATA / "sglang-server.log"), "-o", str(out)))
+    said = _said(_fit(str(DATA / "sglang-server.log"), "-o", str(out), models=False))
     assert "SGLang 'Decode batch' log line (accept len): tokens emitted (A + 1) per step" in said
     assert "the scenario holds L at K = 3 with the geometric schedule (p_i = alpha^i), an assumption" in said
     profile = scenarios.load_scenario(out).profiles[0]
     assert profile.num_spec_tokens == 3 and profile.schedule == "geometric"
     assert profile.acceptance_length == pytest.approx(2.7)
     assert tomllib.loads(out.read_text())["fit"]["rates_measured"] is False
-    result = _fit(str(DATA / "sglang-server.log"), "-k", "4", "-o", str(tmp_path / "k4.toml"), code=2)
+    result = _fit(str(DATA / "sglang-server.log"), "-k", "4", "-o", str(tmp_path / "k4.toml"), code=2, models=False)
     assert "--num-spec-tokens 4 differs from the log's server_args (speculative_num_steps=3)" in _said(result)
-    result = _fit(str(DATA / "sglang-server.log"), "--use-model", "best", "-o", str(tmp_path / "m.toml"), code=2)
+    result = _fit(str(DATA / "sglang-server.log"), "--use-model", "best", "-o", str(tmp_path / "m.toml"), code=2,
+                  models=False)
     assert "--use-model needs per-position counts" in _said(result)
+    # the models' bootstrap has no model to resample: refused as --use-model is, not ignored
+    result = _fit(str(DATA / "sglang-server.log"), "--bootstrap", "50", "-o", str(tmp_path / "b.toml"), code=2,
+                  models=False)
+    assert "--bootstrap needs per-position counts, and SGLang 'Decode batch' log line (accept len) gives the mean " \
+           "length only" in _said(result)
 
 
 def test_an_sglang_scrape_averages_the_ranks_gauges_and_needs_k(tmp_path):
     scrape = DATA / "sglang-metrics.prom"
     found = profile_fit.read_counts([scrape])
     assert found.kind == "sglang-prometheus" and found.mean_acceptance_length == pytest.approx(2.85)
-    result = _fit(str(scrape), "-o", str(tmp_path / "p.toml"), code=2)
+    result = _fit(str(scrape), "-o", str(tmp_path / "p.toml"), code=2, models=False)
     assert "gives the mean length only, not K; pass --num-spec-tokens K" in _said(result)
-    _fit(str(scrape), "-k", "3", "-o", str(tmp_path / "p.toml"))
+    _fit(str(scrape), "-k", "3", "-o", str(tmp_path / "p.toml"), models=False)
     assert scenarios.load_scenario(tmp_path / "p.toml").profiles[0].acceptance_length == pytest.approx(2.85)
-    result = _fit(str(scrape), "-k", "1", "-o", str(tmp_path / "k1.toml"), code=2)
+    result = _fit(str(scrape), "-k", "1", "-o", str(tmp_path / "k1.toml"), code=2, models=False)
     assert "accept len 2.85 needs K >= 2 drafts a step, got --num-spec-tokens 1" in _said(result)
-    result = _fit(str(scrape), str(scrape), "-k", "3", "-o", str(tmp_path / "two.toml"), code=2)
+    later = tmp_path / "later.prom"  # one file given twice is refused before it is read
+    later.write_text(scrape.read_text())
+    result = _fit(str(scrape), str(later), "-k", "3", "-o", str(tmp_path / "two.toml"), code=2, models=False)
     assert "a gauge (the latest log interval), not a counter: give one scrape" in _said(result)
 
 

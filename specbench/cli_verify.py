@@ -1,7 +1,8 @@
 """`specbench verify`: the exactness suite (``specbench/exactness.py``) for any implementation.
 
 Prints one row per check (verdict, test, statistic, p-value, sample size, what was measured),
-then a summary with the Bonferroni level. Exit 1 when a check fails; 2 for input it cannot use,
+then a summary with the Bonferroni level. The modes and methods of one implementation share one Bonferroni
+budget, so its tables print once every method ran. Exit 1 when a check fails; 2 for input it cannot use,
 and for a run that checked nothing (every check skipped); 130 on Ctrl-C and 141 on a closed pipe,
 after printing the checks that finished and writing them to ``--json`` with ``interrupted`` set.
 """
@@ -38,7 +39,8 @@ HELP_MAX_CHILDREN = 6
 INTERPRETED_SAMPLES = 200
 
 
-def _number(text: str, option: str, kind: type, low: float, high: float | None = None):
+def _number(text: str, option: str, kind: type, low: float, high: float | None = None, high_text: str | None = None):
+    """``text`` as a ``kind`` in ``[low, high)``; ``high_text`` spells ``high`` in the refusal (``2**62``)."""
     try:
         value = kind(text)
         if isinstance(value, float) and math.isnan(value):
@@ -46,9 +48,17 @@ def _number(text: str, option: str, kind: type, low: float, high: float | None =
     except ValueError:
         raise SpecbenchError(f"{option} takes a {'whole ' if kind is int else ''}number, got {text!r}") from None
     if value < low or (high is not None and value >= high):
-        bound = f"in [{low:g}, {high:g})" if high is not None else f"at least {low:g}"
+        bound = f"in [{low:g}, {high_text or format(high, 'g')})" if high is not None else f"at least {low:g}"
         raise SpecbenchError(f"{option} must be {bound}, got {text}")
     return value
+
+
+def _items(option: str, text: str) -> list[str]:
+    """A comma-separated list; an empty item (``torch,``, ``a,,b``) is malformed, as ``kernels`` says."""
+    values = [item.strip() for item in text.split(",")]
+    if not all(values):
+        raise SpecbenchError(f"{option} takes comma-separated values, got {text!r}")
+    return values
 
 
 def _table(checks: list) -> Table:
@@ -89,9 +99,15 @@ def _summary(run: _Run, significance: float) -> str:
     failed = sum(c.verdict == "FAIL" for c in checks)
     passed = sum(c.verdict == "pass" for c in checks)
     skipped = sum(c.verdict == "skipped" for c in checks)
-    tests = sum(c.p_value is not None for c in checks)
-    budget = (f"{tests} statistical tests, each held to significance / {tests} = {run.suite.level:.2g} "
-              f"(significance {significance:g})" if tests else "no statistical tests")
+    tests, shared = run.suite.tests, sum(suite.tests for suite in run.suite.budget)
+    if not tests:
+        budget = "no statistical tests"
+    elif shared == tests:
+        budget = (f"{tests} statistical tests, each held to significance / {tests} = {run.suite.level:.2g} "
+                  f"(significance {significance:g})")
+    else:  # the methods of one implementation share the budget: P is the chance of a false FAIL in any of them
+        budget = (f"{tests} of the {shared} statistical tests of its {len(run.suite.budget)} methods, each held to "
+                  f"significance / {shared} = {run.suite.level:.2g} (significance {significance:g} for them all)")
     colour = "bold red" if failed else "green"
     lossy = sum(c.verdict == "lossy" for c in checks)
     reports = f", {lossy} lossy reports" if lossy else ""
@@ -101,6 +117,17 @@ def _summary(run: _Run, significance: float) -> str:
         line += (f"\n[magenta]{run.suite.method} is a LOSSY method: its output does not follow the target's law "
                  f"(checked against its own rule; distances in the lossy rows)[/]")
     return line
+
+
+def _show(run: _Run, significance: float, summary: bool = True) -> None:
+    """One run's heading (the implementation, its facts and the method), its table and, unless stopped, summary."""
+    facts, impl = run.facts, run.suite.impl
+    console.print(f"[bold]{escape(impl.name)}[/]: {escape(impl.description)} ({escape(facts['source'])}; takes "
+                  f"target {facts['target']}, draft {facts['draft']}; random streams: {facts['rng']}; method "
+                  f"{run.suite.method})", highlight=False)
+    print_table(_table(run.suite.finished()), console)
+    if summary:
+        console.print(_summary(run, significance), highlight=False)
 
 
 def _checked_nothing(checks: list) -> str | None:
@@ -130,12 +157,12 @@ def verify_command(
         "modes each implementation declares).")] = "all",
     device: Annotated[str, typer.Option("--device", metavar="NAME", help="auto, cpu or cuda.")] = "auto",
     samples: Annotated[str | None, typer.Option(
-        "--samples", "-n", metavar="N", help="Requests per statistical check (default 20000; 200 under "
-        "--interpret, where each request of a Triton kernel takes tens of milliseconds).",
+        "--samples", "-n", metavar="N", help="Requests per statistical check, at least 50 (default 20000; 200 "
+        "when --interpret runs a Triton implementation, each request of which takes tens of milliseconds).",
         show_default=False)] = None,
     significance: Annotated[str, typer.Option(
-        "--significance", metavar="P", help="Chance that a correct implementation fails any check of a run "
-        "(Bonferroni: each test is held to P / number of tests), in [1e-12, 1).")] = "0.001",
+        "--significance", metavar="P", help="Chance that a correct implementation fails any check of a run, "
+        "every mode and method (Bonferroni: each test is held to P / number of tests), in [1e-12, 1).")] = "0.001",
     seed: Annotated[str, typer.Option("--seed", metavar="SEED", help="Seed of the inputs and request seeds.")] = "0",
     json_path: Annotated[str | None, typer.Option(
         "--json", metavar="FILE", help="Also write every check, the facts and the machine to this JSON file (its "
@@ -170,6 +197,8 @@ def verify_command(
                             seed=seed, interpret=interpret, method=method, tree=tree, json_path=json_path)
     except SpecbenchError as exc:
         fail(str(exc))
+    for note in plan.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     _check_all(plan, _runnable(plan), plan.json_path)
 
 
@@ -188,6 +217,7 @@ class _VerifyPlan(NamedTuple):
     tree: str | None
     parents: list[int] | None
     json_path: Path | None
+    notes: list[str]
 
 
 def _tree_parents(tree: str | None) -> list[int] | None:
@@ -209,23 +239,23 @@ def _plan_verify(*, impl: list[str], mode: str, device: str, samples: str | None
     if interpret:
         device = machine.use_triton_interpreter(device)
     method_names = methods.parse_methods(method)
-    names = [name.strip() for text in impl for name in text.split(",") if name.strip()]
-    if not names:
+    if not any(text.strip() for text in impl):
         raise SpecbenchError("--impl needs at least one implementation name")
-    modes = list(_MODES) if mode.strip() == "all" else [m.strip() for m in mode.split(",") if m.strip()]
-    if not modes:
+    names = [name for text in impl for name in _items("--impl", text)]
+    if not mode.strip():
         raise SpecbenchError(f"--mode needs at least one of {', '.join(_MODES)} or all, got {mode!r}")
+    modes = list(_MODES) if mode.strip() == "all" else _items("--mode", mode)
     if "all" in modes:
         raise SpecbenchError(f"--mode all means every mode, so it stands alone, got {mode!r}")
     for name in modes:
         if name not in _MODES:
             raise SpecbenchError(f"unknown mode {name!r}; choose from {', '.join(_MODES)} or all")
-    default_samples = INTERPRETED_SAMPLES if interpret else DEFAULT_SAMPLES
-    sample_count = default_samples if samples is None else _number(samples, "--samples", int, 50)
+    sample_count = None if samples is None else _number(samples, "--samples", int, 50)
     significance_value = _number(significance, "--significance", float, 1e-12, 1.0)
-    seed_value = _number(seed, "--seed", int, 0, 2**62)
+    seed_value = _number(seed, "--seed", int, 0, 2**62, "2**62")  # written as rng.check_seed writes it
     device_name = sweep.resolve_device(device)
-    exactness.check_samples(sample_count, device_name)
+    if sample_count is not None:
+        exactness.check_samples(sample_count, device_name)
     parents = _tree_parents(tree)
     if parents is not None and method_names != ["token"]:
         raise SpecbenchError(f"--tree checks the token method only, got --method {method}")
@@ -236,12 +266,19 @@ def _plan_verify(*, impl: list[str], mode: str, device: str, samples: str | None
         json_file = Path(json_path)
         results.check_output_file("--json", json_file, "verify.json")
     chosen = registry.resolve_all(names)
+    notes = []  # printed when the run starts, after every refusal
+    triton = any(i.needs_gpu for i in chosen)  # what --interpret runs under the interpreter
+    if sample_count is None:  # Triton under the interpreter takes tens of milliseconds a request: fewer
+        sample_count = INTERPRETED_SAMPLES if interpret and triton else DEFAULT_SAMPLES
+    if interpret and not triton:
+        notes.append(f"--interpret has no Triton implementation to run here ({', '.join(i.name for i in chosen)}): "
+                     f"the checks run on the CPU, {sample_count:,} requests each")
     if parents is not None:  # the modes of every tree sampler, checked before the first runs
         tree_modes = [m for i in chosen if i.trees for m in _modes_of(i, modes, mode)]
         exactness_tree.check_tree_modes(parents, tree_modes, tree.strip())
         exactness_tree.check_tree_samples(sample_count, parents, device_name)
     return _VerifyPlan(chosen, modes, mode, method_names, sample_count, significance_value, seed_value, device_name,
-                       interpret, tree, parents, json_file)
+                       interpret, tree, parents, json_file, notes)
 
 
 def _modes_of(chosen_impl, modes: list[str], mode: str) -> list[str]:
@@ -281,32 +318,36 @@ def _check_all(plan: _VerifyPlan, runnable: list, json_path: Path | None) -> Non
                                          significance=significance_value, seed=seed_value, interpreted=interpret,
                                          interrupted=False, **({"tree": tree} if tree is not None else {}))
     runs: list[_Run] = []
+    shown = 0  # runs[:shown] are printed: an implementation's methods share one budget, so print once all ran
     try:
-        for chosen_impl, method_name in ((i, m) for i in runnable for m in method_names):
-            modes_here = _modes_of(chosen_impl, modes, mode)
-            facts = chosen_impl.facts()
-            console.print(f"[bold]{escape(chosen_impl.name)}[/]: {escape(chosen_impl.description)} "
-                          f"({escape(facts['source'])}; takes target {facts['target']}, draft {facts['draft']}; "
-                          f"random streams: {facts['rng']}; method {method_name})", highlight=False)
-            settings = {"samples": sample_count, "significance": significance_value, "seed": seed_value,
-                        "method": method_name}
-            if parents is None:
-                suite = exactness.Suite(chosen_impl, torch_device, modes_here, **settings)
-            else:
-                suite = exactness_tree.TreeSuite(chosen_impl, torch_device, modes_here, parents, **settings)
-            runs.append(_Run(chosen_impl.name, facts, modes_here, suite, tree))
-            with console.status("checking", spinner="dots") as status:
-                suite.on_check = lambda name: status.update(escape(name))
-                suite.run()
-            runs[-1].stop_clock()
-            print_table(_table(suite.finished()), console)
-            console.print(_summary(runs[-1], significance_value), highlight=False)
+        for chosen_impl in runnable:
+            shared = None
+            for method_name in method_names:
+                modes_here = _modes_of(chosen_impl, modes, mode)
+                facts = chosen_impl.facts()
+                settings = {"samples": sample_count, "significance": significance_value, "seed": seed_value,
+                            "method": method_name, "shared_with": shared}
+                if parents is None:
+                    suite = exactness.Suite(chosen_impl, torch_device, modes_here, **settings)
+                else:
+                    suite = exactness_tree.TreeSuite(chosen_impl, torch_device, modes_here, parents, **settings)
+                shared = suite
+                runs.append(_Run(chosen_impl.name, facts, modes_here, suite, tree))
+                with console.status("checking", spinner="dots") as status:
+                    suite.on_check = lambda name, run=runs[-1]: status.update(escape(f"{run.name}: {name}"))
+                    suite.run()
+                runs[-1].stop_clock()
+            for run in runs[shown:]:
+                _show(run, significance_value)
+            shown = len(runs)
     except STOPPED as stop:
         exit_status = stopped(stop)  # after a closed pipe, what follows prints nowhere
         metadata["interrupted"] = True
-        if runs and runs[-1].seconds is None:  # stopped inside a suite: show the checks it finished
+        inside = bool(runs) and runs[-1].seconds is None  # stopped inside a suite: show the checks it finished
+        if inside:
             runs[-1].stop_clock()
-            print_table(_table(runs[-1].suite.finished()), console)
+        for run in runs[shown:]:
+            _show(run, significance_value, summary=not (inside and run is runs[-1]))
         finished = sum(len(run.suite.finished()) for run in runs)
         where = ""
         if json_path is not None:

@@ -30,7 +30,8 @@ exact method is held to the target's law and a lossy one to its documented rule;
 each law check adds a ``lossy`` row: the total-variation distance of every slot's law from the
 target's, exact (oracle) and measured, and the expected accepted length against the token rule's.
 
-Statistical checks share one Bonferroni budget: each fails below ``significance / m`` (``m`` tests).
+Statistical checks share one Bonferroni budget: each fails below ``significance / m`` (``m`` tests). Suites
+joined by ``shared_with`` (``verify``'s methods of one implementation) share it too: ``m`` counts all their tests.
 
 Problem sizes: every check it lists runs at the default 20,000 requests. A law check's rows are
 drawn again (from the same generator) until at least ``MIN_BONUS_SHARE`` of the requests accept
@@ -113,12 +114,21 @@ class Suite(_TruncationChecks):
 
     def __init__(self, impl: Implementation, device: torch.device, modes: list[str], samples: int = DEFAULT_SAMPLES,
                  significance: float = DEFAULT_SIGNIFICANCE, seed: int = 0,
-                 on_check: Callable[[str], None] = lambda name: None, method: str = "token") -> None:
+                 on_check: Callable[[str], None] = lambda name: None, method: str = "token",
+                 shared_with: Suite | None = None) -> None:
         self.impl, self.device, self.modes = impl, device, modes
         self.method = methods.check_method(method)
         self.samples, self.significance, self.seed = samples, check_significance(significance), seed
+        # the suites whose tests share one Bonferroni budget: this one, and those of ``shared_with`` when given
+        self.budget: list[Suite] = [self] if shared_with is None else shared_with.budget
+        if shared_with is not None:
+            if shared_with.significance != self.significance:
+                raise ValueError(f"suites that share a budget share the significance, got {significance:g} and "
+                                 f"{shared_with.significance:g}")
+            self.budget.append(self)
         self.on_check = on_check
         self.results: list[CheckResult] = []
+        self._own_verdicts: dict[int, str] = {}  # a tested result's verdict before any level (_bonferroni)
         self._watching_ctrl_c = False  # True while a SIGINT handler records real Ctrl-Cs
         self._ctrl_c = False
 
@@ -192,16 +202,25 @@ class Suite(_TruncationChecks):
             self.results.append(result)
 
     def _bonferroni(self) -> list[CheckResult]:
+        # judged again whenever asked: a suite that shares its budget sees the level fall as later suites add tests,
+        # so a test judged at an earlier level may pass now; a FAIL the check gave itself (an exact part) stays
         level = self.level
         for result in self.results:
-            if result.p_value is not None and result.verdict != "FAIL":
-                result.verdict = "pass" if result.p_value >= level else "FAIL"
+            if result.p_value is not None:
+                own = self._own_verdicts.setdefault(id(result), result.verdict)
+                result.verdict = own if own == "FAIL" else "pass" if result.p_value >= level else "FAIL"
         return self.results
 
     @property
+    def tests(self) -> int:
+        """The statistical tests done so far by this suite (checks with a p-value)."""
+        return sum(r.p_value is not None for r in self.results)
+
+    @property
     def level(self) -> float:
-        """The per-test significance level after the run: ``significance / m``."""
-        return self.significance / max(sum(r.p_value is not None for r in self.results), 1)
+        """The per-test significance level after the run: ``significance / m``, ``m`` the tests of every suite in
+        the budget (this one alone unless ``shared_with`` joined it to others)."""
+        return self.significance / max(sum(suite.tests for suite in self.budget), 1)
 
     def _call(self, kwargs: dict[str, Any], keep_logprobs: bool = False) -> VerifyResult:
         if self.method != "token" and kwargs.get("mode") == "probabilistic":

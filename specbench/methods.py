@@ -73,9 +73,11 @@ def check_method(method: object, mode: str = "probabilistic") -> str:
 
 def parse_methods(text: str) -> list[str]:
     """A comma-separated list of method names (``--method token,block``), each once, in order."""
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    if not names:
+    names = [name.strip() for name in text.split(",")]
+    if not any(names):
         raise SpecbenchError(f"--method needs at least one of {', '.join(METHODS)}")
+    if not all(names):  # "token," or "token,,block": a list with a hole is a typo, as every other list option says
+        raise SpecbenchError(f"--method takes comma-separated values, got {text!r}")
     for name in names:
         if name not in METHODS:
             raise SpecbenchError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")

@@ -276,6 +276,50 @@ def test_verify_exits_1_on_a_negative_control():
     assert "FAIL" in result.stdout and "control-residual-from-p:" in result.stdout
 
 
+def test_the_methods_of_one_implementation_share_the_bonferroni_budget(tmp_path):
+    # --significance is the chance of a false FAIL in any check of the run: every test of both methods is held to
+    # P / (the tests of both), the summary says so, and a block control still fails under that level
+    report = tmp_path / "verify.json"
+    result = runner.invoke(app, ["verify", "--impl", "control-block-token-residual", "--method", "token,block", "-m",
+                                 "probabilistic", "-n", "3000", "--seed", "1", "--json", str(report)])
+    assert result.exit_code == 1, result.output
+    token, block = json.loads(report.read_text())["implementations"]
+    tests = sum(c["p_value"] is not None for entry in (token, block) for c in entry["checks"])
+    assert tests > sum(c["p_value"] is not None for c in token["checks"]) > 0
+    assert token["level"] == block["level"] == pytest.approx(0.001 / tests)
+    out = " ".join(result.stdout.split())
+    assert out.count(f"of the {tests} statistical tests of its 2 methods, each held to significance / {tests}") == 2
+    assert [c for c in block["checks"] if c["verdict"] == "FAIL"] and "(method block): 0 failed" not in out
+
+
+def test_a_verdict_is_judged_again_when_a_shared_budget_grows():
+    # a test judged at P / 2 (p = 4e-4 < 5e-4: FAIL) passes once a second suite's two tests join the budget (P / 4 =
+    # 2.5e-4); a FAIL the check gave itself (an exact part, beside its p-value) stays a FAIL at any level
+    from specbench.exactness_base import CheckResult
+
+    first = Suite(resolve("torch"), CPU, [])
+    first.results = [CheckResult("law", "probabilistic", "pass", "chi-square", p_value=4e-4),
+                     CheckResult("law with a count out of range", "probabilistic", "FAIL", "chi-square", p_value=0.9)]
+    assert [c.verdict for c in first.finished()] == ["FAIL", "FAIL"]
+    second = Suite(resolve("torch"), CPU, [], shared_with=first)
+    second.results = [CheckResult("law", "greedy", "pass", "chi-square", p_value=0.5) for _ in range(2)]
+    assert first.level == second.level == pytest.approx(1e-3 / 4)
+    assert [c.verdict for c in first.finished()] == ["pass", "FAIL"]
+
+
+def test_interpret_without_a_triton_implementation_is_a_note():
+    # nothing runs under the interpreter, so the default sample count is not cut to the interpreter's either
+    result = runner.invoke(app, ["verify", "--impl", "torch", "--interpret", "-m", "greedy"])
+    assert result.exit_code == 0, result.output
+    assert "note: --interpret has no Triton implementation to run here (torch): the checks run on the CPU, 20,000 " \
+           "requests each" in " ".join(result.stdout.split())
+
+
+def test_verify_help_gives_the_least_sample_count():
+    result = runner.invoke(app, ["verify", "--help"], env={"COLUMNS": "250"})
+    assert "Requests per statistical check, at least 50" in result.stdout
+
+
 def test_the_example_plugin_runs_through_verify_and_kernels(tmp_path):
     # the example draws from torch's global generator: seeded here, so its verdict does not depend on
     # which tests ran before (a full run once drew a false alarm, p = 6.6e-7 against a Bonferroni level of
@@ -318,6 +362,13 @@ def test_the_example_plugin_runs_through_verify_and_kernels(tmp_path):
                                                      "(synthetic): textbook declares the modes probabilistic, not "
                                                      "synthetic")),
     (["--impl", "flashinfer", "--device", "cpu"], "no implementation given can run here"),
+    (["--impl", "torch", "--seed", "-1"], "--seed must be in [0, 2**62), got -1"),  # as kernels writes the bound
+    # an empty item is malformed, as in kernels: not dropped
+    (["--impl", "torch,"], "--impl takes comma-separated values, got 'torch,'"),
+    (["--impl", "torch", "--impl", " "], "--impl takes comma-separated values, got ' '"),
+    (["--impl", "torch", "--mode", "greedy,"], "--mode takes comma-separated values, got 'greedy,'"),
+    (["--impl", "torch", "--mode", "greedy,,synthetic"], "--mode takes comma-separated values, got 'greedy,,"),
+    (["--impl", "my_sampler.py"], "'my_sampler.py' is a path, not an implementation: give a plugin file as FILE.py:"),
 ])
 def test_unusable_input_is_one_sentence_and_exit_2(args, message, capsys):
     assert cli.run(["verify", *args]) == 2

@@ -26,6 +26,9 @@ PLUGIN = textwrap.dedent('''
 
     def plain(**inputs):
         return None
+
+    count = 3
+    names = ["torch"]
 ''')
 
 
@@ -67,6 +70,12 @@ def test_a_module_plugin_and_an_installed_entry_point_load(plugin_file, monkeypa
     ("{file}:nothing", "has no attribute 'nothing'"),
     ("{dir}/missing.py:f", "no such plugin file: .*missing.py"),
     ("no_such_package_x.mod:f", "cannot import 'no_such_package_x.mod'"),
+    # the article fits the type's name
+    ("{file}:count", "count is an int, not an implementation declared with @specbench"),
+    ("{file}:names", "names is a list, not an implementation declared with @specbench"),
+    # a plugin file without its function: the form, not a list of names
+    ("{file}", "is a path, not an implementation: give a plugin file as FILE.py:FUNCTION"),
+    ("plugins/mine", "'plugins/mine' is a path, not an implementation: give a plugin file as FILE.py:FUNCTION"),
 ])
 def test_a_bad_impl_is_one_sentence(plugin_file, spec, message):
     with pytest.raises(SpecbenchError, match=message):

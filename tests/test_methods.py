@@ -34,6 +34,11 @@ def test_registry_names_and_refusals():
     assert parse_methods("token, block,token") == ["token", "block"]
     with pytest.raises(SpecbenchError, match="unknown method 'blok'"):
         parse_methods("token,blok")
+    for holed in ("token,", "token,,block", ",block"):  # a list with a hole is refused, as every list option does
+        with pytest.raises(SpecbenchError, match="--method takes comma-separated values"):
+            parse_methods(holed)
+    with pytest.raises(SpecbenchError, match="--method needs at least one of"):
+        parse_methods(" ")
     with pytest.raises(SpecbenchError, match="synthetic mode accepts by its profile"):
         check_method("block", "synthetic")
     target, _ = _rows(0, 2, 5)

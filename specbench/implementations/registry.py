@@ -74,6 +74,9 @@ def resolve(spec: str) -> Implementation:
             raise SpecbenchError(f"{where} has no attribute {attribute!r} (--impl takes module:function or "
                                  f"file.py:function)")
         return _declared(getattr(module, attribute), spec)
+    if spec.endswith(".py") or "/" in spec:  # a plugin file without its function
+        raise SpecbenchError(f"{spec!r} is a path, not an implementation: give a plugin file as FILE.py:FUNCTION, "
+                             f"FUNCTION declared with @specbench.implementations.sampler(...)")
     raise SpecbenchError(f"unknown implementation {spec!r}; choose from {', '.join(known_names())}, a Triton launch "
                          f"variant (triton-split-1024x4, triton-sequential-4096x16, triton-radix-4096x1024x8, "
                          f"triton-histogram-4096x1024x4, triton-tree-finish64: `specbench kernels --help`), or give "
@@ -98,8 +101,15 @@ def _declared(found: object, where: str) -> Implementation:
     if callable(found):
         raise SpecbenchError(f"{where} is a plain function: declare what it takes and supports with "
                              f"@specbench.implementations.sampler(...) above it")
-    raise SpecbenchError(f"{where} is a {type(found).__name__}, not an implementation declared with "
+    kind = type(found).__name__
+    raise SpecbenchError(f"{where} is {_article(kind)} {kind}, not an implementation declared with "
                          f"@specbench.implementations.sampler(...)")
+
+
+def _article(word: str) -> str:
+    """``an`` before a vowel sound (an int, an object, an UndefinedType), else ``a`` (a str, a uint8, a UserDict)."""
+    start = word[:3].lower()
+    return "an" if start[:1] in ("a", "e", "i", "o") or (start[:2] == "un" and start != "uni") else "a"
 
 
 def _load_module(name: str):

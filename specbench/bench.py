@@ -826,7 +826,11 @@ def _check_and_time(case, implementations, device, config, peak_gbps, baselines,
                              None if case.tree is not None else inputs.draft_token_ids,
                              logprobs=case.logprobs is not None, method=case.method,
                              planned=case.inputs != "natural")
-        measured = 1.0 + float(result.num_accepted.double().mean())
+        # a FAIL row keeps the length its counts give, unless its output is not the reference's shape (the
+        # check stopped there: its counts say nothing, as a FAIL that raised has none)
+        same_shape = (tuple(result.output_token_ids.shape) == tuple(expected.output_token_ids.shape)
+                      and tuple(result.num_accepted.shape) == tuple(expected.num_accepted.shape))
+        measured = 1.0 + float(result.num_accepted.double().mean()) if same_shape else None
         if not check.ok:
             records[impl.name] = _record(case, impl.name, "FAIL", check.reason, measured_acceptance_length=measured,
                                          token_agreement=check.token_agreement, **converted[impl.name])

@@ -3,9 +3,9 @@
 For each (acceptance, dtype) group of successful records:
 
 - ``time_vs_batch_<group>.png``: median µs against batch size (log-log) per implementation,
-  one panel per mode/draft and sampling parameters (rows: ``probabilistic/logits top_k=50``, a tree's shape its
-  own row) and (K, V) (columns, from the left: the shapes the row has; a tree's panels say N, its nodes); dashed
-  lines are CUDA-graph timings, the shaded band p20-p80.
+  one panel per mode/draft and sampling parameters (rows: ``probabilistic/logits top_k=50``, a tree's shape and
+  a method other than token each its own row) and (K, V) (columns, from the left: the shapes the row has; a
+  tree's panels say N, its nodes); dashed lines are CUDA-graph timings, the shaded band p20-p80.
 - ``throughput_vs_batch_<group>.png``: tokens per second through the sampler, same layout.
 - ``speedup_<impl>_<group>[_graph].png``: the speed-up over the torch baseline as a heatmap over
   (batch size, K: the Ks the panel has), one panel per mode/draft (rows) and V (columns), for every other
@@ -50,7 +50,9 @@ def _variant(row: pd.Series) -> str:
     probs = " target-probs" if isinstance(target, str) and target == "probs" else ""  # its own line, not a zigzag
     tree = row.get("tree")
     shape = f" tree {tree}" if isinstance(tree, str) else ""  # a tree's rows are not the chain of K = N
-    return base + sampling_label(fields) + probs + shape
+    method = row.get("method")
+    rule = f" method={method}" if isinstance(method, str) and method != "token" else ""  # as the table says it
+    return base + sampling_label(fields) + probs + shape + rule
 
 
 def _variants(frame: pd.DataFrame) -> list[str]:
@@ -58,6 +60,23 @@ def _variants(frame: pd.DataFrame) -> list[str]:
     ordered = sorted(rows, key=lambda p: (_MODE_ORDER.get(p.mode, 9), _DRAFT_ORDER.get(p.draft, 9), p.mode,
                                           p.variant))
     return list(dict.fromkeys(p.variant for p in ordered))
+
+
+# what the charts put on a log axis: a record edited to hold 0, a negative number or NaN there has no place on it
+_LOG_FIELDS = ("batch_size", "median_us", "tokens_per_s")
+
+
+def check_values(records: list[dict]) -> None:
+    """A ``ValueError`` naming the first successful kernels record whose batch size, median or tokens per second
+    is not a finite number above 0 (a hand-edited file: a run records none)."""
+    for record in records:
+        if record.get("kind") != "kernels" or record.get("status") != "ok":
+            continue
+        for name in (name for name in _LOG_FIELDS if name in record):  # a missing one: a field a chart needs
+            value = record[name]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise ValueError(f"{name} {value!r} in an ok row of {record.get('impl')!r}; a chart needs a finite "
+                                 f"number above 0")
 
 
 def _ok_frame(records: list[dict]) -> pd.DataFrame:

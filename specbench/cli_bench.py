@@ -149,10 +149,14 @@ def _whole(option: str, text: str | None, minimum: int) -> list[int]:
 
 
 def _one_whole(option: str, text: str, minimum: int) -> int:
-    values = _whole(option, text, minimum)
-    if len(values) != 1:
-        raise SpecbenchError(f"{option} takes one whole number, got {text!r}")
-    return values[0]
+    # one value: "takes one whole number" whatever is wrong with it (a list, a word), never "values"
+    try:
+        value = int(text.strip().replace("_", ""))
+    except ValueError:
+        raise SpecbenchError(f"{option} takes one whole number, got {text!r}") from None
+    if value < minimum:
+        raise SpecbenchError(f"{option} must be at least {minimum}, got {value}")
+    return value
 
 
 def _number(option: str, text: str) -> float:
@@ -233,6 +237,33 @@ def _sampling(top_k: str | None, top_p: str | None, min_p: str | None, sampling:
     return {**knobs, "logprobs": logprobs}
 
 
+# what a case of another mode does whatever the method (its rows run the token method)
+_METHOD_FREE = {"greedy": "the greedy cases keep the argmax",
+                "synthetic": "the synthetic cases accept by their profile"}
+
+
+def _check_probabilistic_options(draft: str | None, method: str, modes: list[str], notes: list[str]) -> None:
+    """Refuse ``--draft`` and a ``--method`` other than token when no case of the run is probabilistic (they
+    would change no row); beside probabilistic cases, a note on ``notes`` that the other cases ignore the method."""
+    if not set(modes) <= {"probabilistic", *_METHOD_FREE}:
+        return  # an unknown mode: bench.plan_cases names it
+    others = [mode for mode in dict.fromkeys(modes) if mode != "probabilistic"]
+    chosen = ",".join(name for name in methods.parse_methods(method) if name != methods.DEFAULT_METHOD)
+    if "probabilistic" not in modes:
+        if draft is not None:
+            what, why = f"--draft {draft}", "only the probabilistic mode takes a draft distribution"
+        elif chosen:
+            what = f"--method {method}"
+            why = " and ".join(_METHOD_FREE[mode] for mode in others) + " whatever the method"
+        else:
+            return
+        raise SpecbenchError(f"{what} changes nothing outside the probabilistic mode ({why}), and this run has only "
+                             f"{' and '.join(others)} cases; add --mode probabilistic, or drop {what}")
+    if chosen and others:
+        notes.append(f"{' and '.join(_METHOD_FREE[mode] for mode in others)} whatever the method: --method {chosen} "
+                     f"applies to the probabilistic cases")
+
+
 def _vocabularies(vocab_sizes: list[int], model_names: list[str], grid: Grid) -> list[tuple[str | None, int]]:
     if vocab_sizes and model_names:
         raise SpecbenchError("give --vocab-size or --model, not both")
@@ -258,6 +289,16 @@ def _implementations(names: list[str], device: str, interpret: bool) -> list:
     for line in skipped:
         console.print(f"[yellow]skipped[/] {escape(line)}", highlight=False)
     return usable
+
+
+def _folder(option: str, text: str | None) -> Path | None:
+    """An output folder given as text (None: not given); an empty one, which a ``Path`` takes for the current
+    folder, is refused."""
+    if text is None:
+        return None
+    if not text.strip():
+        raise SpecbenchError(f"{option} needs a folder name, got {text!r}")
+    return Path(text)
 
 
 def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
@@ -451,7 +492,7 @@ def kernels_command(
         "many calls a sample.",
         show_default=False)] = None,
     seed: Annotated[str, typer.Option("--seed", metavar="SEED", help="Seed of the generated inputs.")] = "0",
-    output: Annotated[Path | None, typer.Option(
+    output: Annotated[str | None, typer.Option(
         "--output", "-o", metavar="DIR", help="Results folder (default results/kernels-<timestamp>/).",
         show_default=False)] = None,
     resume: Annotated[bool, typer.Option(
@@ -480,8 +521,9 @@ def kernels_command(
         _run_on_devices(ctx, devices, output=output, no_charts=no_charts, shard=shard, resume=resume, device=device)
         return
     try:
+        folder = _folder("--output", output)
         run = _plan_run(**ctx.params)
-        opened = _open_run(run, output, resume)
+        opened = _open_run(run, folder, resume)
     except SpecbenchError as exc:
         fail(str(exc))
     _time_run(run, opened, no_charts)
@@ -544,15 +586,17 @@ def _plan_run(
     modes = [m for item in _items("--mode", mode) or ["all"] for m in (verification.MODES if item == "all" else [item])]
     notes: list[str] = []  # printed when the run starts, after every refusal
     knobs = _sampling(top_k, top_p, min_p, sampling, logprobs, modes, notes)
-    if draft is not None and "probabilistic" not in modes:
-        notes.append(f"--draft {draft} is ignored: only the probabilistic mode takes a draft distribution, and this "
-                     f"run has {', '.join(modes)}")
+    _check_probabilistic_options(draft, method, modes, notes)
+    budget = grid.max_ms if max_ms is None else _number("--max-ms", max_ms)
+    if not budget >= 0:
+        raise SpecbenchError(f"--max-ms must be 0 or more (milliseconds a case may sample for), got {max_ms}")
+    copies = timing.DEFAULT_PLACEMENTS if placements is None else _one_whole("--placements", placements, 1)
+    if copies > timing.MAX_PLACEMENTS:
+        raise SpecbenchError(f"--placements must be between 1 and {timing.MAX_PLACEMENTS}, got {copies}")
     config = timing.TimingConfig(
         warmup=_one_whole("--warmup", warmup, 0), min_samples=_one_whole("--min-samples", min_samples, 1),
         max_samples=grid.max_samples if max_samples is None else _one_whole("--max-samples", max_samples, 1),
-        max_ms=grid.max_ms if max_ms is None else _number("--max-ms", max_ms),
-        l2_flush=grid.l2_flush if l2_flush is None else l2_flush, timer=eager_timer,
-        placements=timing.DEFAULT_PLACEMENTS if placements is None else _one_whole("--placements", placements, 1),
+        max_ms=budget, l2_flush=grid.l2_flush if l2_flush is None else l2_flush, timer=eager_timer, placements=copies,
     )
     plan = {
         "modes": modes,
@@ -568,6 +612,13 @@ def _plan_run(
         **knobs,
     }
     lengths = _items("--acceptance-length", acceptance_length)
+    if inputs == "natural":
+        given = [name for name, value in (("--acceptance-length", acceptance_length), ("--schedule", schedule))
+                 if value is not None]
+        if given:
+            raise SpecbenchError(f"--inputs natural sets its own acceptance (drafts drawn from the target's logits "
+                                 f"plus noise, see --draft-noise), so it cannot be combined with {given[0]}; drop "
+                                 f"one of them")
     if shapes is not None:
         given = [name for name, value in (("--batch-size", batch_size), ("--num-spec-tokens", num_spec_tokens),
                                           ("--model", model), ("--vocab-size", vocab_size), ("--tree", tree),
@@ -594,6 +645,13 @@ def _plan_run(
     quick_impls = (["triton"] if on_gpu else ["torch"]) if quick else []
     names = [name for text in impl or [] for name in _items("--impl", text)]
     implementations = _implementations(names or quick_impls, device_name, interpret)
+    if interpret and not any(impl.needs_gpu for impl in implementations):
+        notes.append(f"--interpret has no Triton implementation to run here "
+                     f"({', '.join(impl.name for impl in implementations)}): the rows run on the CPU as without it"
+                     + ("" if vocab_size or model or shapes else f", at its default V = {grid.vocabularies[0][1]}"))
+    if placements is not None and not on_gpu:
+        notes.append(f"--placements {config.placements} has no effect here: placements copy a small GPU case's inputs, "
+                     f"and a CPU run times every row on one (its rows say placements 1)")
     bench.check_sizes(cases, implementations, device_name, machine.memory_bytes(device_name))
     if convert not in ("outside", "inside"):
         raise SpecbenchError(f"--convert must be outside or inside, got {convert!r}")
@@ -620,9 +678,11 @@ def _plan_run(
 def _open_run(run: _PlannedRun, output: Path | None, resume: bool) -> _OpenedRun:
     """The run's results folder, with the rows it already holds when resumed, and its writer."""
     metadata = run.metadata
-    # rows of one folder must be comparable: a resumed run keeps the seed, the timing, the device, the shard
+    # rows of one folder must be comparable: a resumed run keeps the seed, the timing, the threads, the device,
+    # the shard
     same = {"seed": ("--seed", run.seed), "timing": ("timing", metadata["timing"]),
-            "device": ("device", metadata["device"]), "shard": ("--shard", metadata.get("shard"))}
+            "threads": ("--threads", run.threads), "device": ("device", metadata["device"]),
+            "shard": ("--shard", metadata.get("shard"))}
     out_dir, previous, earlier = results.open_output(output, "kernels", resume, same)
     peak = metadata["peak_bandwidth_gbps"] = timing.peak_bandwidth_gbps(run.device_name)
     writer = results.ResultsWriter(out_dir, results.resumed_metadata(metadata, earlier), previous)
@@ -645,7 +705,8 @@ def _time_run(run: _PlannedRun, opened: _OpenedRun, no_charts: bool) -> None:
         error_console.print(f"[yellow]note:[/] --resume: {escape(str(out_dir))}/ holds no finished row, so there is "
                             f"nothing to resume; starting a fresh run there", highlight=False)
     where = metadata["device"]
-    kept = f" ({len(previous)} rows already there are kept, not run again)" if previous else ""
+    kept = (f" ({len(previous)} row{' already there is' if len(previous) == 1 else 's already there are'} kept, not "
+            f"run again)" if previous else "")
     kept += f" (shard {shard_choice} of a {num_cases}-case grid)" if shard_choice else ""
     grid = (f"{len(cases)} case{'s' * (len(cases) != 1)} x {len(implementations)} "
             f"implementation{'s' * (len(implementations) != 1)}")
@@ -662,7 +723,8 @@ def _time_run(run: _PlannedRun, opened: _OpenedRun, no_charts: bool) -> None:
         writer.metadata.update(load_average_end=machine.load_average(), interrupted=interrupted)
         writer.flush()
         charts = [] if no_charts else bench_charts.render_kernel_charts(writer.records, out_dir)
-        _print_table(new_records)
+        if new_records:  # a table without a row says nothing
+            _print_table(new_records)
         return charts
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -685,6 +747,9 @@ def _time_run(run: _PlannedRun, opened: _OpenedRun, no_charts: bool) -> None:
         fail_after_saving(exc, writer.flush)  # results.csv catches up with results.json
 
     charts = finish(interrupted=False)
+    if previous and not new_records:
+        console.print(f"nothing was left to run: every row of {'this shard' if shard_choice else 'this grid'} was "
+                      f"already in {escape(str(out_dir))}/", highlight=False)
     busy = machine.busy_warning(writer.metadata["load_average_end"], thread_count, at_end=True)
     if busy:
         error_console.print(f"[yellow]warning:[/] {escape(busy)}", highlight=False)
@@ -697,8 +762,11 @@ def _conclude(new_records: list[dict], out_dir: Path, charts: list) -> None:
                   f"{escape(str(out_dir / results.RESULTS_CSV))}; {len(charts)} charts", highlight=False)
     failed = [r for r in new_records if r["status"] == "FAIL"]
     if failed:
-        error_console.print(f"[bold red]FAIL:[/] {len(failed)} implementation(s) disagree with the torch reference "
-                            f"(see the FAIL rows above); they were not timed", highlight=False)
+        names = list(dict.fromkeys(r["impl"] for r in failed))  # one implementation may fail in several rows
+        error_console.print(f"[bold red]FAIL:[/] {len(names)} implementation{'s' * (len(names) != 1)} "
+                            f"({escape(', '.join(names))}) {'disagree' if len(names) != 1 else 'disagrees'} with the "
+                            f"torch reference in {len(failed)} row{'s' * (len(failed) != 1)} (see the FAIL rows "
+                            f"above); those rows were not timed", highlight=False)
         raise typer.Exit(1)
     if new_records and all(r["status"] == "skipped" for r in new_records):
         reasons = list(dict.fromkeys(r["reason"] for r in new_records))
@@ -793,12 +861,15 @@ def _worker_arguments(ctx: typer.Context) -> list[str]:
     return arguments
 
 
-def _run_on_devices(ctx: typer.Context, devices: str, *, output: Path | None, no_charts: bool, shard: str | None,
+def _run_on_devices(ctx: typer.Context, devices: str, *, output: str | None, no_charts: bool, shard: str | None,
                     resume: bool, device: str) -> None:
     """``kernels --devices``: one worker process per GPU, each with its shard (``shards.run_on_devices``), then the
     merged run's table, charts and exit status."""
-    out_dir = output
+    out_dir = None
     try:
+        if not devices.strip():
+            raise SpecbenchError(f"--devices needs all or GPU indices such as 0,1, got {devices!r}")
+        out_dir = _folder("--output", output)
         for option, given in (("--shard", shard is not None), ("--resume", resume)):
             if given:
                 raise SpecbenchError(f"--devices splits the grid into one shard per GPU itself, so it cannot be "
@@ -807,7 +878,7 @@ def _run_on_devices(ctx: typer.Context, devices: str, *, output: Path | None, no
             raise SpecbenchError(f"--devices runs every worker on its own GPU, so it cannot be combined with --device "
                                  f"{device}; drop one of them")
         chosen = shards.local_devices(devices)
-        out_dir, _, _ = results.open_output(output, "kernels")
+        out_dir, _, _ = results.open_output(out_dir, "kernels")
         console.print(f"{len(chosen)} workers, one per GPU ({', '.join(chosen)}), each running its shard; logs in "
                       f"{escape(str(out_dir / shards.SHARDS_FOLDER))}/", highlight=False)
         # the charts after the merge need matplotlib: load it while the workers run
@@ -828,35 +899,44 @@ def _run_on_devices(ctx: typer.Context, devices: str, *, output: Path | None, no
 
 
 def plot_command(
-    directory: Annotated[Path, typer.Argument(metavar="DIR", help="A results folder, or its results.json[.gz].")],
-    output: Annotated[Path | None, typer.Option(
+    directory: Annotated[str, typer.Argument(metavar="DIR", help="A results folder, or its results.json[.gz].")],
+    output: Annotated[str | None, typer.Option(
         "--output", "-o", metavar="DIR", help="Where to write the charts (default: DIR itself).",
         show_default=False)] = None,
 ) -> None:
     """Re-render every chart of a results folder from its results.json alone."""
     try:
+        if not directory.strip():
+            raise SpecbenchError(f"DIR needs a results folder or file name, got {directory!r}")
+        out_dir = _folder("--output", output)
         _, records = results.read_results(directory)
     except SpecbenchError as exc:
         fail(str(exc))
-    folder = directory.parent if directory.is_file() else directory
-    out_dir = output or folder
+    given = Path(directory)
+    path = results.results_file(given)
+    out_dir = out_dir or (given.parent if given.is_file() else given)
     if out_dir.exists() and not out_dir.is_dir():
         fail(f"--output {out_dir} is a file, not a folder")
     try:
+        bench_charts.check_values(records)
         charts = (bench_charts.render_kernel_charts(records, out_dir) + sweep_charts.render_sweep_charts(records, out_dir)
                   + plan_charts.render_plan_charts(records, out_dir))
     except OSError as exc:
         fail(f"cannot write charts into {out_dir}: {exc.strerror or exc}")
     except (KeyError, StopIteration) as exc:
-        fail(f"{results.results_file(directory)} has a record without the field "
-             f"{exc.args[0] if exc.args else ''!r} its charts need")
+        fail(f"{path} has a record without the field {exc.args[0] if exc.args else ''!r} its charts need")
     except (TypeError, ValueError) as exc:
-        fail(f"{results.results_file(directory)} has a record whose values its charts cannot use ({exc})")
+        fail(f"{path} has a record whose values its charts cannot use ({exc})")
     if not charts:
-        fail(f"{folder} has no records to chart (kinds: "
-             f"{', '.join(sorted({str(r.get('kind')) for r in records})) or 'none'})")
-    for path in charts:
-        console.print(f"chart: {escape(str(path))}", highlight=False)
+        kinds = sorted({str(r.get("kind")) for r in records})
+        if not records:
+            fail(f"{path} has no records to chart (its records list is empty)")
+        if kinds == ["kernels"] and all(r.get("status") in ("skipped", "FAIL") for r in records):
+            fail(f"{path} has no records to chart: every one of its {len(records)} kernels "
+                 f"row{'s' * (len(records) != 1)} was skipped or failed, so none was timed")
+        fail(f"{path} has no records to chart (kinds: {', '.join(kinds)})")
+    for chart in charts:
+        console.print(f"chart: {escape(str(chart))}", highlight=False)
 
 
 def env_command() -> None:

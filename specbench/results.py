@@ -181,7 +181,8 @@ def open_output(
 ) -> tuple[Path, list[dict], dict[str, Any]]:
     """The folder a ``kind`` run writes into, the records and the metadata it already holds.
 
-    A folder that already holds results is refused unless the run resumes it; a resumed folder
+    A folder that already holds results is refused unless the run resumes it (one holding another run's
+    ``results.csv`` or ``results_long.csv`` without its ``results.json`` always); a resumed folder
     must hold a run of the same kind whose metadata has the values in ``same`` (metadata key ->
     (the option's name for messages, value): seed, timing settings, device, whatever makes its rows
     comparable), so one file never mixes two runs' settings. Without ``--output`` a new folder is
@@ -199,6 +200,10 @@ def open_output(
         raise SpecbenchError(f"{output} holds {RESULTS_JSON_GZ}, a run kept compressed: choose another --output (or "
                              f"gunzip it to continue that run)")
     if not (output / RESULTS_JSON).is_file():
+        tables = [name for name in (RESULTS_CSV, RESULTS_LONG_CSV) if (output / name).exists()]
+        if tables:  # another run's table (its results.json removed or moved): a run would overwrite it
+            raise SpecbenchError(f"{output} already holds {tables[0]}, another run's table (without a {RESULTS_JSON} "
+                                 f"to resume): choose another --output")
         return output, [], {}
     if not resume:
         raise SpecbenchError(f"{output} already holds {RESULTS_JSON}; pass --resume to continue that run or choose "
@@ -208,6 +213,9 @@ def open_output(
         raise SpecbenchError(f"{output} holds a {metadata.get('kind')} run, not a {kind} run; choose another --output")
     for name, (label, value) in (same or {}).items():
         before = metadata.get(name)
+        if name not in metadata and not _said_as_given(value):  # a setting recorded since that run
+            raise SpecbenchError(f"{output} holds a run that did not record its {label}, so rows timed with "
+                                 f"{label} {_setting(value)} may not compare with its rows; choose another --output")
         if name in UNRECORDED and isinstance(before, dict):
             before = {**UNRECORDED[name], **before}
         if _said_as_given(value) or _said_as_given(before):  # a shard (I/N), or none given

@@ -340,6 +340,22 @@ def test_a_crash_while_timed_or_a_wrong_return_type_is_a_fail_row_and_the_others
     assert as_tuple["status"] == "FAIL" and as_tuple["reason"] == "returned tuple, not a VerifyResult"
 
 
+def test_a_fail_row_of_the_wrong_shape_has_no_measured_length_and_one_of_wrong_values_has_its_own():
+    def short(result):  # one request too few: its counts are no request's
+        return result._replace(output_token_ids=result.output_token_ids[:-1], num_accepted=result.num_accepted[:-1] * 0)
+
+    def wider(result):  # the right counts beside tokens of another shape: the check stopped at the shape
+        return result._replace(output_token_ids=result.output_token_ids[:, :-1])
+
+    records = bench.run_case(_case(), [_stand_in("torch"), _stand_in("short", short), _stand_in("wider", wider),
+                                       _stand_in("wrong", _wrong)], config=FAST)
+    by_name = {r["impl"]: r for r in records}
+    assert by_name["short"]["reason"].startswith("output shape [5, 4] differs")
+    assert by_name["short"]["measured_acceptance_length"] is None
+    assert by_name["wider"]["status"] == "FAIL" and by_name["wider"]["measured_acceptance_length"] is None
+    assert by_name["wrong"]["status"] == "FAIL" and by_name["wrong"]["measured_acceptance_length"] == pytest.approx(2.5)
+
+
 def test_speedup_is_the_ratio_of_medians_to_the_torch_baseline():
     records = bench.run_case(_case("synthetic"), [_stand_in("torch"), _stand_in("other")], config=FAST)
     torch_row, other = records

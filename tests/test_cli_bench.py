@@ -12,7 +12,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from specbench import bench, results, timing
+from specbench import bench, machine, results, timing
 from specbench.cli import app
 from specbench.errors import SpecbenchError
 
@@ -140,6 +140,20 @@ def test_placements_reach_the_timer_and_the_timing_settings(tmp_path, monkeypatc
     assert [r["batch_size"] for r in _records(tmp_path / "default")] == [1, 2]
 
 
+@needs_no_gpu
+def test_options_without_effect_on_a_cpu_run_are_noted(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # --interpret sets it: put back after the test
+    result = run("kernels", *TINY, "--mode", "greedy", "--batch-size", "1", "--impl", "torch", "--placements", "5",
+                 "--interpret", "--no-charts", "-o", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    said = _one_line(result.stdout)
+    assert ("note: --placements 5 has no effect here: placements copy a small GPU case's inputs, and a CPU run times "
+            "every row on one (its rows say placements 1)") in said
+    assert "note: --interpret has no Triton implementation to run here (torch): the rows run on the CPU as without it"\
+        in said and "default V" not in said  # --vocab-size given
+    assert {r["placements"] for r in _records(tmp_path)} == {1}
+
+
 def test_a_scenario_sets_k_and_the_rates(tmp_path):
     scenario = tmp_path / "eagle.toml"
     scenario.write_text('name = "eagle"\nrates = [0.75, 0.5]\n')
@@ -178,8 +192,13 @@ def test_a_scenario_sets_k_and_the_rates(tmp_path):
         (["--seed", "1,2"], "--seed takes one whole number, got '1,2'"),
         (["-k", "1000000000000000000"], "K (draft tokens per step) must be at most 64, got 1000000000000000000"),
         (["-k", "65", "-l", "2"], "K (draft tokens per step) must be at most 64, got 65"),
-        (["--placements", "0"], "--placements values must be at least 1, got 0"),
-        (["--placements", "101"], "placements must be between 1 and 100, got 101"),
+        (["--placements", "0"], "--placements must be at least 1, got 0"),
+        (["--placements", "101"], "--placements must be between 1 and 100, got 101"),
+        (["--seed", "abc"], "--seed takes one whole number, got 'abc'"),
+        (["--warmup", "-1"], "--warmup must be at least 0, got -1"),
+        (["--max-ms", "-1"], "--max-ms must be 0 or more (milliseconds a case may sample for), got -1"),
+        (["--max-ms", "nan"], "--max-ms must be 0 or more (milliseconds a case may sample for), got nan"),
+        (["--devices", ""], "--devices needs all or GPU indices such as 0,1, got ''"),
         (["--placements", "4,8"], "--placements takes one whole number, got '4,8'"),
         (["--shapes", "1x3"], "--shapes takes BxK@MODEL or BxK@V"),
         (["--shapes", "0x3@llama3"], "--shapes takes BxK@MODEL or BxK@V"),
@@ -193,6 +212,13 @@ def test_a_scenario_sets_k_and_the_rates(tmp_path):
         (["--shapes", "1x3@64", "--scenario", "default"], "cannot be combined with --scenario"),
         (["--shapes", "1x3@64", "--tree", "2x2"], "cannot be combined with --tree"),
         (["--shapes", "1x3@64", "--quick"], "--quick runs a fixed grid, so it cannot be combined with --shapes"),
+        (["--output", ""], "--output needs a folder name, got ''"),
+        (["-o", " ", "--resume"], "--output needs a folder name, got ' '"),
+        (["--inputs", "natural", "--mode", "probabilistic", "-l", "2"],
+         ("--inputs natural sets its own acceptance (drafts drawn from the target's logits plus noise, see "
+          "--draft-noise), so it cannot be combined with --acceptance-length; drop one of them")),
+        (["--inputs", "natural", "--mode", "probabilistic", "--schedule", "geometric"],
+         "so it cannot be combined with --schedule"),
     ],
 )
 def test_bad_options_get_one_sentence_and_exit_2(args, message):
@@ -239,12 +265,15 @@ def test_a_wrong_implementation_is_shown_as_fail_and_not_timed(tmp_path, monkeyp
         return call
 
     monkeypatch.setitem(builtin.BUILT_IN, "wrong", Implementation("wrong", "off by one", prepare=prepare))
-    result = run("kernels", *TINY, "--mode", "greedy", "--batch-size", "2", "--impl", "torch,wrong",
+    result = run("kernels", *TINY, "--mode", "greedy", "--batch-size", "2,3", "--impl", "torch,wrong",
                  "--output", str(tmp_path), "--no-charts")
     assert result.exit_code == 1
-    assert "FAIL" in result.stdout and "disagree with the torch reference" in _one_line(result.stderr)
+    # one implementation, failed in two rows: counted once
+    assert "FAIL" in result.stdout
+    assert ("FAIL: 1 implementation (wrong) disagrees with the torch reference in 2 rows (see the FAIL rows above); "
+            "those rows were not timed") in _one_line(result.stderr)
     wrong = [r for r in _records(tmp_path) if r["impl"] == "wrong"]
-    assert [(r["status"], r["median_us"]) for r in wrong] == [("FAIL", None)]
+    assert [(r["status"], r["median_us"]) for r in wrong] == [("FAIL", None)] * 2
     assert wrong[0]["reason"] == "num_accepted differs from the torch reference in 2 of 2 requests"
 
 
@@ -409,6 +438,37 @@ def test_output_folders_of_another_run_are_never_overwritten_or_mixed(tmp_path):
     assert sorted(r["batch_size"] for r in _records(kernels_dir)) == [1, 2]
 
 
+@pytest.mark.parametrize("name", ["results.csv", "results_long.csv"])
+@pytest.mark.parametrize("resume", [[], ["--resume"]])
+def test_a_folder_holding_another_runs_table_alone_is_not_overwritten(tmp_path, name, resume):
+    (tmp_path / name).write_text("impl,median_us\ntorch,1.0\n")
+    result = run("kernels", *TINY, "--mode", "greedy", "--batch-size", "1", "--impl", "torch", "--no-charts", "-o",
+                 str(tmp_path), *resume)
+    assert result.exit_code == 2
+    assert (f"{tmp_path} already holds {name}, another run's table (without a results.json to resume): choose "
+            f"another --output") in _one_line(result.stderr)
+    assert (tmp_path / name).read_text() == "impl,median_us\ntorch,1.0\n" and not (tmp_path / "results.json").exists()
+
+
+def test_a_resumed_run_keeps_the_threads_it_was_timed_with(tmp_path, monkeypatch):
+    monkeypatch.setattr(machine, "cpu_count", lambda: 4)
+    first = ("kernels", *TINY, "--mode", "greedy", "--batch-size", "1", "--impl", "torch", "--no-charts", "-o",
+             str(tmp_path))
+    assert run(*first, "--threads", "1").exit_code == 0
+    before = (tmp_path / "results.json").read_text()
+    more = run(*first, "--threads", "2", "--batch-size", "2", "--resume")
+    assert more.exit_code == 2
+    assert f"--threads 2 differs from the run in {tmp_path} (1); resume it with the same --threads" in _one_line(
+        more.stderr)
+    assert (tmp_path / "results.json").read_text() == before
+    # a folder from before runs recorded their threads: said so, not "none given"
+    payload = json.loads(before)
+    del payload["metadata"]["threads"]
+    (tmp_path / "results.json").write_text(json.dumps(payload))
+    old = run(*first, "--threads", "1", "--resume")
+    assert old.exit_code == 2 and "holds a run that did not record its --threads" in _one_line(old.stderr)
+
+
 def test_runs_started_in_the_same_second_get_their_own_default_folders(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     folders = {results.default_output_dir("sweep") for _ in range(3)}
@@ -488,12 +548,29 @@ def test_schedule_shapes_the_inputs_and_threads_and_load_are_recorded(tmp_path):
         assert bad.exit_code == 2 and message in _one_line(bad.stderr), bad.output
 
 
-def test_draft_kind_outside_the_probabilistic_mode_is_named_as_ignored(tmp_path):
-    result = run("kernels", *TINY, "--mode", "greedy", "--draft", "probs", "--impl", "torch", "--no-charts",
-                 "-o", str(tmp_path))
+@pytest.mark.parametrize(("args", "message"), [
+    (["--mode", "greedy", "--draft", "probs,none"], ("--draft probs,none changes nothing outside the probabilistic "
+     "mode (only the probabilistic mode takes a draft distribution), and this run has only greedy cases")),
+    (["--mode", "greedy", "--method", "typical"], ("--method typical changes nothing outside the probabilistic mode "
+     "(the greedy cases keep the argmax whatever the method), and this run has only greedy cases; add --mode "
+     "probabilistic, or drop --method typical")),
+    (["--mode", "synthetic,greedy", "--method", "token,block"], ("(the synthetic cases accept by their profile and "
+     "the greedy cases keep the argmax whatever the method), and this run has only synthetic and greedy cases")),
+])
+def test_draft_kinds_and_methods_without_a_probabilistic_case_are_refused(tmp_path, args, message):
+    result = run("kernels", *TINY, *args, "--impl", "torch", "--no-charts", "-o", str(tmp_path / "r"))
+    assert result.exit_code == 2 and message in _one_line(result.stderr), result.output
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_method_beside_greedy_cases_is_noted_as_applying_to_the_probabilistic_ones(tmp_path):
+    result = run("kernels", *TINY, "--mode", "greedy,probabilistic", "--method", "token,typical", "-b", "1", "-k", "2",
+                 "--impl", "torch", "--no-charts", "-o", str(tmp_path))
     assert result.exit_code == 0, result.output
-    assert "--draft probs is ignored: only the probabilistic mode takes a draft distribution" in _one_line(result.output)
-    assert {r["draft"] for r in _records(tmp_path)} == {"none"}
+    assert ("note: the greedy cases keep the argmax whatever the method: --method typical applies to the "
+            "probabilistic cases") in _one_line(result.output)
+    assert sorted((r["mode"], r["method"]) for r in _records(tmp_path)) == [
+        ("greedy", "token"), ("probabilistic", "token"), ("probabilistic", "typical")]
 
 
 def test_the_table_shows_the_expected_length_beside_the_measured_one(tmp_path):
@@ -606,3 +683,16 @@ def test_resume_into_a_folder_with_nothing_to_resume_says_it_starts_fresh(tmp_pa
     assert result.exit_code == 0, result.output
     assert f"note: --resume: {out}/ holds no finished row, so there is nothing to resume" in _one_line(result.stderr)
     assert len(_records(out)) == 1
+
+
+def test_resume_with_every_row_done_says_nothing_was_left_to_run(tmp_path):
+    args = ("kernels", *TINY, "--mode", "greedy", "--batch-size", "1", "--impl", "torch", "--no-charts", "-o",
+            str(tmp_path))
+    assert run(*args).exit_code == 0
+    result = run(*args, "--resume")
+    assert result.exit_code == 0, result.output
+    said = _one_line(result.stdout)
+    assert f"writing to {tmp_path}/ (1 row already there is kept, not run again)" in said
+    assert f"nothing was left to run: every row of this grid was already in {tmp_path}/" in said
+    assert "median µs" not in said  # no empty table
+    assert len(_records(tmp_path)) == 1

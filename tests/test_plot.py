@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from specbench import results, sweep
+from specbench import bench_charts, results, sweep
 from specbench.bench_charts import render_kernel_charts
 from specbench.cli import app
 from specbench.scenarios import make_profile
@@ -50,6 +50,19 @@ def test_charts_are_drawn_per_group_from_records_alone(tmp_path):
         "time_vs_batch_Lfull-bfloat16.png", "throughput_vs_batch_Lfull-bfloat16.png",
     ])
     assert all(p.parent == tmp_path and _is_png(p) for p in paths)
+
+
+def test_each_method_other_than_token_gets_its_own_row_of_panels(tmp_path, monkeypatch):
+    records = [_record(impl, b, 3, method=method) for impl in ("torch", "triton") for b in (1, 8)
+               for method in ("token", "block")]
+    titles = []
+    save = bench_charts._save
+    monkeypatch.setattr(bench_charts, "_save", lambda fig, path: titles.extend(
+        ax.get_title() for ax in fig.axes if ax.get_title()) or save(fig, path))
+    render_kernel_charts(records, tmp_path)
+    assert sorted(set(titles)) == ["probabilistic/logits method=block, K=3, V=128256",
+                                   "probabilistic/logits method=block, V=128256",
+                                   "probabilistic/logits, K=3, V=128256", "probabilistic/logits, V=128256"]
 
 
 def test_no_successful_rows_no_charts(tmp_path):
@@ -109,6 +122,43 @@ def test_plot_of_json_that_is_not_a_results_file_says_what_it_holds(tmp_path, pa
 
 
 def test_plot_of_a_folder_with_nothing_to_draw_says_so(tmp_path):
-    _write(tmp_path, [_record("torch", 1, 3, status="skipped")])
+    _write(tmp_path, [_record("torch", 1, 3, status="skipped"), _record("triton", 1, 3, status="FAIL")])
     result = CliRunner().invoke(app, ["plot", str(tmp_path)])
-    assert result.exit_code == 2 and "has no records to chart (kinds: kernels)" in " ".join(result.stderr.split())
+    assert result.exit_code == 2 and (f"{tmp_path / 'results.json'} has no records to chart: every one of its 2 "
+                                      f"kernels rows was skipped or failed, so none was timed") in " ".join(
+        result.stderr.split())
+    _write(tmp_path / "other", [{"kind": "mystery"}])
+    result = CliRunner().invoke(app, ["plot", str(tmp_path / "other")])
+    assert result.exit_code == 2 and "has no records to chart (kinds: mystery)" in " ".join(result.stderr.split())
+
+
+def test_plot_of_a_file_without_records_names_the_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("e4.json").write_text('{"metadata": {}, "records": []}')
+    result = CliRunner().invoke(app, ["plot", "e4.json"])
+    assert result.exit_code == 2 and "error: e4.json has no records to chart (its records list is empty)" in " ".join(
+        result.stderr.split())
+
+
+@pytest.mark.parametrize("field, value", [("median_us", -5.0), ("median_us", float("nan")), ("median_us", 0),
+                                          ("median_us", "fast"), ("batch_size", 0), ("tokens_per_s", float("inf"))])
+def test_plot_refuses_values_no_chart_can_draw(tmp_path, field, value):
+    _write(tmp_path, [_record("torch", 1, 3), _record("torch", 8, 3, **{field: value})])
+    result = CliRunner().invoke(app, ["plot", str(tmp_path)])
+    message = " ".join(result.stderr.split())
+    assert result.exit_code == 2, result.output
+    assert (f"has a record whose values its charts cannot use ({field} {value!r} in an ok row of 'torch'; a chart "
+            f"needs a finite number above 0)") in message
+    assert "Warning" not in result.output and not list(tmp_path.glob("*.png"))
+
+
+@pytest.mark.parametrize("args, said", [(["plot", ""], "DIR needs a results folder or file name, got ''"),
+                                        (["plot", "RUN", "-o", ""], "--output needs a folder name, got ''"),
+                                        (["plot", "RUN", "-o", " "], "--output needs a folder name, got ' '")])
+def test_plot_refuses_an_empty_path_rather_than_take_the_current_folder(tmp_path, monkeypatch, args, said):
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "RUN", _grid())
+    _write(tmp_path, _grid())
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and f"error: {said}" in result.stderr
+    assert not list(tmp_path.glob("*.png")) and not list((tmp_path / "RUN").glob("*.png"))

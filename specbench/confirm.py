@@ -56,7 +56,8 @@ def _acceptance_arguments(label: str) -> list[str] | None:
 def retime_arguments(record: dict, metadata: dict, output: Path) -> list[str] | None:
     """The ``specbench kernels`` arguments that time ``record``'s case alone as ``metadata``'s run did,
     writing to ``output``; None when the case cannot be re-made from its record (a scenario's profile)."""
-    acceptance = _acceptance_arguments(str(record["acceptance"]))
+    natural = record.get("inputs") == "natural"  # natural inputs set their own acceptance, from their noise
+    acceptance = [] if natural else _acceptance_arguments(str(record["acceptance"]))
     if acceptance is None:
         return None
     sources = {f.get("name"): f.get("source") for f in metadata.get("implementation_facts") or []
@@ -66,11 +67,20 @@ def retime_arguments(record: dict, metadata: dict, output: Path) -> list[str] | 
     settings = {**results.UNRECORDED["timing"], **(metadata.get("timing") or {})}  # a folder from before a setting
     gpu = on_gpu(metadata)
     arguments = ["kernels", "--device", "cuda" if gpu else "cpu", "--impl", impl, "--mode", record["mode"],
-                 "--batch-size", str(record["batch_size"]), "--num-spec-tokens", str(record["num_spec_tokens"]),
+                 "--batch-size", str(record["batch_size"]),
+                 # a tree's K is its depth, set by --tree (its records' num_spec_tokens count its nodes)
+                 *(["--num-spec-tokens", str(record["num_spec_tokens"])] if record.get("tree") is None else []),
                  "--vocab-size", str(record["vocab_size"]), "--dtype", record["dtype"],
                  "--target", record.get("target") or "logits", *acceptance]
     if record["mode"] == "probabilistic":
         arguments += ["--draft", record["draft"]]
+    # what else names the case (records.record_key): the method, natural inputs and their noise, the tree's shape
+    if record.get("method") not in (None, "token"):
+        arguments += ["--method", record["method"]]
+    if natural:
+        arguments += ["--inputs", "natural", "--draft-noise", str(record["draft_noise"])]
+    if record.get("tree") is not None:
+        arguments += ["--tree", record["tree"]]
     for name in ("top_k", "top_p", "min_p", "logprobs"):
         if record.get(name) is not None:
             arguments += [f"--{name.replace('_', '-')}", str(record[name])]

@@ -647,6 +647,28 @@ def test_confirm_retimes_a_slower_case_in_a_fresh_process(quick_run, tmp_path):
     assert calls[0][calls[0].index("--max-ms") + 1] == "5.0" and "--no-l2-flush" in calls[0]
 
 
+@pytest.mark.parametrize("options", [["--method", "block", "-l", "2"], ["--inputs", "natural", "--draft-noise", "1.5"],
+                                     ["--tree", "2x2", "-l", "2"]])
+def test_retime_arguments_remake_a_case_of_another_method_natural_inputs_or_a_tree(tmp_path, options):
+    # the re-timing must time the same case (the same records.record_key), or --confirm can only say it failed
+    from specbench import confirm
+    from specbench.records import record_key
+
+    small = ["--device", "cpu", "--impl", "torch", "--mode", "probabilistic", "-b", "1", "--vocab-size", "64",
+             "--max-ms", "0", "--min-samples", "3", "--max-samples", "3", "--warmup", "0", "--no-charts"]
+    first = runner.invoke(app, ["kernels", *small, *(["-k", "2"] if "--tree" not in options else []), *options,
+                                "-o", str(tmp_path / "run")])
+    assert first.exit_code == 0, first.output
+    metadata, records = results.read_results(tmp_path / "run")
+    record = records[-1]  # (a tree run times the chain of its depth first)
+    assert record.get("method") == "block" or record.get("inputs") == "natural" or record.get("tree") == "2x2"
+    arguments = confirm.retime_arguments(record, metadata, tmp_path / "again")
+    again = runner.invoke(app, arguments)
+    assert again.exit_code == 0, (arguments, again.output)
+    _, retimed = results.read_results(tmp_path / "again")
+    assert record_key(record) in [record_key(r) for r in retimed if r["status"] == "ok"], arguments
+
+
 def test_retime_arguments_remake_the_case_and_a_failed_retiming_keeps_the_verdict(quick_run, tmp_path):
     from specbench import confirm
 

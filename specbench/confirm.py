@@ -3,9 +3,9 @@
 A run's slower verdict can come from that process alone (its clocks, its placement, a neighbour's
 load). For each slower kernels case, ``confirm_slower`` runs ``specbench kernels`` for that one
 case in a new process on this machine (``retime_arguments``: the current run's implementation,
-shape, acceptance, sampling, timer and timing settings, seed and threads), with the code checked
-out here, and judges its samples against the baseline's as the comparison did, at the same
-threshold. The case stays ``slower`` only if the re-timing says slower too ("confirmed" in its
+shape, acceptance, method, natural inputs or tree, sampling, timer and timing settings, seed and
+threads), with the code checked out here, and judges its samples against the baseline's as the
+comparison did, at the same threshold. The case stays ``slower`` only if the re-timing says slower too ("confirmed" in its
 note); otherwise it becomes ``inconclusive``, its note giving both measurements. A case that
 cannot be re-timed (a scenario's profile, a re-timing that fails) stays slower and says why.
 This machine must be the current run's device: a re-timing elsewhere would confirm nothing.

@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from specbench import results
-from specbench.compare_inputs import by_key, kernels_label, setting_differences, timing_problem
+from specbench.compare_inputs import by_key, check_schema, check_timings, kernels_label, setting_differences
 from specbench.errors import SpecbenchError
-from specbench.records import field_problem
+from specbench.records import KEY_FIELDS, refuse_unreadable
 
 SAFETY_FACTOR = 3.0
 FLOOR = 0.02
@@ -156,21 +156,12 @@ def _load(path: str | Path) -> tuple[dict[str, Any], list[dict]]:
     """A kernels run whose schema this code knows, every row of it readable and every timed row (status
     ``ok``) holding usable numbers (``compare_inputs``' rules, worded for a calibration)."""
     metadata, records = results.read_results(path)
-    version = metadata.get("schema_version", 1)
-    if not isinstance(version, int) or version > results.SCHEMA_VERSION:
-        raise SpecbenchError(f"{path} was written with results schema {version!r}, newer than this specbench reads "
-                             f"({results.SCHEMA_VERSION}); update specbench to calibrate from it")
+    check_schema(path, metadata, "calibrate from")
     if metadata.get("kind") != "kernels":
         raise SpecbenchError(f"{path} holds a {metadata.get('kind')} run; a calibration reads kernels runs")
     file = results.results_file(path)
-    for index, record in enumerate(records):
-        problem = field_problem(record)
-        if problem:
-            raise SpecbenchError(f"{file}: record {index} {problem}, so calibrate cannot tell which case it is")
-        problem = timing_problem(record) if record.get("status") == "ok" else None
-        if problem:
-            raise SpecbenchError(f"{file}: the case {kernels_label(record)} is marked ok but {problem}: broken timing "
-                                 f"data, so nothing is calibrated; make that run again")
+    refuse_unreadable(file, records, KEY_FIELDS, "so calibrate cannot tell which case it is")
+    check_timings(file, records, "nothing is calibrated")
     return metadata, records
 
 

@@ -93,11 +93,11 @@ def _options(
     try:
         console.set_table_format(output_format)
     except SpecbenchError as exc:
-        if ctx.get_parameter_source("output_format") is not ParameterSource.ENVIRONMENT:
-            console.fail(str(exc))
-        # the value came from the environment, not the command line: name the variable to fix
-        console.fail(f"SPECBENCH_FORMAT (the environment's --format) must be one of "
-                     f"{', '.join(console.TABLE_FORMATS)}, got {output_format!r}; fix or unset it")
+        if ctx.get_parameter_source("output_format") is ParameterSource.ENVIRONMENT:
+            # the value came from the environment, not the command line: name the variable to fix
+            console.fail(f"SPECBENCH_FORMAT (the environment's --format) must be one of "
+                         f"{', '.join(console.TABLE_FORMATS)}, got {output_format!r}; fix or unset it")
+        console.fail(str(exc))
 
 
 for name, command in (("sweep", cli_sweep.sweep_command), ("kernels", cli_bench.kernels_command),

@@ -27,6 +27,8 @@ from specbench.console import (
     fail,
     fail_after_saving,
     lazy_module,
+    plural,
+    print_notes,
     print_table,
     stopped,
 )
@@ -291,16 +293,6 @@ def _implementations(names: list[str], device: str, interpret: bool) -> list:
     return usable
 
 
-def _folder(option: str, text: str | None) -> Path | None:
-    """An output folder given as text (None: not given); an empty one, which a ``Path`` takes for the current
-    folder, is refused."""
-    if text is None:
-        return None
-    if not text.strip():
-        raise SpecbenchError(f"{option} needs a folder name, got {text!r}")
-    return Path(text)
-
-
 def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
     return "-" if value is None else f"{value:{spec}}{suffix}"
 
@@ -521,7 +513,7 @@ def kernels_command(
         _run_on_devices(ctx, devices, output=output, no_charts=no_charts, shard=shard, resume=resume, device=device)
         return
     try:
-        folder = _folder("--output", output)
+        folder = results.output_folder("--output", output)
         run = _plan_run(**ctx.params)
         opened = _open_run(run, folder, resume)
     except SpecbenchError as exc:
@@ -696,8 +688,7 @@ def _time_run(run: _PlannedRun, opened: _OpenedRun, no_charts: bool) -> None:
     thread_count, shard_choice, num_cases, metadata = run.threads, run.shard, run.num_cases, run.metadata
     out_dir, previous, writer, peak, resume = opened
     machine.use_threads(thread_count)
-    for note in run.notes:
-        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+    print_notes(run.notes)
     busy = machine.busy_warning(metadata["load_average_start"], thread_count, at_end=False)
     if busy:
         error_console.print(f"[yellow]warning:[/] {escape(busy)}", highlight=False)
@@ -763,10 +754,10 @@ def _conclude(new_records: list[dict], out_dir: Path, charts: list) -> None:
     failed = [r for r in new_records if r["status"] == "FAIL"]
     if failed:
         names = list(dict.fromkeys(r["impl"] for r in failed))  # one implementation may fail in several rows
-        error_console.print(f"[bold red]FAIL:[/] {len(names)} implementation{'s' * (len(names) != 1)} "
-                            f"({escape(', '.join(names))}) {'disagree' if len(names) != 1 else 'disagrees'} with the "
-                            f"torch reference in {len(failed)} row{'s' * (len(failed) != 1)} (see the FAIL rows "
-                            f"above); those rows were not timed", highlight=False)
+        error_console.print(f"[bold red]FAIL:[/] {plural(len(names), 'implementation')} ({escape(', '.join(names))}) "
+                            f"{'disagree' if len(names) != 1 else 'disagrees'} with the torch reference in "
+                            f"{plural(len(failed), 'row')} (see the FAIL rows above); those rows were not timed",
+                            highlight=False)
         raise typer.Exit(1)
     if new_records and all(r["status"] == "skipped" for r in new_records):
         reasons = list(dict.fromkeys(r["reason"] for r in new_records))
@@ -869,7 +860,7 @@ def _run_on_devices(ctx: typer.Context, devices: str, *, output: str | None, no_
     try:
         if not devices.strip():
             raise SpecbenchError(f"--devices needs all or GPU indices such as 0,1, got {devices!r}")
-        out_dir = _folder("--output", output)
+        out_dir = results.output_folder("--output", output)
         for option, given in (("--shard", shard is not None), ("--resume", resume)):
             if given:
                 raise SpecbenchError(f"--devices splits the grid into one shard per GPU itself, so it cannot be "
@@ -908,7 +899,7 @@ def plot_command(
     try:
         if not directory.strip():
             raise SpecbenchError(f"DIR needs a results folder or file name, got {directory!r}")
-        out_dir = _folder("--output", output)
+        out_dir = results.output_folder("--output", output)
         _, records = results.read_results(directory)
     except SpecbenchError as exc:
         fail(str(exc))
@@ -932,8 +923,8 @@ def plot_command(
         if not records:
             fail(f"{path} has no records to chart (its records list is empty)")
         if kinds == ["kernels"] and all(r.get("status") in ("skipped", "FAIL") for r in records):
-            fail(f"{path} has no records to chart: every one of its {len(records)} kernels "
-                 f"row{'s' * (len(records) != 1)} was skipped or failed, so none was timed")
+            fail(f"{path} has no records to chart: every one of its {plural(len(records), 'kernels row')} was "
+                 f"skipped or failed, so none was timed")
         fail(f"{path} has no records to chart (kinds: {', '.join(kinds)})")
     for chart in charts:
         console.print(f"chart: {escape(str(chart))}", highlight=False)

@@ -14,7 +14,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from specbench.console import console, error_console, fail, lazy_module, plural, print_table
+from specbench.console import console, error_console, fail, lazy_module, plural, print_notes, print_table
 from specbench.errors import SpecbenchError
 
 compare = lazy_module("specbench.compare")
@@ -79,8 +79,7 @@ def compare_command(
     for warning in comparison.warnings():
         error_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     print_table(_table(comparison))
-    for note in comparison.notes:
-        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+    print_notes(comparison.notes)
     for title, names in (("only in the baseline", comparison.only_in_baseline),
                          ("only in the current run", comparison.only_in_current),
                          ("not timed in both (FAIL or skipped)", comparison.not_compared)):

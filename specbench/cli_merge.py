@@ -34,10 +34,7 @@ def merge_command(
 ) -> None:
     """Join the shards of a kernels or sweep run (--shard I/N) into one run that compare, plot and export read."""
     try:
-        # a str, not a Path: Path("") is the current folder, where the merged run would land unasked
-        if output is not None and not output.strip():
-            raise SpecbenchError(f"--output needs a folder name, got {output!r}")
-        merged = merge.merge_runs(folders, None if output is None else Path(output), allow_partial)
+        merged = merge.merge_runs(folders, results.output_folder("--output", output), allow_partial)
         if no_charts:
             charts = []
         elif merged.metadata["kind"] == "kernels":

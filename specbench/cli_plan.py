@@ -16,8 +16,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from specbench import acceptance
-from specbench.cli_sweep import _numbers, _once, _single, once_shapes, print_notes
-from specbench.console import console, fail, lazy_module, print_table
+from specbench.cli_sweep import _numbers, _once, _single, once_shapes
+from specbench.console import console, error_console, fail, lazy_module, print_notes, print_table
 from specbench.errors import SpecbenchError
 
 plan = lazy_module("specbench.plan")
@@ -253,8 +253,7 @@ def plan_command(
 ) -> None:
     """Which K to run at each batch size, with its gain and interval, and the vLLM/SGLang configuration."""
     try:
-        if output is not None and not output.strip():
-            raise SpecbenchError("--output needs a folder name, got ''")
+        out_folder = results.output_folder("--output", output)
         k_max = _single("--max-k", max_k, int)
         draws = _single("--bootstrap", bootstrap, int)
         if draws < 20:
@@ -267,7 +266,7 @@ def plan_command(
                            cost_ratio, target_ms)
         shapes, rates_of_trees = plan_trees(tree or [], tree_rates, notes)
         records, summary = plan.run_plan(plan.PlanSettings(profile, model, sizes, scenario, shapes, rates_of_trees))
-        out_dir, _, _ = results.open_output(None if output is None else Path(output), "plan")
+        out_dir, _, _ = results.open_output(out_folder, "plan")
         metadata = results.collect_metadata("cpu", kind="plan", plan=summary, scenario=scenario,
                                             profiles=[profile.name], num_cases=len(records))
         writer = results.ResultsWriter(out_dir, metadata)
@@ -279,7 +278,7 @@ def plan_command(
         fail(str(exc))
     except OSError as exc:
         fail(f"cannot write the plan's files: {exc.strerror or exc}")
-    print_notes(notes)
+    print_notes(notes, error_console)
     print_table(k_table(summary))
     console.print()
     print_table(speedup_table(plan.chain_records(records)))

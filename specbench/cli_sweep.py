@@ -28,6 +28,7 @@ from specbench.console import (
     fail_after_saving,
     lazy_module,
     plural,
+    print_notes,
     print_table,
     stopped,
 )
@@ -102,11 +103,6 @@ def _once(option: str, values: list, notes: list[str], shown=None) -> list:
         notes.append(f"{option} gives {', '.join(repeated)} more than once; "
                      f"{'it is' if len(repeated) == 1 else 'each is'} taken once")
     return kept
-
-
-def print_notes(notes: list[str]) -> None:
-    for note in notes:
-        error_console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
 
 
 def _profiles(
@@ -517,8 +513,7 @@ def _open_sweep(
     seed_value = rng.check_seed(_single("--seed", seed, int))
     cost = None if cost_ratio is None else acceptance.check_cost_ratio(_single("--cost-ratio", cost_ratio, float))
     thread_count = machine.parse_threads(threads)
-    if output is not None and not output.strip():
-        raise SpecbenchError("--output needs a folder name, got ''")
+    out_folder = results.output_folder("--output", output)
     device_name = sweep.resolve_device(device)
     # trees run the torch simulation; natural cases the torch reference unless --backend triton says otherwise
     backend_name = "torch" if tree or (natural and backend == "auto") else sweep.resolve_sweep_backend(backend,
@@ -544,7 +539,7 @@ def _open_sweep(
         ("seed", "--seed"), ("backend", "--backend"), ("device", "device"), ("num_requests", "--num-requests"),
         ("cost_ratio", "--cost-ratio"), ("profiles", "profile list"))}
     same["shard"] = ("--shard", metadata.get("shard"))
-    out_dir, previous, earlier = results.open_output(None if output is None else Path(output), "sweep", resume,
+    out_dir, previous, earlier = results.open_output(out_folder, "sweep", resume,
                                                      same)
     done = _resumable(previous, profiles, out_dir)
     metadata["finished_cases"] = len(done)
@@ -561,7 +556,7 @@ def _time_sweep(run: _SweepRun, no_charts: bool) -> None:
     shard_choice, others, steps, out_dir, done = run.shard, run.others, run.steps, run.out_dir, run.done
     writer, metadata = run.writer, run.metadata
     machine.use_threads(thread_count)
-    print_notes(run.notes)
+    print_notes(run.notes, error_console)
     _warn_if_busy(metadata["load_average_start"], thread_count, at_end=False)
     if shard_choice:
         console.print(f"shard {shard_choice}: {len(profiles) - len(others)} of the {plural(len(profiles), 'case')}",

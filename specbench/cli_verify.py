@@ -20,7 +20,18 @@ from rich.markup import escape
 from rich.table import Table
 
 from specbench import machine, methods
-from specbench.console import STOPPED, console, error_console, fail, lazy_module, print_error, print_table, stopped
+from specbench.cli_bench import _items  # comma lists read as kernels reads them
+from specbench.console import (
+    STOPPED,
+    console,
+    error_console,
+    fail,
+    lazy_module,
+    print_error,
+    print_notes,
+    print_table,
+    stopped,
+)
 from specbench.errors import SpecbenchError
 
 exactness = lazy_module("specbench.exactness")
@@ -51,14 +62,6 @@ def _number(text: str, option: str, kind: type, low: float, high: float | None =
         bound = f"in [{low:g}, {high_text or format(high, 'g')})" if high is not None else f"at least {low:g}"
         raise SpecbenchError(f"{option} must be {bound}, got {text}")
     return value
-
-
-def _items(option: str, text: str) -> list[str]:
-    """A comma-separated list; an empty item (``torch,``, ``a,,b``) is malformed, as ``kernels`` says."""
-    values = [item.strip() for item in text.split(",")]
-    if not all(values):
-        raise SpecbenchError(f"{option} takes comma-separated values, got {text!r}")
-    return values
 
 
 def _table(checks: list) -> Table:
@@ -197,8 +200,7 @@ def verify_command(
                             seed=seed, interpret=interpret, method=method, tree=tree, json_path=json_path)
     except SpecbenchError as exc:
         fail(str(exc))
-    for note in plan.notes:
-        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+    print_notes(plan.notes)
     _check_all(plan, _runnable(plan), plan.json_path)
 
 

@@ -79,6 +79,7 @@ from specbench.compare_inputs import (
     SettingDifference,
     by_key,
     check_records,
+    check_schema,
     kernels_label,
     on_gpu,
     setting_differences,
@@ -279,13 +280,7 @@ def load_run(path: str | Path) -> tuple[dict[str, Any], list[dict]]:
     from its records must be there and of its type, and a kernels run's timed rows must hold usable
     numbers (``compare_inputs.check_records``)."""
     metadata, records = results.read_results(path)
-    version = metadata.get("schema_version", 1)
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise SpecbenchError(f"{path} gives results schema {version!r}, which is not a schema number (a whole "
-                             f"number from 1); restore its metadata's schema_version")
-    if version > results.SCHEMA_VERSION:
-        raise SpecbenchError(f"{path} was written with results schema {version}, newer than this specbench reads "
-                             f"({results.SCHEMA_VERSION}); update specbench to compare it")
+    check_schema(path, metadata, "compare")
     kind = metadata.get("kind")
     if kind is None:
         raise SpecbenchError(f"{path} does not say what kind of run it holds (its metadata has no kind); compare "

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from specbench.errors import SpecbenchError
-from specbench.records import KEY_FIELDS, NUMBER, TEXT, WHOLE, FieldType, field_problem
-from specbench.results import UNRECORDED
+from specbench.records import KEY_FIELDS, NUMBER, POSITIVE, TEXT, WHOLE, FieldType, refuse_unreadable
+from specbench.results import SCHEMA_VERSION, UNRECORDED
 
 VERSION_FIELDS = ("specbench", "torch", "triton", "python", "driver", "cuda")
 # sample budgets and placements: they change how many samples a row has (the interval's width) or how many
@@ -123,7 +123,7 @@ def _as_json(value: Any) -> str:
         return repr(value)
 
 
-def timing_problem(record: dict) -> str | None:
+def _timing_problem(record: dict) -> str | None:
     median = record.get("median_us")
     if not (_number(median) and median > 0):
         return f"its median_us is {_as_json(median)}, not a positive number of microseconds"
@@ -142,21 +142,33 @@ def timing_problem(record: dict) -> str | None:
     return None
 
 
-def check_timings(path: Path, records: list[dict]) -> None:
+def check_schema(path: str | Path, metadata: dict[str, Any], to: str) -> None:
+    """Refuse a results file whose metadata gives no schema number, or a newer one than this code reads (``to``:
+    what the reader would do with it, ``compare``, ``calibrate from``)."""
+    version = metadata.get("schema_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise SpecbenchError(f"{path} gives results schema {version!r}, which is not a schema number (a whole "
+                             f"number from 1); restore its metadata's schema_version")
+    if version > SCHEMA_VERSION:
+        raise SpecbenchError(f"{path} was written with results schema {version}, newer than this specbench reads "
+                             f"({SCHEMA_VERSION}); update specbench to {to} it")
+
+
+def check_timings(path: Path, records: list[dict], outcome: str = "nothing is compared") -> None:
     """Refuse a kernels file in which a timed row (status ``ok``) holds a median, percentile or
     sample that is not a usable number (null, NaN, text, negative, all samples 0); the message
-    names the file and the case."""
+    names the file and the case, and says the reader's ``outcome``."""
     for index, record in enumerate(records):
         if record.get("kind") != "kernels" or record.get("status") != "ok":
             continue
-        problem = timing_problem(record)
+        problem = _timing_problem(record)
         if problem:
             try:
                 case = kernels_label(record)
             except (KeyError, TypeError, ValueError):
                 case = f"record {index}"
             raise SpecbenchError(f"{path}: the case {case} is marked ok but {problem}: broken timing data, so "
-                                 f"nothing is compared; rerun that case")
+                                 f"{outcome}; rerun that case")
 
 
 # what compare reads from each record of a run of each kind, as ``records.field_problem`` checks it (type, and
@@ -165,7 +177,6 @@ def check_timings(path: Path, records: list[dict]) -> None:
 # mean acceptance length and histogram; a plan row's key (a plan run's records of kind "plan" only), step time and
 # acceptance length with its interval. Fields compare only tests for equality (a sweep's seeds, a plan's is_best)
 # may hold anything.
-POSITIVE: FieldType = ("a positive number", lambda value: NUMBER[1](value) and value > 0)
 NUMBERS: FieldType = ("a list of numbers", lambda value: isinstance(value, list) and all(map(NUMBER[1], value)))
 COUNTS: FieldType = ("a list of whole-number counts",
                      lambda value: isinstance(value, list) and all(WHOLE[1](x) and x >= 0 for x in value))
@@ -183,11 +194,8 @@ def check_records(path: Path, kind: str, records: list[dict]) -> None:
     """Refuse a run of ``kind`` (kernels, sweep or plan) in which a record compare reads lacks a field of ``FIELDS``
     or holds one of another type, naming the file, the record (its index in ``records``) and the field; then a
     kernels run's timings (``check_timings``)."""
-    for index, record in enumerate(records):
-        problem = field_problem(record, FIELDS[kind]) if kind != "plan" or record.get("kind") == "plan" else None
-        if problem:
-            raise SpecbenchError(f"{path}: record {index} {problem}, so compare cannot read that {kind} record; "
-                                 f"restore the field or make the run again")
+    refuse_unreadable(path, records, FIELDS[kind], f"so compare cannot read that {kind} record; restore the field "
+                      f"or make the run again", only=lambda record: kind != "plan" or record.get("kind") == "plan")
     if kind == "kernels":
         check_timings(path, records)
 

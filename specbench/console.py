@@ -72,6 +72,12 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
+def print_notes(notes: list[str], out: Console | None = None) -> None:
+    """Each of ``notes`` as a yellow ``note:`` line on ``out`` (default: stdout), never read as rich markup."""
+    for note in notes:
+        (out or console).print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+
+
 def print_error(message: str) -> None:
     """One red line on stderr: never wrapped, never read as rich markup."""
     error_console.print(f"[bold red]error:[/] {escape(str(message))}", highlight=False, soft_wrap=True)

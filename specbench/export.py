@@ -50,7 +50,7 @@ from typing import Any
 
 from specbench import results
 from specbench.errors import SpecbenchError
-from specbench.records import NUMBER, TEXT, WHOLE, FieldType, describe_record, field_problem
+from specbench.records import KEY_FIELDS, NUMBER, POSITIVE, TEXT, WHOLE, FieldType, describe_record, refuse_unreadable
 
 FORMATS = ("bencher", "github-action-benchmark", "csv")
 # Bencher's own limits: a benchmark name of at most 1024 characters, a measure slug of at most 64
@@ -69,7 +69,6 @@ KEY_COLUMNS = {
 RUN_COLUMNS = ("commit", "device")
 _JSON_ONLY = ("samples_us",)
 STATUS: FieldType = ("ok, FAIL or skipped", lambda value: value in ("ok", "FAIL", "skipped"))
-POSITIVE: FieldType = ("a positive number", lambda value: NUMBER[1](value) and value > 0)
 # what export reads from a row of each kind, besides a kernels row's case (records.KEY_FIELDS): field -> (type,
 # whether a row must hold it); a kernels row marked ok must also hold a median (check_rows)
 READ_FIELDS: dict[str, dict[str, tuple[FieldType, bool]]] = {
@@ -119,9 +118,9 @@ def check_rows(file: Path, kind: str, rows: list) -> None:
         if not isinstance(row, dict):
             raise SpecbenchError(f"{file}: record {index} is {json.dumps(row, default=repr)}, not an object, so "
                                  f"export cannot read it as a {kind} row")
-        problem = field_problem(row, READ_FIELDS[kind]) or (field_problem(row) if kind == "kernels" else None)
-        if problem:
-            raise SpecbenchError(f"{file}: record {index} {problem}, so export cannot read it as a {kind} row")
+    fields = {**READ_FIELDS[kind], **(KEY_FIELDS if kind == "kernels" else {})}
+    refuse_unreadable(file, rows, fields, f"so export cannot read it as a {kind} row")
+    for index, row in enumerate(rows):
         if kind != "kernels" or row["status"] != "ok":
             continue
         for key in ("median_us", "p20_us", "p80_us"):

@@ -84,7 +84,7 @@ def _check_alike(first: tuple[Path, dict], other: tuple[Path, dict], kind: str) 
 
 
 def _read(folders: Sequence[Path]) -> list[tuple[Path, dict, list[dict]]]:
-    from specbench.records import KEY_FIELDS, WHOLE, field_problem
+    from specbench.records import KEY_FIELDS, WHOLE, refuse_unreadable
 
     # what merge reads of a record: the fields of its key (record_key) and the case position it sorts by
     fields = {"kernels": {**KEY_FIELDS, "case": (WHOLE, False)}, "sweep": {"case": (WHOLE, False)}}
@@ -99,10 +99,7 @@ def _read(folders: Sequence[Path]) -> list[tuple[Path, dict, list[dict]]]:
                                  f"numbers; merge joins the shards of one sharded run as --shard wrote them")
         if metadata.get("kind") not in SETTINGS:
             raise SpecbenchError(f"{folder} holds a {metadata.get('kind')} run; merge joins kernels and sweep shards")
-        for index, record in enumerate(records):
-            problem = field_problem(record, fields[metadata["kind"]])
-            if problem:
-                raise SpecbenchError(f"{folder}: record {index} {problem}, so merge cannot tell which case it is")
+        refuse_unreadable(folder, records, fields[metadata["kind"]], "so merge cannot tell which case it is")
         runs.append((Path(folder), metadata, records))
     return runs
 

@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from specbench.errors import SpecbenchError
 from specbench.sampling_cases import KNOBS, sampling_key, sampling_label
 
 # a cold median this many times faster than bytes_needed over the copy bandwidth is flagged
@@ -23,6 +24,7 @@ TEXT: FieldType = ("a string", lambda value: isinstance(value, str))
 WHOLE: FieldType = ("a whole number", lambda value: isinstance(value, int) and not isinstance(value, bool))
 NUMBER: FieldType = ("a finite number", lambda value: isinstance(value, (int, float)) and not isinstance(value, bool)
                      and math.isfinite(value))
+POSITIVE: FieldType = ("a positive number", lambda value: NUMBER[1](value) and value > 0)
 FLAG: FieldType = ("true or false", lambda value: isinstance(value, bool))
 NAMES: FieldType = ("a list of strings",
                     lambda value: isinstance(value, list) and all(isinstance(x, str) for x in value))
@@ -53,6 +55,17 @@ def field_problem(record: dict, fields: dict[str, tuple[FieldType, bool]] = KEY_
         if not fits(record[name]):
             return f"has {name} {json.dumps(record[name], default=repr)} where {words} belongs"
     return None
+
+
+def refuse_unreadable(where: object, records: list[dict], fields: dict[str, tuple[FieldType, bool]],
+                      consequence: str, only: Callable[[dict], bool] = lambda record: True) -> None:
+    """A ``SpecbenchError`` for the first of ``records`` (those ``only`` keeps) that ``field_problem`` cannot
+    read through ``fields``: ``{where}: record {index} {problem}, {consequence}``, the index counting every
+    record, the reader's ``consequence`` saying what it cannot do (``so merge cannot tell which case it is``)."""
+    for index, record in enumerate(records):
+        problem = field_problem(record, fields) if only(record) else None
+        if problem:
+            raise SpecbenchError(f"{where}: record {index} {problem}, {consequence}")
 
 
 def describe_record(record: dict) -> str:

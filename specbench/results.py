@@ -249,6 +249,16 @@ def _setting(value: Any) -> str:
     return repr(value)
 
 
+def output_folder(option: str, text: str | None) -> Path | None:
+    """An output folder given as text (None: not given); an empty one, which a ``Path`` takes for the current
+    folder, where the run would land unasked, is refused."""
+    if text is None:
+        return None
+    if not text.strip():
+        raise SpecbenchError(f"{option} needs a folder name, got {text!r}")
+    return Path(text)
+
+
 # the files of a results folder that its readers take
 RUN_FILES = (RESULTS_JSON, RESULTS_JSON_GZ, RESULTS_CSV, RESULTS_LONG_CSV)
 

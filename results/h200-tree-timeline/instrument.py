@@ -32,8 +32,9 @@ def _sub(text: str, old: str, new: str, count: int = 1) -> str:
     return text.replace(old, new)
 
 
-def main() -> None:
-    text = SOURCE.read_text()
+def common_probes(text: str) -> str:
+    """The probes every version of the split path takes: the probe function, the kernels' three pointers, the rows
+    kernel's stamps, the finish kernel's first and last (another folder's instrument.py adds its own between)."""
     text = _sub(text, "\n# what is left to emit when a walk stops", PROBE + "# what is left to emit when a walk stops")
     # the two kernels' signatures: three pointers after CHUNK
     text = _sub(text, "    V, N, ROW_SPLITS, RACE_SPLITS, CHUNK,\n    MODE: tl.constexpr,",
@@ -54,7 +55,14 @@ def main() -> None:
     text = _sub(text, "        if MODE != MODE_GREEDY:\n            state = WALKED\n",
                 "        tl.store(dbg_last_ptr + b * 8 + 1, _now(final + place))\n"
                 "        if MODE != MODE_GREEDY:\n            state = WALKED\n")
-    # masses part: its signature and the last program's probes
+    text = _sub(text, "    pid = tl.program_id(0)\n    first = pid < batch * RACE_SPLITS\n",
+                "    pid = tl.program_id(0)\n    tl.store(dbg_fin_ptr + pid * 3, _now(pid))\n"
+                "    first = pid < batch * RACE_SPLITS\n")
+    return text.rstrip("\n") + "\n    tl.store(dbg_fin_ptr + pid * 3 + 2, _now(job + race.to(tl.int32)))\n"
+
+
+def masses_signature(text: str) -> str:
+    """The masses part's signature with the probe pointer its last program stamps through."""
     text = _sub(text, "                 num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, V, N, ROW_SPLITS, RACE_SPLITS, CHUNK,\n"
                       "                 MODE: tl.constexpr, DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr,\n"
                       "                 WITHOUT_REPLACEMENT: tl.constexpr, BLOCK: tl.constexpr, NODE_BLOCK: tl.constexpr,\n"
@@ -64,6 +72,12 @@ def main() -> None:
                 "                 MODE: tl.constexpr, DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr,\n"
                 "                 WITHOUT_REPLACEMENT: tl.constexpr, BLOCK: tl.constexpr, NODE_BLOCK: tl.constexpr,\n"
                 "                 ROW_BLOCK: tl.constexpr, S_BLOCK: tl.constexpr, CANDIDATES: tl.constexpr):")
+    return text
+
+
+def main() -> None:
+    text = common_probes(SOURCE.read_text())
+    text = masses_signature(text)  # and the masses' last program's probes
     text = _sub(text, "    if last_to_arrive(counters_ptr, b, RACE_SPLITS):\n        t_at_nodes, d_at_nodes = _values_at_nodes(",
                 "    if last_to_arrive(counters_ptr, b, RACE_SPLITS):\n"
                 "        tl.store(dbg_last_ptr + b * 8 + 2, _now(split))\n"
@@ -78,9 +92,6 @@ def main() -> None:
                 "        publish(record_i + 4, state)\n"
                 "        tl.store(dbg_last_ptr + b * 8 + 5, _now(state))\n")
     # finish kernel: start, role known, end; the racing programs' end of wait
-    text = _sub(text, "    pid = tl.program_id(0)\n    first = pid < batch * RACE_SPLITS\n",
-                "    pid = tl.program_id(0)\n    tl.store(dbg_fin_ptr + pid * 3, _now(pid))\n"
-                "    first = pid < batch * RACE_SPLITS\n")
     text = _sub(text, "        race = tl.load(record_i + 4, volatile=True) == RACING  # RACED: the race ran from candidates\n",
                 "        race = tl.load(record_i + 4, volatile=True) == RACING  # RACED: the race ran from candidates\n"
                 "        tl.atomic_min(dbg_last_ptr + b * 8 + 6, _now(race.to(tl.int32)))\n")
@@ -91,7 +102,6 @@ def main() -> None:
                       "                     NODE_BLOCK, ROW_BLOCK, S_BLOCK, CANDIDATES)\n",
                 "                     ROW_SPLITS, RACE_SPLITS, CHUNK, dbg_last_ptr, MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT,\n"
                 "                     BLOCK, NODE_BLOCK, ROW_BLOCK, S_BLOCK, CANDIDATES)\n")
-    text = text.rstrip("\n") + "\n    tl.store(dbg_fin_ptr + pid * 3 + 2, _now(job + race.to(tl.int32)))\n"
     Path(sys.argv[1]).write_text(text)
 
 

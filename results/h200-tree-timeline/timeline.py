@@ -2,7 +2,7 @@
 
     python results/h200-tree-timeline/timeline.py --batches 1,8 --drafts logits,probs --calls 200
 
-`instrument.py` writes a copy of the tree kernels with probes; this script loads it, swaps it in for the
+`instrument.py` (or the script `--instrument` names, for later code) writes a copy of the tree kernels with probes; this script loads it, swaps it in for the
 launcher's two split-path kernels (the launcher and its arguments unchanged, three probe buffers appended),
 and runs each case of `specbench kernels --tree 2x2` (the benchmark's own inputs: `bench.plan_cases`,
 `make_inputs`; L = 2, node 0's two children rejected, and `full`, the path accepted) `--calls` times, each
@@ -34,9 +34,9 @@ from specbench.kernels import launch
 PROBES = {}  # the current step's probe buffers
 
 
-def _load_timed(folder: Path):
+def _load_timed(folder: Path, instrument: str):
     path = folder / "tree_timed.py"
-    subprocess.run([sys.executable, str(Path(__file__).with_name("instrument.py")), str(path)], check=True)
+    subprocess.run([sys.executable, instrument, str(path)], check=True)
     spec = importlib.util.spec_from_file_location("tree_timed", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules["tree_timed"] = module
@@ -115,10 +115,11 @@ def main() -> int:
     parser.add_argument("--acceptances", default="2,full")
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--folder", default="/tmp/tree-timeline")
+    parser.add_argument("--instrument", default=str(Path(__file__).with_name("instrument.py")))
     args = parser.parse_args()
     folder = Path(args.folder)
     folder.mkdir(parents=True, exist_ok=True)
-    timed = _load_timed(folder)
+    timed = _load_timed(folder, args.instrument)
     device = torch.device("cuda", torch.cuda.current_device())
     (triton,) = resolve_all(["triton"])
     plain = (launch._TREE_ROWS, launch._TREE_FINISH)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The tree split path's masses tail (README.md; `git apply results/h200-tree-masses-tail/masses-tail.patch` first: the
-# change is not on main) against the kernels before (e554581, before.py), on one GPU machine, from the repository
+# The tree split path's masses tail (README.md; `git apply results/h200-tree-masses-tail/masses-tail-next.patch`, or
+# masses-tail.patch for the version timed here, first: neither is on main) against the kernels before (e554581, before.py), on one GPU machine, from the repository
 # root with OUT set and .old/tree_before_tail.py carried (e554581's specbench/kernels/tree.py
 # with a local wait_until, split.py's of that commit: `bash results/h200-tree-masses-tail/run.sh before` writes it
 # here). Steps, in this order:
@@ -21,7 +21,9 @@ for step in "$@"; do
   case $step in
     before)
       mkdir -p .old
-      git show e554581:specbench/kernels/tree.py | python3 -c '
+      # (masses-tail-next.patch keeps split.py's wait_until: e554581's file as it is; masses-tail.patch replaces it)
+      if grep -q "def wait_until" specbench/kernels/split.py; then git show e554581:specbench/kernels/tree.py > .old/tree_before_tail.py
+      else git show e554581:specbench/kernels/tree.py | python3 -c '
 import sys
 text = sys.stdin.read()
 text = text.replace("    take_ticket,\n    wait_until,\n)\n",
@@ -31,8 +33,10 @@ shim = ("\n\n@triton.jit\ndef wait_until(state_ptr, at_least):\n"
         "    spin_until(state_ptr, at_least)\n    acquire(state_ptr)\n")
 text = text.replace("\n# what is left to emit when a walk stops", shim + "\n# what is left to emit when a walk stops", 1)
 sys.stdout.write(text)' > .old/tree_before_tail.py
-      # the racer variant (variants.py): the patched tree.py, its masses part returning the racer's slice
-      python3 - <<'PY'
+      fi
+      # the racer variant (variants.py; masses-tail.patch only): the patched tree.py, its masses part returning the
+      # racer's slice
+      grep -q "return ticket" specbench/kernels/tree.py && python3 - <<'PY'
 from pathlib import Path
 text = Path("specbench/kernels/tree.py").read_text()
 for old, new in [
@@ -46,7 +50,7 @@ for old, new in [
     text = text.replace(old, new)
 Path(".old/tree_racer.py").write_text(text)
 PY
-      echo "wrote .old/tree_before_tail.py and .old/tree_racer.py" ;;
+      echo "wrote .old/tree_before_tail.py (and with masses-tail.patch .old/tree_racer.py)" ;;
     time)
       out=${OUT:?set OUT to the folder for the results}; source results/gpu-lib.sh; write_machine "$out/machine.txt"
       timeout ${TIME_LIMIT:-330} python3 -m specbench --format plain kernels --no-charts --timer graph --max-ms 40 \

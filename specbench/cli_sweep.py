@@ -534,10 +534,11 @@ def _open_sweep(
         finished_cases=0, interrupted=None,  # null until the run ends (a killed run keeps null)
         **({"shard": shard_choice.metadata(len(profiles))} if shard_choice else {}),
     )
-    # a resumed folder's cases must be this run's: same seed, backend, device, steps, cost ratios, profiles
+    # a resumed folder's cases must be this run's: same seed, backend, device, steps, cost ratios, profiles, and
+    # threads (its cases' simulation seconds and positions a second are the threads'; merge joins equal ones only)
     same = {key: (label, metadata[key]) for key, label in (
         ("seed", "--seed"), ("backend", "--backend"), ("device", "device"), ("num_requests", "--num-requests"),
-        ("cost_ratio", "--cost-ratio"), ("profiles", "profile list"))}
+        ("cost_ratio", "--cost-ratio"), ("profiles", "profile list"), ("threads", "--threads"))}
     same["shard"] = ("--shard", metadata.get("shard"))
     out_dir, previous, earlier = results.open_output(out_folder, "sweep", resume,
                                                      same)

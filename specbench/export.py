@@ -301,6 +301,10 @@ def render(path: str | Path, output_format: str) -> tuple[str, int, int]:
     kind, metadata, rows = load(path)
     if not rows:
         raise SpecbenchError(f"{path} holds no records to export")
+    try:
+        benchmark_names(kind, rows)  # each case once, or the sentence why not, naming the file
+    except SpecbenchError as exc:
+        raise SpecbenchError(f"{path}: {exc}") from exc
     if output_format == "csv":
         return to_csv(kind, rows, metadata), len(rows), len(rows)
     if output_format == "bencher":

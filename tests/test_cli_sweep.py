@@ -244,6 +244,9 @@ def test_interrupted_sweep_keeps_finished_cases(tmp_path, monkeypatch):
     assert again.exit_code == 2 and "pass --resume to continue that run" in one_line(again.stderr)
     changed = invoke(*options[:-2], "--seed", "1", "-o", str(tmp_path), "--resume")
     assert changed.exit_code == 2 and "--seed 1 differs from the run" in one_line(changed.stderr)
+    threads = 2 if metadata["threads"] == 1 else 1  # merge joins sweeps of equal threads only: so does --resume
+    changed = invoke(*options, "--threads", str(threads), "--resume")
+    assert changed.exit_code == 2 and f"--threads {threads} differs from the run" in one_line(changed.stderr)
     other = invoke("-l", "1.5,2,2.6,3", *options[2:], "--resume")
     assert other.exit_code == 2 and "profile list" in one_line(other.stderr)
     resumed = invoke(*options, "--resume")

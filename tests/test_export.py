@@ -190,7 +190,9 @@ def test_a_folder_that_is_no_result_and_a_case_held_twice_are_refused(runs, tmp_
     (tmp_path / "twice").mkdir()
     (tmp_path / "twice" / "results.json").write_text(json.dumps(payload))
     result = runner.invoke(app, ["export", str(tmp_path / "twice"), "--format", "bencher"])
-    assert result.exit_code == 2 and "share the case 'L=2 min-variance K=3'" in " ".join(result.output.split())
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and "share the case 'L=2 min-variance K=3'" in said
+    assert f"{tmp_path / 'twice'}: two rows of this sweep result share" in said  # the sentence names the file
 
 
 def test_rows_alike_but_for_their_acceptance_label_or_model_get_distinct_names(runs):

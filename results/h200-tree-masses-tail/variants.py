@@ -2,7 +2,8 @@
 results/h200-tree-masses-tail/variants.py:triton_racer`` launches ``.old/tree_racer.py`` through today's launcher
 (``tests/kernel_versions.py``). ``run.sh before``, with the patch applied, writes that file: the patched tree.py
 whose masses part returns the racer's slice (-1 for a masses program) in place of its ticket. ptxas then gives the
-finish kernel 154 registers and no stack from draft logits, where the first version took 128 and 48 bytes of stack.
+finish kernel 154 registers and no stack from draft logits, where the version timed beside it takes 128 and 48
+bytes of stack.
 """
 
 from __future__ import annotations

@@ -382,6 +382,12 @@ def resources(cubin: Path) -> dict[str, int]:
     return {key.lower(): int(value) for key, value in re.findall(r"\b(REG|STACK):(\d+)", usage)}
 
 
+def acquire_loads(ptx: str) -> int:
+    """Loads with acquire semantics (``ld.global...acquire``): a waiting program's read of a published state
+    (``split.wait_until``). An atomic add of 0 whose value goes unread compiles to nothing at all, acquire or not."""
+    return len(re.findall(r"\bld\.global(?:\.\w+)*\.acquire\b", ptx))
+
+
 def fused_shuffles(ptx: str) -> int:
     """FMAs that take a value another thread sent (a butterfly shuffle's result).
 
@@ -519,6 +525,7 @@ def _compile(index: int, arch: int, with_loops: bool) -> dict:
         row = {"kernel": kernel.fn.__name__, "constexprs": constexprs, "num_warps": warps, "dtype": dtype,
                "max_registers": register_cap(kernel, constexprs, warps), "cubin_bytes": cubin.stat().st_size,
                "fused_shuffles": fused_shuffles(compiled.asm["ptx"]),
+               "acquire_loads": acquire_loads(compiled.asm["ptx"]),
                **resources(cubin)}
         if with_loops:
             row["loops"] = sass_loops(cubin)

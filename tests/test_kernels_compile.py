@@ -31,6 +31,9 @@ def test_every_kernel_variant_compiles_for_hopper(kernel_compile_run):
     # the fused truncated step compiles with the launcher's register cap, and keeps within it
     capped = [row for row in compiled if row["kernel"] == "_verify_truncated_kernel" and row["constexprs"].get("FUSED")]
     assert capped and all(row["max_registers"] == 128 and row.get("reg", 0) <= 128 for row in capped)
+    # the tree finish kernel's waiting programs read the state they waited for with an acquire (split.wait_until)
+    finish = [row for row in compiled if row["kernel"] == "_tree_finish_kernel"]
+    assert finish and all(row["acquire_loads"] >= 1 for row in finish), [row["acquire_loads"] for row in finish]
     # a thread's own product fused into a cross-thread add leaves one sum's threads disagreeing (racecheck)
     fused = [(row["kernel"], row["constexprs"], row["dtype"]) for row in compiled if row["fused_shuffles"]]
     assert not fused, fused

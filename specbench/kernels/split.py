@@ -109,13 +109,17 @@ def _nap(value):
 
 @triton.jit
 def wait_until(state_ptr, at_least):
-    # Spin until a request's state reaches `at_least` (volatile loads, which skip the L1 cache), then take
-    # it with an acquire, so this program's later loads see what was stored before it was published.
+    # Spin until a request's state reaches `at_least` (volatile loads, which skip the L1 cache), then read it
+    # with an acquire and return what that read, so this program's later loads see what was stored before it was
+    # published. The caller must use the value: Triton turns an atomic add of 0 into a load of the same ordering
+    # and drops it where nothing reads it, and with it the invalidation of the L1 cache that an acquire compiles to
+    # (tests/compile_kernels.py counts the acquire loads of the kernels that wait).
     seen = tl.load(state_ptr, volatile=True)
     while seen < at_least:
         seen = tl.load(state_ptr + _nap(seen), volatile=True)
-    tl.atomic_add(state_ptr, 0, sem="acquire")
+    state = tl.atomic_add(state_ptr, 0, sem="acquire")
     tl.debug_barrier()
+    return state
 
 
 @triton.jit

@@ -1063,8 +1063,7 @@ def _tree_finish_kernel(
         job = b * RACE_SPLITS + tl.where(first, ticket, ticket - RACE_SPLITS)
     race = first & (state == WALKED)
     if (not first) & (state != WALKED):
-        wait_until(record_i + 4, RACING)
-        race = tl.load(record_i + 4, volatile=True) == RACING  # RACED: the race ran from candidates
+        race = wait_until(record_i + 4, RACING) == RACING  # RACED: the race ran from candidates
     if first & (state == MASSES):
         _masses_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch, out_ptr, out_stride,
                      nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr, target_ptr, target_stride_b,

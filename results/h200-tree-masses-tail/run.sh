@@ -76,7 +76,7 @@ PY
       timeout ${TIMELINE_LIMIT:-150} python3 results/h200-tree-timeline/timeline.py --instrument $here/instrument.py \
         --batches 1,8 --drafts logits,probs --calls 200 > "$out/timeline.txt" 2>&1
       echo "timeline exit $? at ${SECONDS}s" ;;
-    check) out=${OUT:?set OUT}; source results/gpu-lib.sh; check_trees "$out" ${CHECK_LIMIT:-300}
+    check) out=${OUT:?set OUT}; source results/gpu-lib.sh; check_trees "$out" ${CHECK_LIMIT:-330}
       echo "check at ${SECONDS}s" ;;
     sanitize) out=${OUT:?set OUT}; source results/gpu-lib.sh; sanitize_shards trees "1/2 2/2" ${LIMIT:-300} "$out/sanitize" ;;
     *) echo "usage: run.sh before|time|variants|timeline|check|sanitize ..." >&2; exit 2 ;;

@@ -301,16 +301,15 @@ def render(path: str | Path, output_format: str) -> tuple[str, int, int]:
     kind, metadata, rows = load(path)
     if not rows:
         raise SpecbenchError(f"{path} holds no records to export")
-    try:
-        benchmark_names(kind, rows)  # each case once, or the sentence why not, naming the file
+    try:  # a result the converters refuse (a case held twice, say) is named in the sentence
+        if output_format == "csv":
+            return to_csv(kind, rows, metadata), len(rows), len(rows)
+        if output_format == "bencher":
+            exported: Any = to_bencher(kind, rows)
+        else:
+            exported = to_github_action_benchmark(kind, rows, metadata.get("compared"))
     except SpecbenchError as exc:
         raise SpecbenchError(f"{path}: {exc}") from exc
-    if output_format == "csv":
-        return to_csv(kind, rows, metadata), len(rows), len(rows)
-    if output_format == "bencher":
-        exported: Any = to_bencher(kind, rows)
-    else:
-        exported = to_github_action_benchmark(kind, rows, metadata.get("compared"))
     if not exported:
         raise SpecbenchError(f"{path} has no row with a number to export ({len(rows)} rows, none timed or measured)")
     return json.dumps(exported, indent=2) + "\n", len(exported), len(rows)

@@ -257,10 +257,11 @@ def test_the_split_tree_path_sums_the_first_rejection_across_programs(form, shap
 RESULT_FIELDS = ("output_token_ids", "num_emitted", "num_accepted", "accepted_nodes")
 
 
-def _triton_counting_races(kwargs: dict, tree: DraftTree, backend: str, monkeypatch) -> tuple:
+def _triton_counting_races(kwargs: dict, tree: DraftTree, backend: str, monkeypatch, walks: list | None = None) -> tuple:
     """The tree step on ``backend`` (``triton`` or ``triton-split``) and, under the interpreter, what each race from
     candidates returned (its winner, or -1 where it fell back) and how many residual races took a pass over a row
-    (None, None on a GPU)."""
+    (None, None on a GPU); under the interpreter, a 1 appended to ``walks`` for each split-path walk (the rows
+    kernel's, one a request, and each walk the finish kernel resumes)."""
     device = device_for("triton")
     tree_kernels = importlib.import_module("specbench.kernels.tree")
     won, races = ([], []) if interpreted("triton") else (None, None)
@@ -269,6 +270,9 @@ def _triton_counting_races(kwargs: dict, tree: DraftTree, backend: str, monkeypa
             candidate_race, full_race = tree_kernels._candidate_race, tree_kernels._residual_race
             patch.setattr(tree_kernels, "_candidate_race", lambda *a: won.append(int(r := candidate_race(*a))) or r)
             patch.setattr(tree_kernels, "_residual_race", lambda *a: races.append(1) or full_race(*a))
+            if walks is not None:
+                walk = tree_kernels._walk_and_record
+                patch.setattr(tree_kernels, "_walk_and_record", lambda *a: walks.append(1) or walk(*a))
         with _backend_context(backend, monkeypatch):
             got = verify(**_on(device, kwargs), tree=DraftTree(tree.parents.to(device), tree.candidates),
                          backend="triton")
@@ -285,14 +289,16 @@ def _race_exponentials(kwargs: dict, vocab: int) -> torch.Tensor:
 @pytest.mark.parametrize(("form", "depth", "backend"), [
     *((form, 0, backend) for backend in ("triton", "triton-split")
       for form in ("draft logits", "target probs, draft logits", "without replacement, draft probs")),
-    ("draft logits", 1, "triton"), ("draft probs", 1, "triton")])  # (depth 1 in one program: the suite's time)
+    ("draft logits", 1, "triton"), ("draft probs", 1, "triton"), ("draft probs", 1, "triton-split")])
 def test_the_race_after_two_rejected_children_runs_from_candidates(form, depth, backend, monkeypatch):
     # both children of the root (depth 0), or of node 0 after the root's first child is accepted (depth 1: its
     # children are nodes 2 and 3, so the first sibling is not lane 1's default node), are rejected (each drafts its
     # row's least likely token, given much draft mass): the pass summing the mass left after the first keeps each
     # lane's candidate, and the race after the second runs over them alone (kernels/tree.py, CANDIDATE_MARGIN) where
     # its winner clears every dropped token; where it cannot (the margin made huge here), the race takes its pass
-    # over the row. The tokens are the reference's either way.
+    # over the row. The tokens are the reference's either way. On the split path, where the second child is
+    # rejected and the winner stands, the masses' last program writes the tokens without resuming the walk (drawn
+    # with replacement); a second child accepted, a race that falls back, or drawn without replacement, it resumes.
     launch = triton_launch()
     tree_kernels = importlib.import_module("specbench.kernels.tree")
     batch, vocab = 12, 2100
@@ -325,12 +331,19 @@ def test_the_race_after_two_rejected_children_runs_from_candidates(form, depth, 
     for margin, min_batch, taken in settings:
         monkeypatch.setattr(tree_kernels, "CANDIDATE_MARGIN", margin)
         monkeypatch.setattr(launch, "TREE_CANDIDATES_MIN_BATCH", min_batch)
-        got, won, races = _triton_counting_races(kwargs, tree, backend, monkeypatch)
+        walks = []
+        got, won, races = _triton_counting_races(kwargs, tree, backend, monkeypatch, walks)
         for field in RESULT_FIELDS:
             assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), (form, field, margin)
         if won is None:
             continue
         stopped = int((want.num_accepted == depth).sum()) - 1  # the greedy request takes no race
+        if backend == "triton-split":  # resumed walks: every stop for a mass but the races from candidates that stood
+            second = (want.num_accepted > depth) & (want.accepted_nodes[:, depth] == children[1])
+            resumed = int(second.sum()) + (stopped if not taken or form.startswith("without") else 0)
+            if taken and not form.startswith("without"):
+                resumed += sum(token < 0 for token in won)
+            assert len(walks) - batch == resumed, (form, margin, len(walks), resumed)
         assert len(won) == (0 if taken is None else stopped), (form, len(won))
         if taken and depth == 0:  # every race from candidates, none over the row
             assert all(token >= 0 for token in won) and not races, (won, len(races))

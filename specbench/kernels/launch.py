@@ -569,7 +569,7 @@ def _verify_tree(*, mode, target_logits, target_probs, draft_token_ids, num_draf
         race_splits = _cdiv(vocab, race_chunk)
     row_block = _next_power_of_2(num_slots)
     scratch_f = _scratch(batch * (num_slots * row_splits * 4 + row_block * race_splits + race_splits * 2 + 2
-                                  + 4 * node_block + 4 * row_block), torch.float32, device, key)
+                                  + 4 * node_block + 4 * row_block + race_splits * 4 + 1), torch.float32, device, key)
     scratch_i = _scratch(batch * (num_slots * row_splits + race_splits * 2 + 5 + 4 * node_block + 2 * row_block),
                          torch.int32, device, key)
     counters = _arrival_counters(3 * batch, device, key)

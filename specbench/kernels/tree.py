@@ -23,7 +23,9 @@ The bonus (a leaf) is the ``SAMPLE`` race over ``p``; after rejected children, t
 replayed residual (over ``p`` with the same stream when nothing is left). Where a place's second child is its last,
 the pass that sums the mass left after the first also keeps the race's candidates (the comment above
 ``CANDIDATE_MARGIN``), so that when the second is rejected too the race needs no pass of its own unless its winner
-among them cannot be told apart from the tokens they dropped.
+among them cannot be told apart from the tokens they dropped. On the split path that pass's slices also leave the
+values the second child's test and that race read (r1 at the child's token; r1 and the child's draft row at each
+candidate), so that the program that sums the mass decides both from them without resuming the walk.
 
 The split path (for batches that do not fill the GPU; the comment above ``_tree_rows_kernel``) walks with the
 same ``_walk`` from row statistics merged across programs, in two launches: the rows and the walk; then the
@@ -257,19 +259,29 @@ def _grouped_candidates(lane_idx, lane_ratio, dropped, BLOCK: tl.constexpr, GROU
 
 
 @triton.jit
-def _candidate_race(ids, dropped, t_row, d_base, d_stride, V, inv_temperature, m, s, lanes, sib_node, sib_token,
-                    sib_valid, sib_mass, sib_md, sib_sd, sib_div, key, DRAFT: tl.constexpr,
-                    TARGET_PROBS: tl.constexpr, WITHOUT_REPLACEMENT: tl.constexpr):
-    # the race over the residual after two rejected siblings among candidate ids (-1: none), the residual replayed
-    # at them; returns the winner's id, or -1 where it does not clear `dropped` (every other token's log-ratio
-    # bound) by CANDIDATE_MARGIN or nothing has mass
+def _candidate_race(ids, w, dropped, key):
+    # the race over the residual after two rejected siblings among candidate ids (-1: none), w the residual at
+    # them; returns the winner's id, or -1 where it does not clear `dropped` (every other token's log-ratio bound)
+    # by CANDIDATE_MARGIN or nothing has mass
     safe = tl.where(ids >= 0, ids, 0)
-    w = _residual_chunk(t_row, d_base, d_stride, safe, V, inv_temperature, m, s, 2, lanes, sib_node, sib_token,
-                        sib_valid, sib_mass, sib_md, sib_sd, sib_div, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT)
     w = tl.where(ids >= 0, w, 0.0)
     e = neg_log_of_uniform(uniform_of(hash_word(key, safe)))
     z, _g, index = ratio_best(w, e, tl.where(w > 0.0, ids, -1))
     return tl.where((index >= 0) & (z > dropped + CANDIDATE_MARGIN), index, -1)
+
+
+@triton.jit
+def _second_residual(r1, q, ids, lanes, sib_token, sib_valid, sib_mass, sib_div, WITHOUT_REPLACEMENT: tl.constexpr):
+    # r2 = max(r1 - R q_1, 0) at candidate ids from r1 and the second sibling's draft row q there (read as
+    # draft_chunk reads it), as _residual_chunk's last step takes them after two siblings (_sibling_q's treatment
+    # drawn without replacement; r1 alone where the second is not valid)
+    if WITHOUT_REPLACEMENT:
+        elder = _lane(sib_token, lanes, 0)
+        q = tl.where((_lane(sib_valid, lanes, 0) != 0) & (ids == elder), 0.0, q)
+        div = _lane(sib_div, lanes, 1)
+        q = tl.where(div > 0.0, q / tl.where(div > 0.0, div, 1.0), 0.0)
+    r2 = tl.maximum(r1 - _lane(sib_mass, lanes, 1) * q, 0.0)
+    return tl.where(_lane(sib_valid, lanes, 1) != 0, r2, r1)
 
 
 @triton.jit
@@ -293,18 +305,26 @@ def _elder_mass(d_row, inv_temperature, md, sd, x, lanes, k, sib_token, sib_vali
 
 
 @triton.jit
+def _draft_stats_of(node, merged_md, merged_sd, row_lanes, DRAFT: tl.constexpr):
+    # (md, sd) of a node's draft row as the split walk takes them: the merged statistics of draft logits, 0 for
+    # draft probabilities, -inf for one-hot drafts
+    md = float("-inf")
+    sd = 0.0
+    if DRAFT == DRAFT_LOGITS:
+        md = _lane(merged_md, row_lanes, node + 1)
+        sd = _lane(merged_sd, row_lanes, node + 1)
+    if DRAFT == DRAFT_PROBS:
+        md = 0.0
+    return md, sd
+
+
+@triton.jit
 def _first_sibling(first, tokens, lanes, merged_md, merged_sd, row_lanes, DRAFT: tl.constexpr):
     # The sibling lanes (node, token, valid, mass, md, sd, div) after a place's first child `first` is rejected,
     # as the split walk's test leaves them: lane 0 that child (a valid token, tested against mass 1, its draft
     # statistics from merged lane first + 1, divisor 1: no elder sibling), the other lanes 0.
     here = lanes == 0
-    md = float("-inf")
-    sd = 0.0
-    if DRAFT == DRAFT_LOGITS:
-        md = _lane(merged_md, row_lanes, first + 1)
-        sd = _lane(merged_sd, row_lanes, first + 1)
-    if DRAFT == DRAFT_PROBS:
-        md = 0.0
+    md, sd = _draft_stats_of(first, merged_md, merged_sd, row_lanes, DRAFT)
     return (tl.where(here, first, 0), tl.where(here, _lane(tokens, lanes, first), 0), tl.where(here, 1, 0),
             tl.where(here, 1.0, 0.0), tl.where(here, md, 0.0), tl.where(here, sd, 0.0), tl.where(here, 1.0, 0.0))
 
@@ -541,11 +561,11 @@ def _walk(n, greedy, inv_temperature, position, key_of_seed, lanes, parents, att
                     final = FINAL_RESIDUAL
                     if not SPLIT:  # noqa: SIM102 (a constexpr test, then a runtime one)
                         if (cand_place == place) & (k == 2):  # the race from the candidates kept at this place
-                            won = _candidate_race(cand_ids, cand_dropped, t_row, d_base, d_stride, V,
-                                                  inv_temperature, m, s, lanes, sib_node, sib_token, sib_valid,
-                                                  sib_mass, sib_md, sib_sd, sib_div,
-                                                  stream_key(key_of_seed, t, RESIDUAL), DRAFT, TARGET_PROBS,
-                                                  WITHOUT_REPLACEMENT)
+                            safe = tl.where(cand_ids >= 0, cand_ids, 0)
+                            w = _residual_chunk(t_row, d_base, d_stride, safe, V, inv_temperature, m, s, 2, lanes,
+                                                sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div,
+                                                DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT)
+                            won = _candidate_race(cand_ids, w, cand_dropped, stream_key(key_of_seed, t, RESIDUAL))
                             if won >= 0:
                                 token = won.to(tl.int64)
                                 final = FINAL_DONE
@@ -653,15 +673,16 @@ def _verify_tree_kernel(
 # _tree_finish_kernel (probabilistic mode; 2 B x S2 programs, S2 for each request in each half of the grid): a
 # WALKED request's programs in the first half race its slices (the last writes the token), those in the second
 # leave at once. A MASSES request's 2 S2 programs take their roles by the ticket each draws when it starts
-# (split.take_ticket, the request's own count, not the program id): the first S2 tickets sum the masses' slices
-# (the last sums them, resumes the walk where it stopped, and sets RACED where it ran the race from the slices'
-# candidates, else RACING); the other S2 leave once RACED and race once RACING. A program waits only for programs
-# of its request with lower tickets, which have all started: the launch finishes however the GPU schedules it (and
-# in id order under the interpreter, where nothing waits), and a WALKED request draws no ticket. Counters (int32,
-# zero on entry, left at zero on exit): [0, B) each request's arrivals (the rows kernel's, then the masses'),
-# [B, 2 B) each request's race arrivals, [2 B, 3 B) each MASSES request's tickets. The states live in the scratch
-# record, written by the rows kernel for every request before the finish kernel reads them, and a WALKED one is
-# never changed there.
+# (split.take_ticket, the request's own count, not the program id): the first S2 tickets sum the masses' slices,
+# keeping the values the stopped place's next steps read (_masses_part); the last sums them and sets RACED where it
+# wrote the request's tokens (from those values alone where the second child is rejected and the race's winner
+# among the candidates stands, else after resuming the walk where it stopped), else RACING; the other S2 leave once
+# RACED and race once RACING. A program waits only for programs of its request with lower tickets, which have all
+# started: the launch finishes however the GPU schedules it (and in id order under the interpreter, where nothing
+# waits), and a WALKED request draws no ticket. Counters (int32, zero on entry, left at zero on exit): [0, B) each
+# request's arrivals (the rows kernel's, then the masses'), [B, 2 B) each request's race arrivals, [2 B, 3 B) each
+# MASSES request's tickets. The states live in the scratch record, written by the rows kernel for every request
+# before the finish kernel reads them, and a WALKED one is never changed there.
 MASSES = tl.constexpr(1)
 WALKED = tl.constexpr(2)
 RACING = tl.constexpr(3)
@@ -673,7 +694,8 @@ RACED = tl.constexpr(4)  # the masses' last program ran the race from candidates
 # in float 0, the two candidates' ids in ints 0 and 1), then the record: (m, s) and the sibling lanes (mass, md,
 # sd, div) x NODE_BLOCK, then the merged rows (m, s, md, sd) x ROW_BLOCK / (final, place, rejected, length,
 # state), the sibling lanes (node, token, valid) x NODE_BLOCK, then the merged rows' argmax x ROW_BLOCK, the
-# places to sum x ROW_BLOCK and the walk's path x NODE_BLOCK.
+# places to sum x ROW_BLOCK and the walk's path x NODE_BLOCK; last, in floats only, the candidates' values [S2, 4]
+# (per slice r1 at its two candidates, then the second child's draft row there) and r1 at the second child's token.
 _ROW_FIELDS = tl.constexpr(4)
 _HEAD = tl.constexpr(5)
 
@@ -860,14 +882,49 @@ def _tree_rows_kernel(
 
 
 @triton.jit
+def _second_child(place, lanes, parents, attached, NODE_BLOCK: tl.constexpr):
+    # a place's first and second children (NODE_BLOCK for none)
+    kids = attached & (parents == place)
+    first = tl.min(tl.where(kids, lanes, NODE_BLOCK), axis=0)
+    return first, tl.min(tl.where(kids & (lanes > first), lanes, NODE_BLOCK), axis=0)
+
+
+@triton.jit
 def _candidates_wanted(place, lanes, parents, attached, NODE_BLOCK: tl.constexpr):
     # whether the residual race at a place whose first child is rejected can be run from candidates: its second
     # child is its last
     kids = attached & (parents == place)
-    first = tl.min(tl.where(kids, lanes, NODE_BLOCK), axis=0)
-    second = tl.min(tl.where(kids & (lanes > first), lanes, NODE_BLOCK), axis=0)
+    _first, second = _second_child(place, lanes, parents, attached, NODE_BLOCK)
     third = tl.min(tl.where(kids & (lanes > second), lanes, NODE_BLOCK), axis=0)
     return (second < NODE_BLOCK) & (third == NODE_BLOCK)
+
+
+@triton.jit
+def _candidate_values(scratch_f_ptr, b, batch, N, ROW_SPLITS, RACE_SPLITS, NODE_BLOCK: tl.constexpr,
+                      ROW_BLOCK: tl.constexpr):
+    # where request b's candidate values start in the float scratch (after every request's record): per slice of
+    # the masses part, r1 at its two candidates then the second child's draft row there; then r1 at the second
+    # child's token
+    rows_f = batch * (N + 1) * ROW_SPLITS * _ROW_FIELDS
+    records = rows_f + batch * ROW_BLOCK * RACE_SPLITS + batch * RACE_SPLITS * 2
+    return (scratch_f_ptr + records + batch * (2 + 4 * NODE_BLOCK + 4 * ROW_BLOCK)
+            + b * (RACE_SPLITS * 4 + 1))
+
+
+@triton.jit
+def _kept_candidates(race_f, race_i, values, RACE_SPLITS, S_BLOCK: tl.constexpr):
+    # the masses' slices' candidates in the slices' order, with r1 and the second child's draft row at them, and the
+    # log-ratio bound of every other token (read where they are raced, not kept live across the resumed walk)
+    splits = tl.arange(0, S_BLOCK)
+    inside = splits < RACE_SPLITS
+    ids = tl.reshape(tl.join(tl.load(race_i + splits * 2, mask=inside, other=-1),
+                             tl.load(race_i + splits * 2 + 1, mask=inside, other=-1)), [2 * S_BLOCK])
+    r1 = tl.reshape(tl.join(tl.load(values + splits * 4, mask=inside, other=0.0),
+                            tl.load(values + splits * 4 + 1, mask=inside, other=0.0)), [2 * S_BLOCK])
+    q2 = tl.reshape(tl.join(tl.load(values + splits * 4 + 2, mask=inside, other=0.0),
+                            tl.load(values + splits * 4 + 3, mask=inside, other=0.0)), [2 * S_BLOCK])
+    rest = tl.max(tl.load(race_f + splits * 2, mask=inside, other=float("-inf")), axis=0)
+    return ids, r1, q2, rest
 
 
 @triton.jit
@@ -879,12 +936,14 @@ def _masses_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch,
                  MODE: tl.constexpr, DRAFT: tl.constexpr, TARGET_PROBS: tl.constexpr,
                  WITHOUT_REPLACEMENT: tl.constexpr, BLOCK: tl.constexpr, NODE_BLOCK: tl.constexpr,
                  ROW_BLOCK: tl.constexpr, S_BLOCK: tl.constexpr, CANDIDATES: tl.constexpr):
-    # once the rows kernel's walk stopped for masses: a slice of each mass R = sum max(p - q_0, 0) left at a
-    # place to sum after its first child is rejected (the walk's _residual_mass after one sibling, the same
-    # arithmetic per token), and at the stopped place, where its second child is its last, the slice's two
-    # candidates for the race after both (CANDIDATE_MARGIN) in the race partials; the request's last program sums
-    # the slices, resumes the walk where it stopped, and either runs that race from the candidates and sets
-    # RACED, or sets RACING
+    # Once the rows kernel's walk stopped for masses (the finish kernel's comment; the first S2 tickets): a slice of
+    # each mass R = sum max(p - q_0, 0) left at a place after its first child is rejected (the walk's _residual_mass
+    # after one sibling, the same arithmetic per token), and at the stopped place, where its second child is its
+    # last, the slice's two candidates of the race after both (CANDIDATE_MARGIN), with r1 and the second child's
+    # draft row at them, and (the slice holding it) r1 at the second child's token, which that child's test reads.
+    # The request's last program sums the slices and, where the second child is rejected and the race's winner among
+    # the candidates stands, writes the request's tokens from these values alone; else it resumes the walk where it
+    # stopped, then runs the race from the candidates where it can. RACED where the race ran, else RACING.
     b = (job // RACE_SPLITS).to(tl.int64)
     split = job % RACE_SPLITS
     n, greedy, inv_temperature, position, key_of_seed = request_setup(
@@ -895,6 +954,7 @@ def _masses_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch,
     d_base = draft_ptr + b * draft_stride_b
     masses, race_f, race_i, record_f, record_i = _record_bases(scratch_f_ptr, scratch_i_ptr, b, batch, N,
                                                                ROW_SPLITS, RACE_SPLITS, NODE_BLOCK, ROW_BLOCK)
+    values = _candidate_values(scratch_f_ptr, b, batch, N, ROW_SPLITS, RACE_SPLITS, NODE_BLOCK, ROW_BLOCK)
     merged = record_f + 2 + 4 * NODE_BLOCK
     row_lanes = tl.arange(0, ROW_BLOCK)
     wanted = tl.load(record_i + _HEAD + 3 * NODE_BLOCK + ROW_BLOCK + row_lanes)
@@ -903,13 +963,15 @@ def _masses_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch,
     merged_md = tl.load(merged + 2 * ROW_BLOCK + row_lanes)
     merged_sd = tl.load(merged + 3 * ROW_BLOCK + row_lanes)
     stop_place = tl.load(record_i + 1)
-    race_key = stream_key(key_of_seed, position + tl.load(record_i + 3), RESIDUAL)
+    length = tl.load(record_i + 3)
+    race_key = stream_key(key_of_seed, position + length, RESIDUAL)
     candidates = _candidates_wanted(stop_place, lanes, parents, attached, NODE_BLOCK)
     start = split * CHUNK
     stop = tl.where(split == RACE_SPLITS - 1, V, start + CHUNK)
+    pair = tl.arange(0, 2)
     r = tl.min(tl.where(wanted != 0, row_lanes, ROW_BLOCK), axis=0)
     while r < ROW_BLOCK:  # each place to sum (row r, place r - 1), its first child rejected
-        first = tl.min(tl.where(attached & (parents == r - 1), lanes, NODE_BLOCK), axis=0)
+        first, second = _second_child(r - 1, lanes, parents, attached, NODE_BLOCK)
         m = 0.0
         s = 1.0
         if not TARGET_PROBS:
@@ -921,56 +983,101 @@ def _masses_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch,
         if CANDIDATES:
             if candidates & (r == stop_place + 1):
                 mass, lane_idx, lane_ratio, dropped = _mass_and_candidates(
-                    t_row, d_base, draft_stride_k, start, stop, inv_temperature, m, s, lanes, sib_node, sib_token,
-                    sib_valid, sib_mass, sib_md, sib_sd, sib_div, race_key, DRAFT, TARGET_PROBS,
+                    t_row, d_base, draft_stride_k, start, stop, inv_temperature, m, s, lanes, sib_node,
+                    sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div, race_key, DRAFT, TARGET_PROBS,
                     WITHOUT_REPLACEMENT, BLOCK, 1)
                 one, two, rest = _two_candidates(lane_idx, lane_ratio, dropped)
                 tl.store(race_i + split * 2, one)
                 tl.store(race_i + split * 2 + 1, two)
                 tl.store(race_f + split * 2, rest)
+                # at the candidates: r1 replayed as the race replays it, the second child's row as _sibling_q
+                # reads it (its treatment drawn without replacement waits for the walk's divisor)
+                ids = tl.where(pair == 0, one, two)
+                safe = tl.where(ids >= 0, ids, 0)
+                tl.store(values + split * 4 + pair,
+                         _residual_chunk(t_row, d_base, draft_stride_k, safe, V, inv_temperature, m, s, 1, lanes,
+                                         sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div,
+                                         DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT))
+                md2, sd2 = _draft_stats_of(second, merged_md, merged_sd, row_lanes, DRAFT)
+                x2 = _lane(tokens, lanes, second)
+                tl.store(values + split * 4 + 2 + pair,
+                         draft_chunk(d_base + second.to(tl.int64) * draft_stride_k, safe, V, inv_temperature,
+                                     md2, sd2, x2, DRAFT))
+                if (x2 >= start) & (x2 < stop):  # r1 at the second child's token, as its test replays it
+                    offs_x = x2 + pair
+                    r_pair = _residual_chunk(t_row, d_base, draft_stride_k, offs_x, V, inv_temperature, m, s, 1,
+                                             lanes, sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd,
+                                             sib_div, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT)
+                    tl.store(values + RACE_SPLITS * 4, tl.sum(tl.where(offs_x == x2, r_pair, 0.0), axis=0))
             else:
                 mass = _slice_mass(t_row, d_base, draft_stride_k, start, stop, inv_temperature, m, s, 1, lanes,
                                    sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div, DRAFT,
                                    TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK)
         else:
-            mass = _slice_mass(t_row, d_base, draft_stride_k, start, stop, inv_temperature, m, s, 1, lanes, sib_node,
-                               sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div, DRAFT, TARGET_PROBS,
-                               WITHOUT_REPLACEMENT, BLOCK)
+            mass = _slice_mass(t_row, d_base, draft_stride_k, start, stop, inv_temperature, m, s, 1, lanes,
+                               sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd, sib_div, DRAFT,
+                               TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK)
         tl.store(masses + r * RACE_SPLITS + split, mass)
         r = tl.min(tl.where((wanted != 0) & (row_lanes > r), row_lanes, ROW_BLOCK), axis=0)
     if last_to_arrive(counters_ptr, b, RACE_SPLITS):
-        t_at_nodes, d_at_nodes = _values_at_nodes(greedy, lanes, parents, attached, tokens, token_valid, t_base,
-                                                  target_stride_k, d_base, draft_stride_k, MODE, DRAFT, NODE_BLOCK)
         splits = tl.arange(0, S_BLOCK)
+        inside = splits < RACE_SPLITS
         cells = masses + row_lanes[:, None] * RACE_SPLITS + splits[None, :]
-        merged_r1 = tl.sum(tl.load(cells, mask=(wanted[:, None] != 0) & (splits[None, :] < RACE_SPLITS), other=0.0),
-                           axis=1)
-        (final, place, rejected, length, m, s, sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd,
-         sib_div) = _walk_and_record(
-            b, batch, n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
-            token_valid, t_at_nodes, d_at_nodes, t_base, target_stride_k, d_base, draft_stride_k, scratch_f_ptr,
-            scratch_i_ptr, V, N, ROW_SPLITS, RACE_SPLITS, tl.load(record_i + _HEAD + 3 * NODE_BLOCK + row_lanes),
-            merged_m, merged_s, merged_md, merged_sd, merged_r1, wanted, stop_place,
-            tl.load(record_i + _HEAD + 3 * NODE_BLOCK + 2 * ROW_BLOCK + lanes), tl.load(record_i + 3), out_ptr,
-            out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr, MODE, DRAFT, TARGET_PROBS,
-            WITHOUT_REPLACEMENT, False, BLOCK, NODE_BLOCK, ROW_BLOCK)
-        state = RACING
+        merged_r1 = tl.sum(tl.load(cells, mask=(wanted[:, None] != 0) & inside[None, :], other=0.0), axis=1)
+        raced = 0  # 1: the race from the candidates ran and stood; -1: it ran and fell back (the rows' race)
         if CANDIDATES:  # noqa: SIM102 (a constexpr test, then a runtime one)
-            if candidates & (final == FINAL_RESIDUAL) & (place == stop_place) & (rejected == 2):
-                inside = splits < RACE_SPLITS
-                ids = tl.join(tl.load(race_i + splits * 2, mask=inside, other=-1),
-                              tl.load(race_i + splits * 2 + 1, mask=inside, other=-1))
-                rest = tl.max(tl.load(race_f + splits * 2, mask=inside, other=float("-inf")), axis=0)
-                t_row = t_base + (place + 1).to(tl.int64) * target_stride_k
-                token = _candidate_race(tl.reshape(ids, [2 * S_BLOCK]), rest, t_row, d_base, draft_stride_k, V,
-                                        inv_temperature, m, s, lanes, sib_node, sib_token, sib_valid, sib_mass,
-                                        sib_md, sib_sd, sib_div, race_key, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT)
-                if token >= 0:
-                    tl.debug_barrier()  # after _store_request's -1 there, from whichever thread held that lane
-                    tl.store(out_ptr + b * out_stride + length, token.to(tl.int64))
-                    tl.store(num_emitted_ptr + b, length + 1)
-                    state = RACED
-        publish(record_i + 4, state)
+            if candidates:  # noqa: SIM102 (a runtime test, then a constexpr one)
+                if not WITHOUT_REPLACEMENT:
+                    # the second child's test, as the resumed walk takes it (its r1 from the slices); rejected,
+                    # the race from the candidates, and where it stands, the request's tokens without the walk
+                    _first, second = _second_child(stop_place, lanes, parents, attached, NODE_BLOCK)
+                    x2 = _lane(tokens, lanes, second)
+                    if (x2 >= 0) & (x2 < V):
+                        mass = _lane(merged_r1, row_lanes, stop_place + 1)
+                        md2, sd2 = _draft_stats_of(second, merged_md, merged_sd, row_lanes, DRAFT)
+                        q_x = draft_prob_of(tl.load(d_base + second.to(tl.int64) * draft_stride_k + x2),
+                                            inv_temperature, md2, sd2, DRAFT)
+                        u = uniform_at(stream_key(key_of_seed, position + length, ACCEPT), 1)
+                        if not ((u * q_x) * mass < tl.load(values + RACE_SPLITS * 4)):
+                            ids, r1, q2, rest = _kept_candidates(race_f, race_i, values, RACE_SPLITS, S_BLOCK)
+                            w = _second_residual(r1, q2, ids, lanes, tokens, (lanes < 2).to(tl.int32),
+                                                 tl.where(lanes == 1, mass, 1.0), tl.where(lanes < 2, 1.0, 0.0),
+                                                 False)
+                            token = _candidate_race(ids, w, rest, race_key)
+                            if token >= 0:
+                                path = tl.load(record_i + _HEAD + 3 * NODE_BLOCK + 2 * ROW_BLOCK + lanes)
+                                _store_request(b, out_ptr, out_stride, nodes_ptr, nodes_stride, num_emitted_ptr,
+                                               num_accepted_ptr, tokens, lanes, path, length, token.to(tl.int64),
+                                               request_valid(inv_temperature), N, NODE_BLOCK)
+                                raced = 1
+                            else:
+                                raced = -1
+        if raced <= 0:  # the walk resumed, for the record the racers read at least
+            t_at_nodes, d_at_nodes = _values_at_nodes(greedy, lanes, parents, attached, tokens, token_valid,
+                                                      t_base, target_stride_k, d_base, draft_stride_k, MODE,
+                                                      DRAFT, NODE_BLOCK)
+            (final, place, rejected, length, m, s, sib_node, sib_token, sib_valid, sib_mass, sib_md, sib_sd,
+             sib_div) = _walk_and_record(
+                b, batch, n, greedy, inv_temperature, position, key_of_seed, lanes, parents, attached, tokens,
+                token_valid, t_at_nodes, d_at_nodes, t_base, target_stride_k, d_base, draft_stride_k,
+                scratch_f_ptr, scratch_i_ptr, V, N, ROW_SPLITS, RACE_SPLITS,
+                tl.load(record_i + _HEAD + 3 * NODE_BLOCK + row_lanes), merged_m, merged_s, merged_md,
+                merged_sd, merged_r1, wanted, stop_place,
+                tl.load(record_i + _HEAD + 3 * NODE_BLOCK + 2 * ROW_BLOCK + lanes), length, out_ptr,
+                out_stride, nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr, MODE, DRAFT,
+                TARGET_PROBS, WITHOUT_REPLACEMENT, False, BLOCK, NODE_BLOCK, ROW_BLOCK)
+            if CANDIDATES:  # noqa: SIM102 (a constexpr test, then a runtime one)
+                if (raced == 0) & candidates & (final == FINAL_RESIDUAL) & (place == stop_place) & (rejected == 2):
+                    ids, r1, q2, rest = _kept_candidates(race_f, race_i, values, RACE_SPLITS, S_BLOCK)
+                    w = _second_residual(r1, q2, ids, lanes, sib_token, sib_valid, sib_mass, sib_div,
+                                         WITHOUT_REPLACEMENT)
+                    token = _candidate_race(ids, w, rest, race_key)
+                    if token >= 0:
+                        tl.debug_barrier()  # after _store_request's -1 there, from whichever thread held that lane
+                        tl.store(out_ptr + b * out_stride + length, token.to(tl.int64))
+                        tl.store(num_emitted_ptr + b, length + 1)
+                        raced = 1
+        publish(record_i + 4, tl.where(raced > 0, RACED, RACING))
 
 
 @triton.jit
@@ -1065,12 +1172,12 @@ def _tree_finish_kernel(
     if (not first) & (state != WALKED):
         race = wait_until(record_i + 4, RACING) == RACING  # RACED: the race ran from candidates
     if first & (state == MASSES):
-        _masses_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch, out_ptr, out_stride,
-                     nodes_ptr, nodes_stride, num_emitted_ptr, num_accepted_ptr, target_ptr, target_stride_b,
-                     target_stride_k, draft_ptr, draft_stride_b, draft_stride_k, draft_ids_ptr, draft_ids_stride,
-                     parents_ptr, parents_stride, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, V, N,
-                     ROW_SPLITS, RACE_SPLITS, CHUNK, MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK,
-                     NODE_BLOCK, ROW_BLOCK, S_BLOCK, CANDIDATES)
+        _masses_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch, out_ptr, out_stride, nodes_ptr,
+                     nodes_stride, num_emitted_ptr, num_accepted_ptr, target_ptr, target_stride_b, target_stride_k,
+                     draft_ptr, draft_stride_b, draft_stride_k, draft_ids_ptr, draft_ids_stride, parents_ptr,
+                     parents_stride, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, V, N, ROW_SPLITS,
+                     RACE_SPLITS, CHUNK, MODE, DRAFT, TARGET_PROBS, WITHOUT_REPLACEMENT, BLOCK, NODE_BLOCK, ROW_BLOCK,
+                     S_BLOCK, CANDIDATES)
     if race:
         _race_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch, out_ptr, out_stride,
                    num_emitted_ptr, target_ptr, target_stride_b, target_stride_k, draft_ptr, draft_stride_b,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The tree split path's masses tail (README.md; `git apply results/h200-tree-masses-tail/masses-tail-next.patch`, or
-# masses-tail.patch for the version timed here, first: neither is on main) against the kernels before (e554581, before.py), on one GPU machine, from the repository
+# The tree split path's masses tail (README.md; masses-tail-next.patch is on main since the next session, landed/;
+# masses-tail.patch, the first form, against 25bff1d) against the kernels before (e554581, before.py), on one GPU machine, from the repository
 # root with OUT set and .old/tree_before_tail.py carried (e554581's specbench/kernels/tree.py
 # with a local wait_until, split.py's of that commit: `bash results/h200-tree-masses-tail/run.sh before` writes it
 # here). Steps, in this order:

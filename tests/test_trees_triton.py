@@ -257,7 +257,8 @@ def test_the_split_tree_path_sums_the_first_rejection_across_programs(form, shap
 RESULT_FIELDS = ("output_token_ids", "num_emitted", "num_accepted", "accepted_nodes")
 
 
-def _triton_counting_races(kwargs: dict, tree: DraftTree, backend: str, monkeypatch, walks: list | None = None) -> tuple:
+def _triton_counting_races(kwargs: dict, tree: DraftTree, backend: str, monkeypatch,
+                           walks: list | None = None) -> tuple:
     """The tree step on ``backend`` (``triton`` or ``triton-split``) and, under the interpreter, what each race from
     candidates returned (its winner, or -1 where it fell back) and how many residual races took a pass over a row
     (None, None on a GPU); under the interpreter, a 1 appended to ``walks`` for each split-path walk (the rows
@@ -279,6 +280,39 @@ def _triton_counting_races(kwargs: dict, tree: DraftTree, backend: str, monkeypa
     return got, won, races
 
 
+@pytest.mark.parametrize("form", ["draft logits", "draft probs", "target probs, draft logits"])
+def test_the_split_tree_path_resumes_the_walk_where_the_second_child_is_accepted(form, monkeypatch):
+    # the root's first child drafts its row's least likely token, given much draft mass (rejected), and the second
+    # its likeliest, of little draft mass (accepted): the masses' last program tests the second child from its
+    # slices' values and, the child accepted, resumes the walk there, once a request; the tokens are the reference's
+    batch, vocab = 6, 2100
+    kwargs, tree = _tree_call(form, TREES["2x2"], batch, seed=5, vocab=vocab)
+    kwargs.update(num_draft_tokens=torch.full((batch,), 6), temperatures=torch.full((batch,), 0.8))
+    tree = DraftTree(torch.tensor([TREES["2x2"]] * batch), tree.candidates)  # every request whole and valid
+    target = kwargs.get("target_logits", kwargs.get("target_probs"))
+    unlikely = target[:, 0].argmin(-1)
+    kwargs["draft_token_ids"][:, 0] = unlikely
+    likeliest = target[:, 0].argmax(-1)
+    kwargs["draft_token_ids"][:, 1] = likeliest
+    rows = torch.arange(batch)
+    if "draft_logits" in kwargs:  # node 0's draft all but one-hot on its token; node 1's token unlikely to the draft
+        kwargs["draft_logits"][:, 0] = torch.where(torch.arange(vocab) == unlikely[:, None], 40.0, 0.0)
+        kwargs["draft_logits"][rows, 1, likeliest] -= 12.0
+    else:
+        spike = torch.nn.functional.one_hot(unlikely, vocab).float()
+        kwargs["draft_probs"][:, 0] = 1e-3 * kwargs["draft_probs"][:, 0] + (1 - 1e-3) * spike
+        kwargs["draft_probs"][rows, 1, likeliest] *= 1e-3
+        kwargs["draft_probs"][:, 1] /= kwargs["draft_probs"][:, 1].sum(-1, keepdim=True)
+    want = verify(**kwargs, tree=tree, backend="torch")
+    assert bool((want.accepted_nodes[:, 0] == 1).all())  # every request's second child accepted
+    walks = []
+    got, won, _races = _triton_counting_races(kwargs, tree, "triton-split", monkeypatch, walks)
+    for field in RESULT_FIELDS:
+        assert torch.equal(getattr(got, field).cpu(), getattr(want, field)), (form, field)
+    if won is not None:  # under the interpreter: the rows kernel's walk, then one resumed walk, a request
+        assert len(walks) == 2 * batch, len(walks)
+
+
 def _race_exponentials(kwargs: dict, vocab: int) -> torch.Tensor:
     """``[B, V]``: each request's E_y of the residual race at its root (position ``positions[b]``)."""
     rng = importlib.import_module("specbench.rng")
@@ -289,7 +323,8 @@ def _race_exponentials(kwargs: dict, vocab: int) -> torch.Tensor:
 @pytest.mark.parametrize(("form", "depth", "backend"), [
     *((form, 0, backend) for backend in ("triton", "triton-split")
       for form in ("draft logits", "target probs, draft logits", "without replacement, draft probs")),
-    ("draft logits", 1, "triton"), ("draft probs", 1, "triton"), ("draft probs", 1, "triton-split")])
+    ("draft logits", 1, "triton"), ("draft probs", 1, "triton"), ("draft logits", 1, "triton-split"),
+    ("draft probs", 1, "triton-split")])
 def test_the_race_after_two_rejected_children_runs_from_candidates(form, depth, backend, monkeypatch):
     # both children of the root (depth 0), or of node 0 after the root's first child is accepted (depth 1: its
     # children are nodes 2 and 3, so the first sibling is not lane 1's default node), are rejected (each drafts its

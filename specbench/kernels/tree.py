@@ -25,7 +25,8 @@ the pass that sums the mass left after the first also keeps the race's candidate
 ``CANDIDATE_MARGIN``), so that when the second is rejected too the race needs no pass of its own unless its winner
 among them cannot be told apart from the tokens they dropped. On the split path that pass's slices also leave the
 values the second child's test and that race read (r1 at the child's token; r1 and the child's draft row at each
-candidate), so that the program that sums the mass decides both from them without resuming the walk.
+candidate), so that the program that sums the mass decides both from them without resuming the walk (drawn with
+replacement and the second child's token valid; otherwise it resumes the walk).
 
 The split path (for batches that do not fill the GPU; the comment above ``_tree_rows_kernel``) walks with the
 same ``_walk`` from row statistics merged across programs, in two launches: the rows and the walk; then the
@@ -166,9 +167,10 @@ def _residual_race(t_row, d_base, d_stride, start, stop, V, inv_temperature, m, 
 # when the second child is absent). As r2 <= r1, no token y scores more than r1(y) / E_y in that race, so the pass over
 # r1 also keeps, per lane, the token of largest r1 / E (the race's E_y; float ratios, r1 times rows.reciprocal(E),
 # within an ulp) and the largest ratio among the tokens the lane drops. Once R is known and the second child rejected,
-# the race runs over the kept tokens alone, their
-# r2 replayed from the rows with the race's arithmetic; its winner is the race's where its log-ratio clears every other
-# token's ratio bound by CANDIDATE_MARGIN (the ratios', logs' and products' rounding, with room), and otherwise the race
+# the race runs over the kept tokens alone, their r2 replayed from the rows with the race's arithmetic (on the split
+# path, where the masses' last program races, from the r1 and q_1 its slices kept at the candidates, _second_residual:
+# _residual_chunk's last step); its winner is the race's where its log-ratio clears every other token's ratio bound
+# by CANDIDATE_MARGIN (the ratios', logs' and products' rounding, with room), and otherwise the race
 # takes its pass over the row as before. The split path's slices (a lane a token of each chunk) each publish their two
 # best lanes and bound the rest; one program per request gives a lane CAND_LANE consecutive tokens of each chunk and
 # carries the best lane of each of its CAND_GROUPS groups of lanes through the walk. Two a slice sufficed on simulated
@@ -337,7 +339,8 @@ def _values_at_nodes(greedy, lanes, parents, attached, tokens, token_valid, t_ba
     # probabilistic mode's sampled requests; 0 for a greedy request's nodes, an invalid token's, an unattached
     # node's). Nodes off the path are read too: each is in range (a parent before it, a token below V) in rows the
     # caller gives for the tree's nodes. A later sibling's test still replays the residual at its token from the rows
-    # (_residual_chunk), and drawn without replacement reads its elders' draft values (_elder_mass).
+    # (_residual_chunk; on the split path the second child's r1 may come from the masses' slices, which replayed it
+    # so), and drawn without replacement reads its elders' draft values (_elder_mass).
     t_at_nodes = tl.zeros([NODE_BLOCK], tl.float32)
     d_at_nodes = tl.zeros([NODE_BLOCK], tl.float32)
     if MODE == MODE_PROBABILISTIC:
@@ -943,7 +946,8 @@ def _masses_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch,
     # draft row at them, and (the slice holding it) r1 at the second child's token, which that child's test reads.
     # The request's last program sums the slices and, where the second child is rejected and the race's winner among
     # the candidates stands, writes the request's tokens from these values alone; else it resumes the walk where it
-    # stopped, then runs the race from the candidates where it can. RACED where the race ran, else RACING.
+    # stopped, then runs the race from the candidates where it can. RACED where that race ran and its winner stood,
+    # else RACING.
     b = (job // RACE_SPLITS).to(tl.int64)
     split = job % RACE_SPLITS
     n, greedy, inv_temperature, position, key_of_seed = request_setup(
@@ -1040,6 +1044,9 @@ def _masses_part(job, scratch_f_ptr, scratch_i_ptr, counters_ptr, batch,
                         u = uniform_at(stream_key(key_of_seed, position + length, ACCEPT), 1)
                         if not ((u * q_x) * mass < tl.load(values + RACE_SPLITS * 4)):
                             ids, r1, q2, rest = _kept_candidates(race_f, race_i, values, RACE_SPLITS, S_BLOCK)
+                            # (the sibling lanes here hold what drawn with replacement reads: the second's
+                            # validity and mass; its token and divisor lanes are not the walk's, which drawn
+                            # without replacement would read)
                             w = _second_residual(r1, q2, ids, lanes, tokens, (lanes < 2).to(tl.int32),
                                                  tl.where(lanes == 1, mass, 1.0), tl.where(lanes < 2, 1.0, 0.0),
                                                  False)

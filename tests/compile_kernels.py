@@ -38,6 +38,7 @@ from triton.backends.compiler import GPUTarget
 from specbench import machine
 from specbench.kernels import launch
 from specbench.kernels.block import _block_masses_kernel, _block_race_kernel, _block_rows_kernel, _verify_block_kernel
+from specbench.kernels.bracket_race import _bracket_race_kernel
 from specbench.kernels.draft_bounds import _draft_bounds_kernel
 from specbench.kernels.histogram import _split_histogram_kernel
 from specbench.kernels.logprobs import _logprobs_kernel
@@ -183,7 +184,7 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                         out.extend((_verify_truncated_kernel, {**common, "DRAFT": draft, "BLOCK": step_block,
                                                                "OUT_BLOCK": 8, "FUSED": fused, "DEFER": 0,
                                                                "SUMMARIZE_EMITTED": int(mode == "synthetic"), "DECIDED": 0,
-                                                               **step_groups},
+                                                               "RACED": 0, **step_groups},
                                     step_warps, dtype) for fused, (step_block, step_warps, step_groups) in step_shapes.items())
                         if (mode, draft, truncate_draft, target_probs) in DEFERRED_FORMS and dtype == "fp32":
                             # the step deferring its races (a batch given no top_k, on a GPU)
@@ -191,14 +192,23 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                                                                    "BLOCK": block, "OUT_BLOCK": 8, "FUSED": 0,
                                                                    "DEFER": 1,
                                                                    "SUMMARIZE_EMITTED": int(mode == "synthetic"),
-                                                                   "DECIDED": 0, **groups}, warps, dtype))
+                                                                   "DECIDED": 0, "RACED": 0, **groups}, warps,
+                                        dtype))
                         if mode == "probabilistic" and (draft != 1 or truncate_draft) and dtype == "fp32":
                             # and from the split histogram path's decisions (histogram.STEP_DECIDE), deferring
-                            # its races (the launcher's own) or not (strategy("sequential"))
+                            # its races (the launcher's own) or not (strategy("sequential")), with the stop rows'
+                            # races tried from the first level's bracket (the launcher's) or not (-norace); that
+                            # launch for each draft form
                             out.extend((_verify_truncated_kernel, {
                                 **common, "HAS_TOP_K": 0, "DRAFT": draft, "BLOCK": block, "OUT_BLOCK": 8,
-                                "FUSED": 0, "DEFER": defer, "SUMMARIZE_EMITTED": 0, "DECIDED": 1, **groups},
-                                warps, dtype) for defer in ((0, 1) if draft == 1 else (1,)))
+                                "FUSED": 0, "DEFER": defer, "SUMMARIZE_EMITTED": 0, "DECIDED": 1, "RACED": raced,
+                                **groups}, warps, dtype) for defer in ((0, 1) if draft == 1 else (1,))
+                                for raced in (1, 0))
+                            out.append((_bracket_race_kernel, {
+                                "MODE": common["MODE"], "DRAFT": draft, "TARGET_PROBS": target_probs, "HAS_TOP_K": 0,
+                                "HAS_TOP_P": 1, "HAS_MIN_P": 1, "SLICE": launch._histogram_shape(1 << 17, _GPU)[0],
+                                "BLOCK": launch._histogram_shape(1 << 17, _GPU)[1], "P_BLOCK": 32},
+                                launch._histogram_shape(1 << 17, _GPU)[2], dtype))
                         out.append((_truncated_terminal_kernel, {"MODE": common["MODE"], "DRAFT": draft,
                                                                  "TARGET_PROBS": target_probs,
                                                                  "TRUNCATE_DRAFT": truncate_draft, "BLOCK": race_block,
@@ -206,7 +216,8 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     top_k_only = {"MODE": 1, "TARGET_PROBS": 0, "TRUNCATE_DRAFT": 1, "HAS_TOP_K": 1, "HAS_TOP_P": 0, "HAS_MIN_P": 0}
     out.append((_truncation_prepass_kernel, {**top_k_only, **groups}, warps, "fp32"))
     out.extend((_verify_truncated_kernel, {**top_k_only, "DRAFT": 1, "BLOCK": step_block, "OUT_BLOCK": 8, "FUSED": fused,
-                                           "DEFER": 0, "SUMMARIZE_EMITTED": 0, "DECIDED": 0, **step_groups}, step_warps,
+                                           "DEFER": 0, "SUMMARIZE_EMITTED": 0, "DECIDED": 0, "RACED": 0, **step_groups},
+                                           step_warps,
                                            "fp32")
                for fused, (step_block, step_warps, step_groups) in step_shapes.items())
     # the split radix path (the launch variants triton-radix-...; batches given no top_k take the histogram

@@ -165,7 +165,7 @@ def test_the_one_instruction_exp_gives_the_histogram_path_the_same_sums_on_a_gpu
     # at most a slice's tokens times 2**-126; the rows' sums hold 1 and agree
     assert bool((fast_scratch.radix_part_f.nan_to_num(7.0) - plain_scratch.radix_part_f.nan_to_num(7.0)).abs()
                 .le(vocab * 2.0**-126).all())
-    assert bool(fast_scratch.decided.view(-1, 2)[:batch, 0].gt(0).any())  # (drafts were decided from the bounds)
+    assert bool(fast_scratch.decided.view(-1, 3)[:batch, 0].gt(0).any())  # (drafts were decided from the bounds)
 
 
 @pytest.mark.parametrize("target_form", ["logits", "probs"])
@@ -216,7 +216,7 @@ def test_predicated_adds_give_the_histogram_path_the_same_sums(monkeypatch, batc
     assert torch.equal(fast.output_token_ids, plain.output_token_ids)
     assert torch.equal(fast.num_emitted, plain.num_emitted)
     assert _scratch_fields_that_differ(fast_scratch, plain_scratch) == []
-    assert bool(fast_scratch.decided.view(-1, 2)[:batch, 0].gt(0).any())  # (drafts were decided from the bounds)
+    assert bool(fast_scratch.decided.view(-1, 3)[:batch, 0].gt(0).any())  # (drafts were decided from the bounds)
 
 
 @pytest.mark.parametrize(("mode", "target_is_probs", "draft_kind", "inline"), [

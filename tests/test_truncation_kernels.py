@@ -365,7 +365,7 @@ def test_the_histogram_path_variants_give_the_same_step(small_blocks, monkeypatc
     summaries = scratches[0].summary_f[:batch * num_slots * 8].view(batch, num_slots, 2, 4)
     assert bool(summaries[..., 1, 1].isfinite().any())  # draft cells were summarised (their kept mass written)
     if way == 2:  # (request 0 stopped at 1 not clean: its rows after the stop, 2 and 3, searched too)
-        assert scratches[1].decided.view(batch, 2)[0].tolist() == [1, 0]
+        assert scratches[1].decided.view(batch, 3)[0, :2].tolist() == [1, 0]
         assert bool(summaries[0, 2:, 0, 1].isfinite().all()) and bool(summaries[0, 0].isnan().all())
 
 
@@ -777,7 +777,7 @@ def _decided_run(monkeypatch, launch, inputs: dict, keywords: dict, strategy: st
     batch, num_slots = inputs["draft_token_ids"].shape[0], inputs["draft_token_ids"].shape[1] + 1
     cells = batch * num_slots * 2
     stage = scratches[0].radix_state_i[:cells * histogram.STATE.value].view(cells, -1)[:, histogram.I_STAGE.value]
-    decided = scratches[0].decided.view(batch, 2).cpu() if decide else None
+    decided = scratches[0].decided.view(batch, 3).cpu() if decide else None
     return got, decided, int((stage == histogram.SKIPPED.value).sum())
 
 
@@ -826,6 +826,58 @@ def test_decided_drafts_equal_the_reference(small_blocks, monkeypatch, form, str
         assert bool((decided[clean, 0] > 0).any()), decided  # a draft accepted without a search
 
 
+@pytest.mark.parametrize(("form", "strategy"), [(FORMS[0], "split"), (FORMS[1], "split"), (FORMS[1], "sequential"),
+                                                (FORMS[3], "sequential"), (FORMS[4], "split"), (FORMS[5], "split"),
+                                                (FORMS[6], "sequential")])
+def test_races_decided_from_the_first_levels_bracket_are_the_reference(small_blocks, monkeypatch, form, strategy):
+    """Drafts decided from one pass's bounds, and each clean stop's race tried from the first level's bracket (the
+    launcher's way, bracket_race.py) or the second's: over several batches with drafts drawn at random (most rejected: residual races,
+    or for one-hot drafts the race over p' without the draft) or the target's argmax (bonus races), top_p from 0.5 to
+    0.99 on rows with ties, NaN and -inf, the tokens are the torch reference's and those of the race left to the
+    whole search (-norace); some races are decided there, and their stop rows are never summarised (the scratch
+    starts as NaN: the step reads no summary of them, and the later launches pass over them), and some are not."""
+    from specbench.kernels import histogram
+
+    target, draft, truncate_draft = form
+    raced, not_raced = [0, 0], [0, 0]
+    monkeypatch.setitem(small_blocks.TUNING, "split_search", 1)
+    monkeypatch.setitem(small_blocks.TUNING, "histogram_decide", 2)  # (at any batch)
+    for seed in range(4):
+        inputs = _inputs(200 + seed, target, draft)
+        values = inputs.get("target_logits", inputs.get("target_probs"))
+        generator = torch.Generator().manual_seed(seed)
+        if seed % 2:  # the target's own argmax: mostly accepted, so bonus races
+            inputs["draft_token_ids"] = values[:, :K].nan_to_num(nan=-math.inf).argmax(-1)
+        else:
+            inputs["draft_token_ids"] = torch.randint(0, V, (B, K), generator=generator)
+        inputs["temperatures"] = torch.tensor([1.0, 0.7, 0.8, 1.3, 1.0, 0.9])
+        keywords = {"knobs": {"top_p": torch.tensor([0.5, 0.9, 0.95, 0.99, 0.8, 0.7])},
+                    "truncate_draft_logits": truncate_draft}
+        want = _reference(inputs, **keywords)
+        for race in (1, 2, 0):  # (after the first level, after the second, never)
+            monkeypatch.setitem(small_blocks.TUNING, "histogram_race", race)
+            scratches = histogram_scratches(monkeypatch, small_blocks)
+            with small_blocks.strategy(strategy):
+                _same(_verify(inputs, **keywords), want)
+            if not race:
+                continue
+            num_slots = K + 1
+            decided = scratches[0].decided.view(B, 3).cpu()
+            summaries = scratches[0].summary_f[:B * num_slots * 8].view(B, num_slots, 2, 4).cpu()
+            stages = scratches[0].radix_state_i[:B * num_slots * 2 * histogram.STATE.value].view(
+                B, num_slots, 2, -1)[..., histogram.I_STAGE.value].cpu()
+            won = decided[:, 2] >= 0
+            assert bool((decided[won, 1] == 1).all()), decided  # (clean stops only)
+            for b in won.nonzero().flatten().tolist():
+                t = int(decided[b, 0])
+                assert int(want.output_token_ids[b, t]) == int(decided[b, 2])
+                assert int(stages[b, t, 0]) == histogram.RACED.value
+                assert bool(summaries[b, t, 0].isnan().all()), (b, t)  # never summarised
+            raced[race - 1] += int(won.sum())
+            not_raced[race - 1] += int(((decided[:, 1] == 1) & ~won).sum())
+    assert min(raced) > 0 and not_raced[0] > 0, (raced, not_raced)
+
+
 _SENTINEL_MAX = 1234.5  # (a largest value no row of these tests has)
 
 
@@ -839,7 +891,7 @@ def _poisoned_row_maxima(monkeypatch, launch, num_draft: torch.Tensor, num_slots
     def poisoned(grid, args, num_warps, stream, **constexprs):
         bounds(grid, args, num_warps, stream, **constexprs)
         if constexprs["STEP"] == 1:  # (args: partials, decisions, the state's largest values, ...)
-            decided, row_max = args[1].view(-1, 2).cpu(), args[2]
+            decided, row_max = args[1].view(-1, 3).cpu(), args[2]
             for b, t in enumerate(decided[:, 0].tolist()):
                 if t < int(num_draft[b]):
                     for side in range(sides):
@@ -884,7 +936,7 @@ def test_the_stop_rows_largest_values_from_the_bounds_pass_give_the_same_search(
         monkeypatch.setattr(small_blocks, "_DRAFT_BOUNDS", bounds)
         for name, value in (("histogram_bounds_max", bounds_max), ("split_search", 1), ("histogram_decide", 2),
                             ("bounds_rounds", rounds), ("histogram_rows", rows),
-                            ("histogram_after_slices", after)):
+                            ("histogram_after_slices", after), ("histogram_race", 0)):  # (every stop row searched)
             monkeypatch.setitem(small_blocks.TUNING, name, value)
         scratches = histogram_scratches(monkeypatch, small_blocks)
         if poison:
@@ -899,7 +951,7 @@ def test_the_stop_rows_largest_values_from_the_bounds_pass_give_the_same_search(
         if want.is_floating_point():
             want, got = want.nan_to_num(7.0).view(torch.int32), got.nan_to_num(7.0).view(torch.int32)
         assert torch.equal(want, got), name
-    decided = variant_scratch.decided.view(batch, 2)
+    decided = variant_scratch.decided.view(batch, 3)
     deciding = (keywords["knobs"]["top_p"] < 1) & (inputs["temperatures"] != 0)
     stops = deciding & (decided[:, 0] < inputs["num_draft_tokens"])
     assert int(stops.sum()) >= 2, decided

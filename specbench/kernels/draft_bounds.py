@@ -58,7 +58,7 @@ from specbench.kernels.decide import ACCEPT, DRAFT_LOGITS, draft_prob_at, reques
 from specbench.kernels.radix import _chunk
 from specbench.kernels.rng import stream_key, uniform_at
 from specbench.kernels.rows import add_if_above, add_if_ahead, clean, exp_in_sum
-from specbench.kernels.truncation import cell_program, request_knobs
+from specbench.kernels.truncation import DECIDED_FIELDS, cell_program, request_knobs
 
 STEP_SUMS = tl.constexpr(0)
 STEP_DECIDE = tl.constexpr(1)
@@ -260,8 +260,8 @@ def _decide_request(b, slot, part_f, decided_ptr, row_max_ptr, t_row0, t_stride_
     if ROUNDS:
         last = tl.minimum(slot + 1, n)
         if slot > 0:
-            t = tl.load(decided_ptr + b * 2)
-            clean_stop = tl.load(decided_ptr + b * 2 + 1)
+            t = tl.load(decided_ptr + b * DECIDED_FIELDS)
+            clean_stop = tl.load(decided_ptr + b * DECIDED_FIELDS + 1)
             going = deciding & (t == slot) & (clean_stop == 1) & (slot < n)
     written = going | (slot == 0)  # (a later round leaves a request that is not going as it is)
     i = slot
@@ -287,14 +287,14 @@ def _decide_request(b, slot, part_f, decided_ptr, row_max_ptr, t_row0, t_stride_
         i += 1
         going = (~stop) & (i < last)
     if written:
-        tl.store(decided_ptr + b * 2, t)
-        tl.store(decided_ptr + b * 2 + 1, clean_stop)
+        tl.store(decided_ptr + b * DECIDED_FIELDS, t)
+        tl.store(decided_ptr + b * DECIDED_FIELDS + 1, clean_stop)
 
 
 @triton.jit
 def _draft_bounds_kernel(
     part_f_ptr,  # [B * (K + 1) * 2, NUM_SLICES, PART] float32 scratch (the histogram path's partials)
-    decided_ptr,  # [B, 2] int32: (t, clean) per request (written by STEP_DECIDE)
+    decided_ptr,  # [B, DECIDED_FIELDS] int32: (t, clean) per request written by STEP_DECIDE (the third field after)
     row_max_ptr,  # float32: the largest value of each cell c of a row a request stops at (t < n), at c * ROW_MAX_STRIDE
     # (the search's state, m)
     target_ptr, target_stride_b, target_stride_k,  # [B, K + 1, V] logits, or probabilities (TARGET_PROBS)
@@ -337,7 +337,8 @@ def _draft_bounds_kernel(
         going = decides(truncated, greedy, k, min_p, inv_temperature) & (r < n)
         if ROUNDS:  # noqa: SIM102 (a constexpr test, then a runtime one: a later round reads the last one's)
             if slot > 0:
-                going = going & (tl.load(decided_ptr + b * 2) == r) & (tl.load(decided_ptr + b * 2 + 1) == 1)
+                decision = decided_ptr + b * DECIDED_FIELDS
+                going = going & (tl.load(decision) == r) & (tl.load(decision + 1) == 1)
         if going:
             x = tl.load(draft_ids_ptr + b * draft_ids_stride + r)
             x = tl.where((x >= 0) & (x < V), x, 0).to(tl.int32)  # (an invalid id is rejected whatever the sums)

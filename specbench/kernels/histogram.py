@@ -124,6 +124,7 @@ from specbench.kernels.radix import _slice_max
 from specbench.kernels.rows import add_if_above, clean, exp_in_sum
 from specbench.kernels.split import last_to_arrive
 from specbench.kernels.truncation import (
+    DECIDED_FIELDS,
     cell_program,
     read_summary,
     request_knobs,
@@ -156,6 +157,8 @@ CLOSED = tl.constexpr(-1)  # the summary is written
 SKIPPED = tl.constexpr(-2)  # DECIDE: the step reads no summary of this cell (none is written)
 SEARCH = tl.constexpr(0)
 FALLBACK = tl.constexpr(1)  # the finish step searches the row in one program
+RACED = tl.constexpr(-3)  # the stop row's race was decided from the first level's bracket (bracket_race.py): the
+# step reads no summary of this cell (none is written)
 # the rows a program takes (ROWS)
 ROWS_PER_CELL = tl.constexpr(0)  # the grid's second dimension's
 ROWS_PER_REQUEST = tl.constexpr(1)  # every row of its request in turn
@@ -653,8 +656,8 @@ def _decide_request(b, state_f, state_i, part_f, summary_f_ptr, summary_i_ptr, d
                 tl.store(state_i + cell * STATE + I_STAGE, SKIPPED)
                 if TRUNCATE_DRAFT:  # (a constexpr: the draft cell's test stays apart)
                     tl.store(state_i + (cell + 1) * STATE + I_STAGE, SKIPPED, mask=r < n)
-    tl.store(decided_ptr + b * 2, t)
-    tl.store(decided_ptr + b * 2 + 1, clean_stop)
+    tl.store(decided_ptr + b * DECIDED_FIELDS, t)
+    tl.store(decided_ptr + b * DECIDED_FIELDS + 1, clean_stop)
 
 
 @triton.jit
@@ -675,8 +678,8 @@ def _histogram_slice(request, s, pointers, V, NUM_SLOTS, NUM_SLICES, ZERO_SHARE,
         # the drafts were decided before this launch (draft_bounds.py): a cell the step will not read is
         # marked skipped, for the launches after, and passed over; with BOUNDS_MAX a request that decided there
         # and stopped at t < n left row t's largest values in its cells' state
-        t = tl.load(decided_ptr + b * 2)
-        skip = wanted & skipped(r, t, tl.load(decided_ptr + b * 2 + 1))
+        t = tl.load(decided_ptr + b * DECIDED_FIELDS)
+        skip = wanted & skipped(r, t, tl.load(decided_ptr + b * DECIDED_FIELDS + 1))
         if skip & (s == 0):
             tl.store(state_i_ptr + ((b * NUM_SLOTS + r) * 2 + side) * STATE + I_STAGE, SKIPPED)
         wanted = wanted & (~skip)
@@ -710,7 +713,8 @@ def _split_histogram_kernel(
     list_f_ptr, list_i_ptr,  # [B * (K + 1) * 2, CAP] float32 and int32 scratch
     arrivals_ptr,  # [B * (K + 1) * 2] int32, zero on entry and exit
     summary_f_ptr, summary_i_ptr,  # the summaries [B, K + 1, 2, 4] float32 and [B, K + 1, 2] int32
-    decided_ptr,  # [B, 2] int32: (t, clean) per request (written by STEP_DECIDE, or before STEP_MAX by draft_bounds.py)
+    decided_ptr,  # [B, DECIDED_FIELDS] int32: (t, clean) per request (written by STEP_DECIDE, or before STEP_MAX by
+    # draft_bounds.py)
     target_ptr, target_stride_b, target_stride_k,  # [B, K + 1, V] logits, or probabilities (TARGET_PROBS)
     draft_ptr, draft_stride_b, draft_stride_k,  # [B, K, V] draft logits (read only with TRUNCATE_DRAFT), or
     # with DECIDE the draft row of any form (draft probabilities read at the drafts)
@@ -762,7 +766,7 @@ def _split_histogram_kernel(
     else:
         going = tl.full([], 1, tl.int1)
         if ROWS == ROWS_AFTER_STOP:  # (its request's decision first: nothing more where it stopped clean)
-            going = tl.load(decided_ptr + tl.program_id(0).to(tl.int64) * 2 + 1) == 0
+            going = tl.load(decided_ptr + tl.program_id(0).to(tl.int64) * DECIDED_FIELDS + 1) == 0
         if going:
             b, r, side, group, n, greedy, inv_temperature, truncated, k, top_p, min_p = cell_program(
                 num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, top_k_ptr, top_p_ptr, min_p_ptr, V, NUM_SLOTS,
@@ -771,7 +775,7 @@ def _split_histogram_kernel(
                         arrivals_ptr, summary_f_ptr, summary_i_ptr, decided_ptr, target_ptr, target_stride_b,
                         target_stride_k, draft_ptr, draft_stride_b, draft_stride_k, draft_ids_ptr, draft_ids_stride)
             if ROWS == ROWS_AT_STOP:
-                r = tl.load(decided_ptr + b * 2)  # (the request's stop t)
+                r = tl.load(decided_ptr + b * DECIDED_FIELDS)  # (the request's stop t)
             request = (b, r, side, n, greedy, inv_temperature, truncated, k, top_p, min_p)
             if (ROWS != ROWS_PER_CELL) and (ROWS != ROWS_AT_STOP):  # (a request's rows in turn)
                 # rows in turn, each as its own program would take it (where the drafts were decided first, most
@@ -782,7 +786,7 @@ def _split_histogram_kernel(
                 rows = tl.arange(0, ROW_BLOCK)
                 taken = rows < NUM_SLOTS
                 if ROWS != ROWS_PER_REQUEST:  # (the rows after the stop t: `going`, the request did not stop clean)
-                    taken = taken & (rows > tl.load(decided_ptr + b * 2))
+                    taken = taken & (rows > tl.load(decided_ptr + b * DECIDED_FIELDS))
                 stages = tl.where(taken, SEARCH, CLOSED)
                 if STEP != STEP_MAX:
                     at_rows = (summary_wanted(truncated, greedy, rows, n, side, TRUNCATE_DRAFT) != 0) & taken

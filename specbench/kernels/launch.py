@@ -75,7 +75,7 @@ import triton
 import triton.language as tl
 
 from specbench.errors import SpecbenchError
-from specbench.kernels import draft_bounds, histogram, radix, truncation
+from specbench.kernels import bracket_race, draft_bounds, histogram, radix, truncation
 from specbench.kernels.block import _block_masses_kernel, _block_race_kernel, _block_rows_kernel, _verify_block_kernel
 from specbench.kernels.cutoffs import MAX_GROUPS
 from specbench.kernels.logprobs import _logprobs_kernel
@@ -209,7 +209,7 @@ TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk"
                                  "histogram_slices_per_program": None, "histogram_rows": None,
                                  "histogram_after_slices": None,
                                  "histogram_levels": None, "histogram_bounds_max": None, "histogram_ftz_sums": None,
-                                 "histogram_predicated_sums": None, "tree_finish_slices": None,
+                                 "histogram_predicated_sums": None, "histogram_race": None, "tree_finish_slices": None,
                                  "tree_race_candidates": None}
 
 
@@ -688,6 +688,7 @@ _TRUNCATED = _Launcher(_verify_truncated_kernel)
 _TRUNCATED_TERMINAL = _Launcher(_truncated_terminal_kernel)
 _SPLIT_RADIX = _Launcher(radix._split_radix_kernel)
 _SPLIT_HISTOGRAM = _Launcher(histogram._split_histogram_kernel)
+_BRACKET_RACE = _Launcher(bracket_race._bracket_race_kernel)
 _DRAFT_BOUNDS = _Launcher(draft_bounds._draft_bounds_kernel)
 _LOGPROBS = _Launcher(_logprobs_kernel)
 # Launch shapes of the truncation kernels (tokens a program reads per chunk, warps), by path: the
@@ -817,7 +818,8 @@ class _TruncationScratch(NamedTuple):
         f_sizes = [cells * 4, cells * groups, cells * _LIST, cells * _LIST, cells * state,
                    cells * slices * radix.PART_F.value, batch * record, batch * race_splits * 2, cells * cap]
         i_sizes = [cells, cells * TOP_K_CAP_GROUPS, cells * _LIST, cells * state, cells * slices * radix.PART_I.value,
-                   batch * record, batch * race_splits * 2, cells * counts, cells * cap, batch * 2 if cap else 0]
+                   batch * record, batch * race_splits * 2, cells * counts, cells * cap,
+                   batch * truncation.DECIDED_FIELDS.value if cap else 0]
         floats = _scratch(sum(f_sizes), torch.float32, device, key)
         ints = _scratch(sum(i_sizes), torch.int32, device, key)
         f = [floats[a:b] for a, b in zip(np.cumsum([0, *f_sizes[:-1]]), np.cumsum(f_sizes), strict=True)]
@@ -1043,6 +1045,17 @@ HISTOGRAM_FTZ_SUMS = True
 # 458.3 -> 420.9 / 261.2 -> 241.1, B = 256 1,507.4 -> 1,392.1 / 829.3 -> 768.9, B = 512 2,490.2 -> 2,295.2 / 1,348.8 ->
 # 1,243.3 (the launch variants -pred / -nopred choose)
 HISTOGRAM_PREDICATED_SUMS = True
+# ... and whether, where the drafts were decided first (HISTOGRAM_DECIDE), the race at each request's clean stop is
+# tried from a level's bracket (specbench/kernels/bracket_race.py: one more launch over the stop rows), so that the
+# levels after it, the gather and the finish pass over the stop rows it decides: after which level, by draft form (0:
+# never; the launch variants -raceN / -norace choose). H200, Triton 3.6, top_p 0.95, L = 3, graph, µs, never / after
+# the first level / after the second (results/h200-bracket-race/): draft logits B = 8 85.8 / 90.8 / 71.0, B = 64
+# 423.1 / 431.3 / 424.7, B = 256 1,397.8 / 1,372.0 / 1,360.7, B = 512 2,303.4 / 2,171.1 / 2,208.6; draft
+# probabilities 69.3 / 53.1 / 59.0, 244.1 / 234.6 / 220.6, 772.3 / 703.2 / 757.2, 1,246.2 / 1,105.1 / 1,203.2.
+# From draft logits the first level's bracket leaves most residual races open (the draft's own cutoff is bounded
+# too); one-hot drafts (not timed) race over p' alone, as the bonus row does, so they take the first level
+HISTOGRAM_BRACKET_RACE = {truncation.DRAFT_NONE.value: 1, truncation.DRAFT_LOGITS.value: 2,
+                          truncation.DRAFT_PROBS.value: 1}
 
 
 def _histogram_cap(device: torch.device) -> int:
@@ -1151,6 +1164,7 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
     per_program = TUNING["histogram_slices_per_program"] or HISTOGRAM_SLICES_PER_PROGRAM
     atomic = _tuned("histogram_atomic", HISTOGRAM_ATOMIC)
     rows_way = _histogram_rows(way, batch)
+    races = bracket_races(way, draft_kind)
     shape = {"SLICE": slice_, "BLOCK": block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1, "CAP": cap,
              "P_BLOCK": p_block, "ROW_BLOCK": max(_next_power_of_2(num_slots), 2) if rows_way != "cell" else 2,
              "FTZ_SUMS": ftz_sums, "PREDICATED_SUMS": predicated_sums,
@@ -1185,6 +1199,15 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
             _SPLIT_HISTOGRAM((batch,), (*args, 0), 1, key, STEP=4, ROWS=histogram.ROWS_PER_CELL.value,
                              SLICES_PER_PROGRAM=per_program, **{**plain, "DECIDE": True, "DRAFT": draft_kind},
                              FIRST=False, LAST=False, **shape)
+        if level == min(races, levels) - 1:
+            _BRACKET_RACE((batch, slices),
+                          (scratch.radix_state_f, scratch.radix_state_i, scratch.radix_part_f, scratch.radix_part_i,
+                           arrivals, scratch.summary_f, scratch.summary_i, scratch.decided, *target_args, draft_ids,
+                           draft_ids.stride(0), *request_args, *knobs, vocab, num_slots, slices),
+                          num_warps, key, MODE=constexprs["MODE"], DRAFT=draft_kind,
+                          TARGET_PROBS=constexprs["TARGET_PROBS"],
+                          **{flag: constexprs[flag] for flag in ("HAS_TOP_K", "HAS_TOP_P", "HAS_MIN_P")},
+                          SLICE=slice_, BLOCK=block, P_BLOCK=p_block)
     each_pass(2, 0, **plain, FIRST=False, LAST=False)
     each_pass(3, 0, per_cell=True, **plain, FIRST=False, LAST=False)
     return scratch
@@ -1225,6 +1248,14 @@ def _decides(mode: str, logprobs: bool, draft_kind: int, truncate_draft: bool, b
     wanted = (top_p and _split_search() == "histogram" and mode == "probabilistic" and not logprobs
               and (draft_kind != 1 or truncate_draft))
     return way if wanted else None
+
+
+def bracket_races(way: str | None, draft_kind: int) -> int:
+    """After which level of the search a step whose drafts are decided first (``way``, ``_decides``) tries each clean
+    stop's race from that level's bracket (``HISTOGRAM_BRACKET_RACE`` for its draft form, or a launch variant's
+    ``-raceN`` / ``-norace``; 0: it does not)."""
+    forced = TUNING["histogram_race"]
+    return 0 if way is None else (HISTOGRAM_BRACKET_RACE[draft_kind] if forced is None else forced)
 
 
 def _split_search() -> str:
@@ -1338,6 +1369,7 @@ def _verify_truncated(
                num_warps, key, max_registers=truncated_step_cap(fused, num_warps), DRAFT=draft_kind, BLOCK=block,
                FUSED=fused, DEFER=defer,
                SUMMARIZE_EMITTED=logprobs and mode == "synthetic", DECIDED=decided,
+               RACED=bracket_races(way, draft_kind) > 0,
                OUT_BLOCK=_next_power_of_2(num_slots), **common, **group_shape)
     if defer:
         _TRUNCATED_TERMINAL((batch, race_splits),

@@ -110,6 +110,10 @@ Q_PROBS = tl.constexpr(3)  # q as given (cleaned as target probabilities are)
 # DEFER: a request's terminal race over a whole row (a row with no kept list), left by the step to
 # _truncated_terminal_kernel in a record of RECORD float32 and RECORD int32 per request
 RECORD = tl.constexpr(8)
+# per request, where its first drafts were decided before the search (draft_bounds.py, histogram.STEP_DECIDE): t, the
+# first slot not surely accepted; clean, whether the step stops there; the stop row's race winner where
+# bracket_race.py decided it (-1: not decided; written only where that launch runs)
+DECIDED_FIELDS = tl.constexpr(3)
 NO_RACE = tl.constexpr(-1)  # the record's kinds: the step emitted every token itself;
 RACE_KEPT = tl.constexpr(0)  # the race over p' (token `exclude` left out);
 RACE_RESIDUAL = tl.constexpr(1)  # the race over max(p' - q', 0), q by the draft form
@@ -420,7 +424,8 @@ def _verify_truncated_kernel(
     group_max_ptr, group_ids_ptr,  # the cells' group maxima and gathered groups (written only with FUSED)
     list_ids_ptr, list_v_ptr, list_w_ptr,  # [B, K + 1, 2, MAX_FAST_K] the kept lists
     record_f_ptr, record_i_ptr,  # [B, RECORD] float32 and int32: the deferred races (written only with DEFER)
-    decided_ptr,  # [B, 2] int32: (t, clean) per request, decided before the search (read only with DECIDED)
+    decided_ptr,  # [B, DECIDED_FIELDS] int32: (t, clean, winner) per request, decided before the search (read only
+    # with DECIDED; the winner only with RACED)
     V, NUM_SLOTS,
     MODE: tl.constexpr,
     DRAFT: tl.constexpr,
@@ -433,6 +438,7 @@ def _verify_truncated_kernel(
     DEFER: tl.constexpr,  # leave a terminal race over a whole row to _truncated_terminal_kernel (a record)
     SUMMARIZE_EMITTED: tl.constexpr,  # FUSED: also the rows whose draft the synthetic mode accepts (logprobs)
     DECIDED: tl.constexpr,  # each request's first drafts decided before the search (draft_bounds.py or histogram.STEP_DECIDE)
+    RACED: tl.constexpr,  # DECIDED: the stop row's race was tried from the first level's bracket (bracket_race.py)
     BLOCK: tl.constexpr,
     RADIX_BLOCK: tl.constexpr,  # tokens per chunk of the radix path (FUSED)
     OUT_BLOCK: tl.constexpr,
@@ -458,14 +464,20 @@ def _verify_truncated_kernel(
     stop_at = NUM_SLOTS  # DECIDED: the last slot the step may reach
     if DECIDED:
         # slots before t accepted already (their rows have no summaries); with clean, t is the last slot
-        i = tl.load(decided_ptr + b * 2)
-        stop_at = tl.where(tl.load(decided_ptr + b * 2 + 1) != 0, i, NUM_SLOTS)
+        i = tl.load(decided_ptr + b * DECIDED_FIELDS)
+        stop_at = tl.where(tl.load(decided_ptr + b * DECIDED_FIELDS + 1) != 0, i, NUM_SLOTS)
         decided = slots < i
         tokens = tl.where(decided, tl.load(draft_ids_ptr + b * draft_ids_stride + slots, mask=decided, other=-1),
                           tokens)
         num_emitted = i
         num_accepted = i
     done = 0
+    if RACED:  # (the race at a clean stop t decided already: its winner, and no summary of row t was found)
+        winner = tl.load(decided_ptr + b * DECIDED_FIELDS + 2)
+        if winner >= 0:
+            tokens = tl.where(slots == i, winner.to(tl.int64), tokens)
+            num_emitted += 1
+            done = 1
     while done == 0:
         t_row = target_ptr + b * target_stride_b + i * target_stride_k
         d_row = draft_ptr + b * draft_stride_b + i * draft_stride_k

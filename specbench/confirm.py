@@ -144,14 +144,14 @@ def confirm_slower(comparison: Comparison, baseline: str | Path, current: str | 
             continue
         ratio, low, high = bootstrap_ratio(before, samples)
         spread = max(_p80_over_p20(base[case.key]), _p80_over_p20(retimed))
-        verdict, _ = judge(low, high, case.threshold, (len(before), len(samples)), spread)
+        verdict, why = judge(low, high, case.threshold, (len(before), len(samples)), spread)
         measured = f"ratio {ratio:.3f} [{low:.3f}, {high:.3f}] when re-timed in a fresh process"
         if verdict == "slower":
             case.note = _join(case.note, f"confirmed: {measured}")
         else:
             case.verdict = "inconclusive"
             case.note = _join(case.note, f"slower in the run (ratio {case.ratio:.3f}), not confirmed: {measured} "
-                                         f"({verdict})")
+                                         f"({verdict}{': ' + why if why else ''})")
     return len(slower)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -611,39 +612,51 @@ def test_a_calibration_refuses_what_it_cannot_describe(quick_run, tmp_path):
     assert "Traceback" not in broken.output + timed.output + elsewhere.output
 
 
+def _retimed_case(arguments) -> tuple:
+    """The (mode, batch size, acceptance, draft) a re-timing's ``specbench kernels`` arguments name."""
+    return tuple(arguments[arguments.index(option) + 1] if option in arguments else None
+                 for option in ("--mode", "--batch-size", "--acceptance-length", "--draft"))
+
+
 def test_confirm_retimes_a_slower_case_in_a_fresh_process(quick_run, tmp_path):
-    # record 0 (greedy B=1) really is 100x slower than this baseline says; record 10's slowdown was planted in
-    # the current file alone. One real re-timing (a `specbench kernels` process on this CPU) confirms the first;
-    # the second is re-timed by a stand-in that writes the baseline's own numbers, which clear it. (100x:
-    # quick_run's own timing may have shared the CPU with other work that the re-timing does not meet; at 2.5x
-    # and again at 10x this test came back inconclusive in whole-suite runs on a 2-core machine with more work
-    # beside them)
+    # record 0 (greedy B=1) really is 100x slower than this baseline says: one real re-timing (a `specbench kernels`
+    # process on this CPU) measures that. Records 5 and 10 were planted slower in the current file alone; stand-ins
+    # re-time them, one writing the current file's numbers (which confirm it) and one the baseline's (which clear it).
     from specbench import confirm
 
     baseline = _with_samples(quick_run, tmp_path / "base", seed=1, scale={0: 0.01})
-    current = _with_samples(quick_run, tmp_path / "cur", seed=2, scale={10: 2.5})
-    records = json.loads((current / "results.json").read_text())["records"]
-    planted = records[10]
+    current = _with_samples(quick_run, tmp_path / "cur", seed=2, scale={5: 3.0, 10: 2.5})
+    metadata, records = results.read_results(current)
+    planned = [_retimed_case(confirm.retime_arguments(records[i], metadata, tmp_path)) for i in (0, 5, 10)]
+    stand_ins = {planned[1]: current, planned[2]: baseline}
+    assert len(set(planned)) == 3
     calls = []
 
     def runner_(arguments):
         calls.append(list(arguments))
-        if arguments[arguments.index("--batch-size") + 1] == str(planted["batch_size"]) and \
-                "full" in arguments:
-            shutil.copytree(baseline, arguments[arguments.index("--output") + 1])
+        copied = stand_ins.get(_retimed_case(arguments))
+        if copied is not None:
+            shutil.copytree(copied, arguments[arguments.index("--output") + 1])
             return 0, ""
         return confirm.run_specbench(arguments)
 
     comparison = compare.compare_runs(baseline, current)
-    assert sorted(case.verdict for case in comparison.cases if case.ratio > 2) == ["slower", "slower"]
-    assert confirm.confirm_slower(comparison, baseline, current, runner_) == 2
+    assert sorted(case.verdict for case in comparison.cases if case.ratio > 2) == ["slower"] * 3
+    assert confirm.confirm_slower(comparison, baseline, current, runner_) == 3
     by_label = {case.case: case for case in comparison.cases}
     from specbench.compare_inputs import kernels_label
 
-    real, cleared = by_label[kernels_label(records[0])], by_label[kernels_label(planted)]
-    assert real.verdict == "slower" and "confirmed: ratio" in real.note and "fresh process" in real.note
+    real, confirmed, cleared = (by_label[kernels_label(records[i])] for i in (0, 5, 10))
+    tripled = re.search(r"^confirmed: ratio ([0-9.]+) ", confirmed.note.split("; ")[-1])
+    assert confirmed.verdict == "slower" and tripled is not None and abs(float(tripled.group(1)) - 3) < 0.1
     assert cleared.verdict == "inconclusive" and "not confirmed: ratio 1.000" in cleared.note
-    assert len(calls) == 2 and calls[0][:3] == ["kernels", "--device", "cpu"]
+    # the real re-timing measured the planted 100x; on a busy 2-core machine its samples can spread past
+    # compare.MAX_SPREAD, which the gate calls inconclusive and says so (seen in whole-suite CI runs)
+    measured = re.search(r"ratio ([0-9.]+) \[[0-9., ]+\] when re-timed in a fresh process", real.note)
+    assert measured is not None and float(measured.group(1)) > 10, real.note
+    assert (real.verdict == "slower" and "confirmed: ratio" in real.note) or \
+        (real.verdict == "inconclusive" and "too spread to decide: p80/p20" in real.note), real.note
+    assert len(calls) == 3 and all(call[:3] == ["kernels", "--device", "cpu"] for call in calls)
     assert calls[0][calls[0].index("--max-ms") + 1] == "5.0" and "--no-l2-flush" in calls[0]
 
 

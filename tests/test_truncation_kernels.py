@@ -826,16 +826,16 @@ def test_decided_drafts_equal_the_reference(small_blocks, monkeypatch, form, str
         assert bool((decided[clean, 0] > 0).any()), decided  # a draft accepted without a search
 
 
-@pytest.mark.parametrize(("form", "strategy"), [(FORMS[0], "split"), (FORMS[1], "split"), (FORMS[1], "sequential"),
-                                                (FORMS[3], "sequential"), (FORMS[4], "split"), (FORMS[5], "split"),
-                                                (FORMS[6], "sequential")])
+@pytest.mark.parametrize(("form", "strategy"), [(FORMS[0], "split"), (FORMS[1], "split"), (FORMS[3], "sequential"),
+                                                (FORMS[4], "split"), (FORMS[6], "sequential")])
 def test_races_decided_from_the_first_levels_bracket_are_the_reference(small_blocks, monkeypatch, form, strategy):
     """Drafts decided from one pass's bounds, and each clean stop's race tried from the first level's bracket (the
     launcher's way, bracket_race.py) or the second's: over several batches with drafts drawn at random (most rejected: residual races,
     or for one-hot drafts the race over p' without the draft) or the target's argmax (bonus races), top_p from 0.5 to
-    0.99 on rows with ties, NaN and -inf, the tokens are the torch reference's and those of the race left to the
-    whole search (-norace); some races are decided there, and their stop rows are never summarised (the scratch
-    starts as NaN: the step reads no summary of them, and the later launches pass over them), and some are not."""
+    0.99 on rows with ties, NaN and -inf, the tokens are the torch reference's (as those of the race left to the
+    whole search are: test_the_stop_rows_largest_values_from_the_bounds_pass_give_the_same_search); some races are
+    decided there, and their stop rows are never summarised (the scratch starts as NaN: the step reads no summary of
+    them, and the later launches pass over them), and some are not. (Five forms, not seven: the suite's time.)"""
     from specbench.kernels import histogram
 
     target, draft, truncate_draft = form
@@ -854,13 +854,11 @@ def test_races_decided_from_the_first_levels_bracket_are_the_reference(small_blo
         keywords = {"knobs": {"top_p": torch.tensor([0.5, 0.9, 0.95, 0.99, 0.8, 0.7])},
                     "truncate_draft_logits": truncate_draft}
         want = _reference(inputs, **keywords)
-        for race in (1, 2, 0):  # (after the first level, after the second, never)
+        for race in (1, 2):  # (after the first level, after the second)
             monkeypatch.setitem(small_blocks.TUNING, "histogram_race", race)
             scratches = histogram_scratches(monkeypatch, small_blocks)
             with small_blocks.strategy(strategy):
                 _same(_verify(inputs, **keywords), want)
-            if not race:
-                continue
             num_slots = K + 1
             decided = scratches[0].decided.view(B, 3).cpu()
             summaries = scratches[0].summary_f[:B * num_slots * 8].view(B, num_slots, 2, 4).cpu()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from conftest import device_for, histogram_scratches, hostile_draft_probs, interpreted, triton_launch
@@ -327,6 +328,71 @@ def test_more_parts_and_fewer_levels_give_the_same_step(small_blocks, monkeypatc
     for scratch in (plain_scratch, variant_scratch):  # (every searched target row found in the list)
         stage = _target_stages_and_lists(scratch, batch, num_slots)[0]
         assert not bool((stage[searched] == histogram.FALLBACK.value).any())
+
+
+def _first_level_window(z: np.ndarray, top_p: float, tight: bool) -> tuple[int, int, int]:
+    """A float64 mirror of the split histogram path's first level of 64 parts on one row of logits: (first, last)
+    part it keeps and the part of the exact cutoff; ``tight``: its bounds now, else as they were before 2026-12-02
+    (the mass through a part bounded as the bound before it plus the part's largest mass)."""
+    slack, sum_slack, bins = 1e-4, 1e-5, 64
+    m = float(z.max())
+    part = np.minimum(np.floor(8.0 * (m - z) / 4.0), bins - 1).astype(np.int64)  # parts of 4 units (half a nat)
+    count = np.bincount(part, minlength=bins).astype(np.float64)
+    edges = np.exp(-np.arange(bins + 1) * 4.0 / 8.0)
+    upper, lower = count * edges[:-1] * (1 + slack), count * edges[1:] * (1 - slack)
+    lower[-1] = 0.0  # (the open-ended last part)
+    mass = np.exp(z.astype(np.float64) - m)
+    total, target = mass.sum(), top_p * mass.sum()
+    through_lo, through_hi = np.cumsum(lower), np.cumsum(upper)
+    before_lo, before_hi = through_lo - lower, through_hi - upper
+    before_lo = np.maximum(before_lo, total * (1 - sum_slack) - (upper.sum() - before_hi))
+    if tight:
+        through_hi = np.minimum(through_hi, total * (1 + sum_slack) - (lower.sum() - through_lo))
+    else:
+        through_hi = np.minimum(before_hi, total * (1 + sum_slack) - (lower.sum() - before_lo)) + upper
+    possible = np.flatnonzero((count > 0) & (before_lo <= target) & (through_hi >= target))
+    order = np.lexsort((np.arange(len(z)), -z))
+    cutoff = order[int(np.searchsorted(np.cumsum(mass[order]), target))]
+    return int(possible.min()), int(possible.max()), int(part[cutoff])
+
+
+def test_the_first_level_keeps_the_parts_its_bounds_allow(small_blocks, monkeypatch):
+    """One level of 64 parts on flat rows (N(0, 1) logits of 512 tokens, top_p 0.95: the parts about the cutoff
+    hold much of the mass): the window the level keeps is the float64 mirror's, where the mass before a part is
+    bounded from below by the larger of the parts' sum before it and M less their largest masses from it on, and
+    the mass through it from above by the smaller of their sum through it and M less their least masses after it;
+    every window holds the exact cutoff. On these rows the bounds before (the mass through a part as the bound
+    before it plus the part's largest mass) keep one part more, a wider window for every later level and for the
+    bracket race (results/cpu-bracket-race/)."""
+    from specbench.kernels import histogram
+
+    launch = small_blocks
+    for name, value in (("split_search", 1), ("histogram_bins", 64), ("histogram_levels", 1)):
+        monkeypatch.setitem(launch.TUNING, name, value)
+    batch, vocab = 4, 512
+    generator = torch.Generator().manual_seed(41)
+    inputs = {"target_logits": torch.randn(batch, 2, vocab, generator=generator),
+              "draft_token_ids": torch.randint(0, vocab, (batch, 1), generator=generator),
+              "num_draft_tokens": torch.ones(batch, dtype=torch.int32), "temperatures": torch.ones(batch),
+              "seeds": torch.arange(batch), "positions": torch.zeros(batch, dtype=torch.int64)}
+    knobs = {"top_p": torch.full((batch,), 0.95)}
+    scratches = histogram_scratches(monkeypatch, launch)
+    with launch.strategy("split"):
+        got = _verify(inputs, knobs=knobs)
+    _same(got, _reference(inputs, knobs=knobs))
+    state = scratches[0].radix_state_f[:batch * 2 * 2 * histogram.STATE.value].view(batch, 2, 2, -1)[:, :, 0]
+    wider = 0
+    for b in range(batch):
+        for r in range(2):
+            z = inputs["target_logits"][b, r].numpy()
+            first, last, cutoff = _first_level_window(z, 0.95, tight=True)
+            window = (float(state[b, r, histogram.F_LO.value]), float(state[b, r, histogram.F_HI.value]))
+            assert window == (4.0 * first, 4.0 * (last + 1)), (b, r, window, first, last)
+            assert first <= cutoff <= last
+            before_first, before_last, _ = _first_level_window(z, 0.95, tight=False)
+            assert before_first <= first and last <= before_last
+            wider += (before_first, before_last) != (first, last)
+    assert wider >= batch, wider
 
 
 @pytest.mark.parametrize(("atomic", "per_program", "way", "rows", "after"),

@@ -14,9 +14,12 @@ PART_SLACK = 1e-4
 
 
 def finish(z: np.ndarray, top_p: float, sum_slack: float, bins: int = 64, levels: int = 3, cap: int = 1024,
-           shares: list[float] | None = None):
+           shares: list[float] | None = None, windows: list[tuple[float, float]] | None = None,
+           loose: bool = False):
     # (how the row finishes, its candidates or the level it stopped at); `shares` collects the share of the
-    # row's tokens inside each level's window, then inside the candidates' range
+    # row's tokens inside each level's window, then inside the candidates' range; `windows` each level's window
+    # [lo, hi) after it, in eighths of a nat (results/cpu-bracket-race/model_races.py reads them); `loose`: the
+    # first level's bounds as the kernel took them before 2026-12-02
     z = z.astype(np.float32)
     m = z.max()
     w = np.exp(z - m).astype(np.float32)
@@ -38,18 +41,26 @@ def finish(z: np.ndarray, top_p: float, sum_slack: float, bins: int = 64, levels
         lower = count * np.exp(-(lo + (j + 1) * width) / 8) * (1 - PART_SLACK)
         if level == 0:
             lower[-1] = 0.0
-        before_lo = before * (1 - sum_slack) + np.cumsum(lower) - lower
-        before_hi = before * (1 + sum_slack) + np.cumsum(upper) - upper
-        if level == 0:
-            before_lo, before_hi = (np.maximum(before_lo, total * (1 - sum_slack) - (upper.sum() - before_hi)),
-                                    np.minimum(before_hi, total * (1 + sum_slack) - (lower.sum() - before_lo)))
-        possible = np.nonzero((count > 0) & (before_lo <= target) & (before_hi + upper >= target))[0]
+        through_lo = before * (1 - sum_slack) + np.cumsum(lower)
+        through_hi = before * (1 + sum_slack) + np.cumsum(upper)
+        before_lo = through_lo - lower
+        if level == 0 and loose:  # (the kernel's first level before 2026-12-02: the mass through a part as the
+            # bound before it plus the part's largest mass, that bound taken from the tightened bound from below)
+            before_hi = through_hi - upper
+            before_lo = np.maximum(before_lo, total * (1 - sum_slack) - (upper.sum() - before_hi))
+            through_hi = np.minimum(before_hi, total * (1 + sum_slack) - (lower.sum() - before_lo)) + upper
+        elif level == 0:  # (M less the mass from the part on, at most, and after it, at least)
+            before_lo = np.maximum(before_lo, total * (1 - sum_slack) - (upper.sum() - through_hi + upper))
+            through_hi = np.minimum(through_hi, total * (1 + sum_slack) - (lower.sum() - through_lo))
+        possible = np.nonzero((count > 0) & (before_lo <= target) & (through_hi >= target))[0]
         if len(possible) == 0:
             return "no part", level
         first, last = possible.min(), possible.max()
         if level == 0 and last == bins - 1:
             return "open part", level
         lo, hi = lo + first * width, lo + (last + 1) * width
+        if windows is not None:
+            windows.append((lo, hi))
         width = width * (1 << int(np.ceil(np.log2(last - first + 1)))) / bins
     candidates = int(((x >= lo) & (x < hi)).sum())
     if shares is not None:

@@ -44,8 +44,9 @@ are used for.
    play and the target ``T = top_p M`` (0 for a row keeping its first token only); ``min_p`` alone
    (``top_p`` off), or ``T >= M`` (``top_p`` within rounding of 1), keeps every token in play: the
    summary ``(m, M, last token)`` is written and the search closed. Otherwise it bounds the mass before
-   each part (from the window's start, plus the exact mass before the window; at the first level also
-   as ``M`` less the mass from the part on, the tighter of the two) and keeps the parts that may hold
+   each part from below and the mass through it from above (from the window's start, plus the exact mass
+   before the window; at the first level also as ``M`` less the mass from the part on, or after it, the
+   tighter of the two) and keeps the parts that may hold
    the cutoff (the first token in the order whose mass, with all before it, reaches ``T``): those with a
    token, with the mass before them possibly ``<= T`` and the mass through them possibly ``>= T``. Their
    range is the next window, its parts the next power of two of theirs cut into ``BINS``. After the
@@ -367,16 +368,18 @@ def _finish_level(m, top_p, state, istate, cell_f, cell_i, counts, summary_f_ptr
         lower = many * _mass_at(_edge(lo, parts + 1, width, TARGET_PROBS), m, TARGET_PROBS) * (1.0 - SLACK)
         if FIRST:
             lower = tl.where(parts == BINS - 1, 0.0, lower)  # the open-ended last part
-        # the mass before part j, bounded from the window's start (and at the first level also as M less
-        # the mass from j on, where the tighter)
+        # the mass before part j (at least) and through it (at most), bounded from the window's start, and at the
+        # first level also as M less the mass from j on (at most) and after j (at least), where the tighter; part
+        # j may hold the cutoff where the first is at most T and the second at least T
         through_lo = before * (1.0 - SUM_SLACK) + tl.cumsum(lower, axis=0)
         through_hi = before * (1.0 + SUM_SLACK) + tl.cumsum(upper, axis=0)
         before_lo = through_lo - lower
-        before_hi = through_hi - upper
-        if FIRST:
-            before_lo = tl.maximum(before_lo, play * (1.0 - SUM_SLACK) - (tl.sum(upper, axis=0) - before_hi))
-            before_hi = tl.minimum(before_hi, play * (1.0 + SUM_SLACK) - (tl.sum(lower, axis=0) - before_lo))
-        possible = (hist > 0) & (before_lo <= target) & (before_hi + upper >= target)
+        if FIRST:  # (before is 0 here: the cumulative sums are the parts' own)
+            after_hi = tl.sum(upper, axis=0) - through_hi
+            after_lo = tl.sum(lower, axis=0) - through_lo
+            before_lo = tl.maximum(before_lo, play * (1.0 - SUM_SLACK) - (after_hi + upper))
+            through_hi = tl.minimum(through_hi, play * (1.0 + SUM_SLACK) - after_lo)
+        possible = (hist > 0) & (before_lo <= target) & (through_hi >= target)
         first = tl.min(tl.where(possible, parts, BINS), axis=0)
         last = tl.max(tl.where(possible, parts, -1), axis=0)
         if FIRST and DECIDE:

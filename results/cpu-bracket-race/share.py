@@ -30,14 +30,16 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--model", default="llama3")
+    parser.add_argument("--vocab", type=int, default=None, help="rows of this many tokens instead of the model's")
     parser.add_argument("--draft", default="logits", choices=("logits", "probs", "none"))
     parser.add_argument("--top-p", type=float, default=0.95)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     preset = models.resolve_model(args.model)
+    vocab = (preset.name, preset.vocab_size) if args.vocab is None else (None, args.vocab)
     profile = make_profile(args.k, acceptance_length=3.0, name="3")
     (case,) = bench.plan_cases(modes=["probabilistic"], batch_sizes=[args.batch],
-                               vocabularies=[(preset.name, preset.vocab_size)], profiles=[profile],
+                               vocabularies=[vocab], profiles=[profile],
                                drafts=[args.draft], top_p=args.top_p)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     inputs = bench.make_inputs(case, device, seed=args.seed)
@@ -62,7 +64,7 @@ def main() -> None:
         if race:
             same = all(torch.equal(getattr(results[race], f).cpu(), getattr(results[0], f).cpu())
                        for f in ("output_token_ids", "num_emitted", "num_accepted"))
-            print(f"B={args.batch} K={args.k} V={preset.vocab_size} draft={args.draft} top_p={args.top_p} "
+            print(f"B={args.batch} K={args.k} V={vocab[1]} draft={args.draft} top_p={args.top_p} "
                   f"seed={args.seed}: race after level {race}: {won} of {clean} clean stops decided "
                   f"(of {args.batch} requests); tokens as the whole search's: {same}", flush=True)
 

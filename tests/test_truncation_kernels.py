@@ -357,7 +357,7 @@ def _first_level_window(z: np.ndarray, top_p: float, tight: bool) -> tuple[int, 
 
 
 def test_the_first_level_keeps_the_parts_its_bounds_allow(small_blocks, monkeypatch):
-    """One level of 64 parts on flat rows (N(0, 1) logits of 512 tokens, top_p 0.95: the parts about the cutoff
+    """One level of 64 parts on flat rows (N(0, 1) logits of 384 tokens, top_p 0.95: the parts about the cutoff
     hold much of the mass): the window the level keeps is the float64 mirror's, where the mass before a part is
     bounded from below by the larger of the parts' sum before it and M less their largest masses from it on, and
     the mass through it from above by the smaller of their sum through it and M less their least masses after it;
@@ -369,7 +369,7 @@ def test_the_first_level_keeps_the_parts_its_bounds_allow(small_blocks, monkeypa
     launch = small_blocks
     for name, value in (("split_search", 1), ("histogram_bins", 64), ("histogram_levels", 1)):
         monkeypatch.setitem(launch.TUNING, name, value)
-    batch, vocab = 4, 512
+    batch, vocab = 3, 384
     generator = torch.Generator().manual_seed(41)
     inputs = {"target_logits": torch.randn(batch, 2, vocab, generator=generator),
               "draft_token_ids": torch.randint(0, vocab, (batch, 1), generator=generator),

@@ -115,22 +115,18 @@ def main() -> None:
                 continue
             for _ in range(args.draws):
                 e = rng.exponential(size=args.vocab)
-                races = {"bonus": target.bounds(), "residual, draft probs": residual(target, probs),
-                         "residual, draft logits": residual(target, draft)}
-                for name, (low, high) in races.items():
-                    won = decided(low, high, e)
+                drafts = {"bonus": None, "residual, draft probs": probs, "residual, draft logits": draft}
+                for name, given in drafts.items():
+                    won = decided(*(target.bounds() if given is None else residual(target, given)), e)
                     tally = counts.setdefault(name, [0, 0])
                     tally[0] += won
                     tally[1] += 1
-                    if won or name == "bonus":
+                    if won or given is None:
                         continue
                     for doubt, known in doubts.items():
-                        if doubt == "draft side known" and name != "residual, draft logits":
+                        if doubt == "draft side known" and given is probs:  # (probabilities are exact already)
                             continue
-                        if name == "residual, draft logits":
-                            again = residual(target, draft, **known)
-                        else:
-                            again = residual(target, probs, **known)
+                        again = residual(target, given, **known)
                         tally = counts.setdefault(f"  {name}, open: decided with the {doubt}", [0, 0])
                         tally[0] += decided(*again, e)
                         tally[1] += 1

@@ -292,13 +292,14 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1), by_shape: bool 
 
 
 @contextlib.contextmanager
-def _histogram_tuned(way: int | None, rows: int | None, after: int | None) -> Iterator[None]:
+def _histogram_tuned(way: int | None, rows: int | None, after: int | None, race: int | None = None) -> Iterator[None]:
     """Inside a ``with`` block, the split histogram path decides drafts the launch variants' way ``way`` (``None``:
-    the launcher's), its programs take rows the way ``rows`` and the rows after a stop ``after`` slices a program
-    (``launch.TUNING``); the launcher's own after."""
+    the launcher's), its programs take rows the way ``rows``, the rows after a stop ``after`` slices a program and
+    each clean stop races from the bracket after level ``race`` (``launch.TUNING``); the launcher's own after."""
     from specbench.kernels import launch
 
-    settings = {"histogram_decide": way, "histogram_rows": rows, "histogram_after_slices": after}
+    settings = {"histogram_decide": way, "histogram_rows": rows, "histogram_after_slices": after,
+                "histogram_race": race}
     launch.TUNING.update(settings)
     try:
         yield
@@ -311,7 +312,9 @@ def _lists_workload(mine, device) -> int:
     rows of 4,099 tokens whose top_p boundary falls in a crowd of 100 to 1,500 tied tokens), float32, every draft
     and target form, with truncated draft logits; every row searched (log-probabilities, and no drafts decided
     first), and the drafts decided first from one pass's bounds (the search's programs taking the rows the launcher's
-    way, and each request's stop row then the rows after it, at the launcher's and two slices a program)."""
+    way, and each request's stop row then the rows after it, at the launcher's and two slices a program; each clean
+    stop's race from the bracket after the first level and after the second, whatever the launcher's level for the
+    form or the batch)."""
     import torch
 
     from specbench import verify
@@ -325,10 +328,11 @@ def _lists_workload(mine, device) -> int:
         sampling = kwargs.pop("sampling")
         kwargs = {k: v.to(device) for k, v in kwargs.items()}
         sampling = sampling._replace(temperatures=sampling.temperatures.to(device), top_p=sampling.top_p.to(device))
-        for strategy, logprobs, way, rows, after in (
-                ("split", "processed", 0, None, None), ("sequential", None, 0, None, None),
-                ("split", None, 2, None, None), ("split", None, 2, 2, None), ("split", None, 2, 2, 2)):
-            with _histogram_tuned(way, rows, after), launch.strategy(strategy):
+        for strategy, logprobs, way, rows, after, race in (
+                ("split", "processed", 0, None, None, None), ("sequential", None, 0, None, None, None),
+                ("split", None, 2, None, None, None), ("split", None, 2, 2, None, None),
+                ("split", None, 2, 2, 2, None), ("split", None, 2, None, None, 1), ("split", None, 2, None, None, 2)):
+            with _histogram_tuned(way, rows, after, race), launch.strategy(strategy):
                 for _ in range(2):  # the JIT launch, then the direct one
                     verify(mode="probabilistic", backend="triton", check_values=False, sampling=sampling,
                            truncate_draft_logits=True, logprobs=logprobs, **kwargs)

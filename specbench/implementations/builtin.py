@@ -101,8 +101,9 @@ def launch_variant(name: str) -> Implementation | None:
     logits without min_p) add each mass by a compare and a predicated add, or by a select and an add, and the first
     level its mass in play with no test, or with one (the launcher's ``HISTOGRAM_PREDICATED_SUMS``): the same sums to
     the bit either way); ``-race2`` / ``-norace`` (last): where drafts were decided first, the race at each request's
-    clean stop tried from the second level's bracket before the levels after it (``bracket_race.py``; the launcher's
-    ``HISTOGRAM_BRACKET_RACE``), or left to the whole search), or ``triton-tree-finish64-cand`` (the split paths
+    clean stop tried from the second level's bracket before the levels after it (``-race1``: the first's;
+    ``bracket_race.py``; the launcher's ``launch.bracket_races``, by draft form and batch), or left to the whole
+    search), or ``triton-tree-finish64-cand`` (the split paths
     forced; the tree's finish kernel at most 64 slices of a row a request, where the launcher takes
     ``TREE_FINISH_MAX_SLICES``; ``-cand`` / ``-nocand``: the race after a place's two rejected children from the
     masses' candidates, or by its own pass, at any batch, where the launcher takes candidates from

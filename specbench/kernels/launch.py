@@ -1047,15 +1047,20 @@ HISTOGRAM_FTZ_SUMS = True
 HISTOGRAM_PREDICATED_SUMS = True
 # ... and whether, where the drafts were decided first (HISTOGRAM_DECIDE), the race at each request's clean stop is
 # tried from a level's bracket (specbench/kernels/bracket_race.py: one more launch over the stop rows), so that the
-# levels after it, the gather and the finish pass over the stop rows it decides: after which level, by draft form (0:
-# never; the launch variants -raceN / -norace choose). H200, Triton 3.6, top_p 0.95, L = 3, graph, µs, never / after
-# the first level / after the second (results/h200-bracket-race/): draft logits B = 8 85.8 / 90.8 / 71.0, B = 64
-# 423.1 / 431.3 / 424.7, B = 256 1,397.8 / 1,372.0 / 1,360.7, B = 512 2,303.4 / 2,171.1 / 2,208.6; draft
-# probabilities 69.3 / 53.1 / 59.0, 244.1 / 234.6 / 220.6, 772.3 / 703.2 / 757.2, 1,246.2 / 1,105.1 / 1,203.2.
-# From draft logits the first level's bracket leaves most residual races open (the draft's own cutoff is bounded
-# too); one-hot drafts (not timed) race over p' alone, as the bonus row does, so they take the first level
+# levels after it, the gather and the finish pass over the stop rows it decides: after which level, by draft form,
+# below HISTOGRAM_BRACKET_RACE_FIRST_MIN_BATCH requests (0: never; the launch variants -raceN / -norace choose); from
+# that batch on, every form after the first level. H200, Triton 3.6, top_p 0.95, L = 3, graph, µs, never / after the
+# first level / after the second (results/h200-bracket-race/, before the first level's tighter bound): draft logits
+# B = 8 85.8 / 90.8 / 71.0, B = 64 423.1 / 431.3 / 424.7, B = 256 1,397.8 / 1,372.0 / 1,360.7, B = 512 2,303.4 /
+# 2,171.1 / 2,208.6; draft probabilities 69.3 / 53.1 / 59.0, 244.1 / 234.6 / 220.6, 772.3 / 703.2 / 757.2, 1,246.2 /
+# 1,105.1 / 1,203.2. With the tighter bound (histogram._finish_level, results/h200-first-level-bound/), draft logits
+# never / first / second: B = 8 80.7 / 87.8 / 70.8, B = 64 411.0 / 386.4 / 380.0, B = 256 1,370.1 / 1,233.3 /
+# 1,308.8, B = 512 2,257.9 / 1,929.2 / 2,193.2: the first level's bracket now decides most draft-logits races, which
+# pays where the later levels' work is the cost (large batches), not at B = 8, where their launches' latency is.
+# One-hot drafts (not timed) race over p' alone, as the bonus row does, so they take the first level
 HISTOGRAM_BRACKET_RACE = {truncation.DRAFT_NONE.value: 1, truncation.DRAFT_LOGITS.value: 2,
                           truncation.DRAFT_PROBS.value: 1}
+HISTOGRAM_BRACKET_RACE_FIRST_MIN_BATCH = 128
 
 
 def _histogram_cap(device: torch.device) -> int:
@@ -1165,7 +1170,7 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
     per_program = TUNING["histogram_slices_per_program"] or HISTOGRAM_SLICES_PER_PROGRAM
     atomic = _tuned("histogram_atomic", HISTOGRAM_ATOMIC)
     rows_way = _histogram_rows(way, batch)
-    races = bracket_races(way, draft_kind)
+    races = bracket_races(way, draft_kind, batch)
     shape = {"SLICE": slice_, "BLOCK": block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1, "CAP": cap,
              "P_BLOCK": p_block, "ROW_BLOCK": max(_next_power_of_2(num_slots), 2) if rows_way != "cell" else 2,
              "FTZ_SUMS": ftz_sums, "PREDICATED_SUMS": predicated_sums,
@@ -1251,12 +1256,17 @@ def _decides(mode: str, logprobs: bool, draft_kind: int, truncate_draft: bool, b
     return way if wanted else None
 
 
-def bracket_races(way: str | None, draft_kind: int) -> int:
-    """After which level of the search a step whose drafts are decided first (``way``, ``_decides``) tries each clean
-    stop's race from that level's bracket (``HISTOGRAM_BRACKET_RACE`` for its draft form, or a launch variant's
-    ``-raceN`` / ``-norace``; 0: it does not)."""
+def bracket_races(way: str | None, draft_kind: int, batch: int) -> int:
+    """After which level of the search a step of ``batch`` requests whose drafts are decided first (``way``,
+    ``_decides``) tries each clean stop's race from that level's bracket (``HISTOGRAM_BRACKET_RACE`` for its draft
+    form, the first from ``HISTOGRAM_BRACKET_RACE_FIRST_MIN_BATCH`` requests, or a launch variant's ``-raceN`` /
+    ``-norace``; 0: it does not)."""
     forced = TUNING["histogram_race"]
-    return 0 if way is None else (HISTOGRAM_BRACKET_RACE[draft_kind] if forced is None else forced)
+    if way is None:
+        return 0
+    if forced is not None:
+        return forced
+    return 1 if batch >= HISTOGRAM_BRACKET_RACE_FIRST_MIN_BATCH else HISTOGRAM_BRACKET_RACE[draft_kind]
 
 
 def _split_search() -> str:
@@ -1370,7 +1380,7 @@ def _verify_truncated(
                num_warps, key, max_registers=truncated_step_cap(fused, num_warps), DRAFT=draft_kind, BLOCK=block,
                FUSED=fused, DEFER=defer,
                SUMMARIZE_EMITTED=logprobs and mode == "synthetic", DECIDED=decided,
-               RACED=bracket_races(way, draft_kind) > 0,
+               RACED=bracket_races(way, draft_kind, batch) > 0,
                OUT_BLOCK=_next_power_of_2(num_slots), **common, **group_shape)
     if defer:
         _TRUNCATED_TERMINAL((batch, race_splits),

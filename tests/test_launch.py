@@ -61,7 +61,8 @@ def test_a_batch_given_no_top_k_defers_its_races_on_a_gpu_at_every_batch_size(h1
 
 def test_the_bracket_race_level_follows_the_measurements():
     # results/h200-first-level-bound/: from draft logits the race after the second level is the faster at B = 8 and
-    # 64, after the first from B = 128; a step whose drafts are not decided first races from no bracket; a launch variant's level wins
+    # 64, after the first from B = 128; a step whose drafts are not decided first races from no bracket; a launch
+    # variant's level wins
     from specbench.kernels import truncation
 
     logits, probs, one_hot = (truncation.DRAFT_LOGITS.value, truncation.DRAFT_PROBS.value, truncation.DRAFT_NONE.value)

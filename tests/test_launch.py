@@ -59,7 +59,7 @@ def test_a_batch_given_no_top_k_defers_its_races_on_a_gpu_at_every_batch_size(h1
     assert not launch._defers_races(True, False, torch.device("cpu"))
 
 
-def test_the_bracket_race_level_follows_the_measurements():
+def test_the_bracket_race_level_follows_the_measurements(monkeypatch):
     # results/h200-first-level-bound/: from draft logits the race after the second level is the faster at B = 8 and
     # 64, after the first from B = 128; a step whose drafts are not decided first races from no bracket; a launch
     # variant's level wins
@@ -69,11 +69,8 @@ def test_the_bracket_race_level_follows_the_measurements():
     assert [launch.bracket_races("bounds", logits, batch) for batch in (8, 64, 127, 128, 512)] == [2, 2, 2, 1, 1]
     assert [launch.bracket_races("level", draft, 8) for draft in (probs, one_hot)] == [1, 1]
     assert launch.bracket_races(None, logits, 512) == 0
-    launch.TUNING["histogram_race"] = 2
-    try:
-        assert launch.bracket_races("bounds", logits, 512) == 2
-    finally:
-        launch.TUNING["histogram_race"] = None
+    monkeypatch.setitem(launch.TUNING, "histogram_race", 2)
+    assert launch.bracket_races("bounds", logits, 512) == 2
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the launch of a GPU step")

@@ -314,7 +314,8 @@ def _lists_workload(mine, device) -> int:
     first), and the drafts decided first from one pass's bounds (the search's programs taking the rows the launcher's
     way, and each request's stop row then the rows after it, at the launcher's and two slices a program; each clean
     stop's race from the bracket after the first level and after the second, whatever the launcher's level for the
-    form or the batch)."""
+    form or the batch), and decided after the first level with the race after it (small batches' way,
+    ``launch.HISTOGRAM_SMALL_BATCH_DECIDE``)."""
     import torch
 
     from specbench import verify
@@ -331,7 +332,8 @@ def _lists_workload(mine, device) -> int:
         for strategy, logprobs, way, rows, after, race in (
                 ("split", "processed", 0, None, None, None), ("sequential", None, 0, None, None, None),
                 ("split", None, 2, None, None, None), ("split", None, 2, 2, None, None),
-                ("split", None, 2, 2, 2, None), ("split", None, 2, None, None, 1), ("split", None, 2, None, None, 2)):
+                ("split", None, 2, 2, 2, None), ("split", None, 2, None, None, 1), ("split", None, 2, None, None, 2),
+                ("split", None, 1, None, None, 1)):
             with _histogram_tuned(way, rows, after, race), launch.strategy(strategy):
                 for _ in range(2):  # the JIT launch, then the direct one
                     verify(mode="probabilistic", backend="triton", check_values=False, sampling=sampling,

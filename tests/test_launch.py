@@ -59,6 +59,28 @@ def test_a_batch_given_no_top_k_defers_its_races_on_a_gpu_at_every_batch_size(h1
     assert not launch._defers_races(True, False, torch.device("cpu"))
 
 
+def test_small_batches_decide_as_the_table_says(monkeypatch):
+    # results/h200-small-batch-decide/: below HISTOGRAM_DECIDE_MIN_BATCH requests, from draft logits decided after the
+    # first level with the race after it at B = 1 and 2 and from the bounds with the race after the second level from
+    # B = 3; from draft probabilities and one-hot drafts after the first level, race after it; a table row of None
+    # leaves every row searched
+    from specbench.kernels import truncation
+
+    logits, probs, one_hot = (truncation.DRAFT_LOGITS.value, truncation.DRAFT_PROBS.value, truncation.DRAFT_NONE.value)
+
+    def chosen(draft, batch):
+        way = launch._decides("probabilistic", False, draft, True, batch, True)
+        return way, launch.bracket_races(way, draft, batch)
+
+    assert [chosen(logits, batch) for batch in (1, 2, 3, 7)] == [("level", 1)] * 2 + [("bounds", 2)] * 2
+    assert [chosen(draft, batch) for draft in (probs, one_hot) for batch in (1, 7)] == [("level", 1)] * 4
+    assert chosen(probs, launch.HISTOGRAM_DECIDE_MIN_BATCH) == ("bounds", 1)
+    monkeypatch.setitem(launch.HISTOGRAM_SMALL_BATCH_DECIDE, probs, ((2, "bounds", 2),))
+    assert [chosen(probs, batch) for batch in (1, 2)] == [(None, 0), ("bounds", 2)]
+    monkeypatch.setitem(launch.TUNING, "histogram_decide", 2)  # a variant's way: the race as at HISTOGRAM_DECIDE
+    assert chosen(logits, 1) == ("bounds", 2)
+
+
 def test_the_bracket_race_level_follows_the_measurements(monkeypatch):
     # results/h200-first-level-bound/: from draft logits the race after the second level is the faster at B = 8 and
     # 64, after the first from B = 128; a step whose drafts are not decided first races from no bracket; a launch
@@ -632,17 +654,17 @@ def test_a_grown_scratch_buffer_keeps_the_one_it_replaced_allocated():
 
 def test_drafts_decided_before_the_search_where_the_launcher_says(monkeypatch):
     """A batch given no top_k decides its first drafts before the histogram path's search from
-    HISTOGRAM_DECIDE_MIN_BATCH requests, in the probabilistic mode without log-probabilities, given top_p, with
-    drafts one-hot, probabilities or truncated logits: from one pass's bounds, or after the first level where
-    min_p is given too; a ...-nodecide variant never, a ...-decide variant after the first level and a
-    ...-bounds variant from one pass's bounds, at any batch; the bounds pass runs in rounds from
-    BOUNDS_ROUNDS_MIN_BATCH requests, or as a variant says."""
+    HISTOGRAM_DECIDE_MIN_BATCH requests (below as HISTOGRAM_SMALL_BATCH_DECIDE says), in the probabilistic mode
+    without log-probabilities, given top_p, with drafts one-hot, probabilities or truncated logits: from one pass's
+    bounds, or after the first level where min_p is given too; a ...-nodecide variant never, a ...-decide variant
+    after the first level and a ...-bounds variant from one pass's bounds, at any batch; the bounds pass runs in
+    rounds from BOUNDS_ROUNDS_MIN_BATCH requests, or as a variant says."""
     small, large = launch.HISTOGRAM_DECIDE_MIN_BATCH - 1, launch.HISTOGRAM_DECIDE_MIN_BATCH
     assert launch._decides("probabilistic", False, 1, True, large, True) == "bounds"
     assert launch._decides("probabilistic", False, 0, True, large, True) == "bounds"
     assert launch._decides("probabilistic", False, 2, False, large, True) == "bounds"
     assert launch._decides("probabilistic", False, 1, True, large, True, True) == "level"  # min_p given too
-    assert launch._decides("probabilistic", False, 1, True, small, True) is None
+    assert launch._decides("probabilistic", False, 1, True, small, True, True) is None  # min_p below: not measured
     assert launch._decides("probabilistic", True, 1, True, large, True) is None  # log-probabilities read every summary
     assert launch._decides("probabilistic", False, 1, False, large, True) is None  # draft logits left whole
     assert launch._decides("probabilistic", False, 1, True, large, False) is None  # min_p alone: nothing to skip

@@ -1224,8 +1224,8 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
 # specbench/kernels/draft_bounds.py: a batch given no min_p, whose requests have top_p alone) or after the split
 # histogram path's first level ("level", histogram.STEP_DECIDE: a batch given min_p too), or not at all (None).
 # The probabilistic mode without log-probabilities, top_p given, drafts one-hot, probabilities or truncated
-# logits, from HISTOGRAM_DECIDE_MIN_BATCH requests (the launch variants triton-histogram-...-nodecide never,
-# triton-histogram-...-decide and -bounds at any batch, each its way).
+# logits, from HISTOGRAM_DECIDE_MIN_BATCH requests, and below as HISTOGRAM_SMALL_BATCH_DECIDE says (the launch
+# variants triton-histogram-...-nodecide never, triton-histogram-...-decide and -bounds at any batch, each its way).
 # H200, graph, top_p 0.95, L = 3, draft logits / probs, µs: every row searched -> decided after the first level
 # (results/h200-decide/): B = 1 50.2 -> 55.2 / 48.1 -> 51.0 (one more launch on the path of a step that fills no
 # GPU), B = 8 161.3 -> 139.1 / 92.3 -> 81.6, B = 64 1,234.6 -> 799.9 / 709.3 -> 450.6, B = 256 7,956.7 -> 4,547.0 /
@@ -1236,6 +1236,30 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
 HISTOGRAM_DECIDE = True
 HISTOGRAM_DECIDE_MIN_BATCH = 8
 DECIDE_WAYS = (None, "level", "bounds")  # the launch variants' histogram_decide 0, 1, 2
+# Below HISTOGRAM_DECIDE_MIN_BATCH requests, a batch given top_p and no min_p decides its drafts as this says for its
+# draft form: (from batch, way, the level after which its bracket race is tried) in rising batches, the last whose
+# batch the step reaches (none: every row searched). That threshold was set before the bracket race
+# (bracket_race.py), which leaves a request deciding first one stop row that a bracket usually decides. H200, Triton
+# 3.6, top_p 0.95, L = 3, graph, µs, the launcher before (every row searched below 8 requests) / from the bounds, race
+# after level 1 / the same after level 2 / after the first level, race after it (results/h200-small-batch-decide/):
+# draft logits B = 1 47.9 / 50.1 / 55.3 / 42.8, B = 2 57.7 / 51.9 / 56.9 / 47.6, B = 4 76.9 / 77.4 / 59.9 / 82.0, B = 8
+# 70.9 / 87.9 / 70.8 / 104.7; draft probabilities B = 4 59.3 / 50.0 / 55.1 / 45.4, B = 8 52.6 / 52.7 / 58.4 / 57.0. The
+# second call (the table's choice against the others): draft logits B = 3 59.1 from the bounds, race after level 2 /
+# 79.4 after the first level, B = 6 65.4 / 69.3; draft probabilities B = 1 37.2 after the first level / 47.6 and 52.7
+# from the bounds, race after level 1 and 2, B = 2 40.1 / 48.8 and 54.0, B = 3 42.5 / 49.5 (the bounds, race after
+# level 1), B = 6 51.2 / 51.9 (the same). One-hot drafts (not timed) as probabilities
+HISTOGRAM_SMALL_BATCH_DECIDE = {truncation.DRAFT_LOGITS.value: ((1, "level", 1), (3, "bounds", 2)),
+                                truncation.DRAFT_PROBS.value: ((1, "level", 1),),
+                                truncation.DRAFT_NONE.value: ((1, "level", 1),)}
+
+
+def _small_batch_decide(draft_kind: int, batch: int) -> tuple[str | None, int]:
+    # HISTOGRAM_SMALL_BATCH_DECIDE's way and race level for a batch below HISTOGRAM_DECIDE_MIN_BATCH
+    way, races = None, 0
+    for start, each_way, each_races in HISTOGRAM_SMALL_BATCH_DECIDE[draft_kind]:
+        if batch >= start:
+            way, races = each_way, each_races
+    return way, races
 
 
 def _decides(mode: str, logprobs: bool, draft_kind: int, truncate_draft: bool, batch: int, top_p: bool,
@@ -1249,6 +1273,8 @@ def _decides(mode: str, logprobs: bool, draft_kind: int, truncate_draft: bool, b
         way = DECIDE_WAYS[forced]
     elif HISTOGRAM_DECIDE and batch >= HISTOGRAM_DECIDE_MIN_BATCH:
         way = "level" if min_p else "bounds"
+    elif HISTOGRAM_DECIDE and not min_p:
+        way = _small_batch_decide(draft_kind, batch)[0]
     else:
         way = None
     wanted = (top_p and _split_search() == "histogram" and mode == "probabilistic" and not logprobs
@@ -1266,6 +1292,8 @@ def bracket_races(way: str | None, draft_kind: int, batch: int) -> int:
         return 0
     if forced is not None:
         return forced
+    if batch < HISTOGRAM_DECIDE_MIN_BATCH and TUNING["histogram_decide"] is None:  # (the way is the table's)
+        return _small_batch_decide(draft_kind, batch)[1]
     return 1 if batch >= HISTOGRAM_BRACKET_RACE_FIRST_MIN_BATCH else HISTOGRAM_BRACKET_RACE[draft_kind]
 
 

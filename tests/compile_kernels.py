@@ -259,7 +259,7 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                                           "BLOCK": hist_block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1,
                                           "CAP": launch.HISTOGRAM_CAP, "P_BLOCK": 32, "SLICES_PER_PROGRAM": 1,
                                           "ROWS": 0, "ROW_BLOCK": 8, "FTZ_SUMS": int(launch.HISTOGRAM_FTZ_SUMS),
-                                          "PREDICATED_SUMS": int(launch.HISTOGRAM_PREDICATED_SUMS)},
+                                          "PREDICATED_SUMS": int(launch.HISTOGRAM_PREDICATED_SUMS), "FOLD": int(launch.BOUNDS_FOLD)},
                 hist_warps, "fp32")
                for target_probs in (0, 1) for step in hist_steps
                if not (target_probs and (step["STEP"] == 3 or step["DRAFT"] == 1)))
@@ -327,7 +327,7 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     bounds_slice, bounds_block, bounds_warps = launch._bounds_shape(1 << 17, _GPU)
     bounds = {"MODE": 1, "HAS_TOP_K": 0, "HAS_TOP_P": 1, "HAS_MIN_P": 1, "SLICE": bounds_slice, "BLOCK": bounds_block,
               "PREFETCH": 1, "P_BLOCK": 16, "ROW_MAX_STRIDE": 8, "FTZ_SUMS": int(launch.HISTOGRAM_FTZ_SUMS),
-              "PREDICATED_SUMS": int(launch.HISTOGRAM_PREDICATED_SUMS)}
+              "PREDICATED_SUMS": int(launch.HISTOGRAM_PREDICATED_SUMS), "FOLD": int(launch.BOUNDS_FOLD)}
     # (and in rounds, one per slot: target logits with truncated draft logits)
     out.extend((_draft_bounds_kernel, {**bounds, "DRAFT": draft, "TARGET_PROBS": target_probs, "STEP": step,
                                        "ROUNDS": rounds}, bounds_warps if step == 0 else 1, "fp32")
@@ -342,6 +342,12 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                                        "ROUNDS": 1 - target_probs,
                                        "PREDICATED_SUMS": 1 - bounds["PREDICATED_SUMS"]}, bounds_warps, "fp32")
                for target_probs in (0, 1))
+    # (each request's decision taken by its last program of the pass, or by a launch after it: the launch variants
+    # -fold / -nofold; the sums with the decisions for each draft form, and in rounds)
+    out.extend((_draft_bounds_kernel, {**bounds, "DRAFT": draft, "TARGET_PROBS": target_probs, "STEP": 0,
+                                       "ROUNDS": rounds, "FOLD": 1 - bounds["FOLD"]}, bounds_warps, "fp32")
+               for target_probs, draft, rounds in ((0, 0, 0), (0, 1, 0), (0, 2, 0), (1, 0, 0), (1, 1, 0), (1, 2, 0),
+                                                   (0, 1, 1)))
     block, warps = launch._program_shape(1 << 17, _GPU, *launch.ROW_PROGRAM_SHAPE)  # the log-probability epilogue
     for mode in ("greedy", "probabilistic"):
         for target_probs in (0, 1):

@@ -292,14 +292,16 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1), by_shape: bool 
 
 
 @contextlib.contextmanager
-def _histogram_tuned(way: int | None, rows: int | None, after: int | None, race: int | None = None) -> Iterator[None]:
+def _histogram_tuned(way: int | None, rows: int | None, after: int | None, race: int | None = None,
+                     fold: int | None = None) -> Iterator[None]:
     """Inside a ``with`` block, the split histogram path decides drafts the launch variants' way ``way`` (``None``:
-    the launcher's), its programs take rows the way ``rows``, the rows after a stop ``after`` slices a program and
-    each clean stop races from the bracket after level ``race`` (``launch.TUNING``); the launcher's own after."""
+    the launcher's), its programs take rows the way ``rows``, the rows after a stop ``after`` slices a program,
+    each clean stop races from the bracket after level ``race`` and, ``fold``, each request's decision from the
+    bounds is taken by its last program of the pass (``launch.TUNING``); the launcher's own after."""
     from specbench.kernels import launch
 
     settings = {"histogram_decide": way, "histogram_rows": rows, "histogram_after_slices": after,
-                "histogram_race": race}
+                "histogram_race": race, "bounds_fold": fold}
     launch.TUNING.update(settings)
     try:
         yield
@@ -315,7 +317,8 @@ def _lists_workload(mine, device) -> int:
     way, and each request's stop row then the rows after it, at the launcher's and two slices a program; each clean
     stop's race from the bracket after the first level and after the second, whatever the launcher's level for the
     form or the batch), and decided after the first level with the race after it (small batches' way,
-    ``launch.HISTOGRAM_SMALL_BATCH_DECIDE``)."""
+    ``launch.HISTOGRAM_SMALL_BATCH_DECIDE``), and from the bounds with each request's decision taken by its last
+    program of the pass (``launch.BOUNDS_FOLD``, the launch variants' ``-fold``)."""
     import torch
 
     from specbench import verify
@@ -329,12 +332,13 @@ def _lists_workload(mine, device) -> int:
         sampling = kwargs.pop("sampling")
         kwargs = {k: v.to(device) for k, v in kwargs.items()}
         sampling = sampling._replace(temperatures=sampling.temperatures.to(device), top_p=sampling.top_p.to(device))
-        for strategy, logprobs, way, rows, after, race in (
-                ("split", "processed", 0, None, None, None), ("sequential", None, 0, None, None, None),
-                ("split", None, 2, None, None, None), ("split", None, 2, 2, None, None),
-                ("split", None, 2, 2, 2, None), ("split", None, 2, None, None, 1), ("split", None, 2, None, None, 2),
-                ("split", None, 1, None, None, 1)):
-            with _histogram_tuned(way, rows, after, race), launch.strategy(strategy):
+        for strategy, logprobs, way, rows, after, race, fold in (
+                ("split", "processed", 0, None, None, None, None), ("sequential", None, 0, None, None, None, None),
+                ("split", None, 2, None, None, None, None), ("split", None, 2, 2, None, None, None),
+                ("split", None, 2, 2, 2, None, None), ("split", None, 2, None, None, 1, None),
+                ("split", None, 2, None, None, 2, None), ("split", None, 1, None, None, 1, None),
+                ("split", None, 2, None, None, None, 1)):
+            with _histogram_tuned(way, rows, after, race, fold), launch.strategy(strategy):
                 for _ in range(2):  # the JIT launch, then the direct one
                     verify(mode="probabilistic", backend="triton", check_values=False, sampling=sampling,
                            truncate_draft_logits=True, logprobs=logprobs, **kwargs)

@@ -827,16 +827,19 @@ def test_deferred_residuals_race_against_the_draft_as_given(small_blocks, monkey
 # --- a batch given no top_k: drafts decided before the search (histogram.STEP_DECIDE) ---------------------
 
 
-def _decided_run(monkeypatch, launch, inputs: dict, keywords: dict, strategy: str, decide: int, rounds: int = 0):
+def _decided_run(monkeypatch, launch, inputs: dict, keywords: dict, strategy: str, decide: int, rounds: int = 0,
+                 fold: int = 0):
     """The Triton step on fresh scratch whose floats are NaN and ints the search's fallback stage (a summary
     read that nothing wrote gives other tokens), with the split histogram path's decisions off (0), after its
-    first level (1) or from one pass's bounds (2; with `rounds`, one round per slot): the result, each
-    request's (t, clean) and how many cells were skipped."""
+    first level (1) or from one pass's bounds (2; with `rounds`, one round per slot; with `fold`, each request's
+    decision by its last program of the pass): the result, each request's (t, clean) and how many cells were
+    skipped."""
     from specbench.kernels import histogram
 
     monkeypatch.setitem(launch.TUNING, "split_search", 1)
     monkeypatch.setitem(launch.TUNING, "histogram_decide", decide)  # (at any batch)
     monkeypatch.setitem(launch.TUNING, "bounds_rounds", rounds)
+    monkeypatch.setitem(launch.TUNING, "bounds_fold", fold)
     scratches = histogram_scratches(monkeypatch, launch)
     with launch.strategy(strategy):
         got = _verify(inputs, **keywords)
@@ -851,16 +854,19 @@ _DECIDED_FORMS = [(FORMS[0], "split"), (FORMS[1], "split"), (FORMS[1], "sequenti
                   (FORMS[4], "split"), (FORMS[5], "sequential"), (FORMS[6], "split")]
 
 
-@pytest.mark.parametrize(("form", "strategy", "way", "rounds"),
-                         [(*_DECIDED_FORMS[i], 1, 0) for i in (1, 3, 6)] + [(*case, 2, 0) for case in _DECIDED_FORMS]
-                         + [(*_DECIDED_FORMS[i], 2, 1) for i in (2, 5)])
-def test_decided_drafts_equal_the_reference(small_blocks, monkeypatch, form, strategy, way, rounds):
+@pytest.mark.parametrize(("form", "strategy", "way", "rounds", "fold"),
+                         [(*_DECIDED_FORMS[i], 1, 0, 0) for i in (1, 3, 6)]
+                         + [(*case, 2, 0, 0) for case in _DECIDED_FORMS]
+                         + [(*_DECIDED_FORMS[i], 2, 1, 0) for i in (2, 5)]
+                         + [(*_DECIDED_FORMS[i], 2, 0, 1) for i in (0, 1, 6)] + [(*_DECIDED_FORMS[5], 2, 1, 1)])
+def test_decided_drafts_equal_the_reference(small_blocks, monkeypatch, form, strategy, way, rounds, fold):
     """A batch given no top_k decides its requests' first drafts after the histogram path's first level (way 1,
     three forms) or from one pass's bounds before it (way 2, requests without min_p, every form; all slots at
-    once or one round per slot), from bounds on p'(x) and q'(x), and searches only the rows its step then
-    reads: the same tokens and counts as the torch reference (and, way 1, as every row searched), every clean
-    decision the reference's, some requests decided past their first draft, and cells skipped; the step reads
-    no summary of a skipped cell (the scratch starts as NaN)."""
+    once or one round per slot; each decision by a launch after the pass or, `fold`, by the request's last
+    program of the pass, four cases), from bounds on p'(x) and q'(x), and searches only the rows its step then
+    reads: the same tokens and counts as the torch reference (and, way 1, as every row searched; folded, the
+    same decisions as by a launch), every clean decision the reference's, some requests decided past their first
+    draft, and cells skipped; the step reads no summary of a skipped cell (the scratch starts as NaN)."""
     target, draft, truncate_draft = form
     inputs = _inputs(31 + FORMS.index(form), target, draft)
     values = inputs.get("target_logits", inputs.get("target_probs"))
@@ -872,8 +878,13 @@ def test_decided_drafts_equal_the_reference(small_blocks, monkeypatch, form, str
                           "min_p": torch.tensor([0.0, 0.1, 0.0, 0.05, 0.0, 0.0])},
                 "truncate_draft_logits": truncate_draft}
     want = _reference(inputs, **keywords)
-    got, decided, skipped = _decided_run(monkeypatch, small_blocks, inputs, keywords, strategy, way, rounds)
+    got, decided, skipped = _decided_run(monkeypatch, small_blocks, inputs, keywords, strategy, way, rounds, fold)
     _same(got, want)
+    if fold:  # (the decisions a launch after the pass takes, to the bit)
+        launched, by_launch, launched_skipped = _decided_run(monkeypatch, small_blocks, inputs, keywords, strategy,
+                                                             way, rounds, 0)
+        _same(got, launched)
+        assert torch.equal(decided, by_launch) and skipped == launched_skipped, (decided, by_launch)
     if way == 1:  # (every row searched: the same tokens, nothing skipped; once a form)
         every_row, _none, none_skipped = _decided_run(monkeypatch, small_blocks, inputs, keywords, strategy, 0)
         _same(every_row, want)

@@ -59,7 +59,7 @@ _HISTOGRAM_BINS = (16, 32, 64, 128, 256)  # parts a level the histogram path tak
 _HISTOGRAM_NAME = re.compile(r"triton-histogram-(\d+)x(\d+)x(\d+)(?:-bins([1-9]\d*))?(-nodecide|-decide|-bounds)?"
                              r"(?:(\d+)x(\d+)x(\d+))?(-rounds|-norounds)?(-atomic|-noatomic)?(?:-slices([1-9]\d*))?"
                              r"(-percell|-perrequest|-stoprow)?(?:-after([1-9]\d*))?(-boundsmax|-noboundsmax)?"
-                             r"(?:-levels([1-6]))?(-ftz|-noftz)?(-pred|-nopred)?(-race[1-6]|-norace)?")
+                             r"(?:-levels([1-6]))?(-ftz|-noftz)?(-pred|-nopred)?(-race[1-6]|-norace)?(-fold|-nofold)?")
 
 
 def _slice_shape(name: str, slice_: int, block: int, warps: int) -> None:
@@ -100,10 +100,12 @@ def launch_variant(name: str) -> Implementation | None:
     the sums of masses above a bound (the bounds pass's, and the later levels' and the gather's before the window from
     logits without min_p) add each mass by a compare and a predicated add, or by a select and an add, and the first
     level its mass in play with no test, or with one (the launcher's ``HISTOGRAM_PREDICATED_SUMS``): the same sums to
-    the bit either way); ``-race2`` / ``-norace`` (last): where drafts were decided first, the race at each request's
+    the bit either way); ``-race2`` / ``-norace``: where drafts were decided first, the race at each request's
     clean stop tried from the second level's bracket before the levels after it (``-race1``: the first's;
     ``bracket_race.py``; the launcher's ``launch.bracket_races``, by draft form and batch), or left to the whole
-    search), or ``triton-tree-finish64-cand`` (the split paths
+    search; ``-fold`` / ``-nofold`` (last): where drafts are decided from the bounds, each request's decision taken
+    by its last program of the bounds pass to arrive, or by a launch after the pass (the launcher's
+    ``launch.BOUNDS_FOLD``)), or ``triton-tree-finish64-cand`` (the split paths
     forced; the tree's finish kernel at most 64 slices of a row a request, where the launcher takes
     ``TREE_FINISH_MAX_SLICES``; ``-cand`` / ``-nocand``: the race after a place's two rejected children from the
     masses' candidates, or by its own pass, at any batch, where the launcher takes candidates from
@@ -137,6 +139,7 @@ def launch_variant(name: str) -> Implementation | None:
         predicated_sums = {None: None, "-nopred": 0, "-pred": 1}[histogram.group(17)]
         race = {None: None, "-norace": 0}.get(histogram.group(18)) if histogram.group(18) in (None, "-norace") else int(
             histogram.group(18)[len("-race"):])
+        fold = {None: None, "-nofold": 0, "-fold": 1}[histogram.group(19)]
         if levels is not None:
             from specbench.kernels import launch
 
@@ -186,7 +189,9 @@ def launch_variant(name: str) -> Implementation | None:
                              + {None: "", 1: ", the masses above a bound added by predicated adds",
                                 0: ", the masses above a bound added by a select and an add"}[predicated_sums]
                              + ("" if race is None else f", the stop row's race tried after level {race}" if race
-                                else ", the stop row's race after the whole search"),
+                                else ", the stop row's race after the whole search")
+                             + {None: "", 1: ", each request's decision from the bounds by its last program of the pass",
+                                0: ", each request's decision from the bounds by a launch after the pass"}[fold],
                        _triton_variant(None, split_search=1, histogram_slice=slice_, histogram_block=block,
                                        histogram_warps=warps, histogram_bins=bins,
                                        histogram_decide=decide, bounds_slice=bounds[0], bounds_block=bounds[1],
@@ -195,7 +200,7 @@ def launch_variant(name: str) -> Implementation | None:
                                        histogram_after_slices=after,
                                        histogram_levels=levels, histogram_bounds_max=bounds_max,
                                        histogram_ftz_sums=ftz_sums, histogram_predicated_sums=predicated_sums,
-                                       histogram_race=race))
+                                       histogram_race=race, bounds_fold=fold))
     tree = _TREE_NAME.fullmatch(name)
     if tree is not None and any(tree.groups()):
         return _tree_variant(name, int(tree.group(1)) if tree.group(1) else None,

@@ -19,7 +19,9 @@ only on the rows the step will read (``launch.HISTOGRAM_DECIDE``, way ``"bounds"
    it). These sums stand in the partials of the histogram path, read before its first launch writes them.
    (With ``PREDICATED_SUMS`` each conditional sum takes a token's mass by a compare and a predicated add,
    ``rows.add_if_above`` / ``add_if_ahead``: the same additions as a select of the mass or 0 and an add.)
-2. ``STEP_DECIDE`` (grid ``B``, one program per request): each row's sums are its slices' sums, ``p`` is
+2. ``STEP_DECIDE`` (grid ``B``, one program per request; with ``FOLD``, no launch of its own: each request's last
+   program of ``STEP_SUMS`` to arrive, an arrival count per request left at zero, takes it after every program of
+   the request wrote its sums, the launch variants' ``-fold``): each row's sums are its slices' sums, ``p`` is
    ``x``'s own mass (1, or ``p_x``), ``M = Z`` and ``T = top_p M``. In a row of logits whose largest value
    ``z_max`` lies more than ``REACH`` above ``z_x`` (a mass clamped), ``p'(x)`` lies between 0 and
    ``exp(z_x - z_max) / top_p`` (``S >= T >= top_p`` times the largest mass). A row of no mass gives no
@@ -58,6 +60,7 @@ from specbench.kernels.decide import ACCEPT, DRAFT_LOGITS, draft_prob_at, reques
 from specbench.kernels.radix import _chunk
 from specbench.kernels.rng import stream_key, uniform_at
 from specbench.kernels.rows import add_if_above, add_if_ahead, clean, exp_in_sum
+from specbench.kernels.split import last_to_arrive
 from specbench.kernels.truncation import DECIDED_FIELDS, cell_program, request_knobs
 
 STEP_SUMS = tl.constexpr(0)
@@ -297,6 +300,7 @@ def _draft_bounds_kernel(
     decided_ptr,  # [B, DECIDED_FIELDS] int32: (t, clean) per request written by STEP_DECIDE (the third field after)
     row_max_ptr,  # float32: the largest value of each cell c of a row a request stops at (t < n), at c * ROW_MAX_STRIDE
     # (the search's state, m)
+    arrivals_ptr,  # [B] int32 arrival counts, zero on entry and exit (read only with FOLD)
     target_ptr, target_stride_b, target_stride_k,  # [B, K + 1, V] logits, or probabilities (TARGET_PROBS)
     draft_ptr, draft_stride_b, draft_stride_k,  # [B, K, V] draft logits (truncated) or probabilities, or any
     # row (one-hot drafts: never read)
@@ -320,6 +324,7 @@ def _draft_bounds_kernel(
     ROW_MAX_STRIDE: tl.constexpr,  # floats from a cell's largest value to the next cell's
     FTZ_SUMS: tl.constexpr,  # logits: the masses summed by rows.exp_in_sum, not tl.exp (launch.HISTOGRAM_FTZ_SUMS)
     PREDICATED_SUMS: tl.constexpr,  # the sums above a depth and ahead of the draft by rows.add_if_above / add_if_ahead
+    FOLD: tl.constexpr,  # STEP_SUMS: each request's last program to arrive also takes its STEP_DECIDE (no launch for it)
 ):
     # grid (B, K, sides * NUM_SLICES), or (B, 1, sides * NUM_SLICES) a round; STEP_DECIDE (B,)
     if STEP == STEP_DECIDE:
@@ -349,3 +354,11 @@ def _draft_bounds_kernel(
             else:
                 _slice_sums(draft_ptr + b * draft_stride_b + r * draft_stride_k, x, V, inv_temperature, s * SLICE,
                             part, SLICE, False, BLOCK, PREFETCH, FTZ_SUMS, PREDICATED_SUMS)
+        # (every program of the request arrives, those that read nothing too, so that the last sees every sum)
+        if FOLD:  # noqa: SIM102 (a constexpr test, then a runtime one)
+            if last_to_arrive(arrivals_ptr, b, tl.num_programs(1) * tl.num_programs(2)):
+                _decide_request(b, slot, part_f_ptr, decided_ptr, row_max_ptr, target_ptr + b * target_stride_b,
+                                target_stride_k, draft_ptr + b * draft_stride_b, draft_stride_k, draft_ids_ptr,
+                                draft_ids_stride, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, top_k_ptr,
+                                top_p_ptr, min_p_ptr, V, NUM_SLOTS, NUM_SLICES, MODE, DRAFT, TARGET_PROBS, HAS_TOP_K,
+                                HAS_TOP_P, HAS_MIN_P, ROUNDS, P_BLOCK, ROW_MAX_STRIDE)

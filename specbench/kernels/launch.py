@@ -210,7 +210,7 @@ TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk"
                                  "histogram_after_slices": None,
                                  "histogram_levels": None, "histogram_bounds_max": None, "histogram_ftz_sums": None,
                                  "histogram_predicated_sums": None, "histogram_race": None, "tree_finish_slices": None,
-                                 "tree_race_candidates": None}
+                                 "tree_race_candidates": None, "bounds_fold": None}
 
 
 def _tuned(name: str, default: bool) -> bool:
@@ -1093,6 +1093,10 @@ def _bounds_shape(vocab: int, device: torch.device) -> tuple[int, int, int]:
 # 549.7 / 313.6 -> 316.1, B = 256 2,802.3 -> 2,258.2 / 1,511.2 -> 1,251.0, B = 512 4,729.7 -> 3,800.0 / 2,524.2 ->
 # 2,071.6
 BOUNDS_ROUNDS_MIN_BATCH = 128
+# ... and whether each request's decision is taken by its last program of the pass to arrive instead of by a launch
+# after the pass (draft_bounds.py, FOLD; the launch variants ...-fold / -nofold choose): one launch fewer a round
+# (the decision launch took 4.6 µs at B = 8, results/h200-race-b8-breakdown/). Built without a GPU, not timed: off
+BOUNDS_FOLD = False
 
 
 def _bounds_rounds(batch: int) -> bool:
@@ -1147,7 +1151,7 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
     ftz_sums = _tuned("histogram_ftz_sums", HISTOGRAM_FTZ_SUMS)
     predicated_sums = _tuned("histogram_predicated_sums", HISTOGRAM_PREDICATED_SUMS)
     if way == "bounds":
-        bounds_args = (scratch.radix_part_f, scratch.decided, scratch.radix_state_f[histogram.F_M.value:],
+        bounds_args = (scratch.radix_part_f, scratch.decided, scratch.radix_state_f[histogram.F_M.value:], arrivals,
                        *target_args, draft_ids, draft_ids.stride(0),
                        *request_args, *knobs, vocab, num_slots, bounds_slices)
         rounds = _bounds_rounds(batch) and num_slots > 2
@@ -1158,11 +1162,15 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
                         "FTZ_SUMS": ftz_sums, "PREDICATED_SUMS": predicated_sums}
         # one round per slot (each reading only the rows of requests that accepted every slot before it), or one
         # for every slot
+        # for every slot; with FOLD, each request's last program of the pass decides (a request of no draft slot,
+        # num_slots 1, still takes the decision's own launch)
+        fold = _tuned("bounds_fold", BOUNDS_FOLD) and num_slots > 1
         for slot in range(num_slots - 1) if rounds else (0,):
             if num_slots > 1:
                 _DRAFT_BOUNDS((batch, 1 if rounds else num_slots - 1, sides * bounds_slices), (*bounds_args, slot),
-                              bounds_warps, key, **bounds_shape, STEP=0)
-            _DRAFT_BOUNDS((batch,), (*bounds_args, slot), 1, key, **bounds_shape, STEP=1)
+                              bounds_warps, key, **bounds_shape, STEP=0, FOLD=fold)
+            if not fold:
+                _DRAFT_BOUNDS((batch,), (*bounds_args, slot), 1, key, **bounds_shape, STEP=1, FOLD=False)
     args = (scratch.radix_state_f, scratch.radix_state_i, scratch.radix_part_f, scratch.radix_part_i, scratch.counts,
             scratch.candidates_f, scratch.candidates_i, arrivals, scratch.summary_f, scratch.summary_i,
             scratch.decided, *target_args, draft_ids, draft_ids.stride(0), *request_args, *knobs, vocab, num_slots,

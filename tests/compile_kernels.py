@@ -245,7 +245,8 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     # probabilities the draft logits here are left whole, which decides nothing)
     # (and with SKIP_DECIDED, the first launch after draft_bounds.py's decisions, taking the stop rows' largest values
     # from there, BOUNDS_MAX, or reading them again, -noboundsmax)
-    plain = {"DECIDE": 0, "SKIP_DECIDED": 0, "BOUNDS_MAX": 0, "DRAFT": 0, "ATOMIC": 0}
+    plain = {"DECIDE": 0, "SKIP_DECIDED": 0, "BOUNDS_MAX": 0, "DRAFT": 0, "ATOMIC": 0, "FOLD": 0}
+    # (with FOLD, the first level with DECIDE takes the decisions too, for each draft form: the launch variants -fold)
     hist_steps = [{"STEP": 0, "FIRST": 0, "LAST": 0, **plain},
                   *({"STEP": 0, "FIRST": 0, "LAST": 0, **plain, "SKIP_DECIDED": 1, "BOUNDS_MAX": bounds_max}
                     for bounds_max in (1, 0)),
@@ -253,13 +254,15 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                   {"STEP": 1, "FIRST": 0, "LAST": 0, **plain}, {"STEP": 1, "FIRST": 0, "LAST": 1, **plain},
                   {"STEP": 2, "FIRST": 0, "LAST": 0, **plain}, {"STEP": 3, "FIRST": 0, "LAST": 0, **plain},
                   {"STEP": 1, "FIRST": 1, "LAST": 0, **plain, "DECIDE": 1},
-                  *({"STEP": 4, "FIRST": 0, "LAST": 0, **plain, "DECIDE": 1, "DRAFT": draft} for draft in (0, 1, 2))]
+                  *({"STEP": 4, "FIRST": 0, "LAST": 0, **plain, "DECIDE": 1, "DRAFT": draft} for draft in (0, 1, 2)),
+                  *({"STEP": 1, "FIRST": 1, "LAST": 0, **plain, "DECIDE": 1, "FOLD": 1, "DRAFT": draft}
+                    for draft in (0, 1, 2))]
     out.extend((_split_histogram_kernel, {"MODE": 1, "TARGET_PROBS": target_probs, "TRUNCATE_DRAFT": 1 - target_probs,
                                           "HAS_TOP_K": 0, "HAS_TOP_P": 1, "HAS_MIN_P": 1, **step, "SLICE": slice_,
                                           "BLOCK": hist_block, "BINS": bins, "BINS_SHIFT": bins.bit_length() - 1,
                                           "CAP": launch.HISTOGRAM_CAP, "P_BLOCK": 32, "SLICES_PER_PROGRAM": 1,
                                           "ROWS": 0, "ROW_BLOCK": 8, "FTZ_SUMS": int(launch.HISTOGRAM_FTZ_SUMS),
-                                          "PREDICATED_SUMS": int(launch.HISTOGRAM_PREDICATED_SUMS), "FOLD": int(launch.BOUNDS_FOLD)},
+                                          "PREDICATED_SUMS": int(launch.HISTOGRAM_PREDICATED_SUMS)},
                 hist_warps, "fp32")
                for target_probs in (0, 1) for step in hist_steps
                if not (target_probs and (step["STEP"] == 3 or step["DRAFT"] == 1)))
@@ -327,7 +330,7 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     bounds_slice, bounds_block, bounds_warps = launch._bounds_shape(1 << 17, _GPU)
     bounds = {"MODE": 1, "HAS_TOP_K": 0, "HAS_TOP_P": 1, "HAS_MIN_P": 1, "SLICE": bounds_slice, "BLOCK": bounds_block,
               "PREFETCH": 1, "P_BLOCK": 16, "ROW_MAX_STRIDE": 8, "FTZ_SUMS": int(launch.HISTOGRAM_FTZ_SUMS),
-              "PREDICATED_SUMS": int(launch.HISTOGRAM_PREDICATED_SUMS), "FOLD": int(launch.BOUNDS_FOLD)}
+              "PREDICATED_SUMS": int(launch.HISTOGRAM_PREDICATED_SUMS), "FOLD": int(launch.DECISION_FOLD)}
     # (and in rounds, one per slot: target logits with truncated draft logits)
     out.extend((_draft_bounds_kernel, {**bounds, "DRAFT": draft, "TARGET_PROBS": target_probs, "STEP": step,
                                        "ROUNDS": rounds}, bounds_warps if step == 0 else 1, "fp32")

@@ -296,12 +296,12 @@ def _histogram_tuned(way: int | None, rows: int | None, after: int | None, race:
                      fold: int | None = None) -> Iterator[None]:
     """Inside a ``with`` block, the split histogram path decides drafts the launch variants' way ``way`` (``None``:
     the launcher's), its programs take rows the way ``rows``, the rows after a stop ``after`` slices a program,
-    each clean stop races from the bracket after level ``race`` and, ``fold``, each request's decision from the
-    bounds is taken by its last program of the pass (``launch.TUNING``); the launcher's own after."""
+    each clean stop races from the bracket after level ``race`` and, ``fold``, each request's decisions are taken
+    by its last program of the launch before them (``launch.TUNING``); the launcher's own after."""
     from specbench.kernels import launch
 
     settings = {"histogram_decide": way, "histogram_rows": rows, "histogram_after_slices": after,
-                "histogram_race": race, "bounds_fold": fold}
+                "histogram_race": race, "decision_fold": fold}
     launch.TUNING.update(settings)
     try:
         yield
@@ -317,8 +317,8 @@ def _lists_workload(mine, device) -> int:
     way, and each request's stop row then the rows after it, at the launcher's and two slices a program; each clean
     stop's race from the bracket after the first level and after the second, whatever the launcher's level for the
     form or the batch), and decided after the first level with the race after it (small batches' way,
-    ``launch.HISTOGRAM_SMALL_BATCH_DECIDE``), and from the bounds with each request's decision taken by its last
-    program of the pass (``launch.BOUNDS_FOLD``, the launch variants' ``-fold``)."""
+    ``launch.HISTOGRAM_SMALL_BATCH_DECIDE``), and both ways with each request's decisions taken by its last program
+    of the launch before them (``launch.DECISION_FOLD``, the launch variants' ``-fold``)."""
     import torch
 
     from specbench import verify
@@ -337,7 +337,7 @@ def _lists_workload(mine, device) -> int:
                 ("split", None, 2, None, None, None, None), ("split", None, 2, 2, None, None, None),
                 ("split", None, 2, 2, 2, None, None), ("split", None, 2, None, None, 1, None),
                 ("split", None, 2, None, None, 2, None), ("split", None, 1, None, None, 1, None),
-                ("split", None, 2, None, None, None, 1)):
+                ("split", None, 2, None, None, None, 1), ("split", None, 1, None, None, 1, 1)):
             with _histogram_tuned(way, rows, after, race, fold), launch.strategy(strategy):
                 for _ in range(2):  # the JIT launch, then the direct one
                     verify(mode="probabilistic", backend="triton", check_values=False, sampling=sampling,

@@ -684,8 +684,8 @@ def test_drafts_decided_before_the_search_where_the_launcher_says(monkeypatch):
     assert not launch._bounds_rounds(launch.BOUNDS_ROUNDS_MIN_BATCH - 1)
     assert "one round per slot" in resolve("triton-histogram-4096x1024x4-bounds8192x512x4-rounds").description
     assert "every slot at once" in resolve("triton-histogram-4096x1024x4-bounds-norounds").description
-    assert "by its last program of the pass" in resolve("triton-histogram-4096x1024x4-bounds-race2-fold").description
-    assert "by a launch after the pass" in resolve("triton-histogram-4096x1024x4-nofold").description
+    assert "by its last program of the launch" in resolve("triton-histogram-4096x1024x4-bounds-race2-fold").description
+    assert "by a launch of their own" in resolve("triton-histogram-4096x1024x4-nofold").description
     with pytest.raises(SpecbenchError, match="tokens per chunk must be a power of two"):
         resolve("triton-histogram-4096x1024x4-bounds8192x500x4")
     with pytest.raises(SpecbenchError, match="follow -bounds only"):

@@ -839,7 +839,7 @@ def _decided_run(monkeypatch, launch, inputs: dict, keywords: dict, strategy: st
     monkeypatch.setitem(launch.TUNING, "split_search", 1)
     monkeypatch.setitem(launch.TUNING, "histogram_decide", decide)  # (at any batch)
     monkeypatch.setitem(launch.TUNING, "bounds_rounds", rounds)
-    monkeypatch.setitem(launch.TUNING, "bounds_fold", fold)
+    monkeypatch.setitem(launch.TUNING, "decision_fold", fold)
     scratches = histogram_scratches(monkeypatch, launch)
     with launch.strategy(strategy):
         got = _verify(inputs, **keywords)
@@ -858,14 +858,15 @@ _DECIDED_FORMS = [(FORMS[0], "split"), (FORMS[1], "split"), (FORMS[1], "sequenti
                          [(*_DECIDED_FORMS[i], 1, 0, 0) for i in (1, 3, 6)]
                          + [(*case, 2, 0, 0) for case in _DECIDED_FORMS]
                          + [(*_DECIDED_FORMS[i], 2, 1, 0) for i in (2, 5)]
-                         + [(*_DECIDED_FORMS[i], 2, 0, 1) for i in (0, 1, 6)] + [(*_DECIDED_FORMS[5], 2, 1, 1)])
+                         + [(*_DECIDED_FORMS[i], 2, 0, 1) for i in (0, 1, 6)] + [(*_DECIDED_FORMS[5], 2, 1, 1)]
+                         + [(*_DECIDED_FORMS[i], 1, 0, 1) for i in (1, 3, 6)])
 def test_decided_drafts_equal_the_reference(small_blocks, monkeypatch, form, strategy, way, rounds, fold):
     """A batch given no top_k decides its requests' first drafts after the histogram path's first level (way 1,
     three forms) or from one pass's bounds before it (way 2, requests without min_p, every form; all slots at
-    once or one round per slot; each decision by a launch after the pass or, `fold`, by the request's last
-    program of the pass, four cases), from bounds on p'(x) and q'(x), and searches only the rows its step then
-    reads: the same tokens and counts as the torch reference (and, way 1, as every row searched; folded, the
-    same decisions as by a launch), every clean decision the reference's, some requests decided past their first
+    once or one round per slot), each request's decisions by a launch of their own or, `fold` (seven cases), by
+    the request's last program of the launch before (the bounds pass, or the first level), from bounds on p'(x)
+    and q'(x), and searches only the rows its step then reads: the same tokens and counts as the torch reference
+    (and, way 1, as every row searched; folded, the same decisions as by a launch), every clean decision the reference's, some requests decided past their first
     draft, and cells skipped; the step reads no summary of a skipped cell (the scratch starts as NaN)."""
     target, draft, truncate_draft = form
     inputs = _inputs(31 + FORMS.index(form), target, draft)

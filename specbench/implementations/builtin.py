@@ -103,9 +103,9 @@ def launch_variant(name: str) -> Implementation | None:
     the bit either way); ``-race2`` / ``-norace``: where drafts were decided first, the race at each request's
     clean stop tried from the second level's bracket before the levels after it (``-race1``: the first's;
     ``bracket_race.py``; the launcher's ``launch.bracket_races``, by draft form and batch), or left to the whole
-    search; ``-fold`` / ``-nofold`` (last): where drafts are decided from the bounds, each request's decision taken
-    by its last program of the bounds pass to arrive, or by a launch after the pass (the launcher's
-    ``launch.BOUNDS_FOLD``)), or ``triton-tree-finish64-cand`` (the split paths
+    search; ``-fold`` / ``-nofold`` (last): where drafts are decided first, each request's decisions taken by its
+    last program to arrive of the launch before them (the bounds pass, or the first level), or by a launch of their
+    own (the launcher's ``launch.DECISION_FOLD``)), or ``triton-tree-finish64-cand`` (the split paths
     forced; the tree's finish kernel at most 64 slices of a row a request, where the launcher takes
     ``TREE_FINISH_MAX_SLICES``; ``-cand`` / ``-nocand``: the race after a place's two rejected children from the
     masses' candidates, or by its own pass, at any batch, where the launcher takes candidates from
@@ -190,8 +190,8 @@ def launch_variant(name: str) -> Implementation | None:
                                 0: ", the masses above a bound added by a select and an add"}[predicated_sums]
                              + ("" if race is None else f", the stop row's race tried after level {race}" if race
                                 else ", the stop row's race after the whole search")
-                             + {None: "", 1: ", each request's decision from the bounds by its last program of the pass",
-                                0: ", each request's decision from the bounds by a launch after the pass"}[fold],
+                             + {None: "", 1: ", each request's decisions by its last program of the launch before them",
+                                0: ", each request's decisions by a launch of their own"}[fold],
                        _triton_variant(None, split_search=1, histogram_slice=slice_, histogram_block=block,
                                        histogram_warps=warps, histogram_bins=bins,
                                        histogram_decide=decide, bounds_slice=bounds[0], bounds_block=bounds[1],
@@ -200,7 +200,7 @@ def launch_variant(name: str) -> Implementation | None:
                                        histogram_after_slices=after,
                                        histogram_levels=levels, histogram_bounds_max=bounds_max,
                                        histogram_ftz_sums=ftz_sums, histogram_predicated_sums=predicated_sums,
-                                       histogram_race=race, bounds_fold=fold))
+                                       histogram_race=race, decision_fold=fold))
     tree = _TREE_NAME.fullmatch(name)
     if tree is not None and any(tree.groups()):
         return _tree_variant(name, int(tree.group(1)) if tree.group(1) else None,

@@ -54,7 +54,8 @@ are used for.
    With ``DECIDE`` the first level also sums, per slice, the mass in play before the cell's draft ``x`` in the
    row's order (``A``: tokens of larger value, or of equal value and smaller id), and its last program keeps a
    bound on the cutoff token's mass (``c``: the mass at the start of the first part that may hold it).
-2b. ``STEP_DECIDE`` (with ``DECIDE``, after the first level; grid ``B``, one program per request): the
+2b. ``STEP_DECIDE`` (with ``DECIDE``, after the first level; grid ``B``, one program per request, or with ``FOLD``
+   each request's last program of the first level to arrive, an arrival count per request after the cells'): the
    request's drafts decided in order while each decision is sure, so that only the rows its step will read
    are searched further. A probabilistic request with ``top_p`` and/or ``min_p`` (``top_k`` off, not
    greedy) bounds ``p'(x)`` per row (``_bounds_at_draft``): ``x`` is kept iff ``A < T``, and then its row's
@@ -714,7 +715,7 @@ def _split_histogram_kernel(
     part_f_ptr, part_i_ptr,  # [B * (K + 1) * 2, NUM_SLICES, PART] float32 and int32 scratch
     counts_ptr,  # [B * (K + 1) * 2, COUNTS] int32 scratch (cleared by STEP_MAX)
     list_f_ptr, list_i_ptr,  # [B * (K + 1) * 2, CAP] float32 and int32 scratch
-    arrivals_ptr,  # [B * (K + 1) * 2] int32, zero on entry and exit
+    arrivals_ptr,  # [B * (K + 1) * 2] int32 per cell, then with FOLD [B] per request; zero on entry and exit
     summary_f_ptr, summary_i_ptr,  # the summaries [B, K + 1, 2, 4] float32 and [B, K + 1, 2] int32
     decided_ptr,  # [B, DECIDED_FIELDS] int32: (t, clean) per request (written by STEP_DECIDE, or before STEP_MAX by
     # draft_bounds.py)
@@ -756,9 +757,13 @@ def _split_histogram_kernel(
     PREDICATED_SUMS: tl.constexpr,  # logits without min_p: the later levels' and the gather's masses before the window
     # added by rows.add_if_above (a compare and a predicated add), the first level's mass in play by a plain add (a
     # token out of play has mass +0); the same sums (launch.HISTOGRAM_PREDICATED_SUMS)
+    FOLD: tl.constexpr,  # the first level with DECIDE (ROWS_PER_CELL): each request's last program to arrive also takes
+    # STEP_DECIDE, with the draft form DRAFT (no launch for it; launch.DECISION_FOLD)
 ):
     # grid (B, K + 1, sides * cdiv(NUM_SLICES, SLICES_PER_PROGRAM)); STEP_FINISH (B, K + 1, sides); STEP_DECIDE (B,);
     # the second dimension 1 unless ROWS_PER_CELL
+    tl.static_assert(not FOLD or ((STEP == STEP_LEVEL) and FIRST and DECIDE and (ROWS == ROWS_PER_CELL)),
+                     "FOLD folds STEP_DECIDE into the first level of a launch whose programs take a cell each")
     if STEP == STEP_DECIDE:
         b = tl.program_id(0).to(tl.int64)
         _decide_request(b, state_f_ptr, state_i_ptr, part_f_ptr, summary_f_ptr, summary_i_ptr, decided_ptr,
@@ -807,6 +812,17 @@ def _split_histogram_kernel(
                                 TRUNCATE_DRAFT, HAS_MIN_P, STEP, DECIDE, SKIP_DECIDED, BOUNDS_MAX, FIRST, LAST, SLICE,
                                 BLOCK, BINS, BINS_SHIFT, CAP, P_BLOCK, ATOMIC, SLICES_PER_PROGRAM, FTZ_SUMS,
                                 PREDICATED_SUMS)
+        # (FOLD: every program of the request arrives, after its row's level was finished where it was the row's last,
+        # so the request's last to arrive sees every cell's first level)
+        if FOLD:
+            b = tl.program_id(0).to(tl.int64)
+            if last_to_arrive(arrivals_ptr + tl.num_programs(0) * NUM_SLOTS * 2, b,
+                              tl.num_programs(1) * tl.num_programs(2)):
+                _decide_request(b, state_f_ptr, state_i_ptr, part_f_ptr, summary_f_ptr, summary_i_ptr, decided_ptr,
+                                target_ptr + b * target_stride_b, target_stride_k, draft_ptr + b * draft_stride_b,
+                                draft_stride_k, draft_ids_ptr, draft_ids_stride, num_draft_ptr, temperature_ptr,
+                                seed_ptr, position_ptr, top_k_ptr, top_p_ptr, min_p_ptr, V, NUM_SLOTS, NUM_SLICES,
+                                MODE, DRAFT, TARGET_PROBS, TRUNCATE_DRAFT, HAS_TOP_K, HAS_TOP_P, HAS_MIN_P, P_BLOCK)
 
 
 @triton.jit

@@ -210,7 +210,7 @@ TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk"
                                  "histogram_after_slices": None,
                                  "histogram_levels": None, "histogram_bounds_max": None, "histogram_ftz_sums": None,
                                  "histogram_predicated_sums": None, "histogram_race": None, "tree_finish_slices": None,
-                                 "tree_race_candidates": None, "bounds_fold": None}
+                                 "tree_race_candidates": None, "decision_fold": None}
 
 
 def _tuned(name: str, default: bool) -> bool:
@@ -1093,10 +1093,11 @@ def _bounds_shape(vocab: int, device: torch.device) -> tuple[int, int, int]:
 # 549.7 / 313.6 -> 316.1, B = 256 2,802.3 -> 2,258.2 / 1,511.2 -> 1,251.0, B = 512 4,729.7 -> 3,800.0 / 2,524.2 ->
 # 2,071.6
 BOUNDS_ROUNDS_MIN_BATCH = 128
-# ... and whether each request's decision is taken by its last program of the pass to arrive instead of by a launch
-# after the pass (draft_bounds.py, FOLD; the launch variants ...-fold / -nofold choose): one launch fewer a round
-# (the decision launch took 4.6 µs at B = 8, results/h200-race-b8-breakdown/). Built without a GPU, not timed: off
-BOUNDS_FOLD = False
+# ... and whether each request's decisions are taken by its last program to arrive of the launch before them (the bounds
+# pass, draft_bounds.py, or the first level where the drafts are decided after it, histogram.py; FOLD in each) instead
+# of by a launch of their own (the launch variants ...-fold / -nofold choose): one launch fewer a round (the decision
+# launch took 4.6 µs at B = 8, results/h200-race-b8-breakdown/). Built without a GPU, not timed: off
+DECISION_FOLD = False
 
 
 def _bounds_rounds(batch: int) -> bool:
@@ -1161,15 +1162,14 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
                         "P_BLOCK": max(_next_power_of_2(bounds_slices), 2), "ROW_MAX_STRIDE": histogram.STATE.value,
                         "FTZ_SUMS": ftz_sums, "PREDICATED_SUMS": predicated_sums}
         # one round per slot (each reading only the rows of requests that accepted every slot before it), or one
-        # for every slot
-        # for every slot; with FOLD, each request's last program of the pass decides (a request of no draft slot,
-        # num_slots 1, still takes the decision's own launch)
-        fold = _tuned("bounds_fold", BOUNDS_FOLD) and num_slots > 1
+        # for every slot; with DECISION_FOLD, each request's last program of the pass decides (a step of no draft
+        # slot, num_slots 1, still takes the decision's own launch)
+        bounds_fold = _tuned("decision_fold", DECISION_FOLD) and num_slots > 1
         for slot in range(num_slots - 1) if rounds else (0,):
             if num_slots > 1:
                 _DRAFT_BOUNDS((batch, 1 if rounds else num_slots - 1, sides * bounds_slices), (*bounds_args, slot),
-                              bounds_warps, key, **bounds_shape, STEP=0, FOLD=fold)
-            if not fold:
+                              bounds_warps, key, **bounds_shape, STEP=0, FOLD=bounds_fold)
+            if not bounds_fold:
                 _DRAFT_BOUNDS((batch,), (*bounds_args, slot), 1, key, **bounds_shape, STEP=1, FOLD=False)
     args = (scratch.radix_state_f, scratch.radix_state_i, scratch.radix_part_f, scratch.radix_part_i, scratch.counts,
             scratch.candidates_f, scratch.candidates_i, arrivals, scratch.summary_f, scratch.summary_i,
@@ -1201,15 +1201,18 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
 
     # (DECIDE, SKIP_DECIDED, BOUNDS_MAX and DRAFT only where they change the code: the first launch, the first level
     # and STEP_DECIDE)
-    plain = {"DECIDE": False, "SKIP_DECIDED": False, "BOUNDS_MAX": False, "DRAFT": 0, "ATOMIC": False}
+    plain = {"DECIDE": False, "SKIP_DECIDED": False, "BOUNDS_MAX": False, "DRAFT": 0, "ATOMIC": False, "FOLD": False}
+    # (with DECISION_FOLD each request's decisions after the first level are taken by its last program of that level)
+    fold = way == "level" and _tuned("decision_fold", DECISION_FOLD)
     bounds_max = _tuned("histogram_bounds_max", HISTOGRAM_BOUNDS_MAX)
     each_pass(0, 0, **{**plain, "SKIP_DECIDED": way == "bounds", "BOUNDS_MAX": way == "bounds" and bounds_max},
               FIRST=False, LAST=False)
     for level in range(levels):
         after_first = level == 0 and way == "level"
-        each_pass(1, level, **{**plain, "DECIDE": after_first, "ATOMIC": atomic and 0 < level == levels - 1},
+        folded = {"FOLD": True, "DRAFT": draft_kind} if after_first and fold else {}
+        each_pass(1, level, **{**plain, "DECIDE": after_first, "ATOMIC": atomic and 0 < level == levels - 1, **folded},
                   FIRST=level == 0, LAST=level == levels - 1)
-        if after_first:
+        if after_first and not fold:
             _SPLIT_HISTOGRAM((batch,), (*args, 0), 1, key, STEP=4, ROWS=histogram.ROWS_PER_CELL.value,
                              SLICES_PER_PROGRAM=per_program, **{**plain, "DECIDE": True, "DRAFT": draft_kind},
                              FIRST=False, LAST=False, **shape)
@@ -1319,7 +1322,7 @@ def _summarize(target_args: tuple, request_args: tuple, knobs: tuple, batch: int
     else none (the fused step summarises its own rows); returns the step's scratch, where the summaries are (and room for
     ``race_splits`` slices of deferred races). ``decide``: the split histogram path's (draft ids, draft form,
     way), to decide each request's first drafts before searching (``_split_histogram``)."""
-    arrivals = _arrival_counters(batch * num_slots * 2, device, key)
+    arrivals = _arrival_counters(batch * num_slots * 2 + batch, device, key)  # (per cell, then per request)
     if no_top_k and _split_search() == "histogram":
         return _split_histogram(arrivals, target_args, request_args, knobs, batch, num_slots, vocab, sides, device,
                                 key, race_splits, decide, **common)

@@ -866,8 +866,9 @@ def test_decided_drafts_equal_the_reference(small_blocks, monkeypatch, form, str
     once or one round per slot), each request's decisions by a launch of their own or, `fold` (seven cases), by
     the request's last program of the launch before (the bounds pass, or the first level), from bounds on p'(x)
     and q'(x), and searches only the rows its step then reads: the same tokens and counts as the torch reference
-    (and, way 1, as every row searched; folded, the same decisions as by a launch), every clean decision the reference's, some requests decided past their first
-    draft, and cells skipped; the step reads no summary of a skipped cell (the scratch starts as NaN)."""
+    (and, way 1, as every row searched; folded, the same decisions as by a launch), every clean decision the
+    reference's, some requests decided past their first draft, and cells skipped; the step reads no summary of a
+    skipped cell (the scratch starts as NaN)."""
     target, draft, truncate_draft = form
     inputs = _inputs(31 + FORMS.index(form), target, draft)
     values = inputs.get("target_logits", inputs.get("target_probs"))

@@ -1151,6 +1151,7 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
     p_block = max(_next_power_of_2(slices), 2)
     ftz_sums = _tuned("histogram_ftz_sums", HISTOGRAM_FTZ_SUMS)
     predicated_sums = _tuned("histogram_predicated_sums", HISTOGRAM_PREDICATED_SUMS)
+    decision_fold = _tuned("decision_fold", DECISION_FOLD)
     if way == "bounds":
         bounds_args = (scratch.radix_part_f, scratch.decided, scratch.radix_state_f[histogram.F_M.value:], arrivals,
                        *target_args, draft_ids, draft_ids.stride(0),
@@ -1164,7 +1165,7 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
         # one round per slot (each reading only the rows of requests that accepted every slot before it), or one
         # for every slot; with DECISION_FOLD, each request's last program of the pass decides (a step of no draft
         # slot, num_slots 1, still takes the decision's own launch)
-        bounds_fold = _tuned("decision_fold", DECISION_FOLD) and num_slots > 1
+        bounds_fold = decision_fold and num_slots > 1
         for slot in range(num_slots - 1) if rounds else (0,):
             if num_slots > 1:
                 _DRAFT_BOUNDS((batch, 1 if rounds else num_slots - 1, sides * bounds_slices), (*bounds_args, slot),
@@ -1202,17 +1203,16 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
     # (DECIDE, SKIP_DECIDED, BOUNDS_MAX and DRAFT only where they change the code: the first launch, the first level
     # and STEP_DECIDE)
     plain = {"DECIDE": False, "SKIP_DECIDED": False, "BOUNDS_MAX": False, "DRAFT": 0, "ATOMIC": False, "FOLD": False}
-    # (with DECISION_FOLD each request's decisions after the first level are taken by its last program of that level)
-    fold = way == "level" and _tuned("decision_fold", DECISION_FOLD)
     bounds_max = _tuned("histogram_bounds_max", HISTOGRAM_BOUNDS_MAX)
     each_pass(0, 0, **{**plain, "SKIP_DECIDED": way == "bounds", "BOUNDS_MAX": way == "bounds" and bounds_max},
               FIRST=False, LAST=False)
     for level in range(levels):
         after_first = level == 0 and way == "level"
-        folded = {"FOLD": True, "DRAFT": draft_kind} if after_first and fold else {}
+        # (with DECISION_FOLD each request's decisions after the first level taken by its last program of that level)
+        folded = {"FOLD": True, "DRAFT": draft_kind} if after_first and decision_fold else {}
         each_pass(1, level, **{**plain, "DECIDE": after_first, "ATOMIC": atomic and 0 < level == levels - 1, **folded},
                   FIRST=level == 0, LAST=level == levels - 1)
-        if after_first and not fold:
+        if after_first and not decision_fold:
             _SPLIT_HISTOGRAM((batch,), (*args, 0), 1, key, STEP=4, ROWS=histogram.ROWS_PER_CELL.value,
                              SLICES_PER_PROGRAM=per_program, **{**plain, "DECIDE": True, "DRAFT": draft_kind},
                              FIRST=False, LAST=False, **shape)

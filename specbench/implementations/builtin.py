@@ -80,14 +80,14 @@ def launch_variant(name: str) -> Implementation | None:
     chunk, and warps; ``-prefetch``: its passes load each chunk one iteration ahead), or
     ``triton-histogram-4096x1024x4`` (the split histogram path at that shape; ``-bins32``: parts per level,
     16 to 256; ``-levels2`` (last in the name): that many levels instead of as many as bring a part to 1/256 nat;
-    ``-nodecide``: every row a step may read searched, none of its drafts decided first; ``-decide``: drafts
-    decided after the search's first level, ``-bounds``: from one pass's bounds before the search, each at any
-    batch size, where the launcher decides as ``HISTOGRAM_DECIDE_MIN_BATCH`` and ``HISTOGRAM_SMALL_BATCH_DECIDE``
-    say; ``-bounds16384x1024x4``: that pass at this many tokens of a row per program, per chunk, and warps;
-    ``-rounds`` / ``-norounds``: that pass in one round per slot, or all slots at once, at any batch; ``-atomic`` /
-    ``-noatomic``: its last level counts its window's tokens by atomics, or by ``tl.histogram`` as the levels before it do; ``-slices4``: each of its
-    programs takes four slices of a row in turn; ``-perrequest`` / ``-percell``: each program takes its slice of
-    every row of its request in turn, or one program per row and slice, at any batch and decision way, where the
+    ``-nodecide``: every row a step may read searched, none of its drafts decided first; ``-decide``: drafts decided
+    after the search's first level, ``-bounds``: from one pass's bounds before the search, each at any batch size,
+    where the launcher decides as ``HISTOGRAM_DECIDE_MIN_BATCH`` and ``HISTOGRAM_SMALL_BATCH_DECIDE`` say;
+    ``-bounds16384x1024x4``: that pass at this many tokens of a row per program, per chunk, and warps; ``-rounds`` /
+    ``-norounds``: that pass in one round per slot, or all slots at once, at any batch; ``-atomic`` / ``-noatomic``:
+    its last level counts its window's tokens by atomics, or by ``tl.histogram`` as the levels before it do;
+    ``-slices4``: each of its programs takes four slices of a row in turn; ``-perrequest`` / ``-percell``: each
+    program takes its slice of every row of its request in turn, or one program per row and slice, at any batch and decision way, where the
     launcher takes the first after decisions from the bounds at small batches; ``-stoprow``: after decisions from the
     bounds, one program per request and slice for its stop row, then one per request for the rows after it where it
     did not stop clean, at any batch (the launcher takes it from ``HISTOGRAM_STOP_ROW_MIN_BATCH``), the latter's

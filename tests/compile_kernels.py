@@ -330,7 +330,7 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
     bounds_slice, bounds_block, bounds_warps = launch._bounds_shape(1 << 17, _GPU)
     bounds = {"MODE": 1, "HAS_TOP_K": 0, "HAS_TOP_P": 1, "HAS_MIN_P": 1, "SLICE": bounds_slice, "BLOCK": bounds_block,
               "PREFETCH": 1, "P_BLOCK": 16, "ROW_MAX_STRIDE": 8, "FTZ_SUMS": int(launch.HISTOGRAM_FTZ_SUMS),
-              "PREDICATED_SUMS": int(launch.HISTOGRAM_PREDICATED_SUMS), "FOLD": int(launch.DECISION_FOLD)}
+              "PREDICATED_SUMS": int(launch.HISTOGRAM_PREDICATED_SUMS), "FOLD": 0}
     # (and in rounds, one per slot: target logits with truncated draft logits)
     out.extend((_draft_bounds_kernel, {**bounds, "DRAFT": draft, "TARGET_PROBS": target_probs, "STEP": step,
                                        "ROUNDS": rounds}, bounds_warps if step == 0 else 1, "fp32")
@@ -345,8 +345,9 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                                        "ROUNDS": 1 - target_probs,
                                        "PREDICATED_SUMS": 1 - bounds["PREDICATED_SUMS"]}, bounds_warps, "fp32")
                for target_probs in (0, 1))
-    # (each request's decision taken by its last program of the pass, or by a launch after it: the launch variants
-    # -fold / -nofold; the sums with the decisions for each draft form, and in rounds)
+    # (each request's decision taken by its last program of the pass, as the launcher's up to DECISION_FOLD_MAX_BATCH
+    # requests, or by a launch after it: the launch variants -fold / -nofold; the sums with the decisions for each
+    # draft form, and in rounds)
     out.extend((_draft_bounds_kernel, {**bounds, "DRAFT": draft, "TARGET_PROBS": target_probs, "STEP": 0,
                                        "ROUNDS": rounds, "FOLD": 1 - bounds["FOLD"]}, bounds_warps, "fp32")
                for target_probs, draft, rounds in ((0, 0, 0), (0, 1, 0), (0, 2, 0), (1, 0, 0), (1, 1, 0), (1, 2, 0),

@@ -276,11 +276,11 @@ def workload(part: str = "all", shard: tuple[int, int] = (1, 1), by_shape: bool 
         torch.cuda.synchronize()
         print(f"truncated {mode} draft={draft} target={target} {str(dtype).removeprefix('torch.')}"
               + (f" shapes {shapes}" if by_shape else "") + ": ok", flush=True)
-    calls += _lists_workload(mine, device) if part == "lists" else 0
+    calls += _lists_workload(mine, device, folded_only=part == "folds") if part in ("lists", "folds") else 0
     calls += _tree_workload(mine, device) if part in ("all", "trees") else 0
     calls += _block_workload(mine, device) if part in ("all", "block") else 0
     counts, simulated = torch.zeros(4, dtype=torch.int64), False
-    if part not in ("trees", "block", "topk", "lists") and mine():
+    if part not in ("trees", "block", "topk", "lists", "folds") and mine():
         simulated = True
         counts = simulate_acceptance([0.9, 0.7, 0.3], 5000, seed=3, backend="triton", device=device)
         counts += simulate_acceptance([0.9, 0.7, 0.3], 5000, seed=3, backend="triton", device=device,
@@ -309,7 +309,7 @@ def _histogram_tuned(way: int | None, rows: int | None, after: int | None, race:
         launch.TUNING.update(dict.fromkeys(settings))
 
 
-def _lists_workload(mine, device) -> int:
+def _lists_workload(mine, device, folded_only: bool = False) -> int:
     """The split histogram path's finish on lists of every sort length and past the list's capacity (crowded_inputs:
     rows of 4,099 tokens whose top_p boundary falls in a crowd of 100 to 1,500 tied tokens), float32, every draft
     and target form, with truncated draft logits; every row searched (log-probabilities, and no drafts decided
@@ -318,7 +318,8 @@ def _lists_workload(mine, device) -> int:
     stop's race from the bracket after the first level and after the second, whatever the launcher's level for the
     form or the batch), and decided after the first level with the race after it (small batches' way,
     ``launch.HISTOGRAM_SMALL_BATCH_DECIDE``), and both ways with each request's decisions taken by its last program
-    of the launch before them (``launch.DECISION_FOLD``, the launch variants' ``-fold``)."""
+    of the launch before them (``launch.DECISION_FOLD_MAX_BATCH``, the launch variants' ``-fold``); ``folded_only``:
+    those two ways alone (part "folds")."""
     import torch
 
     from specbench import verify
@@ -338,6 +339,8 @@ def _lists_workload(mine, device) -> int:
                 ("split", None, 2, 2, 2, None, None), ("split", None, 2, None, None, 1, None),
                 ("split", None, 2, None, None, 2, None), ("split", None, 1, None, None, 1, None),
                 ("split", None, 2, None, None, None, 1), ("split", None, 1, None, None, 1, 1)):
+            if folded_only and fold is None:
+                continue
             with _histogram_tuned(way, rows, after, race, fold), launch.strategy(strategy):
                 for _ in range(2):  # the JIT launch, then the direct one
                     verify(mode="probabilistic", backend="triton", check_values=False, sampling=sampling,
@@ -461,14 +464,16 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("sanitize-logs"), help="folder for the logs and summary")
     parser.add_argument("--tools", default=",".join(TOOLS), help="comma-separated compute-sanitizer tools")
     parser.add_argument("--workload", action="store_true", help="run the kernels (what the tools watch)")
-    parser.add_argument("--part", choices=("all", "truncation", "topk", "radix", "lists", "trees", "block"),
+    parser.add_argument("--part", choices=("all", "truncation", "topk", "radix", "lists", "folds", "trees",
+                                                 "block"),
                         default="all",
                         help="truncation: only the truncation and log-probability kernels and the simulations; "
                              "topk: only the truncated calls given top_k (the prepass and the fused step), "
                              "probabilistic, with rows of 4097 groups too; "
                              "radix: only the truncated calls given no top_k (the split paths), probabilistic; "
                              "lists: only the split histogram path on rows whose candidates fill lists of every "
-                             "sort length and more (crowded_inputs); "
+                             "sort length and more (crowded_inputs); folds: only the lists part's calls with each "
+                             "request's decisions folded into the launch before them; "
                              "trees: only the tree kernels; block: only block verification's")
     parser.add_argument("--split-search", choices=("radix", "histogram"), default=None,
                         help="how a batch given no top_k searches its cutoffs (launch.TUNING's split_search; "

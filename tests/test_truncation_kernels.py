@@ -959,15 +959,17 @@ _SENTINEL_MAX = 1234.5  # (a largest value no row of these tests has)
 
 
 def _poisoned_row_maxima(monkeypatch, launch, num_draft: torch.Tensor, num_slots: int, sides: int) -> None:
-    """From here on, after each decision launch of the bounds pass, the cells of every row a request stopped at
-    (t < n) hold _SENTINEL_MAX as the row's largest value in the search's state, where the search may take it from."""
+    """From here on, after each launch of the bounds pass that takes the decisions (its decision launch, or the pass
+    itself folded), the cells of every row a request stopped at (t < n) hold _SENTINEL_MAX as the row's largest value
+    in the search's state, where the search may take it from."""
     from specbench.kernels import histogram
 
     bounds = launch._DRAFT_BOUNDS
 
     def poisoned(grid, args, num_warps, stream, **constexprs):
         bounds(grid, args, num_warps, stream, **constexprs)
-        if constexprs["STEP"] == 1:  # (args: partials, decisions, the state's largest values, ...)
+        if constexprs["STEP"] == 1 or constexprs["FOLD"]:  # (args: partials, decisions, the state's largest values,
+            # ...)
             decided, row_max = args[1].view(-1, 3).cpu(), args[2]
             for b, t in enumerate(decided[:, 0].tolist()):
                 if t < int(num_draft[b]):

@@ -25,16 +25,7 @@ for step in "$@"; do
         tests/test_truncation.py tests/test_launch.py tests/test_bench_truncation.py > "$out/tests.txt" 2>&1
       echo "tests exit $?"; tail -n 1 "$out/tests.txt" ;;
     sanitize)
-      shards="1 3 5 7 9 11"  # (of 12: the float32 groups, the only ones the lists workload runs)
-      mkdir -p "$out/w"
-      for i in $shards; do
-        timeout ${WORK_LIMIT:-150} python3 tests/sanitize_kernels.py --workload --part lists --shard $i/12 \
-          > "$out/w/l-$i.txt" 2>&1 &
-      done
-      wait
-      tail -n 1 "$out"/w/l-*.txt > "$out/lists-workload.txt"; rm -rf "$out/w"
-      sanitize_shards lists "1/12 3/12 5/12 7/12 9/12 11/12" ${TOOL_LIMIT:-300} "$out/s"
-      tar czf "$out/sanitize.tgz" -C "$out" s && rm -rf "$out/s" ;;
+      sanitize_float32 lists "$out" ;;
     *) echo "usage: run.sh time|check|sanitize ..." >&2; exit 2 ;;
   esac
 done

@@ -105,8 +105,8 @@ def launch_variant(name: str) -> Implementation | None:
     ``bracket_race.py``; the launcher's ``launch.bracket_races``, by draft form and batch), or left to the whole
     search; ``-fold`` / ``-nofold`` (last): where drafts are decided first, each request's decisions taken by its
     last program to arrive of the launch before them (the bounds pass, or the first level), or by a launch of their
-    own (the launcher's ``launch.DECISION_FOLD``)), or ``triton-tree-finish64-cand`` (the split paths
-    forced; the tree's finish kernel at most 64 slices of a row a request, where the launcher takes
+    own (the launcher folds up to ``launch.DECISION_FOLD_MAX_BATCH`` requests)), or ``triton-tree-finish64-cand``
+    (the split paths forced; the tree's finish kernel at most 64 slices of a row a request, where the launcher takes
     ``TREE_FINISH_MAX_SLICES``; ``-cand`` / ``-nocand``: the race after a place's two rejected children from the
     masses' candidates, or by its own pass, at any batch, where the launcher takes candidates from
     ``TREE_CANDIDATES_MIN_BATCH``; either part alone, ``triton-tree-finish64`` or ``triton-tree-cand``),

@@ -758,7 +758,7 @@ def _split_histogram_kernel(
     # added by rows.add_if_above (a compare and a predicated add), the first level's mass in play by a plain add (a
     # token out of play has mass +0); the same sums (launch.HISTOGRAM_PREDICATED_SUMS)
     FOLD: tl.constexpr,  # the first level with DECIDE (ROWS_PER_CELL): each request's last program to arrive also takes
-    # STEP_DECIDE, with the draft form DRAFT (no launch for it; launch.DECISION_FOLD)
+    # STEP_DECIDE, with the draft form DRAFT (no launch for it; launch.DECISION_FOLD_MAX_BATCH)
 ):
     # grid (B, K + 1, sides * cdiv(NUM_SLICES, SLICES_PER_PROGRAM)); STEP_FINISH (B, K + 1, sides); STEP_DECIDE (B,);
     # the second dimension 1 unless ROWS_PER_CELL

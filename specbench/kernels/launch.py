@@ -1093,16 +1093,26 @@ def _bounds_shape(vocab: int, device: torch.device) -> tuple[int, int, int]:
 # 549.7 / 313.6 -> 316.1, B = 256 2,802.3 -> 2,258.2 / 1,511.2 -> 1,251.0, B = 512 4,729.7 -> 3,800.0 / 2,524.2 ->
 # 2,071.6
 BOUNDS_ROUNDS_MIN_BATCH = 128
-# ... and whether each request's decisions are taken by its last program to arrive of the launch before them (the bounds
-# pass, draft_bounds.py, or the first level where the drafts are decided after it, histogram.py; FOLD in each) instead
-# of by a launch of their own (the launch variants ...-fold / -nofold choose): one launch fewer a round (the decision
-# launch took 4.6 µs at B = 8, results/h200-race-b8-breakdown/). Built without a GPU, not timed: off
-DECISION_FOLD = False
+# ... and up to how many requests each request's decisions are taken by its last program to arrive of the launch
+# before them (the bounds pass, draft_bounds.py, or the first level where the drafts are decided after it,
+# histogram.py; FOLD in each) instead of by a launch of their own (the launch variants ...-fold / -nofold choose at
+# any batch): one launch fewer a round, and the launch before holds the decision's code. H200, graph, top_p 0.95, L = 3,
+# draft logits / probs, µs, a launch of their own -> folded (results/h200-decision-fold/): Llama 3, K = 3, B = 1
+# 42.6 -> 41.8 / 37.1 -> 36.9, B = 2 47.7 -> 46.9 / 40.1 -> 39.4, B = 4 59.7 -> 59.1 / 45.2 -> 44.6, B = 8 70.7 ->
+# 70.1 / 52.5 -> 52.0; Qwen 3, B = 64, K = 4 379.8 -> 389.3 / 188.1 -> 191.4, B = 256, K = 7 1,231.9 -> 1,248.4 /
+# 651.1 -> 658.6
+DECISION_FOLD_MAX_BATCH = 8
 
 
 def _bounds_rounds(batch: int) -> bool:
     # whether the bounds pass runs in rounds (a launch variant's -rounds / -norounds at any batch)
     return _tuned("bounds_rounds", batch >= BOUNDS_ROUNDS_MIN_BATCH)
+
+
+def _decision_fold(batch: int) -> bool:
+    # whether each request's decisions are taken by the launch before them (a launch variant's -fold / -nofold at any
+    # batch)
+    return bool(_tuned("decision_fold", batch <= DECISION_FOLD_MAX_BATCH))
 
 
 def _histogram_levels(bins: int) -> int:
@@ -1151,7 +1161,7 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
     p_block = max(_next_power_of_2(slices), 2)
     ftz_sums = _tuned("histogram_ftz_sums", HISTOGRAM_FTZ_SUMS)
     predicated_sums = _tuned("histogram_predicated_sums", HISTOGRAM_PREDICATED_SUMS)
-    decision_fold = _tuned("decision_fold", DECISION_FOLD)
+    decision_fold = _decision_fold(batch)
     if way == "bounds":
         bounds_args = (scratch.radix_part_f, scratch.decided, scratch.radix_state_f[histogram.F_M.value:], arrivals,
                        *target_args, draft_ids, draft_ids.stride(0),
@@ -1163,7 +1173,7 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
                         "P_BLOCK": max(_next_power_of_2(bounds_slices), 2), "ROW_MAX_STRIDE": histogram.STATE.value,
                         "FTZ_SUMS": ftz_sums, "PREDICATED_SUMS": predicated_sums}
         # one round per slot (each reading only the rows of requests that accepted every slot before it), or one
-        # for every slot; with DECISION_FOLD, each request's last program of the pass decides (a step of no draft
+        # for every slot; with _decision_fold, each request's last program of the pass decides (a step of no draft
         # slot, num_slots 1, still takes the decision's own launch)
         bounds_fold = decision_fold and num_slots > 1
         for slot in range(num_slots - 1) if rounds else (0,):
@@ -1208,7 +1218,7 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
               FIRST=False, LAST=False)
     for level in range(levels):
         after_first = level == 0 and way == "level"
-        # (with DECISION_FOLD each request's decisions after the first level taken by its last program of that level)
+        # (with _decision_fold each request's decisions after the first level taken by its last program of that level)
         folded = {"FOLD": True, "DRAFT": draft_kind} if after_first and decision_fold else {}
         each_pass(1, level, **{**plain, "DECIDE": after_first, "ATOMIC": atomic and 0 < level == levels - 1, **folded},
                   FIRST=level == 0, LAST=level == levels - 1)

@@ -7,12 +7,15 @@
 #   check_trees DIR LIMIT                 the tree workload of tests/sanitize_kernels.py (two shards, no tool: its
 #                                         kernels compiled before a sanitizer runs them) beside the GPU tree tests,
 #                                         LIMIT seconds each, logs in DIR
-#   sanitize_shards PART SHARDS LIMIT DIR tests/sanitize_kernels.py --part PART under memcheck, initcheck and
+#   sanitize_shards PART SHARDS LIMIT DIR [FLAG...]
+#                                         tests/sanitize_kernels.py --part PART under memcheck, initcheck and
 #                                         racecheck, the shards of SHARDS (say "1/2 2/2") at once, LIMIT seconds
-#                                         each, logs in DIR; DIR/summary.txt holds each process's last line, and
-#                                         the count of clean ones is printed
-#   sanitize_float32 PART DIR             tests/sanitize_kernels.py --part PART's float32 groups (shards 1, 3, ...,
-#                                         11 of 12: the only ones parts lists and folds run) first without a tool,
+#                                         each, logs in DIR, FLAGs passed on (say --dependent-launch);
+#                                         DIR/summary.txt holds each process's last line, and the count of clean
+#                                         ones is printed
+#   sanitize_float32 PART DIR [FLAG...]   tests/sanitize_kernels.py --part PART's float32 groups (shards 1, 3, ...,
+#                                         11 of 12: the only ones parts lists and folds run), FLAGs passed on, first
+#                                         without a tool,
 #                                         all at once (WORK_LIMIT seconds each, default 150: to fill Triton's cache),
 #                                         their last lines in DIR/PART-workload.txt, then under the three tools
 #                                         (sanitize_shards, TOOL_LIMIT seconds each, default 300), the logs in
@@ -31,12 +34,13 @@ write_machine() {
 
 sanitize_shards() {
   local part=$1 shards=$2 limit=$3 dir=$4 tool shard name summary
+  shift 4
   mkdir -p "$dir"
   for tool in memcheck initcheck racecheck; do
     for shard in $shards; do
       name=$tool-${shard%%/*}
       timeout "$limit" python3 tests/sanitize_kernels.py --part "$part" --tools $tool --shard "$shard" \
-        --out "$dir/$name" > "$dir/$name.txt" 2>&1 &
+        --out "$dir/$name" "$@" > "$dir/$name.txt" 2>&1 &
     done
   done
   wait
@@ -71,13 +75,14 @@ check_tests() {
 
 sanitize_float32() {
   local part=$1 dir=$2 shards="1/12 3/12 5/12 7/12 9/12 11/12" shard
+  shift 2
   mkdir -p "$dir/w"
   for shard in $shards; do
-    timeout "${WORK_LIMIT:-150}" python3 tests/sanitize_kernels.py --workload --part "$part" --shard "$shard" \
+    timeout "${WORK_LIMIT:-150}" python3 tests/sanitize_kernels.py --workload --part "$part" --shard "$shard" "$@" \
       > "$dir/w/$part-${shard%%/*}.txt" 2>&1 &
   done
   wait
   tail -n 1 "$dir"/w/*.txt > "$dir/$part-workload.txt"; rm -rf "$dir/w"
-  sanitize_shards "$part" "$shards" "${TOOL_LIMIT:-300}" "$dir/s"
+  sanitize_shards "$part" "$shards" "${TOOL_LIMIT:-300}" "$dir/s" "$@"
   tar czf "$dir/sanitize-$part.tgz" -C "$dir" s && rm -rf "$dir/s"
 }

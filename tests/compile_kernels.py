@@ -4,9 +4,9 @@ Run by ``tests/test_kernels_compile.py`` in a subprocess without ``TRITON_INTERP
 interpreter ``@triton.jit`` gives functions that are never lowered). Prints one JSON line per
 variant: kernel, constexprs, warps, logits dtype, the register cap it is launched with (``max_registers``: the
 fused truncated step's, ``launch.truncated_step_cap``; else null), cubin bytes, and (where Triton ships cuobjdump)
-registers per thread and stack bytes, where ptxas puts registers it could not keep. Every variant is
-compiled as a launch on aligned tensors and sizes specialises it (``aligned_attributes``). Exits 3 when
-this Triton has no NVIDIA backend.
+registers per thread and stack bytes, where ptxas puts registers it could not keep, and counts of PTX instructions
+some tests look for. Every variant is compiled as a launch on aligned tensors and sizes specialises it
+(``aligned_attributes``). Exits 3 when this Triton has no NVIDIA backend.
 
 Usage: ``python tests/compile_kernels.py [ARCH] [--loops] [--jobs N]`` (ARCH defaults to 90, Hopper:
 the H100 and H200 that the committed timings come from). ``--loops`` adds, per variant, the
@@ -352,6 +352,12 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                                        "ROUNDS": rounds, "FOLD": 1 - bounds["FOLD"]}, bounds_warps, "fp32")
                for target_probs, draft, rounds in ((0, 0, 0), (0, 1, 0), (0, 2, 0), (1, 0, 0), (1, 1, 0), (1, 2, 0),
                                                    (0, 1, 1)))
+    # each kernel of a truncated step as a dependent launch (dependent_launch.py; the launcher's up to
+    # DEPENDENT_LAUNCH_MAX_BATCH requests, the launch variants -pdl): its first variant above with PDL
+    dependent = (_truncation_prepass_kernel, _split_radix_kernel, _split_histogram_kernel, _draft_bounds_kernel,
+                 _bracket_race_kernel, _verify_truncated_kernel, _truncated_terminal_kernel)
+    firsts = [next(variant for variant in out if variant[0] is kernel) for kernel in dependent]
+    out.extend((kernel, {**constexprs, "PDL": 1}, warps, dtype) for kernel, constexprs, warps, dtype in firsts)
     block, warps = launch._program_shape(1 << 17, _GPU, *launch.ROW_PROGRAM_SHAPE)  # the log-probability epilogue
     for mode in ("greedy", "probabilistic"):
         for target_probs in (0, 1):
@@ -407,6 +413,22 @@ def acquire_loads(ptx: str) -> int:
     """Loads with acquire semantics (``ld.global...acquire``): a waiting program's read of a published state
     (``split.wait_until``). An atomic add of 0 whose value goes unread compiles to nothing at all, acquire or not."""
     return len(re.findall(r"\bld\.global(?:\.\w+)*\.acquire\b", ptx))
+
+
+def grid_dependency_controls(ptx: str) -> int:
+    """How many griddepcontrol instructions (the wait for the launch before, the signal to the launch after:
+    dependent_launch.py) the PTX holds."""
+    return len(re.findall(r"\bgriddepcontrol\.(?:wait|launch_dependents)\b", ptx))
+
+
+def memory_before_grid_wait(ptx: str) -> int | None:
+    """How many memory instructions other than parameter loads come before the PTX's first griddepcontrol.wait
+    (None without one): a dependent launch reads and writes nothing before it (dependent_launch.py)."""
+    wait = ptx.find("griddepcontrol.wait")
+    if wait < 0:
+        return None
+    before = ptx[ptx.find(".entry"):wait]
+    return sum(not op.startswith("ld.param") for op in re.findall(r"\b(?:ld|st|atom|red|cp\.async)\.[\w.:]+", before))
 
 
 def fused_shuffles(ptx: str) -> int:
@@ -468,7 +490,12 @@ def compile_kernel(kernel, constexprs: dict, warps: int, dtype: str, arch: int =
                    max_registers: int | None = None):
     """Triton's compiled ``kernel`` (any ``@triton.jit`` kernel, another version's too) at these constexprs, warps and
     row dtype, launched on aligned tensors, for compute capability ``arch``, with ``maxnreg`` where given."""
-    names = list(inspect.signature(kernel.fn).parameters)
+    parameters = inspect.signature(kernel.fn).parameters
+    names = list(parameters)
+    # (a constexpr the variant leaves out takes its default, as the launcher's launches give it)
+    constexprs = {**{name: p.default for name, p in parameters.items()
+                     if p.annotation is triton.language.constexpr and p.default is not inspect.Parameter.empty},
+                  **constexprs}
     sig = signature(kernel, constexprs, dtype)
     source = triton.compiler.ASTSource(
         fn=kernel, signature=sig, constexprs={(names.index(name),): value for name, value in constexprs.items()},
@@ -547,6 +574,8 @@ def _compile(index: int, arch: int, with_loops: bool) -> dict:
                "max_registers": register_cap(kernel, constexprs, warps), "cubin_bytes": cubin.stat().st_size,
                "fused_shuffles": fused_shuffles(compiled.asm["ptx"]),
                "acquire_loads": acquire_loads(compiled.asm["ptx"]),
+               "grid_dependency_controls": grid_dependency_controls(compiled.asm["ptx"]),
+               "memory_before_grid_wait": memory_before_grid_wait(compiled.asm["ptx"]),
                **resources(cubin)}
         if with_loops:
             row["loops"] = sass_loops(cubin)

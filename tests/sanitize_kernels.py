@@ -423,7 +423,8 @@ def _block_workload(mine, device) -> int:
 
 
 def sanitize(out: Path, tools: list[str], part: str = "all", shard: str = "1/1", shape: str | None = None,
-             split_search: str | None = None, histogram_variants: bool = False, by_shape: bool = False) -> int:
+             split_search: str | None = None, histogram_variants: bool = False, by_shape: bool = False,
+             dependent_launch: bool = False) -> int:
     """Run the workload under each tool; 0 when every tool reports nothing, 1 otherwise."""
     sanitizer = shutil.which("compute-sanitizer")
     if sanitizer is None:
@@ -443,6 +444,7 @@ def sanitize(out: Path, tools: list[str], part: str = "all", shard: str = "1/1",
         command += ["--split-search", split_search] if split_search else []
         command += ["--histogram-variants"] if histogram_variants else []
         command += ["--by-shape"] if by_shape else []
+        command += ["--dependent-launch"] if dependent_launch else []
         with log.open("w") as handle:
             done = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env=env, check=False)
         text = log.read_text(errors="replace")
@@ -485,6 +487,9 @@ def main() -> int:
     parser.add_argument("--by-shape", action="store_true",
                         help="count each shape of a group of truncated calls as a group of its own for --shard "
                              "(part radix: 31 groups, the float32 ones four each)")
+    parser.add_argument("--dependent-launch", action="store_true",
+                        help="every launch of a truncated step a dependent launch, at any batch (launch.TUNING's "
+                             "dependent_launch, the launch variants' -pdl; Hopper and later)")
     parser.add_argument("--shape", default=None,
                         help="BLOCKxWARPS: launch every kernel at this shape (launch.TUNING, which also launches "
                              "the truncated fused step without its register cap), e.g. 512x4 for rows of many chunks")
@@ -514,6 +519,10 @@ def main() -> int:
             from specbench.kernels import launch
 
             launch.TUNING.update(histogram_atomic=0, histogram_slices_per_program=2)
+        if args.dependent_launch:
+            from specbench.kernels import launch
+
+            launch.TUNING["dependent_launch"] = 1
         return workload(args.part, (index, count), args.by_shape)
     import torch
 
@@ -526,7 +535,7 @@ def main() -> int:
         print(f"--tools takes some of {', '.join(TOOLS)}, got {args.tools!r}", file=sys.stderr)
         return 2
     return sanitize(args.out, tools, args.part, args.shard, args.shape, args.split_search, args.histogram_variants,
-                    args.by_shape)
+                    args.by_shape, args.dependent_launch)
 
 
 if __name__ == "__main__":

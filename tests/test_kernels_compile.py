@@ -34,6 +34,14 @@ def test_every_kernel_variant_compiles_for_hopper(kernel_compile_run):
     # the tree finish kernel's waiting programs read the state they waited for with an acquire (split.wait_until)
     finish = [row for row in compiled if row["kernel"] == "_tree_finish_kernel"]
     assert finish and all(row["acquire_loads"] >= 1 for row in finish), [row["acquire_loads"] for row in finish]
+    # a dependent launch's kernel waits for the launch before and then signals the launch after, once each; every
+    # other variant holds neither instruction (dependent_launch.py)
+    dependent = [(row["kernel"], row["grid_dependency_controls"], row["memory_before_grid_wait"]) for row in compiled
+                 if row["constexprs"].get("PDL")]
+    assert len(dependent) == 7 and all(count == 2 and before == 0 for _kernel, count, before in dependent), dependent
+    others = [(row["kernel"], row["constexprs"]) for row in compiled
+              if not row["constexprs"].get("PDL") and row["grid_dependency_controls"]]
+    assert not others, others
     # a thread's own product fused into a cross-thread add leaves one sum's threads disagreeing (racecheck)
     fused = [(row["kernel"], row["constexprs"], row["dtype"]) for row in compiled if row["fused_shuffles"]]
     assert not fused, fused

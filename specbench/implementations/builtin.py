@@ -59,7 +59,14 @@ _HISTOGRAM_BINS = (16, 32, 64, 128, 256)  # parts a level the histogram path tak
 _HISTOGRAM_NAME = re.compile(r"triton-histogram-(\d+)x(\d+)x(\d+)(?:-bins([1-9]\d*))?(-nodecide|-decide|-bounds)?"
                              r"(?:(\d+)x(\d+)x(\d+))?(-rounds|-norounds)?(-atomic|-noatomic)?(?:-slices([1-9]\d*))?"
                              r"(-percell|-perrequest|-stoprow)?(?:-after([1-9]\d*))?(-boundsmax|-noboundsmax)?"
-                             r"(?:-levels([1-6]))?(-ftz|-noftz)?(-pred|-nopred)?(-race[1-6]|-norace)?(-fold|-nofold)?")
+                             r"(?:-levels([1-6]))?(-ftz|-noftz)?(-pred|-nopred)?(-race[1-6]|-norace)?(-fold|-nofold)?"
+                             r"(-pdl|-nopdl)?")
+_DEPENDENT_LAUNCH_NAME = re.compile(r"triton-(pdl|nopdl)")
+
+
+# what -pdl / -nopdl (and triton-pdl / triton-nopdl) add to a variant's description
+_DEPENDENT_LAUNCH_WORDS = {None: "", 1: ", every launch of a truncated step a dependent launch at any batch",
+                           0: ", no launch of a truncated step a dependent launch"}
 
 
 def _slice_shape(name: str, slice_: int, block: int, warps: int) -> None:
@@ -103,9 +110,12 @@ def launch_variant(name: str) -> Implementation | None:
     the bit either way); ``-race2`` / ``-norace``: where drafts were decided first, the race at each request's
     clean stop tried from the second level's bracket before the levels after it (``-race1``: the first's;
     ``bracket_race.py``; the launcher's ``launch.bracket_races``, by draft form and batch), or left to the whole
-    search; ``-fold`` / ``-nofold`` (last): where drafts are decided first, each request's decisions taken by its
-    last program to arrive of the launch before them (the bounds pass, or the first level), or by a launch of their
-    own (the launcher folds up to ``launch.DECISION_FOLD_MAX_BATCH`` requests)), or ``triton-tree-finish64-cand``
+    search; ``-fold`` / ``-nofold``: where drafts are decided first, each request's decisions taken by its last
+    program to arrive of the launch before them (the bounds pass, or the first level), or by a launch of their own
+    (the launcher folds up to ``launch.DECISION_FOLD_MAX_BATCH`` requests); ``-pdl`` / ``-nopdl`` (last): every
+    launch of a truncated step a dependent launch (``dependent_launch.py``) at any batch, or none (the launcher's up
+    to ``launch.DEPENDENT_LAUNCH_MAX_BATCH`` requests)), or ``triton-pdl`` / ``triton-nopdl`` (the same on the
+    launcher's own paths), or ``triton-tree-finish64-cand``
     (the split paths forced; the tree's finish kernel at most 64 slices of a row a request, where the launcher takes
     ``TREE_FINISH_MAX_SLICES``; ``-cand`` / ``-nocand``: the race after a place's two rejected children from the
     masses' candidates, or by its own pass, at any batch, where the launcher takes candidates from
@@ -140,6 +150,7 @@ def launch_variant(name: str) -> Implementation | None:
         race = {None: None, "-norace": 0}.get(histogram.group(18)) if histogram.group(18) in (None, "-norace") else int(
             histogram.group(18)[len("-race"):])
         fold = {None: None, "-nofold": 0, "-fold": 1}[histogram.group(19)]
+        dependent = {None: None, "-nopdl": 0, "-pdl": 1}[histogram.group(20)]
         if levels is not None:
             from specbench.kernels import launch
 
@@ -191,7 +202,8 @@ def launch_variant(name: str) -> Implementation | None:
                              + ("" if race is None else f", the stop row's race tried after level {race}" if race
                                 else ", the stop row's race after the whole search")
                              + {None: "", 1: ", each request's decisions by its last program of the launch before them",
-                                0: ", each request's decisions by a launch of their own"}[fold],
+                                0: ", each request's decisions by a launch of their own"}[fold]
+                             + _DEPENDENT_LAUNCH_WORDS[dependent],
                        _triton_variant(None, split_search=1, histogram_slice=slice_, histogram_block=block,
                                        histogram_warps=warps, histogram_bins=bins,
                                        histogram_decide=decide, bounds_slice=bounds[0], bounds_block=bounds[1],
@@ -200,7 +212,12 @@ def launch_variant(name: str) -> Implementation | None:
                                        histogram_after_slices=after,
                                        histogram_levels=levels, histogram_bounds_max=bounds_max,
                                        histogram_ftz_sums=ftz_sums, histogram_predicated_sums=predicated_sums,
-                                       histogram_race=race, decision_fold=fold))
+                                       histogram_race=race, decision_fold=fold, dependent_launch=dependent))
+    dependent_launch = _DEPENDENT_LAUNCH_NAME.fullmatch(name)
+    if dependent_launch is not None:
+        dependent = int(dependent_launch.group(1) == "pdl")
+        return _triton(name, "Triton, the launcher's own paths" + _DEPENDENT_LAUNCH_WORDS[dependent],
+                       _triton_variant(None, dependent_launch=dependent))
     tree = _TREE_NAME.fullmatch(name)
     if tree is not None and any(tree.groups()):
         return _tree_variant(name, int(tree.group(1)) if tree.group(1) else None,

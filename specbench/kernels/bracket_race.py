@@ -47,6 +47,7 @@ import triton.language as tl
 
 from specbench.kernels.cutoffs import kept_by, load_row, values_of
 from specbench.kernels.decide import DRAFT_LOGITS, DRAFT_NONE, RESIDUAL, SAMPLE, request_setup
+from specbench.kernels.dependent_launch import wait_for_launch_before
 from specbench.kernels.draft_bounds import BRACKET_SLACK, decides
 from specbench.kernels.histogram import (
     CLOSED,
@@ -206,7 +207,9 @@ def _bracket_race_kernel(
     SLICE: tl.constexpr,  # the histogram path's slice (a multiple of BLOCK)
     BLOCK: tl.constexpr,
     P_BLOCK: tl.constexpr,  # a power of two >= NUM_SLICES
+    PDL: tl.constexpr = False,  # programmatic dependent launch (dependent_launch.py; the launcher's launch_pdl)
 ):
+    wait_for_launch_before(PDL)  # (first: nothing above reads or writes memory)
     b = tl.program_id(0).to(tl.int64)
     s = tl.program_id(1)
     t = tl.load(decided_ptr + b * DECIDED_FIELDS)

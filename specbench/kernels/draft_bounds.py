@@ -57,6 +57,7 @@ import triton.language as tl
 
 from specbench.kernels.cutoffs import load_row, values_of
 from specbench.kernels.decide import ACCEPT, DRAFT_LOGITS, draft_prob_at, request_setup, request_valid
+from specbench.kernels.dependent_launch import wait_for_launch_before
 from specbench.kernels.radix import _chunk
 from specbench.kernels.rng import stream_key, uniform_at
 from specbench.kernels.rows import add_if_above, add_if_ahead, clean, exp_in_sum
@@ -325,8 +326,10 @@ def _draft_bounds_kernel(
     FTZ_SUMS: tl.constexpr,  # logits: the masses summed by rows.exp_in_sum, not tl.exp (launch.HISTOGRAM_FTZ_SUMS)
     PREDICATED_SUMS: tl.constexpr,  # the sums above a depth and ahead of the draft by rows.add_if_above / add_if_ahead
     FOLD: tl.constexpr,  # STEP_SUMS: each request's last program to arrive also takes its STEP_DECIDE (no launch for it)
+    PDL: tl.constexpr = False,  # programmatic dependent launch (dependent_launch.py; the launcher's launch_pdl)
 ):
     # grid (B, K, sides * NUM_SLICES), or (B, 1, sides * NUM_SLICES) a round; STEP_DECIDE (B,)
+    wait_for_launch_before(PDL)  # (first: nothing above reads or writes memory)
     if STEP == STEP_DECIDE:
         b = tl.program_id(0).to(tl.int64)
         _decide_request(b, slot, part_f_ptr, decided_ptr, row_max_ptr, target_ptr + b * target_stride_b,

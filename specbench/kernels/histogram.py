@@ -121,6 +121,7 @@ import triton.language as tl
 
 from specbench.kernels.cutoffs import _order_key32, load_row, truncate_row_radix, value_of_key32, values_of
 from specbench.kernels.decide import DRAFT_LOGITS, draft_prob_at, request_setup, request_valid
+from specbench.kernels.dependent_launch import wait_for_launch_before
 from specbench.kernels.draft_bounds import bracket, decide_slot, decides, skipped
 from specbench.kernels.radix import _slice_max
 from specbench.kernels.rows import add_if_above, clean, exp_in_sum
@@ -759,9 +760,11 @@ def _split_histogram_kernel(
     # token out of play has mass +0); the same sums (launch.HISTOGRAM_PREDICATED_SUMS)
     FOLD: tl.constexpr,  # the first level with DECIDE (ROWS_PER_CELL): each request's last program to arrive also takes
     # STEP_DECIDE, with the draft form DRAFT (no launch for it; launch.DECISION_FOLD_MAX_BATCH)
+    PDL: tl.constexpr = False,  # programmatic dependent launch (dependent_launch.py; the launcher's launch_pdl)
 ):
     # grid (B, K + 1, sides * cdiv(NUM_SLICES, SLICES_PER_PROGRAM)); STEP_FINISH (B, K + 1, sides); STEP_DECIDE (B,);
     # the second dimension 1 unless ROWS_PER_CELL
+    wait_for_launch_before(PDL)  # (first: nothing above reads or writes memory)
     tl.static_assert(not FOLD or ((STEP == STEP_LEVEL) and FIRST and DECIDE and (ROWS == ROWS_PER_CELL)),
                      "FOLD folds STEP_DECIDE into the first level of a launch whose programs take a cell each")
     if STEP == STEP_DECIDE:

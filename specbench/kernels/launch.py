@@ -134,7 +134,8 @@ class _Launcher:
     constexprs, the warps, the device) and called with all arguments in signature order, as
     Triton's own launch does. Should a Triton version refuse that call, every later launch takes
     the JIT path. A launch may cap the registers a thread takes (``max_registers``, Triton's ``maxnreg``:
-    part of that key too).
+    part of that key too). A kernel that takes ``PDL`` (``dependent_launch.py``) gets it False unless the call
+    gives it, and a launch given ``PDL`` true is compiled and launched with Triton's ``launch_pdl``.
     """
 
     direct = True
@@ -151,11 +152,15 @@ class _Launcher:
         """Launch on ``grid`` with ``args`` (every non-constexpr argument, in order) on ``stream``
         (``_stream_key``: device type and index, the CUDA stream handle, the scratch set); ``max_registers``:
         a cap on the registers a thread takes (Triton's ``maxnreg``; the interpreter has none)."""
+        if "PDL" in self.constexpr_names and "PDL" not in constexprs:
+            constexprs["PDL"] = False
         if INTERPRETED:
             self.kernel[grid](*args, num_warps=num_warps, **constexprs)
             return
         options = {"num_warps": num_warps} if max_registers is None else {"num_warps": num_warps,
                                                                           "maxnreg": max_registers}
+        if constexprs.get("PDL"):
+            options["launch_pdl"] = True
         if not _Launcher.direct:
             self.kernel[grid](*args, **options, **constexprs)
             return
@@ -210,7 +215,7 @@ TUNING: dict[str, int | None] = {"block": None, "num_warps": None, "split_chunk"
                                  "histogram_after_slices": None,
                                  "histogram_levels": None, "histogram_bounds_max": None, "histogram_ftz_sums": None,
                                  "histogram_predicated_sums": None, "histogram_race": None, "tree_finish_slices": None,
-                                 "tree_race_candidates": None, "decision_fold": None}
+                                 "tree_race_candidates": None, "decision_fold": None, "dependent_launch": None}
 
 
 def _tuned(name: str, default: bool) -> bool:
@@ -233,6 +238,11 @@ def strategy(name: str) -> Iterator[None]:
         yield
     finally:
         _strategy = previous
+
+
+@functools.cache
+def _compute_capability(device_index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(device_index)
 
 
 @functools.cache
@@ -1115,6 +1125,21 @@ def _decision_fold(batch: int) -> bool:
     return bool(_tuned("decision_fold", batch <= DECISION_FOLD_MAX_BATCH))
 
 
+# Up to how many requests a truncated step's launches (the prepass, the split radix and histogram paths, the draft
+# bounds, the bracket race, the step and its terminal race) are dependent launches (dependent_launch.py): each placed
+# on the GPU while the one before it runs, waiting there for it to finish. A small batch's step is a chain of seven or
+# eight launches that do not fill the GPU. Hopper and later only; built without a GPU, not timed: at none (the launch
+# variants triton-pdl / triton-nopdl, and -pdl / -nopdl after a histogram variant's name, at any batch)
+DEPENDENT_LAUNCH_MAX_BATCH = 0
+
+
+def _dependent_launch(batch: int, device: torch.device) -> bool:
+    # whether a truncated step of `batch` requests on `device` launches its kernels as dependent launches
+    if not _tuned("dependent_launch", batch <= DEPENDENT_LAUNCH_MAX_BATCH):
+        return False
+    return not INTERPRETED and device.type == "cuda" and _compute_capability(device.index or 0)[0] >= 9
+
+
 def _histogram_levels(bins: int) -> int:
     # levels until a part is at most 1/256 nat: the first level's parts are 32 / bins nats, the second
     # cuts eight of them into `bins` (the first level's bounds are the loosest: on N(0, 1) and N(0, 16)
@@ -1171,7 +1196,8 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
                         **{flag: constexprs[flag] for flag in ("HAS_TOP_K", "HAS_TOP_P", "HAS_MIN_P")},
                         "ROUNDS": rounds, "SLICE": bounds_slice, "BLOCK": bounds_block, "PREFETCH": True,
                         "P_BLOCK": max(_next_power_of_2(bounds_slices), 2), "ROW_MAX_STRIDE": histogram.STATE.value,
-                        "FTZ_SUMS": ftz_sums, "PREDICATED_SUMS": predicated_sums}
+                        "FTZ_SUMS": ftz_sums, "PREDICATED_SUMS": predicated_sums,
+                        "PDL": constexprs.get("PDL", False)}
         # one round per slot (each reading only the rows of requests that accepted every slot before it), or one
         # for every slot; with _decision_fold, each request's last program of the pass decides (a step of no draft
         # slot, num_slots 1, still takes the decision's own launch)
@@ -1234,7 +1260,7 @@ def _split_histogram(arrivals: torch.Tensor, target_args: tuple, request_args: t
                           num_warps, key, MODE=constexprs["MODE"], DRAFT=draft_kind,
                           TARGET_PROBS=constexprs["TARGET_PROBS"],
                           **{flag: constexprs[flag] for flag in ("HAS_TOP_K", "HAS_TOP_P", "HAS_MIN_P")},
-                          SLICE=slice_, BLOCK=block, P_BLOCK=p_block)
+                          SLICE=slice_, BLOCK=block, P_BLOCK=p_block, PDL=constexprs.get("PDL", False))
     each_pass(2, 0, **plain, FIRST=False, LAST=False)
     each_pass(3, 0, per_cell=True, **plain, FIRST=False, LAST=False)
     return scratch
@@ -1411,7 +1437,8 @@ def _verify_truncated(
     knobs, flags = _knob_args(top_k, top_p, min_p, temperatures)
     truncate_draft = draft_kind == 1 and truncate_draft_logits
     group_shape = _group_shape(vocab, block, fused)
-    common = {"MODE": _MODE_IDS[mode], "TARGET_PROBS": target_is_probs, "TRUNCATE_DRAFT": truncate_draft, **flags}
+    common = {"MODE": _MODE_IDS[mode], "TARGET_PROBS": target_is_probs, "TRUNCATE_DRAFT": truncate_draft, **flags,
+              "PDL": _dependent_launch(batch, device)}
     target_args = (target, target.stride(0), target.stride(1), draft, draft.stride(0), draft.stride(1))
     request_args = (num_draft_tokens, temperatures, seeds, positions)
     # a batch given no top_k decides its requests' first drafts before the search, where it can (_decides)
@@ -1438,7 +1465,7 @@ def _verify_truncated(
                              *target_args, *request_args, vocab, num_slots, race_splits, race_chunk),
                             race_warps, key, MODE=common["MODE"], DRAFT=draft_kind, TARGET_PROBS=target_is_probs,
                             TRUNCATE_DRAFT=truncate_draft, BLOCK=race_block,
-                            S_BLOCK=max(_next_power_of_2(race_splits), 2))
+                            S_BLOCK=max(_next_power_of_2(race_splits), 2), PDL=common["PDL"])
     return VerifyResult(out, num_emitted, num_accepted)
 
 

@@ -47,6 +47,7 @@ import triton
 import triton.language as tl
 
 from specbench.kernels.cutoffs import _order_key32, load_row, row_values, value_of_key32, values_of
+from specbench.kernels.dependent_launch import wait_for_launch_before
 from specbench.kernels.split import last_to_arrive
 from specbench.kernels.truncation import cell_program, store_summary, summary_wanted
 
@@ -300,8 +301,10 @@ def _split_radix_kernel(
     BLOCK: tl.constexpr,  # tokens per chunk
     P_BLOCK: tl.constexpr,  # a power of two >= NUM_SLICES
     PREFETCH: tl.constexpr,  # STEP_MAX and STEP_DIGIT load each chunk one iteration ahead
+    PDL: tl.constexpr = False,  # programmatic dependent launch (dependent_launch.py; the launcher's launch_pdl)
 ):
     # grid (B, K + 1, sides * NUM_SLICES) for STEP_MAX and STEP_DIGIT, (B, K + 1, sides) for STEP_ID
+    wait_for_launch_before(PDL)  # (first: nothing above reads or writes memory)
     b, r, side, s, n, greedy, inv_temperature, truncated, k, top_p, min_p = cell_program(
         num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, top_k_ptr, top_p_ptr, min_p_ptr, V, NUM_SLOTS,
         NUM_SLICES, STEP == STEP_ID, MODE, HAS_TOP_K, HAS_TOP_P, HAS_MIN_P)

@@ -87,6 +87,7 @@ from specbench.kernels.decide import (
     request_valid,
     sample_row,
 )
+from specbench.kernels.dependent_launch import wait_for_launch_before
 from specbench.kernels.rng import hash_word, neg_log_of_uniform, stream_key, uniform_at, uniform_of
 from specbench.kernels.rows import (
     argmax_slice,
@@ -251,7 +252,9 @@ def _truncation_prepass_kernel(
     GROUP_ROWS: tl.constexpr,  # groups per chunk of the group maxima pass
     GROUP_BLOCK: tl.constexpr,  # a power of two >= the row's groups (up to MAX_GROUPS; more: the radix path)
     CAP_GROUPS: tl.constexpr,  # the most groups the top-k path gathers
+    PDL: tl.constexpr = False,  # programmatic dependent launch (dependent_launch.py; the launcher's launch_pdl)
 ):
+    wait_for_launch_before(PDL)  # (first: nothing above reads or writes memory)
     b, r, side, s, n, greedy, inv_temperature, truncated, k, top_p, min_p = cell_program(
         num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, top_k_ptr, top_p_ptr, min_p_ptr, V, NUM_SLOTS,
         SLICES, False, MODE, HAS_TOP_K, HAS_TOP_P, HAS_MIN_P)
@@ -445,7 +448,9 @@ def _verify_truncated_kernel(
     GROUP_ROWS: tl.constexpr,
     GROUP_BLOCK: tl.constexpr,
     CAP_GROUPS: tl.constexpr,
+    PDL: tl.constexpr = False,  # programmatic dependent launch (dependent_launch.py; the launcher's launch_pdl)
 ):
+    wait_for_launch_before(PDL)  # (first: nothing above reads or writes memory)
     b = tl.program_id(0).to(tl.int64)
     n, greedy, inv_temperature, position, key_of_seed = request_setup(
         b, num_draft_ptr, temperature_ptr, seed_ptr, position_ptr, NUM_SLOTS, MODE)
@@ -742,10 +747,12 @@ def _truncated_terminal_kernel(
     TRUNCATE_DRAFT: tl.constexpr,
     BLOCK: tl.constexpr,
     S_BLOCK: tl.constexpr,  # a power of two >= NUM_SPLITS
+    PDL: tl.constexpr = False,  # programmatic dependent launch (dependent_launch.py; the launcher's launch_pdl)
 ):
     # grid (B, NUM_SPLITS): the race a request's record defers, one slice of its row per program
     # (the one-program race's tokens and streams), merged by the request's last program, which
     # writes the token and the count
+    wait_for_launch_before(PDL)  # (first: nothing above reads or writes memory)
     b = tl.program_id(0).to(tl.int64)
     split = tl.program_id(1)
     record_f = record_f_ptr + b * RECORD

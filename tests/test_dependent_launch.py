@@ -1,0 +1,154 @@
+"""Dependent launches (specbench/kernels/dependent_launch.py): where the launcher takes them, that every launch of a
+truncated step gets them, that a launch given them is launched with Triton's launch_pdl, and on a Hopper GPU that
+they give the same tokens bit for bit, captured in a CUDA graph too. (That each such kernel waits before any memory
+instruction is checked on its PTX: tests/test_kernels_compile.py.)"""
+
+import pytest
+import torch
+import triton.language as tl
+
+from specbench.implementations import resolve
+from specbench.kernels import launch
+from specbench.verification import SamplingParams, verify
+
+# the launchers of a truncated step's kernels
+DEPENDENT = ("_PREPASS", "_SPLIT_RADIX", "_SPLIT_HISTOGRAM", "_DRAFT_BOUNDS", "_BRACKET_RACE", "_TRUNCATED",
+             "_TRUNCATED_TERMINAL")
+
+
+def test_dependent_launches_only_on_a_hopper_gpu_and_at_small_batches(monkeypatch):
+    cuda = torch.device("cuda", 0)
+    monkeypatch.setitem(launch.TUNING, "dependent_launch", 1)  # a variant's -pdl
+    assert not launch._dependent_launch(1, torch.device("cpu"))
+    monkeypatch.setattr(launch, "INTERPRETED", False)
+    monkeypatch.setattr(launch, "_compute_capability", lambda index: (9, 0))
+    assert launch._dependent_launch(512, cuda)
+    monkeypatch.setattr(launch, "_compute_capability", lambda index: (8, 0))  # no griddepcontrol before Hopper
+    assert not launch._dependent_launch(1, cuda)
+    monkeypatch.setattr(launch, "_compute_capability", lambda index: (10, 0))
+    monkeypatch.setitem(launch.TUNING, "dependent_launch", None)  # the launcher's own: up to its threshold
+    most = launch.DEPENDENT_LAUNCH_MAX_BATCH
+    assert launch._dependent_launch(1, cuda) is (most >= 1) and not launch._dependent_launch(most + 1, cuda)
+    monkeypatch.setitem(launch.TUNING, "dependent_launch", 0)  # -nopdl
+    assert not launch._dependent_launch(1, cuda)
+
+
+def test_a_launch_given_pdl_is_compiled_and_launched_with_launch_pdl(monkeypatch):
+    """_Launcher gives a kernel that takes PDL the value False when the call does not give it, and passes Triton's
+    launch_pdl option exactly where PDL is true."""
+    calls = []
+
+    def kernel_fn(x_ptr, BLOCK: tl.constexpr, PDL: tl.constexpr = False):
+        pass
+
+    class Kernel:
+        fn = kernel_fn
+
+        def __getitem__(self, grid):
+            return lambda *args, **options: calls.append(options)  # returns None: nothing kept to launch directly
+
+    monkeypatch.setattr(launch, "INTERPRETED", False)
+    launcher = launch._Launcher(Kernel())
+    key = ("cuda", 0, 0, 0)
+    launcher((1,), (torch.zeros(1),), 4, key, BLOCK=8)
+    launcher((1,), (torch.zeros(1),), 4, key, BLOCK=8, PDL=True)
+    launcher((1,), (torch.zeros(1),), 4, key, BLOCK=8, PDL=False)
+    assert calls == [{"num_warps": 4, "BLOCK": 8, "PDL": False},
+                     {"num_warps": 4, "launch_pdl": True, "BLOCK": 8, "PDL": True},
+                     {"num_warps": 4, "BLOCK": 8, "PDL": False}]
+
+
+def _call(batch: int, draft: str, device, *, top_k=None, seed: int = 0) -> dict:
+    # verify's keywords: rows of 3,000 tokens, top_p 0.9 (and top_k where given), drafts mostly accepted
+    generator = torch.Generator().manual_seed(seed)
+    num_spec, vocab = 3, 3000
+    target = torch.randn(batch, num_spec + 1, vocab, generator=generator) * 2
+    drafted = target[:, :num_spec] + 0.5 * torch.randn(batch, num_spec, vocab, generator=generator)
+    inputs = {"target_logits": target, "draft_token_ids": drafted.argmax(-1),
+              "num_draft_tokens": torch.full((batch,), num_spec, dtype=torch.int32),
+              "seeds": torch.arange(batch) + 100 * seed, "positions": torch.zeros(batch, dtype=torch.int64)}
+    if draft == "logits":
+        inputs["draft_logits"] = drafted
+    else:
+        inputs["draft_probs"] = torch.softmax(drafted, -1)
+    inputs = {name: value.to(device) for name, value in inputs.items()}
+    knobs = {"top_p": torch.full((batch,), 0.9, device=device)}
+    if top_k is not None:
+        knobs["top_k"] = torch.full((batch,), top_k, dtype=torch.int32, device=device)
+    inputs["sampling"] = SamplingParams(temperatures=torch.ones(batch, device=device), **knobs)
+    return inputs
+
+
+@pytest.mark.parametrize(("draft", "top_k"), [("logits", None), ("probs", None), ("logits", 50)])
+def test_every_launch_of_a_truncated_step_is_a_dependent_launch_where_the_launcher_says(monkeypatch, draft, top_k):
+    """With dependent launches on (forced here; the interpreter cannot run the wait, so each launch is recorded and
+    then run without it), every launch of a small batch's truncated step gets PDL true (top_p alone: the split
+    histogram path, its draft bounds or first-level decisions and its bracket race, the step; with top_k: the
+    prepass and the step), and with them off none does."""
+    from conftest import device_for
+
+    device = device_for("triton")
+    seen = []
+
+    def recorded(original):
+        def launch_recorded(grid, args, num_warps, stream, **constexprs):
+            seen.append((original.kernel.fn.__name__, constexprs.get("PDL")))
+            return original(grid, args, num_warps, stream, **{**constexprs, "PDL": False})
+        return launch_recorded
+
+    for name in DEPENDENT:
+        monkeypatch.setattr(launch, name, recorded(getattr(launch, name)))
+    for dependent in (True, False):
+        seen.clear()
+        monkeypatch.setattr(launch, "_dependent_launch", lambda batch, device, on=dependent: on)
+        with launch.strategy("split"):  # (with top_k: the prepass, as at small batches on a GPU)
+            verify(mode="probabilistic", backend="triton", check_values=False, **_call(2, draft, device, top_k=top_k))
+        kernels = {kernel for kernel, _pdl in seen}
+        assert "_verify_truncated_kernel" in kernels and len(kernels) >= 2, seen
+        assert all(pdl is dependent for _kernel, pdl in seen), seen
+
+
+def test_the_variants_set_dependent_launches_inside_their_call(monkeypatch):
+    """triton-pdl and -pdl after a histogram variant's name force dependent launches on for the call, triton-nopdl
+    off, the launcher's own leaves it to DEPENDENT_LAUNCH_MAX_BATCH; the setting does not outlive the call."""
+    from conftest import device_for
+
+    seen = []
+    monkeypatch.setattr(launch, "_dependent_launch",
+                        lambda batch, device: seen.append(launch.TUNING["dependent_launch"]) or False)
+    kwargs = _call(2, "logits", device_for("triton"))
+    for name, setting in (("triton-pdl", 1), ("triton-nopdl", 0), ("triton-histogram-4096x1024x4-fold-pdl", 1),
+                          ("triton-histogram-4096x1024x4-nopdl", 0), ("triton", None)):
+        seen.clear()
+        resolve(name).prepare(dict(kwargs))()
+        assert seen == [setting], name
+    assert launch.TUNING["dependent_launch"] is None
+    assert "dependent launch" in resolve("triton-pdl").description
+
+
+_HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
+
+
+@pytest.mark.skipif(not _HOPPER, reason="dependent launches need a GPU of compute capability 9.0 or later")
+@pytest.mark.parametrize("batch", [1, 4, 8])
+@pytest.mark.parametrize(("draft", "top_k"), [("logits", None), ("probs", None), ("logits", 50)])
+def test_dependent_launches_give_the_same_tokens_bit_for_bit(batch, draft, top_k):
+    """triton-pdl against triton-nopdl on the same inputs, five seeds each: the same tokens, emitted counts and
+    accepted counts, called directly and replayed from a CUDA graph."""
+    device = torch.device("cuda")
+    for seed in range(5):
+        kwargs = _call(batch, draft, device, top_k=top_k, seed=seed)
+        results = {}
+        for name in ("triton-pdl", "triton-nopdl"):
+            run = resolve(name).prepare(dict(kwargs))
+            direct = run()
+            run()  # (the direct launch after the JIT's)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                captured = run()
+            graph.replay()
+            torch.cuda.synchronize()
+            results[name] = [direct, captured]
+        for (pdl, nopdl) in zip(results["triton-pdl"], results["triton-nopdl"], strict=True):
+            for field in ("output_token_ids", "num_emitted", "num_accepted"):
+                assert torch.equal(getattr(pdl, field), getattr(nopdl, field)), (seed, field)

@@ -24,6 +24,14 @@ The signal comes after the wait so that at most two kernels of the chain are on 
 and the next one waiting. The hardware places a dependent kernel's programs only once every program of the kernel
 ahead has started (a program signals while it runs), so waiting programs never keep the kernel ahead from being
 placed. Triton's interpreter has neither instruction; the launcher never sets ``PDL`` there.
+
+Two facts of the toolchain this leans on: the two instructions can be called from a kernel under Triton 3.6 and
+later, the versions this project supports (under 3.4, which added them, the call failed: triton-lang/triton issue
+7377), and Triton's software pipeliner has been seen to move a loop's loads above a wait placed inside the loop
+(triton-lang/triton issue 11905), which is why the wait is the kernel's first statement, before any loop, and why
+the compile check (``tests/compile_kernels.py``) counts the memory instructions ahead of it in each such kernel's
+PTX (none). compute-sanitizer's racecheck watches shared memory only, so a missing wait would not show there: the
+GPU test compares the tokens with and without dependent launches, bit for bit.
 """
 
 import triton

@@ -126,6 +126,20 @@ def test_the_variants_set_dependent_launches_inside_their_call(monkeypatch):
     assert "dependent launch" in resolve("triton-pdl").description
 
 
+def test_a_variant_forcing_dependent_launches_refuses_a_gpu_without_them(monkeypatch):
+    """Before compute capability 9.0 the variants that force dependent launches cannot run (one sentence that says
+    so), where the launcher would quietly launch without them; those that force them off run anywhere Triton does."""
+    cuda = torch.device("cuda", 0)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    for name in ("triton-pdl", "triton-histogram-4096x1024x4-pdl"):
+        assert resolve(name).unavailable(cuda) == ("dependent launches need a GPU of compute capability 9.0 or "
+                                                   "later, this one has 8.0")
+        assert resolve(name).unavailable(torch.device("cpu")) is None  # (the interpreter: the other launches)
+    assert resolve("triton-nopdl").unavailable(cuda) is None
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    assert resolve("triton-pdl").unavailable(cuda) is None
+
+
 _HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
 
 

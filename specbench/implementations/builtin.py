@@ -28,6 +28,15 @@ def _triton_unavailable(device: torch.device) -> str | None:
     return "Triton is not installed" if importlib.util.find_spec("triton") is None else None
 
 
+def _dependent_launch_unavailable(device: torch.device) -> str | None:
+    # a variant forcing dependent launches: Triton, and on a CUDA device one of compute capability 9.0 or later
+    # (the interpreter never takes them, so a CPU run is the launcher's other launches)
+    if device.type == "cuda" and torch.cuda.get_device_capability(device) < (9, 0):
+        major, minor = torch.cuda.get_device_capability(device)
+        return f"dependent launches need a GPU of compute capability 9.0 or later, this one has {major}.{minor}"
+    return _triton_unavailable(device)
+
+
 def _triton_variant(strategy: str | None, **tuning: int | None):
     """``prepare`` of a Triton launch variant: the strategy (None: the launcher's own) and the launch
     shapes (``launch.TUNING`` entries) are forced inside each call only (a context around the call), so
@@ -212,12 +221,14 @@ def launch_variant(name: str) -> Implementation | None:
                                        histogram_after_slices=after,
                                        histogram_levels=levels, histogram_bounds_max=bounds_max,
                                        histogram_ftz_sums=ftz_sums, histogram_predicated_sums=predicated_sums,
-                                       histogram_race=race, decision_fold=fold, dependent_launch=dependent))
+                                       histogram_race=race, decision_fold=fold, dependent_launch=dependent),
+                       unavailable=_dependent_launch_unavailable if dependent else _triton_unavailable)
     dependent_launch = _DEPENDENT_LAUNCH_NAME.fullmatch(name)
     if dependent_launch is not None:
         dependent = int(dependent_launch.group(1) == "pdl")
         return _triton(name, "Triton, the launcher's own paths" + _DEPENDENT_LAUNCH_WORDS[dependent],
-                       _triton_variant(None, dependent_launch=dependent))
+                       _triton_variant(None, dependent_launch=dependent),
+                       unavailable=_dependent_launch_unavailable if dependent else _triton_unavailable)
     tree = _TREE_NAME.fullmatch(name)
     if tree is not None and any(tree.groups()):
         return _tree_variant(name, int(tree.group(1)) if tree.group(1) else None,
@@ -265,9 +276,9 @@ _TRITON_METHODS = ("token", "block")
 
 
 def _triton(name: str, description: str, prepare, methods: tuple[str, ...] = ("token",),
-            trees: bool = False) -> Implementation:
+            trees: bool = False, unavailable=_triton_unavailable) -> Implementation:
     # the block kernels take no truncation yet (the launcher refuses a truncated block call)
-    return _ours(name, description, prepare, cuda_graph=True, needs_gpu=True, unavailable=_triton_unavailable,
+    return _ours(name, description, prepare, cuda_graph=True, needs_gpu=True, unavailable=unavailable,
                  methods=methods, trees=trees, truncation_methods=("token",))
 
 

@@ -353,10 +353,13 @@ def truncation_variants() -> list[tuple[object, dict[str, int], int, str]]:
                for target_probs, draft, rounds in ((0, 0, 0), (0, 1, 0), (0, 2, 0), (1, 0, 0), (1, 1, 0), (1, 2, 0),
                                                    (0, 1, 1)))
     # each kernel of a truncated step as a dependent launch (dependent_launch.py; the launcher's up to
-    # DEPENDENT_LAUNCH_MAX_BATCH requests, the launch variants -pdl): its first variant above with PDL
+    # DEPENDENT_LAUNCH_MAX_BATCH requests, the launch variants -pdl): its first variant above with PDL, and the fused
+    # step's and the radix path's loads ahead (their loops the furthest from the wait)
     dependent = (_truncation_prepass_kernel, _split_radix_kernel, _split_histogram_kernel, _draft_bounds_kernel,
                  _bracket_race_kernel, _verify_truncated_kernel, _truncated_terminal_kernel)
     firsts = [next(variant for variant in out if variant[0] is kernel) for kernel in dependent]
+    firsts += [next(variant for variant in out if variant[0] is _verify_truncated_kernel and variant[1].get("FUSED")),
+               next(variant for variant in out if variant[0] is _split_radix_kernel and variant[1].get("PREFETCH"))]
     out.extend((kernel, {**constexprs, "PDL": 1}, warps, dtype) for kernel, constexprs, warps, dtype in firsts)
     block, warps = launch._program_shape(1 << 17, _GPU, *launch.ROW_PROGRAM_SHAPE)  # the log-probability epilogue
     for mode in ("greedy", "probabilistic"):

@@ -15,6 +15,9 @@ each) runs for the compile test, which is marked ``compile`` and left out of a p
 (``pytest -m compile`` runs it, on every core; CI runs it after the suite). Selected with other tests
 (and without pytest-xdist's ``-n``), it starts with the session and runs beside them on one core, and its
 test runs last. ``pytest -n auto`` (the README's command) takes a worker per core, at most 8.
+
+``SPECBENCH_TEST_DEPENDENT_LAUNCH=1`` on a Hopper GPU runs every truncated step of the launcher's own paths with
+dependent launches (``specbench/kernels/dependent_launch.py``) at every batch.
 """
 
 from __future__ import annotations
@@ -41,6 +44,13 @@ torch.set_num_threads(1)
 
 from specbench import machine
 from specbench.verification import VerifyResult, verify  # after TRITON_INTERPRET is set
+
+if os.environ.get("SPECBENCH_TEST_DEPENDENT_LAUNCH") == "1":
+    # every truncated step the tests run through the launcher's own paths takes dependent launches at every batch
+    # (launch.TUNING's dependent_launch, as the launch variants' -pdl; a GPU of compute capability 9.0 or later)
+    from specbench.kernels import launch as _launch
+
+    _launch.TUNING["dependent_launch"] = 1
 
 BACKENDS = ("torch", "triton", "triton-split")
 POISON_INT = 0x5A5A5A5A  # not a token id, not -1, not a count: an unwritten slot shows up

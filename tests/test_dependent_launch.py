@@ -79,12 +79,21 @@ def _call(batch: int, draft: str, device, *, top_k=None, seed: int = 0) -> dict:
     return inputs
 
 
-@pytest.mark.parametrize(("draft", "top_k"), [("logits", None), ("probs", None), ("logits", 50)])
-def test_every_launch_of_a_truncated_step_is_a_dependent_launch_where_the_launcher_says(monkeypatch, draft, top_k):
+@pytest.mark.parametrize(("draft", "top_k", "batch", "tuning", "kernel"), [
+    ("logits", None, 2, {}, "_bracket_race_kernel"),  # decided after the first level, folded, with the race
+    ("logits", None, 2, {"decision_fold": 0}, "_split_histogram_kernel"),  # ... the decisions' own launch
+    ("logits", None, 4, {}, "_draft_bounds_kernel"),  # decided from the bounds, folded into the pass
+    ("logits", None, 4, {"decision_fold": 0}, "_draft_bounds_kernel"),  # ... the decisions' own launch
+    ("probs", None, 2, {}, "_split_histogram_kernel"),
+    ("logits", None, 2, {"split_search": 0}, "_split_radix_kernel"),  # the split radix path
+    ("logits", 50, 2, {}, "_truncation_prepass_kernel")])  # top_k: the prepass
+def test_every_launch_of_a_truncated_step_is_a_dependent_launch_where_the_launcher_says(monkeypatch, draft, top_k,
+                                                                                         batch, tuning, kernel):
     """With dependent launches on (forced here; the interpreter cannot run the wait, so each launch is recorded and
-    then run without it), every launch of a small batch's truncated step gets PDL true (top_p alone: the split
-    histogram path, its draft bounds or first-level decisions and its bracket race, the step; with top_k: the
-    prepass and the step), and with them off none does."""
+    then run without it), every launch of a small batch's truncated step gets PDL true, whichever way the step
+    takes (top_p alone: the split histogram path with its drafts decided after the first level or from the draft
+    bounds, their decisions folded into the launch before or by a launch of their own, the bracket race, the step,
+    its terminal race; the split radix path; with top_k: the prepass and the step), and with them off none does."""
     from conftest import device_for
 
     device = device_for("triton")
@@ -98,14 +107,17 @@ def test_every_launch_of_a_truncated_step_is_a_dependent_launch_where_the_launch
 
     for name in DEPENDENT:
         monkeypatch.setattr(launch, name, recorded(getattr(launch, name)))
+    for name, value in tuning.items():
+        monkeypatch.setitem(launch.TUNING, name, value)
     for dependent in (True, False):
         seen.clear()
         monkeypatch.setattr(launch, "_dependent_launch", lambda batch, device, on=dependent: on)
         with launch.strategy("split"):  # (with top_k: the prepass, as at small batches on a GPU)
-            verify(mode="probabilistic", backend="triton", check_values=False, **_call(2, draft, device, top_k=top_k))
-        kernels = {kernel for kernel, _pdl in seen}
-        assert "_verify_truncated_kernel" in kernels and len(kernels) >= 2, seen
-        assert all(pdl is dependent for _kernel, pdl in seen), seen
+            verify(mode="probabilistic", backend="triton", check_values=False,
+                   **_call(batch, draft, device, top_k=top_k))
+        kernels = {name for name, _pdl in seen}
+        assert {"_verify_truncated_kernel", kernel} <= kernels, seen
+        assert all(pdl is dependent for _name, pdl in seen), seen
 
 
 def test_the_variants_set_dependent_launches_inside_their_call(monkeypatch):
@@ -113,16 +125,16 @@ def test_the_variants_set_dependent_launches_inside_their_call(monkeypatch):
     off, the launcher's own leaves it to DEPENDENT_LAUNCH_MAX_BATCH; the setting does not outlive the call."""
     from conftest import device_for
 
-    seen = []
+    seen, before = [], launch.TUNING["dependent_launch"]
     monkeypatch.setattr(launch, "_dependent_launch",
                         lambda batch, device: seen.append(launch.TUNING["dependent_launch"]) or False)
     kwargs = _call(2, "logits", device_for("triton"))
     for name, setting in (("triton-pdl", 1), ("triton-nopdl", 0), ("triton-histogram-4096x1024x4-fold-pdl", 1),
-                          ("triton-histogram-4096x1024x4-nopdl", 0), ("triton", None)):
+                          ("triton-histogram-4096x1024x4-nopdl", 0), ("triton", before)):
         seen.clear()
         resolve(name).prepare(dict(kwargs))()
         assert seen == [setting], name
-    assert launch.TUNING["dependent_launch"] is None
+    assert launch.TUNING["dependent_launch"] is before
     assert "dependent launch" in resolve("triton-pdl").description
 
 
@@ -155,14 +167,14 @@ def test_dependent_launches_give_the_same_tokens_bit_for_bit(batch, draft, top_k
         results = {}
         for name in ("triton-pdl", "triton-nopdl"):
             run = resolve(name).prepare(dict(kwargs))
-            direct = run()
-            run()  # (the direct launch after the JIT's)
+            first = run()  # (through Triton's JIT, where a kernel is new)
+            direct = run()  # (the compiled kernel launched directly)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 captured = run()
             graph.replay()
             torch.cuda.synchronize()
-            results[name] = [direct, captured]
+            results[name] = [first, direct, captured]
         for (pdl, nopdl) in zip(results["triton-pdl"], results["triton-nopdl"], strict=True):
             for field in ("output_token_ids", "num_emitted", "num_accepted"):
                 assert torch.equal(getattr(pdl, field), getattr(nopdl, field)), (seed, field)

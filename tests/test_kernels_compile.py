@@ -38,7 +38,7 @@ def test_every_kernel_variant_compiles_for_hopper(kernel_compile_run):
     # other variant holds neither instruction (dependent_launch.py)
     dependent = [(row["kernel"], row["grid_dependency_controls"], row["memory_before_grid_wait"]) for row in compiled
                  if row["constexprs"].get("PDL")]
-    assert len(dependent) == 7 and all(count == 2 and before == 0 for _kernel, count, before in dependent), dependent
+    assert len(dependent) == 9 and all(count == 2 and before == 0 for _kernel, count, before in dependent), dependent
     others = [(row["kernel"], row["constexprs"]) for row in compiled
               if not row["constexprs"].get("PDL") and row["grid_dependency_controls"]]
     assert not others, others

@@ -9,9 +9,12 @@
 #                                                       # top_p 0.9 at B = TOPK (Llama 3, K = 3)
 #   bash results/h200-dependent-launch/run.sh check     # tests/test_dependent_launch.py (the same tokens bit for bit,
 #                                                       # direct and from a CUDA graph) and the truncation GPU tests
-#   bash results/h200-dependent-launch/run.sh sanitize  # the launcher's small-batch ways (sanitize part folds) and
-#                                                       # the top_k calls (part topk), dependent launches forced,
-#                                                       # under memcheck, initcheck and racecheck
+#                                                       # with dependent launches forced at every batch
+#                                                       # (SPECBENCH_TEST_DEPENDENT_LAUNCH=1, tests/conftest.py)
+#   bash results/h200-dependent-launch/run.sh sanitize  # the launcher's small-batch ways (sanitize part folds),
+#                                                       # dependent launches forced, under memcheck, initcheck and
+#                                                       # racecheck, the float32 groups, cache warmed first
+#   bash results/h200-dependent-launch/run.sh sanitize-topk  # the same for the top_k calls (part topk)
 # (SMALL: default 1 2 4 8; LARGE: default 64; TOPK: default 1 8; LIMIT: seconds a timed run, WARM_LIMIT a compiling
 # one, CHECK_LIMIT a test shard)
 set -uo pipefail
@@ -40,24 +43,23 @@ for step in "$@"; do
         for impl in ${impls//,/ }; do
           name=$(echo "$knobs $b $impl" | tr -d ' -')
           timeout ${WARM_LIMIT:-200} $S $knobs --max-ms 1 --impl $impl -b $b $(shape_of $b) -o $scratch/$name \
-            > $scratch/$name.txt 2>&1 &
+            > $scratch/$name.txt 2>&1 < /dev/null &
         done
       done < <(cases)
       wait
       while IFS=';' read -r knobs b; do
         name=$(echo "$knobs" | tr -d ' -')
         timeout ${LIMIT:-100} $S $knobs --max-ms 40 --impl $impls -b $b $(shape_of $b) -o "$out/$name" --resume \
-          >> "$out/$name.txt" 2>&1
+          >> "$out/$name.txt" 2>&1 < /dev/null
         echo "$knobs B=$b exit $?"
       done < <(cases) ;;
     check)
-      check_tests "$out/tests" ${CHECK_LIMIT:-300} ${CHECK_SHARDS:-8} tests/test_dependent_launch.py \
-        tests/test_exactness_truncation.py tests/test_truncation_kernels.py ;;
+      SPECBENCH_TEST_DEPENDENT_LAUNCH=1 check_tests "$out/tests" ${CHECK_LIMIT:-300} ${CHECK_SHARDS:-8} \
+        tests/test_dependent_launch.py tests/test_exactness_truncation.py tests/test_truncation_kernels.py ;;
     sanitize)
-      sanitize_float32 folds "$out/folds" --dependent-launch
-      mkdir -p "$out/topk"
-      sanitize_shards topk "1/3 2/3 3/3" ${TOOL_LIMIT:-300} "$out/topk/s" --dependent-launch
-      tar czf "$out/topk/sanitize-topk.tgz" -C "$out/topk" s && rm -rf "$out/topk/s" ;;
-    *) echo "usage: run.sh time|check|sanitize ..." >&2; exit 2 ;;
+      sanitize_float32 folds "$out/folds" --dependent-launch ;;
+    sanitize-topk)
+      sanitize_float32 topk "$out/topk" --dependent-launch ;;
+    *) echo "usage: run.sh time|check|sanitize|sanitize-topk ..." >&2; exit 2 ;;
   esac
 done

@@ -164,7 +164,8 @@ class _Launcher:
         if not _Launcher.direct:
             self.kernel[grid](*args, **options, **constexprs)
             return
-        key = (num_warps, max_registers, stream[1], *constexprs.values(), *_argument_classes(args))
+        key = (num_warps, max_registers, stream[1], *(constexprs.get(name) for name in self.constexpr_names),
+               *_argument_classes(args))
         compiled = self.compiled.get(key)
         if compiled is not None:
             try:

@@ -58,10 +58,10 @@ def test_a_launch_given_pdl_is_compiled_and_launched_with_launch_pdl(monkeypatch
                      {"num_warps": 4, "BLOCK": 8, "PDL": False}]
 
 
-def _call(batch: int, draft: str, device, *, top_k=None, seed: int = 0) -> dict:
-    # verify's keywords: rows of 3,000 tokens, top_p 0.9 (and top_k where given), drafts mostly accepted
+def _call(batch: int, draft: str, device, *, top_k=None, seed: int = 0, vocab: int = 600) -> dict:
+    # verify's keywords: rows of `vocab` tokens, top_p 0.9 (and top_k where given), drafts mostly accepted
     generator = torch.Generator().manual_seed(seed)
-    num_spec, vocab = 3, 3000
+    num_spec = 3
     target = torch.randn(batch, num_spec + 1, vocab, generator=generator) * 2
     drafted = target[:, :num_spec] + 0.5 * torch.randn(batch, num_spec, vocab, generator=generator)
     inputs = {"target_logits": target, "draft_token_ids": drafted.argmax(-1),
@@ -163,7 +163,7 @@ def test_dependent_launches_give_the_same_tokens_bit_for_bit(batch, draft, top_k
     accepted counts, called directly and replayed from a CUDA graph."""
     device = torch.device("cuda")
     for seed in range(5):
-        kwargs = _call(batch, draft, device, top_k=top_k, seed=seed)
+        kwargs = _call(batch, draft, device, top_k=top_k, seed=seed, vocab=3000)
         results = {}
         for name in ("triton-pdl", "triton-nopdl"):
             run = resolve(name).prepare(dict(kwargs))

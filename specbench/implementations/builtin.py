@@ -31,8 +31,9 @@ def _triton_unavailable(device: torch.device) -> str | None:
 def _dependent_launch_unavailable(device: torch.device) -> str | None:
     # a variant forcing dependent launches: Triton, and on a CUDA device one of compute capability 9.0 or later
     # (the interpreter never takes them, so a CPU run is the launcher's other launches)
-    if device.type == "cuda" and torch.cuda.get_device_capability(device) < (9, 0):
-        major, minor = torch.cuda.get_device_capability(device)
+    capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+    if capability is not None and capability < (9, 0):
+        major, minor = capability
         return f"dependent launches need a GPU of compute capability 9.0 or later, this one has {major}.{minor}"
     return _triton_unavailable(device)
 

@@ -6,7 +6,7 @@ it in the stream has finished: as soon as every program of that kernel has signa
 (``griddepcontrol.launch_dependents``) or has exited. Its programs then hold their registers and shared memory,
 waiting, and run on the moment the kernel ahead has finished and its writes are visible, so the start of each launch
 (the launch itself, the placing of its programs) overlaps the run of the one before. A small batch's truncated step
-is a chain of seven or eight dependent launches on a GPU it does not fill, where that start is a large share of
+is a chain of eight or nine dependent launches on a GPU it does not fill, where that start is a large share of
 each launch's time.
 
 The contract that keeps this exact, for every kernel that takes ``PDL``:

@@ -134,8 +134,9 @@ class _Launcher:
     constexprs, the warps, the device) and called with all arguments in signature order, as
     Triton's own launch does. Should a Triton version refuse that call, every later launch takes
     the JIT path. A launch may cap the registers a thread takes (``max_registers``, Triton's ``maxnreg``:
-    part of that key too). A kernel that takes ``PDL`` (``dependent_launch.py``) gets it False unless the call
-    gives it, and a launch given ``PDL`` true is compiled and launched with Triton's ``launch_pdl``.
+    part of that key too). A constexpr the call leaves out takes its default from the kernel's signature (so the
+    launch is still kept), and a launch given ``PDL`` true (``dependent_launch.py``) is compiled and launched with
+    Triton's ``launch_pdl``.
     """
 
     direct = True
@@ -146,14 +147,15 @@ class _Launcher:
         self.compiled: dict[tuple, object] = {}
         parameters = inspect.signature(kernel.fn).parameters.values()
         self.constexpr_names = [p.name for p in parameters if p.annotation is tl.constexpr]
+        self.constexpr_defaults = {p.name: p.default for p in parameters
+                                   if p.annotation is tl.constexpr and p.default is not inspect.Parameter.empty}
 
     def __call__(self, grid: tuple[int, ...], args: tuple, num_warps: int, stream: tuple[str, int, int, int],
                  max_registers: int | None = None, **constexprs: object) -> None:
         """Launch on ``grid`` with ``args`` (every non-constexpr argument, in order) on ``stream``
         (``_stream_key``: device type and index, the CUDA stream handle, the scratch set); ``max_registers``:
         a cap on the registers a thread takes (Triton's ``maxnreg``; the interpreter has none)."""
-        if "PDL" in self.constexpr_names and "PDL" not in constexprs:
-            constexprs["PDL"] = False
+        constexprs = {**self.constexpr_defaults, **constexprs}
         if INTERPRETED:
             self.kernel[grid](*args, num_warps=num_warps, **constexprs)
             return
@@ -1128,8 +1130,8 @@ def _decision_fold(batch: int) -> bool:
 
 # Up to how many requests a truncated step's launches (the prepass, the split radix and histogram paths, the draft
 # bounds, the bracket race, the step and its terminal race) are dependent launches (dependent_launch.py): each placed
-# on the GPU while the one before it runs, waiting there for it to finish. A small batch's step is a chain of seven or
-# eight launches that do not fill the GPU. Hopper and later only; built without a GPU, not timed: at none (the launch
+# on the GPU while the one before it runs, waiting there for it to finish. A small batch's step is a chain of eight or
+# nine launches that do not fill the GPU. Hopper and later only; built without a GPU, not timed: at none (the launch
 # variants triton-pdl / triton-nopdl, and -pdl / -nopdl after a histogram variant's name, at any batch)
 DEPENDENT_LAUNCH_MAX_BATCH = 0
 

@@ -15,11 +15,10 @@
 #                                         ones is printed
 #   sanitize_float32 PART DIR [FLAG...]   tests/sanitize_kernels.py --part PART's float32 groups (shards 1, 3, ...,
 #                                         11 of 12: the only ones parts lists and folds run), FLAGs passed on, first
-#                                         without a tool,
-#                                         all at once (WORK_LIMIT seconds each, default 150: to fill Triton's cache),
-#                                         their last lines in DIR/PART-workload.txt, then under the three tools
-#                                         (sanitize_shards, TOOL_LIMIT seconds each, default 300), the logs in
-#                                         DIR/sanitize-PART.tgz
+#                                         without a tool, all at once (WORK_LIMIT seconds each, default 150: to fill
+#                                         Triton's cache), their last lines in DIR/PART-workload.txt, then under
+#                                         the three tools (sanitize_shards, TOOL_LIMIT seconds each, default 300),
+#                                         the logs in DIR/sanitize-PART.tgz
 #   check_tests DIR LIMIT SHARDS FILE...  the tests of FILE... in SHARDS runs at once, every SHARDS-th test of
 #                                         pytest's collection each (most of the truncation files' tests skip on a
 #                                         GPU, and the rest come in runs: consecutive shards left some idle), LIMIT

@@ -19,6 +19,7 @@
 # one, CHECK_LIMIT a test shard)
 set -uo pipefail
 out=${OUT:?set OUT to the folder for the results}
+mkdir -p "$out"
 source results/gpu-lib.sh
 impls=${IMPLS:-triton-nopdl,triton-pdl}
 S="python3 -m specbench --format plain kernels --no-charts --timer graph --mode probabilistic --target logits -l 3

@@ -6,7 +6,9 @@
 
 One case (``bench.plan_cases``: the same inputs ``specbench kernels`` builds, ``--acceptance 3`` or ``full``)
 on the Triton implementation (or the launch variant ``--impl`` names). After warm-up calls, ``--calls`` calls are profiled, each after an L2 flush (cold,
-as the host-free timer takes them; each call's first kernel, left out) and a wait, so that calls never overlap. Per kernel name: launches a call,
+as the host-free timer takes them; each call's first kernel, left out; ``--warm``: a one-element kernel in its place,
+the rows left in L2 by the call before, as a CUDA graph of a small batch finds them) and a wait, so that calls never
+overlap. Per kernel name: launches a call,
 the median duration of one launch, and its share of the kernels' sum (and, where a kernel is launched more
 than once a call, each launch's median duration by its place in the call). Then the median of that sum, and of
 the call's span on the GPU (first kernel start to last kernel end). Span minus sum is the time between the
@@ -53,19 +55,23 @@ def _case(args: argparse.Namespace) -> bench.Case:
     return case
 
 
-def breakdown(case: bench.Case, calls: int, warmup: int, impl: str = "triton") -> None:
+def breakdown(case: bench.Case, calls: int, warmup: int, impl: str = "triton", warm: bool = False) -> None:
     device = torch.device("cuda", torch.cuda.current_device())
     inputs = bench.make_inputs(case, device)
     (triton,) = resolve_all([impl])
     call = triton.bind(inputs.verify_kwargs())
     flush = timing._flush_windows(timing._flush_buffer(device, 1), device, 1)[0]
+    marker = torch.zeros(1, device=device)
     for _ in range(warmup):
         call()
     torch.cuda.synchronize(device)
 
     def cold_calls() -> None:
         for _ in range(calls):
-            timing._evict(flush)
+            if warm:  # a one-element kernel in the flush's place: it marks the call and leaves L2 as it was
+                marker.add_(1)
+            else:
+                timing._evict(flush)
             call()
             torch.cuda.synchronize(device)
 
@@ -97,7 +103,7 @@ def breakdown(case: bench.Case, calls: int, warmup: int, impl: str = "triton") -
     total = statistics.median(sums)
     print(f"{case.mode} B={case.batch_size} K={case.num_spec_tokens} V={case.vocab_size} draft={case.draft} "
           f"target={case.target} top_k={case.top_k} top_p={case.top_p} min_p={case.min_p} method={case.method} "
-          f"tree={case.tree}: {calls} cold calls, {per_call} launches each")
+          f"tree={case.tree}: {calls} {'warm' if warm else 'cold'} calls, {per_call} launches each")
     print(f"{'kernel':<44} {'launches':>8} {'median µs':>10} {'share':>6}")
     for name, values in sorted(durations.items(), key=lambda item: -sum(item[1])):
         launches = len(values) // calls
@@ -129,6 +135,9 @@ def main() -> None:
     parser.add_argument("--impl", default="triton", help="a Triton implementation or launch variant")
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--warm", action="store_true",
+                        help="no L2 flush before a call: the rows where the call before left them, as a CUDA graph's "
+                             "repeated calls of a small batch find them")
     args = parser.parse_args()
     try:
         case = _case(args)  # the case is checked (and refused in one line) before any GPU is needed
@@ -136,7 +145,7 @@ def main() -> None:
         sys.exit(str(exc))
     if not torch.cuda.is_available():
         sys.exit(f"needs a CUDA GPU (the case is valid: {case})")
-    breakdown(case, args.calls, args.warmup, args.impl)
+    breakdown(case, args.calls, args.warmup, args.impl, args.warm)
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ def breakdown(case: bench.Case, calls: int, warmup: int, impl: str = "triton", w
         call()
     torch.cuda.synchronize(device)
 
-    def cold_calls() -> None:
+    def profiled_calls() -> None:
         for _ in range(calls):
             if warm:  # a one-element kernel in the flush's place: it marks the call and leaves L2 as it was
                 marker.add_(1)
@@ -77,7 +77,7 @@ def breakdown(case: bench.Case, calls: int, warmup: int, impl: str = "triton", w
 
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities) as profiler:
-        cold_calls()
+        profiled_calls()
     launched = sorted((event for event in profiler.events() if event.device_type == torch.autograd.DeviceType.CUDA),
                       key=lambda event: event.time_range.start)
     # each call's first kernel is its flush (a wait separates the calls): left out by its place, not its name
